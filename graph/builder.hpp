@@ -1,0 +1,248 @@
+// The graph builder: ordinary constexpr C++ that records a topologically ordered SSA node table.
+// A model function creates a Builder, declares inputs and parameters, applies ops and returns the
+// Builder; ctgrad::freeze<F>() runs it at compile time and turns it into a fixed-size Graph.
+// Nothing here allocates at run time: the std::vector/std::string live only during constant
+// evaluation.
+#pragma once
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ctgrad/graph/dim.hpp>
+#include <ctgrad/graph/op.hpp>
+
+namespace ctgrad {
+
+using Loc = std::source_location;
+
+enum class NodeKind : std::uint8_t { op, input, param };
+
+// How a parameter is initialised. Reproducible: the value of element k depends only on
+// (seed, parameter name, k), not on order, threads or the other parameters.
+struct Init {
+  enum Kind : std::uint8_t { zeros, ones, constant, normal, uniform, xavier_uniform } kind = zeros;
+  double a = 0, b = 0;
+};
+namespace init {
+constexpr Init zeros() { return {Init::zeros}; }
+constexpr Init ones() { return {Init::ones}; }
+constexpr Init constant(double c) { return {Init::constant, c}; }
+constexpr Init normal(double stddev) { return {Init::normal, stddev}; }
+constexpr Init uniform(double lo, double hi) { return {Init::uniform, lo, hi}; }
+// U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)); fans from the last two dims.
+constexpr Init xavier_uniform(double gain = 1.0) { return {Init::xavier_uniform, gain}; }
+}  // namespace init
+
+// Options of an input value.
+struct In {
+  DType dtype = DType::real;
+  bool grad = false;  // keep a gradient for it (for gradcheck, saliency, ...)
+};
+
+struct Node {
+  NodeKind kind = NodeKind::op;
+  const OpDef* op = nullptr;  // kind == op
+  std::array<int, kMaxInputs> in{};
+  int n_in = 0;
+  Shape shape;
+  DType dtype = DType::real;
+  Dim scratch = 0;
+  Attrs attr;
+  Init init;
+  bool requires_grad = false;  // inputs marked In{.grad=true}; parameters always
+  bool is_output = false;
+  bool is_loss = false;
+  int name_off = 0, name_len = 0;  // scope/parameter/input name, in the graph's name pool
+  int out_name_off = 0, out_name_len = 0;
+  int line = 0;
+  int file_off = 0, file_len = 0;
+};
+
+struct Builder;
+
+// A handle to a node while the graph is built.
+struct Value {
+  Builder* b = nullptr;
+  int id = -1;
+  constexpr const Shape& shape() const;
+  constexpr DType dtype() const;
+};
+
+// A naming scope: parameters and ops created through it are named "<prefix>.<name>".
+struct Scope {
+  Builder* b = nullptr;
+  std::string prefix;
+
+  constexpr Scope scope(std::string_view name) const { return {b, join(name)}; }
+  constexpr Scope scope(std::string_view name, int index) const {
+    std::string s(name);
+    s += '.';
+    s += digits(index);
+    return {b, join(s)};
+  }
+
+  constexpr Value input(std::string_view name, Shape shape, In opts = {},
+                        Loc loc = Loc::current()) const;
+  constexpr Value param(std::string_view name, Shape shape, Init init,
+                        Loc loc = Loc::current()) const;
+  template <OpType Op>
+  constexpr Value apply(std::initializer_list<Value> inputs, Attrs attr = {},
+                        Loc loc = Loc::current()) const;
+
+  constexpr std::string join(std::string_view name) const {
+    if (prefix.empty()) return std::string(name);
+    std::string s = prefix;
+    s += '.';
+    s += name;
+    return s;
+  }
+  static constexpr std::string digits(int v) {
+    std::string s;
+    if (v == 0) return "0";
+    while (v > 0) {
+      s.insert(s.begin(), char('0' + v % 10));
+      v /= 10;
+    }
+    return s;
+  }
+};
+
+struct Builder : Scope {
+  std::vector<Node> nodes;
+  std::vector<char> names;
+  Msg error;  // the first problem found; freeze() turns it into a compile error
+
+  constexpr Builder() : Scope{this, {}} {}
+  constexpr Builder(const Builder& o) : Scope{this, o.prefix}, nodes(o.nodes), names(o.names), error(o.error) {}
+  constexpr Builder& operator=(const Builder&) = delete;
+
+  // Marks v as a named output, readable after forward().
+  constexpr Builder& output(Value v, std::string_view name = "out", Loc loc = Loc::current()) {
+    if (!check_value(v, "output", loc)) return *this;
+    Node& n = nodes[static_cast<std::size_t>(v.id)];
+    n.is_output = true;
+    n.out_name_off = store(name);
+    n.out_name_len = int(name.size());
+    return *this;
+  }
+  // Marks v as the scalar that backward() differentiates.
+  constexpr Builder& loss(Value v, Loc loc = Loc::current()) {
+    if (!check_value(v, "loss", loc)) return *this;
+    for (const Node& n : nodes)
+      if (n.is_loss) fail(Msg("loss: the graph already has a loss"), loc);
+    Node& n = nodes[static_cast<std::size_t>(v.id)];
+    if (n.shape.rank != 0 || n.dtype != DType::real)
+      fail(Msg("loss: must be a real scalar (rank 0), got shape ").add(n.shape), loc);
+    n.is_loss = true;
+    if (!n.is_output) output(v, "loss", loc);
+    return *this;
+  }
+
+  constexpr void fail(Msg m, const Loc& loc) {
+    if (!error.empty()) return;
+    error = m;
+    error.add(" (").add(basename(loc.file_name())).add(":").add(int(loc.line())).add(")");
+  }
+  constexpr bool check_value(Value v, const char* what, const Loc& loc) {
+    if (v.b != this || v.id < 0 || v.id >= int(nodes.size())) {
+      fail(Msg(what).add(": value does not belong to this graph"), loc);
+      return false;
+    }
+    return true;
+  }
+  constexpr int store(std::string_view s) {
+    int off = int(names.size());
+    for (char c : s) names.push_back(c);
+    return off;
+  }
+  constexpr std::string_view name_of(int id) const {
+    const Node& n = nodes[static_cast<std::size_t>(id)];
+    return {names.data() + n.name_off, static_cast<std::size_t>(n.name_len)};
+  }
+  static constexpr std::string_view basename(std::string_view f) {
+    auto p = f.find_last_of('/');
+    return p == std::string_view::npos ? f : f.substr(p + 1);
+  }
+  constexpr Node& add_node(Node n, std::string_view name, const Loc& loc) {
+    n.name_off = store(name);
+    n.name_len = int(name.size());
+    n.line = int(loc.line());
+    std::string_view file = basename(loc.file_name());
+    n.file_off = store(file);
+    n.file_len = int(file.size());
+    nodes.push_back(n);
+    return nodes.back();
+  }
+};
+
+constexpr const Shape& Value::shape() const { return b->nodes[static_cast<std::size_t>(id)].shape; }
+constexpr DType Value::dtype() const { return b->nodes[static_cast<std::size_t>(id)].dtype; }
+
+constexpr Value Scope::input(std::string_view name, Shape shape, In opts, Loc loc) const {
+  Node n;
+  n.kind = NodeKind::input;
+  n.shape = shape;
+  n.dtype = opts.dtype;
+  n.requires_grad = opts.grad && opts.dtype == DType::real;
+  std::string full = join(name);
+  for (const Node& o : b->nodes)
+    if (o.kind == NodeKind::input &&
+        std::string_view(b->names.data() + o.name_off, static_cast<std::size_t>(o.name_len)) == full)
+      b->fail(Msg("input '").add(full).add("' is declared twice"), loc);
+  b->add_node(n, full, loc);
+  return {b, int(b->nodes.size()) - 1};
+}
+
+constexpr Value Scope::param(std::string_view name, Shape shape, Init init, Loc loc) const {
+  std::string full = join(name);
+  if (!shape.is_static())
+    b->fail(Msg("parameter '").add(full).add("' needs static dims, got ").add(shape), loc);
+  for (const Node& o : b->nodes)
+    if (o.kind == NodeKind::param &&
+        std::string_view(b->names.data() + o.name_off, static_cast<std::size_t>(o.name_len)) == full)
+      b->fail(Msg("parameter '").add(full).add("' is declared twice"), loc);
+  Node n;
+  n.kind = NodeKind::param;
+  n.shape = shape;
+  n.init = init;
+  n.requires_grad = true;
+  b->add_node(n, full, loc);
+  return {b, int(b->nodes.size()) - 1};
+}
+
+template <OpType Op>
+constexpr Value Scope::apply(std::initializer_list<Value> inputs, Attrs attr, Loc loc) const {
+  constexpr const OpDef* def = &op_def<Op>;
+  Node n;
+  n.kind = NodeKind::op;
+  n.op = def;
+  n.attr = attr;
+  std::array<Shape, kMaxInputs> shapes{};
+  std::array<DType, kMaxInputs> dtypes{};
+  for (const Value& v : inputs) {
+    if (n.n_in == kMaxInputs || !b->check_value(v, Op::name, loc)) break;
+    shapes[static_cast<std::size_t>(n.n_in)] = v.shape();
+    dtypes[static_cast<std::size_t>(n.n_in)] = v.dtype();
+    n.in[static_cast<std::size_t>(n.n_in++)] = v.id;
+  }
+  auto where = [&] {
+    Msg m("op ");
+    m.add(Op::name);
+    if (!prefix.empty()) m.add(" in '").add(prefix).add("'");
+    return m.add(": ");
+  };
+  if (n.n_in != Op::arity) {
+    b->fail(where().add("takes ").add(Op::arity).add(" inputs, got ").add(int(inputs.size())), loc);
+  } else {
+    ShapeResult r = Op::shape(ShapeCtx{shapes.data(), dtypes.data(), n.n_in, attr});
+    if (!r.error.empty()) b->fail(where().add(r.error.view()), loc);
+    n.shape = r.shape;
+    n.dtype = r.dtype;
+    n.scratch = r.scratch;
+  }
+  b->add_node(n, prefix, loc);
+  return {b, int(b->nodes.size()) - 1};
+}
+
+}  // namespace ctgrad

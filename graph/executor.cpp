@@ -1,0 +1,467 @@
+#include <ctgrad/graph/executor.hpp>
+#include <ctgrad/graph/random.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
+namespace ctgrad {
+
+std::string format_shape(std::span<const std::int64_t> dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+template <class T>
+std::size_t elem_bytes(DType dt) {
+  return dt == DType::index ? sizeof(std::int32_t) : sizeof(T);
+}
+
+std::unique_ptr<std::byte[]> alloc_bytes(std::size_t n) {
+  // operator new[] of std::byte is aligned to __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16); we need 64.
+  return std::unique_ptr<std::byte[]>(new (std::align_val_t(kAlign)) std::byte[n]);
+}
+
+std::string declared(const Shape& s) { return std::string(Msg().add(s).view()); }
+}  // namespace
+
+template <class T>
+struct Executor<T>::Impl {
+  tbb::task_arena arena;
+  explicit Impl(int threads) : arena(threads > 0 ? threads : tbb::info::default_concurrency()) {}
+};
+
+template <class T>
+Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
+    : g_(g), plan_{train, infer}, opts_(opts), impl_(std::make_unique<Impl>(opts.threads_)) {
+  std::size_t n = static_cast<std::size_t>(g_.n);
+  param_index_.assign(n, -1);
+  inputs_.resize(n);
+  val_.resize(n);
+  grad_.resize(n);
+  scratch_.resize(n);
+  // Parameter store: one block for values, one for gradients, each tensor 64-byte aligned.
+  std::vector<std::size_t> offs;
+  for (int i = 0; i < g_.n; ++i) {
+    if (g_.nodes[i].kind != NodeKind::param) continue;
+    offs.push_back(param_total_);
+    auto elems = static_cast<std::size_t>(g_.nodes[i].shape.numel().coef);
+    param_total_ += align_up(elems * sizeof(T)) / sizeof(T);
+  }
+  param_values_.reset(new (std::align_val_t(kAlign)) T[std::max<std::size_t>(param_total_, 1)]());
+  param_grads_.reset(new (std::align_val_t(kAlign)) T[std::max<std::size_t>(param_total_, 1)]());
+  std::size_t k = 0;
+  for (int i = 0; i < g_.n; ++i) {
+    if (g_.nodes[i].kind != NodeKind::param) continue;
+    param_index_[static_cast<std::size_t>(i)] = int(params_.size());
+    TensorRef r = ref(i, param_values_.get() + offs[k]);
+    TensorView<T> v{r.as<T>(), r.dim, r.rank, r.numel};
+    TensorView<T> gr = v;
+    gr.data = param_grads_.get() + offs[k];
+    params_.push_back({g_.name(i), v, gr});
+    val_[static_cast<std::size_t>(i)] = r;
+    TensorRef rg = r;
+    rg.data = gr.data;
+    grad_[static_cast<std::size_t>(i)] = rg;
+    ++k;
+  }
+  init_parameters(opts_.seed_);
+}
+
+template <class T>
+Executor<T>::~Executor() = default;
+
+template <class T>
+int Executor<T>::threads() const {
+  return impl_->arena.max_concurrency();
+}
+
+template <class T>
+std::int64_t Executor<T>::symbol(Dim s) const {
+  for (int i = 0; i < kMaxSymbols; ++i)
+    if (s == ctgrad::symbol(i)) return sym_[static_cast<std::size_t>(i)] > 0 ? sym_[static_cast<std::size_t>(i)] : -1;
+  return -1;
+}
+
+template <class T>
+void Executor<T>::init_parameters(std::uint64_t seed) {
+  for (const Parameter<T>& p : params_) {
+    int node = -1;
+    for (int i = 0; i < g_.n; ++i)
+      if (g_.nodes[i].kind == NodeKind::param && g_.name(i) == p.name) node = i;
+    const Node& n = g_.nodes[node];
+    const std::uint64_t key = random::key(seed, p.name);
+    const Init& in = n.init;
+    double fan_in = n.shape.rank >= 1 ? double(n.shape.back(1).coef) : 1.0;
+    double fan_out = n.shape.rank >= 2 ? double(n.shape.back(2).coef) : 1.0;
+    for (std::int64_t e = 0; e < p.value.numel; ++e) {
+      double v = 0;
+      switch (in.kind) {
+        case Init::zeros: v = 0; break;
+        case Init::ones: v = 1; break;
+        case Init::constant: v = in.a; break;
+        case Init::normal: v = in.a * random::normal(key, std::uint64_t(e)); break;
+        case Init::uniform: v = in.a + (in.b - in.a) * random::uniform(key, std::uint64_t(e)); break;
+        case Init::xavier_uniform: {
+          double a = in.a * std::sqrt(6.0 / (fan_in + fan_out));
+          v = -a + 2 * a * random::uniform(key, std::uint64_t(e));
+          break;
+        }
+      }
+      p.value.data[e] = static_cast<T>(v);
+    }
+  }
+}
+
+template <class T>
+TensorRef Executor<T>::ref(int node, void* data) const {
+  const Node& n = g_.nodes[node];
+  TensorRef r;
+  r.data = data;
+  r.rank = n.shape.rank;
+  r.dtype = n.dtype;
+  r.numel = 1;
+  for (int d = 0; d < n.shape.rank; ++d) {
+    r.dim[static_cast<std::size_t>(d)] = n.shape[d].eval(sym_);
+    r.numel *= r.dim[static_cast<std::size_t>(d)];
+  }
+  return r;
+}
+
+template <class T>
+int Executor<T>::find_input(std::string_view name) const {
+  for (int i = 0; i < g_.n; ++i)
+    if (g_.nodes[i].kind == NodeKind::input && g_.name(i) == name) return i;
+  std::string known;
+  for (int i = 0; i < g_.n; ++i)
+    if (g_.nodes[i].kind == NodeKind::input) known += (known.empty() ? "'" : ", '") + std::string(g_.name(i)) + "'";
+  throw std::invalid_argument("ctgrad: no input named '" + std::string(name) + "' (inputs: " + known + ")");
+}
+
+template <class T>
+int Executor<T>::find_output(std::string_view name) const {
+  for (int i = 0; i < g_.n; ++i) {
+    const Node& n = g_.nodes[i];
+    if (n.is_output && g_.str(n.out_name_off, n.out_name_len) == name) return i;
+  }
+  throw std::invalid_argument("ctgrad: no output named '" + std::string(name) + "'");
+}
+
+template <class T>
+void Executor<T>::fail_input(int node, const std::string& why) const {
+  std::string msg = "ctgrad: input '" + std::string(g_.name(node)) + "': " + why;
+  for (int c = node + 1; c < g_.n; ++c) {
+    const Node& cn = g_.nodes[c];
+    bool uses = false;
+    for (int k = 0; k < cn.n_in; ++k) uses |= cn.in[static_cast<std::size_t>(k)] == node;
+    if (uses && cn.kind == NodeKind::op) {
+      msg += " (used by op " + std::string(cn.op->name);
+      if (cn.name_len) msg += " in '" + std::string(g_.name(c)) + "'";
+      msg += " at " + std::string(g_.str(cn.file_off, cn.file_len)) + ":" + std::to_string(cn.line) + ")";
+      break;
+    }
+  }
+  throw shape_error(msg);
+}
+
+template <class T>
+void Executor<T>::copy_input(int node, const void* data, std::size_t bytes,
+                             std::span<const std::int64_t> shape, DType dt) {
+  const Node& n = g_.nodes[node];
+  std::string got = format_shape(shape);
+  if (dt != n.dtype)
+    fail_input(node, std::string("expects ") + (n.dtype == DType::index ? "int32 indices" : "real values") +
+                         ", got " + (dt == DType::index ? "int32 indices" : "real values"));
+  if (int(shape.size()) != n.shape.rank)
+    fail_input(node, "shape " + got + " has rank " + std::to_string(shape.size()) + ", declared " +
+                         declared(n.shape) + " has rank " + std::to_string(n.shape.rank));
+  std::int64_t numel = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 1) fail_input(node, "shape " + got + " has an empty or negative dim");
+    const Dim& want = n.shape[int(d)];
+    if (want.is_static() && want.coef != shape[d])
+      fail_input(node, "shape " + got + " does not fit declared " + declared(n.shape) + ": dim " +
+                           std::to_string(d) + " must be " + std::to_string(want.coef));
+    numel *= shape[d];
+  }
+  std::size_t need = static_cast<std::size_t>(numel) * (dt == DType::index ? 4 : sizeof(T));
+  if (need != bytes)
+    fail_input(node, "shape " + got + " needs " + std::to_string(numel) + " elements, data has " +
+                         std::to_string(bytes / (dt == DType::index ? 4 : sizeof(T))));
+  InputStore& st = inputs_[static_cast<std::size_t>(node)];
+  if (st.capacity < need) {
+    st.data = alloc_bytes(align_up(need));
+    st.capacity = align_up(need);
+  }
+  std::memcpy(st.data.get(), data, need);
+  st.rank = int(shape.size());
+  std::copy(shape.begin(), shape.end(), st.dims.begin());
+}
+
+template <class T>
+void Executor<T>::set_input(std::string_view name, std::span<const T> data,
+                            std::span<const std::int64_t> shape) {
+  copy_input(find_input(name), data.data(), data.size_bytes(), shape, DType::real);
+}
+
+template <class T>
+void Executor<T>::set_input(std::string_view name, std::span<const std::int32_t> data,
+                            std::span<const std::int64_t> shape) {
+  copy_input(find_input(name), data.data(), data.size_bytes(), shape, DType::index);
+}
+
+// Binds each runtime symbol from the first input that carries it alone in a dim, then checks
+// every input against its declared shape under those values.
+template <class T>
+void Executor<T>::check_inputs() {
+  std::array<int, kMaxSymbols> bound_by{};
+  bound_by.fill(-1);
+  std::array<std::int64_t, kMaxSymbols> sym{};
+  for (int i = 0; i < g_.n; ++i) {
+    const Node& n = g_.nodes[i];
+    if (n.kind != NodeKind::input) continue;
+    const InputStore& st = inputs_[static_cast<std::size_t>(i)];
+    if (st.rank < 0) fail_input(i, "was never set (call set_input before forward)");
+    for (int d = 0; d < n.shape.rank; ++d) {
+      const Dim& want = n.shape[d];
+      for (int s = 0; s < kMaxSymbols; ++s) {
+        if (!(want == ctgrad::symbol(s))) continue;
+        auto su = static_cast<std::size_t>(s);
+        std::int64_t got = st.dims[static_cast<std::size_t>(d)];
+        if (bound_by[su] < 0) {
+          bound_by[su] = i;
+          sym[su] = got;
+        } else if (sym[su] != got) {
+          const InputStore& other = inputs_[static_cast<std::size_t>(bound_by[su])];
+          fail_input(i, "shape " + format_shape({st.dims.data(), std::size_t(st.rank)}) + " gives " +
+                            std::string(kSymbolNames[su]) + "=" + std::to_string(got) + ", but input '" +
+                            std::string(g_.name(bound_by[su])) + "' " +
+                            format_shape({other.dims.data(), std::size_t(other.rank)}) + " gives " +
+                            std::string(kSymbolNames[su]) + "=" + std::to_string(sym[su]));
+        }
+      }
+    }
+  }
+  for (int i = 0; i < g_.n; ++i) {
+    const Node& n = g_.nodes[i];
+    if (n.kind != NodeKind::input) continue;
+    const InputStore& st = inputs_[static_cast<std::size_t>(i)];
+    for (int d = 0; d < n.shape.rank; ++d) {
+      std::int64_t want = n.shape[d].eval(sym);
+      if (want != st.dims[static_cast<std::size_t>(d)])
+        fail_input(i, "shape " + format_shape({st.dims.data(), std::size_t(st.rank)}) + " does not fit " +
+                          declared(n.shape) + ": dim " + std::to_string(d) + " should be " +
+                          std::to_string(want));
+    }
+  }
+  for (int s = 0; s < kMaxSymbols; ++s) {
+    auto su = static_cast<std::size_t>(s);
+    if (bound_by[su] >= 0) sym_[su] = sym[su];
+  }
+}
+
+template <class T>
+void Executor<T>::layout(const PlanView& p, std::vector<std::size_t>& offsets, std::size_t& total) const {
+  std::vector<std::size_t> bytes(static_cast<std::size_t>(p.n_slots), 0);
+  for (int b = 0; b < p.n_buffers; ++b) {
+    const Buffer& buf = p.buffers[b];
+    auto need = static_cast<std::size_t>(buf.elems.eval(sym_)) * elem_bytes<T>(buf.dtype);
+    auto& s = bytes[static_cast<std::size_t>(buf.slot)];
+    s = std::max(s, align_up(need));
+  }
+  offsets.assign(bytes.size(), 0);
+  total = 0;
+  for (std::size_t s = 0; s < bytes.size(); ++s) {
+    offsets[s] = total;
+    total += bytes[s];
+  }
+}
+
+template <class T>
+std::size_t Executor<T>::plan_bytes(Mode m) const {
+  return total_[m == Mode::train ? 0 : 1];
+}
+
+template <class T>
+void Executor<T>::place(Mode m) {
+  bool resized = !sized_ || sym_ != sized_for_;
+  if (resized) {
+    layout(plan_[0], offsets_[0], total_[0]);
+    layout(plan_[1], offsets_[1], total_[1]);
+    std::size_t need = std::max({total_[0], total_[1], kAlign});
+    if (need > arena_bytes_) {
+      arena_ = alloc_bytes(need);
+      arena_bytes_ = need;
+    }
+    sized_for_ = sym_;
+    sized_ = true;
+  }
+  if (!resized && placed_ && placed_mode_ == m) {
+    // Inputs may have moved to a bigger store since the last step.
+    for (int i = 0; i < g_.n; ++i)
+      if (g_.nodes[i].kind == NodeKind::input) val_[static_cast<std::size_t>(i)].data = inputs_[static_cast<std::size_t>(i)].data.get();
+    return;
+  }
+  const int pi = m == Mode::train ? 0 : 1;
+  const PlanView& p = plan_[pi];
+  auto at = [&](int buf) -> void* {
+    if (buf < 0) return nullptr;
+    return arena_.get() + offsets_[pi][static_cast<std::size_t>(p.buffers[buf].slot)];
+  };
+  for (int i = 0; i < g_.n; ++i) {
+    auto iu = static_cast<std::size_t>(i);
+    const Node& n = g_.nodes[i];
+    if (n.kind == NodeKind::param) continue;
+    void* v = n.kind == NodeKind::input ? static_cast<void*>(inputs_[iu].data.get()) : at(p.value_buf[i]);
+    val_[iu] = ref(i, v);
+    grad_[iu] = ref(i, at(p.grad_buf[i]));
+    grad_[iu].dtype = DType::real;
+    scratch_[iu] = TensorRef{};
+    if (p.scratch_buf[i] >= 0) {
+      scratch_[iu].data = at(p.scratch_buf[i]);
+      scratch_[iu].rank = 1;
+      scratch_[iu].numel = n.scratch.eval(sym_);
+      scratch_[iu].dim[0] = scratch_[iu].numel;
+    }
+  }
+  placed_ = true;
+  placed_mode_ = m;
+}
+
+template <class T>
+void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int end, bool vjp) {
+  constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
+  auto run = [&](int i) {
+    const Node& n = g_.nodes[i];
+    std::array<TensorRef, kMaxInputs> in{}, gin{};
+    const int n_in = std::min(n.n_in, kMaxInputs);  // always n.n_in; tells the compiler the bound
+    for (int k = 0; k < n_in; ++k) {
+      int src = n.in[static_cast<std::size_t>(k)];
+      in[static_cast<std::size_t>(k)] = val_[static_cast<std::size_t>(src)];
+      if (vjp && p.needs_grad[src]) gin[static_cast<std::size_t>(k)] = grad_[static_cast<std::size_t>(src)];
+    }
+    OpArgs a{n.attr, in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
+    a.seed = opts_.seed_;
+    a.step = static_cast<std::uint64_t>(step_);
+    a.node = i;
+    if (vjp) {
+      a.gout = &grad_[static_cast<std::size_t>(i)];
+      a.gin = gin.data();
+      n.op->vjp[ti](a);
+    } else {
+      n.op->forward[ti](a);
+    }
+  };
+  if (end - begin == 1) {
+    run(order[begin]);
+  } else {
+    tbb::parallel_for(tbb::blocked_range<int>(begin, end, 1), [&](const tbb::blocked_range<int>& r) {
+      for (int j = r.begin(); j != r.end(); ++j) run(order[j]);
+    });
+  }
+}
+
+template <class T>
+void Executor<T>::forward(Mode mode) {
+  check_inputs();
+  place(mode);
+  const PlanView& p = plan_[mode == Mode::train ? 0 : 1];
+  impl_->arena.execute([&] {
+    for (int s = 0; s < p.n_fwd; ++s) run_step(p, p.fwd_order, p.fwd_begin[s], p.fwd_begin[s + 1], false);
+  });
+  ++step_;
+  have_forward_ = true;
+  last_mode_ = mode;
+}
+
+template <class T>
+void Executor<T>::backward() {
+  if (!have_forward_ || last_mode_ != Mode::train)
+    throw std::logic_error("ctgrad: backward() needs a forward(Mode::train) first");
+  const PlanView& p = plan_[0];
+  if (g_.loss < 0) throw std::logic_error("ctgrad: backward() needs a graph with a loss");
+  *grad_[static_cast<std::size_t>(g_.loss)].template as<T>() = T(1);
+  impl_->arena.execute([&] {
+    for (int b = 0; b < p.n_bwd; ++b) {
+      for (int z = p.zero_begin[b]; z < p.zero_begin[b + 1]; ++z) {
+        const TensorRef& r = grad_[static_cast<std::size_t>(p.zero_order[z])];
+        std::memset(r.data, 0, static_cast<std::size_t>(r.numel) * sizeof(T));
+      }
+      run_step(p, p.bwd_order, p.bwd_begin[b], p.bwd_begin[b + 1], true);
+    }
+  });
+  have_forward_ = false;  // activations may be overwritten by now
+}
+
+template <class T>
+void Executor<T>::zero_grad() {
+  std::fill_n(param_grads_.get(), param_total_, T(0));
+}
+
+template <class T>
+TensorView<T> Executor<T>::output(std::string_view name) const {
+  int i = find_output(name);
+  if (!placed_) throw std::logic_error("ctgrad: output('" + std::string(name) + "') before any forward()");
+  const TensorRef& r = val_[static_cast<std::size_t>(i)];
+  return {r.as<T>(), r.dim, r.rank, r.numel};
+}
+
+template <class T>
+T Executor<T>::loss() const {
+  if (g_.loss < 0) throw std::logic_error("ctgrad: the graph has no loss");
+  if (!placed_) throw std::logic_error("ctgrad: loss() before any forward()");
+  return *val_[static_cast<std::size_t>(g_.loss)].template as<T>();
+}
+
+template <class T>
+TensorView<T> Executor<T>::input_grad(std::string_view name) const {
+  int i = find_input(name);
+  const TensorRef& r = grad_[static_cast<std::size_t>(i)];
+  if (!r.data) throw std::logic_error("ctgrad: input '" + std::string(name) + "' has no gradient (declare it In{.grad = true})");
+  return {r.as<T>(), r.dim, r.rank, r.numel};
+}
+
+template <class T>
+TensorView<T> Executor<T>::input_data(std::string_view name) {
+  int i = find_input(name);
+  const InputStore& st = inputs_[static_cast<std::size_t>(i)];
+  if (st.rank < 0) throw std::logic_error("ctgrad: input '" + std::string(name) + "' was never set");
+  if (g_.nodes[i].dtype != DType::real) throw std::logic_error("ctgrad: input '" + std::string(name) + "' holds indices");
+  TensorView<T> v{reinterpret_cast<T*>(st.data.get()), st.dims, st.rank, 1};
+  for (int d = 0; d < st.rank; ++d) v.numel *= st.dims[static_cast<std::size_t>(d)];
+  return v;
+}
+
+template <class T>
+std::vector<std::string_view> Executor<T>::grad_inputs() const {
+  std::vector<std::string_view> r;
+  for (int i = 0; i < g_.n; ++i)
+    if (g_.nodes[i].kind == NodeKind::input && g_.nodes[i].requires_grad) r.push_back(g_.name(i));
+  return r;
+}
+
+template <class T>
+const Parameter<T>& Executor<T>::parameter(std::string_view name) const {
+  for (const auto& p : params_)
+    if (p.name == name) return p;
+  throw std::invalid_argument("ctgrad: no parameter named '" + std::string(name) + "'");
+}
+
+template class Executor<float>;
+template class Executor<double>;
+
+}  // namespace ctgrad

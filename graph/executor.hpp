@@ -1,0 +1,137 @@
+// The executor: runs a planned graph. It is not a template over the graph — Program<G> hands it
+// views of the compile-time tables — so it is compiled once, in the library, for float and double.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include <ctgrad/graph/plan.hpp>
+#include <ctgrad/graph/tensor.hpp>
+
+namespace ctgrad {
+
+struct GraphView {
+  const Node* nodes;
+  int n;
+  const char* names;
+  int loss;
+  std::string_view str(int off, int len) const { return {names + off, static_cast<std::size_t>(len)}; }
+  std::string_view name(int i) const { return str(nodes[i].name_off, nodes[i].name_len); }
+};
+
+struct PlanView {
+  bool training;
+  int n_fwd, n_bwd;
+  const int *fwd_order, *fwd_begin, *bwd_order, *bwd_begin, *zero_order, *zero_begin;
+  const bool *needs_grad, *runs_vjp;
+  const Buffer* buffers;
+  int n_buffers, n_slots;
+  const int *value_buf, *grad_buf, *scratch_buf;
+
+  template <int N>
+  static PlanView of(const Plan<N>& p) {
+    return {p.training,         p.n_fwd,             p.n_bwd,
+            p.fwd_order.data(), p.fwd_begin.data(),  p.bwd_order.data(),
+            p.bwd_begin.data(), p.zero_order.data(), p.zero_begin.data(),
+            p.needs_grad.data(), p.runs_vjp.data(),  p.buffers.data(),
+            p.n_buffers,        p.n_slots,           p.value_buf.data(),
+            p.grad_buf.data(),  p.scratch_buf.data()};
+  }
+};
+
+template <class T>
+class Executor {
+ public:
+  Executor(GraphView g, PlanView train, PlanView infer, Options opts);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Copies an input in; its shape binds the runtime symbols (Batch, Seq, ...).
+  void set_input(std::string_view name, std::span<const T> data, std::span<const std::int64_t> shape);
+  void set_input(std::string_view name, std::span<const std::int32_t> data,
+                 std::span<const std::int64_t> shape);
+  void set_input(std::string_view name, std::span<const T> data, std::initializer_list<std::int64_t> shape) {
+    set_input(name, data, std::span<const std::int64_t>(shape.begin(), shape.size()));
+  }
+  void set_input(std::string_view name, std::span<const std::int32_t> data,
+                 std::initializer_list<std::int64_t> shape) {
+    set_input(name, data, std::span<const std::int64_t>(shape.begin(), shape.size()));
+  }
+
+  void forward(Mode mode = Mode::train);
+  void backward();  // adds d(loss)/d(param) into the parameter gradients
+  void zero_grad();
+
+  TensorView<T> output(std::string_view name) const;
+  T loss() const;
+  TensorView<T> input_grad(std::string_view name) const;  // inputs declared In{.grad = true}
+  // The stored data of a real input, writable in place (after a set_input).
+  TensorView<T> input_data(std::string_view name);
+  // Names of the inputs declared In{.grad = true}.
+  std::vector<std::string_view> grad_inputs() const;
+
+  std::span<const Parameter<T>> parameters() const { return params_; }
+  const Parameter<T>& parameter(std::string_view name) const;
+  // All parameter values (and gradients) as one contiguous span: vectorised optimizer updates.
+  std::span<T> parameter_values() { return {param_values_.get(), param_total_}; }
+  std::span<T> parameter_grads() { return {param_grads_.get(), param_total_}; }
+  void init_parameters(std::uint64_t seed);
+
+  int threads() const;
+  std::int64_t symbol(Dim s) const;  // bound value of a runtime symbol, -1 if unbound
+  std::size_t arena_bytes() const { return arena_bytes_; }
+  // Bytes the plan of a mode needs at the currently bound dims.
+  std::size_t plan_bytes(Mode m) const;
+  std::int64_t steps() const { return step_; }
+
+ private:
+  struct Impl;
+  int find_input(std::string_view name) const;
+  int find_output(std::string_view name) const;
+  void copy_input(int node, const void* data, std::size_t bytes, std::span<const std::int64_t> shape,
+                  DType dt);
+  void check_inputs();
+  void layout(const PlanView& p, std::vector<std::size_t>& offsets, std::size_t& total) const;
+  void place(Mode m);
+  void run_step(const PlanView& p, const int* order, int begin, int end, bool vjp);
+  TensorRef ref(int node, void* data) const;
+  [[noreturn]] void fail_input(int node, const std::string& why) const;
+
+  GraphView g_;
+  PlanView plan_[2];  // [train, infer]
+  Options opts_;
+  std::unique_ptr<Impl> impl_;
+
+  std::vector<Parameter<T>> params_;
+  std::vector<int> param_index_;  // node -> index in params_, -1
+  std::size_t param_total_ = 0;
+  std::unique_ptr<T[]> param_values_, param_grads_;
+
+  std::array<std::int64_t, kMaxSymbols> sym_{};      // bound values
+  std::array<std::int64_t, kMaxSymbols> sized_for_{};  // dims the arena was laid out for
+  bool sized_ = false;
+  Mode placed_mode_ = Mode::train;
+  bool placed_ = false;
+
+  struct InputStore {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+    std::array<std::int64_t, kMaxRank> dims{};
+    int rank = -1;  // -1: never set
+  };
+  std::vector<InputStore> inputs_;  // by node; empty for non-inputs
+
+  std::unique_ptr<std::byte[]> arena_;
+  std::size_t arena_bytes_ = 0;
+  std::vector<std::size_t> offsets_[2];  // slot -> byte offset, per plan
+  std::size_t total_[2] = {0, 0};
+  std::vector<TensorRef> val_, grad_, scratch_;
+  std::int64_t step_ = 0;
+  bool have_forward_ = false;
+  Mode last_mode_ = Mode::train;
+};
+
+extern template class Executor<float>;
+extern template class Executor<double>;
+
+}  // namespace ctgrad

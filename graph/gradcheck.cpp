@@ -1,0 +1,68 @@
+#include <ctgrad/graph/gradcheck.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace ctgrad {
+
+GradcheckResult gradcheck(Executor<double>& p, const GradcheckOptions& o) {
+  GradcheckResult res;
+  p.zero_grad();
+  p.forward();
+  p.backward();
+
+  struct Target {
+    std::string label;
+    TensorView<double> value;
+    std::vector<double> analytic;
+  };
+  std::vector<Target> targets;
+  for (const auto& prm : p.parameters())
+    targets.push_back({"param '" + std::string(prm.name) + "'", prm.value,
+                       std::vector<double>(prm.grad.data, prm.grad.data + prm.grad.numel)});
+  for (std::string_view in : p.grad_inputs()) {
+    TensorView<double> g = p.input_grad(in);
+    targets.push_back({"input '" + std::string(in) + "'", p.input_data(in),
+                       std::vector<double>(g.data, g.data + g.numel)});
+  }
+
+  int failures = 0;
+  double worst_excess = -1;
+  for (Target& t : targets) {
+    const std::int64_t n = t.value.numel;
+    const std::int64_t count = o.max_per_tensor > 0 ? std::min<std::int64_t>(n, o.max_per_tensor) : n;
+    for (std::int64_t c = 0; c < count; ++c) {
+      const std::int64_t e = count == n ? c : c * n / count;
+      double& v = t.value.data[e];
+      const double saved = v;
+      v = saved + o.eps;
+      p.forward();
+      const double lp = p.loss();
+      v = saved - o.eps;
+      p.forward();
+      const double lm = p.loss();
+      v = saved;
+      const double numeric = (lp - lm) / (2 * o.eps), analytic = t.analytic[static_cast<std::size_t>(e)];
+      const double err = std::abs(analytic - numeric);
+      const double allowed = o.atol + o.rtol * std::abs(numeric);
+      ++res.checked;
+      res.max_abs_error = std::max(res.max_abs_error, err);
+      char line[256];
+      std::snprintf(line, sizeof line, "%s[%lld]: analytic %.10g numeric %.10g", t.label.c_str(),
+                    static_cast<long long>(e), analytic, numeric);
+      if (err - allowed > worst_excess) {
+        worst_excess = err - allowed;
+        res.worst = line;
+      }
+      if (err > allowed) {
+        res.ok = false;
+        if (failures++ < 20) res.report += std::string(line) + "\n";
+      }
+    }
+  }
+  p.forward();  // leave the program as it was: forward at the original values
+  return res;
+}
+
+}  // namespace ctgrad

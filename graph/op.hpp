@@ -1,0 +1,163 @@
+// The op contract. An op is a struct with:
+//   static constexpr const char* name;          // shown in errors and traces
+//   static constexpr int arity;                 // number of inputs
+//   static constexpr ShapeResult shape(const ShapeCtx&);  // shape rule, runs at compile time
+//   template <class T> static void forward(const OpArgs&);
+//   template <class T> static void vjp(const OpArgs&);    // adds input gradients (+=)
+// and optionally:
+//   static constexpr bool differentiable = false;  // then vjp may be omitted
+//   static constexpr unsigned saves = ...;         // what vjp reads (kSaveInput(k) | kSaveOutput)
+// T is float or double (double is what gradcheck runs). The graph stores a pointer to one
+// OpDef per op type; nothing else about an op is known to graph/.
+#pragma once
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+
+#include <ctgrad/graph/dim.hpp>
+
+namespace ctgrad {
+
+enum class DType : std::uint8_t { real, index };  // real = the program's T; index = int32
+
+// Per-node attributes: a few numbers an op reads (axis, scale, transpose flags, ...).
+struct Attrs {
+  std::array<double, 4> f{};
+  std::array<std::int64_t, 4> i{};
+  Shape shape{};  // a target shape (reshape, ...)
+};
+
+inline constexpr int kMaxInputs = 4;
+
+struct ShapeCtx {
+  const Shape* in;
+  const DType* dtype;
+  int n_in;
+  const Attrs& attr;
+};
+
+struct ShapeResult {
+  Shape shape;
+  DType dtype = DType::real;
+  Dim scratch = 0;  // elements of T the op keeps from its forward for its vjp (e.g. norm stats)
+  Msg error;        // set by the rule when the inputs do not fit
+
+  static constexpr ShapeResult fail(Msg m) {
+    ShapeResult r;
+    r.error = m;
+    return r;
+  }
+};
+
+// A tensor as an op sees it at run time: dense, row-major.
+struct TensorRef {
+  void* data = nullptr;
+  std::array<std::int64_t, kMaxRank> dim{};
+  int rank = 0;
+  std::int64_t numel = 0;
+  DType dtype = DType::real;
+
+  template <class U>
+  U* as() const {
+    return static_cast<U*>(data);
+  }
+  // Size of axis i; negative i counts from the end.
+  std::int64_t size(int i) const { return dim[static_cast<std::size_t>(i < 0 ? rank + i : i)]; }
+  // Product of all dims but the last `keep`.
+  std::int64_t rows(int keep = 1) const {
+    std::int64_t r = 1;
+    for (int k = 0; k < rank - keep; ++k) r *= dim[static_cast<std::size_t>(k)];
+    return r;
+  }
+};
+
+struct OpArgs {
+  const Attrs& attr;
+  const TensorRef* in;  // n_in inputs
+  int n_in;
+  const TensorRef& out;
+  const TensorRef& scratch;  // ShapeResult::scratch elements, alive from forward to vjp
+  // Only in vjp:
+  const TensorRef* gout = nullptr;  // gradient of out
+  const TensorRef* gin = nullptr;   // gin[k].data == nullptr when input k needs no gradient
+  // For random ops: same (seed, step, node, element) gives the same number on any thread.
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+  int node = 0;
+};
+
+using KernelFn = void (*)(const OpArgs&);
+
+inline constexpr unsigned kSaveOutput = 1u << 31;
+constexpr unsigned kSaveInput(int k) { return 1u << k; }
+inline constexpr unsigned kSaveAll = 0xffffffffu;
+
+struct OpDef {
+  const char* name;
+  int arity;
+  bool differentiable;
+  unsigned saves;
+  ShapeResult (*shape)(const ShapeCtx&);
+  KernelFn forward[2];  // [float, double]
+  KernelFn vjp[2];
+};
+
+template <class Op>
+concept OpType = requires(const ShapeCtx& c) {
+  { Op::name } -> std::convertible_to<const char*>;
+  { Op::arity } -> std::convertible_to<int>;
+  { Op::shape(c) } -> std::same_as<ShapeResult>;
+};
+
+template <class Op>
+concept HasVjp = requires(const OpArgs& a) {
+  Op::template vjp<float>(a);
+  Op::template vjp<double>(a);
+};
+
+template <class Op>
+constexpr bool is_differentiable() {
+  if constexpr (requires { Op::differentiable; })
+    return Op::differentiable;
+  else
+    return true;
+}
+
+// The compile error for an op that has no vjp: the op's name is in the first line.
+template <Msg M>
+struct ctgrad_op_has_no_vjp {
+  static_assert(M.empty(),
+                "ctgrad: this op has no vjp(); give it one, or declare it "
+                "`static constexpr bool differentiable = false;`");
+  static constexpr bool ok = true;
+};
+
+template <class Op>
+consteval OpDef make_op_def() {
+  OpDef d{};
+  d.name = Op::name;
+  d.arity = Op::arity;
+  d.differentiable = is_differentiable<Op>();
+  if constexpr (requires { Op::saves; })
+    d.saves = Op::saves;
+  else
+    d.saves = kSaveAll;
+  d.shape = &Op::shape;
+  d.forward[0] = &Op::template forward<float>;
+  d.forward[1] = &Op::template forward<double>;
+  if constexpr (is_differentiable<Op>()) {
+    static_assert(ctgrad_op_has_no_vjp<HasVjp<Op> ? Msg() : Msg("op '").add(Op::name).add(
+                                                              "' has no vjp<T>() and is not "
+                                                              "declared non-differentiable")>::ok);
+    if constexpr (HasVjp<Op>) {
+      d.vjp[0] = &Op::template vjp<float>;
+      d.vjp[1] = &Op::template vjp<double>;
+    }
+  }
+  return d;
+}
+
+template <OpType Op>
+inline constexpr OpDef op_def = make_op_def<Op>();
+
+}  // namespace ctgrad

@@ -1,0 +1,39 @@
+// Program<G>: forward, backward and a memory plan for a frozen graph G.
+//
+//   static constexpr auto G = ctgrad::freeze<my_model>();
+//   ctgrad::Program<G> model(ctgrad::Options().threads(2).seed(1));
+//   model.set_input("x", data, {batch, 64});
+//   model.forward(); model.backward();
+//
+// The plans are computed at compile time from G; the executor underneath is shared by all graphs.
+#pragma once
+#include <ctgrad/graph/executor.hpp>
+
+namespace ctgrad {
+
+template <const auto& G>
+struct PlansOf {
+  static constexpr auto train = make_plan(G, true);
+  static constexpr auto infer = make_plan(G, false);
+};
+
+template <const auto& G, class T = float>
+class Program : public Executor<T> {
+  using Plans = PlansOf<G>;
+
+ public:
+  static constexpr const auto& graph = G;
+  static constexpr const auto& train_plan = Plans::train;
+  static constexpr const auto& infer_plan = Plans::infer;
+
+  explicit Program(Options opts = {})
+      : Executor<T>(GraphView{G.nodes.data(), G.size, G.names.data(), G.loss},
+                    PlanView::of(Plans::train), PlanView::of(Plans::infer), opts) {}
+
+  void backward() {
+    static_assert(G.loss >= 0, "ctgrad: backward() needs a graph with a loss (Builder::loss)");
+    Executor<T>::backward();
+  }
+};
+
+}  // namespace ctgrad

@@ -1,0 +1,135 @@
+// Internal helpers for op kernels (not installed for users' op declarations, but usable by
+// custom-op kernels): parallel loops with thread-count-independent partitions, broadcasting.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <ctgrad/graph/op.hpp>
+
+namespace ctgrad::kernel {
+
+// f(begin, end) over [0, n) in chunks of `grain`; chunks never depend on the thread count.
+template <class F>
+void parallel(std::int64_t n, std::int64_t grain, F&& f) {
+  if (n <= grain) {
+    if (n > 0) f(std::int64_t(0), n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, grain),
+                    [&](const tbb::blocked_range<std::int64_t>& r) { f(r.begin(), r.end()); },
+                    tbb::simple_partitioner());
+}
+
+// Grain for elementwise work of `cost` flops per element: about 32k flops per task.
+inline std::int64_t grain_for(std::int64_t cost = 1) { return std::max<std::int64_t>(1, 32768 / cost); }
+
+// Strides of `t` broadcast to the rank-r shape `out` (0 where t has 1 or no dim).
+inline std::array<std::int64_t, kMaxRank> broadcast_strides(const TensorRef& t, const TensorRef& out) {
+  std::array<std::int64_t, kMaxRank> st{};
+  std::int64_t s = 1;
+  for (int i = out.rank - 1; i >= 0; --i) {
+    int ti = t.rank - out.rank + i;
+    std::int64_t d = ti >= 0 ? t.dim[static_cast<std::size_t>(ti)] : 1;
+    st[static_cast<std::size_t>(i)] = d == 1 ? 0 : s;
+    s *= d;
+  }
+  return st;
+}
+
+// Offset in a broadcast operand of the output element with flat index `flat`.
+inline std::int64_t offset_of(std::int64_t flat, const TensorRef& out, const std::array<std::int64_t, kMaxRank>& st) {
+  std::int64_t off = 0;
+  for (int i = out.rank - 1; i >= 0; --i) {
+    std::int64_t d = out.dim[static_cast<std::size_t>(i)];
+    off += (flat % d) * st[static_cast<std::size_t>(i)];
+    flat /= d;
+  }
+  return off;
+}
+
+inline bool same_dims(const TensorRef& a, const TensorRef& b) {
+  return a.numel == b.numel && a.rank == b.rank && a.dim == b.dim;
+}
+
+// True when t broadcast to out is t repeated over leading rows (t = out's trailing dims).
+inline bool is_suffix(const TensorRef& t, const TensorRef& out) {
+  int i = 0;
+  while (i < t.rank && t.dim[static_cast<std::size_t>(i)] == 1) ++i;
+  int k = t.rank - i;
+  if (k > out.rank) return false;
+  for (int j = 0; j < k; ++j)
+    if (t.dim[static_cast<std::size_t>(i + j)] != out.dim[static_cast<std::size_t>(out.rank - k + j)]) return false;
+  return true;
+}
+
+// target[t] += sum over the broadcast dims of f(out_flat_index), for target broadcast to `out`.
+// Each target element is summed in a fixed order by one task: deterministic for any thread count.
+template <class T, class F>
+void reduce_broadcast(const TensorRef& target, const TensorRef& out, F&& f) {
+  T* dst = target.as<T>();
+  if (same_dims(target, out)) {
+    parallel(out.numel, grain_for(), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) dst[i] += f(i);
+    });
+    return;
+  }
+  if (is_suffix(target, out)) {  // e.g. a bias: sum over leading rows, column blocks in parallel
+    const std::int64_t inner = target.numel, rows = out.numel / inner;
+    parallel(inner, 64, [&](std::int64_t b, std::int64_t e) {
+      T acc[64] = {};
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = b; j < e; ++j) acc[j - b] += f(r * inner + j);
+      for (std::int64_t j = b; j < e; ++j) dst[j] += acc[j - b];
+    });
+    return;
+  }
+  // General: walk the reduced sub-space of each target element.
+  auto st = broadcast_strides(target, out);
+  std::array<std::int64_t, kMaxRank> ost{};
+  std::int64_t s = 1;
+  for (int i = out.rank - 1; i >= 0; --i) ost[static_cast<std::size_t>(i)] = s, s *= out.dim[static_cast<std::size_t>(i)];
+  int red[kMaxRank], nred = 0;
+  std::int64_t red_count = 1;
+  for (int i = 0; i < out.rank; ++i)
+    if (st[static_cast<std::size_t>(i)] == 0 && out.dim[static_cast<std::size_t>(i)] > 1) {
+      red[nred++] = i;
+      red_count *= out.dim[static_cast<std::size_t>(i)];
+    }
+  parallel(target.numel, std::max<std::int64_t>(1, grain_for(red_count)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      // Output offset of the first element: decode t over the kept dims.
+      std::int64_t base = 0, rem = t;
+      for (int i = out.rank - 1; i >= 0; --i) {
+        auto iu = static_cast<std::size_t>(i);
+        if (st[iu] == 0) continue;
+        std::int64_t d = out.dim[iu];
+        base += (rem % d) * ost[iu];
+        rem /= d;
+      }
+      T acc = 0;
+      for (std::int64_t r = 0; r < red_count; ++r) {
+        std::int64_t off = base, q = r;
+        for (int k = nred - 1; k >= 0; --k) {
+          auto iu = static_cast<std::size_t>(red[k]);
+          off += (q % out.dim[iu]) * ost[iu];
+          q /= out.dim[iu];
+        }
+        acc += f(off);
+      }
+      dst[t] += acc;
+    }
+  });
+}
+
+}  // namespace ctgrad::kernel
+
+// Explicit instantiation of an op's kernels for float and double, in the op's .cpp.
+#define CTGRAD_INSTANTIATE_OP(Op)                   \
+  template void Op::forward<float>(const OpArgs&);  \
+  template void Op::forward<double>(const OpArgs&); \
+  template void Op::vjp<float>(const OpArgs&);      \
+  template void Op::vjp<double>(const OpArgs&);

@@ -1,0 +1,128 @@
+#include <ctgrad/ops/elementwise.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+
+namespace ctgrad {
+namespace {
+
+// out = f(a, b) with broadcasting.
+template <class T, class F>
+void binary(const OpArgs& a, F f) {
+  const TensorRef &x = a.in[0], &y = a.in[1], &o = a.out;
+  const T *px = x.as<T>(), *py = y.as<T>();
+  T* po = o.as<T>();
+  if (kernel::same_dims(x, o) && kernel::same_dims(y, o)) {
+    kernel::parallel(o.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) po[i] = f(px[i], py[i]);
+    });
+  } else if (kernel::same_dims(x, o) && kernel::is_suffix(y, o)) {
+    const std::int64_t inner = y.numel;
+    kernel::parallel(o.numel / inner, std::max<std::int64_t>(1, kernel::grain_for() / inner),
+                     [&](std::int64_t b, std::int64_t e) {
+                       for (std::int64_t r = b; r < e; ++r)
+                         for (std::int64_t j = 0; j < inner; ++j) po[r * inner + j] = f(px[r * inner + j], py[j]);
+                     });
+  } else {
+    auto sx = kernel::broadcast_strides(x, o), sy = kernel::broadcast_strides(y, o);
+    kernel::parallel(o.numel, kernel::grain_for(4), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) po[i] = f(px[kernel::offset_of(i, o, sx)], py[kernel::offset_of(i, o, sy)]);
+    });
+  }
+}
+
+}  // namespace
+
+template <class T>
+void AddOp::forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x + y; });
+}
+template <class T>
+void AddOp::vjp(const OpArgs& a) {
+  const T* g = a.gout->as<T>();
+  for (int k = 0; k < 2; ++k)
+    if (a.gin[k].data) kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i]; });
+}
+
+template <class T>
+void SubOp::forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x - y; });
+}
+template <class T>
+void SubOp::vjp(const OpArgs& a) {
+  const T* g = a.gout->as<T>();
+  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; });
+  if (a.gin[1].data) kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) { return -g[i]; });
+}
+
+template <class T>
+void MulOp::forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x * y; });
+}
+template <class T>
+void MulOp::vjp(const OpArgs& a) {
+  const T* g = a.gout->as<T>();
+  // Each input's gradient in its own pass: gin[0] and gin[1] alias when a value is squared.
+  for (int k = 0; k < 2; ++k) {
+    if (!a.gin[k].data) continue;
+    const TensorRef& other = a.in[1 - k];
+    const T* po = other.as<T>();
+    if (kernel::same_dims(other, a.out)) {
+      kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i] * po[i]; });
+    } else {
+      auto so = kernel::broadcast_strides(other, a.out);
+      kernel::reduce_broadcast<T>(a.gin[k], a.out,
+                                  [&](std::int64_t i) { return g[i] * po[kernel::offset_of(i, a.out, so)]; });
+    }
+  }
+}
+
+template <class T>
+void ReluOp::forward(const OpArgs& a) {
+  const T* x = a.in[0].as<T>();
+  T* y = a.out.as<T>();
+  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+  });
+}
+template <class T>
+void ReluOp::vjp(const OpArgs& a) {
+  const T *y = a.out.as<T>(), *g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) gx[i] += y[i] > T(0) ? g[i] : T(0);
+  });
+}
+
+template <class T>
+void ScaleOp::forward(const OpArgs& a) {
+  const T* x = a.in[0].as<T>();
+  T* y = a.out.as<T>();
+  const T s = static_cast<T>(a.attr.f[0]);
+  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) y[i] = s * x[i];
+  });
+}
+template <class T>
+void ScaleOp::vjp(const OpArgs& a) {
+  const T* g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  const T s = static_cast<T>(a.attr.f[0]);
+  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) gx[i] += s * g[i];
+  });
+}
+
+template <class T>
+void DetachOp::forward(const OpArgs& a) {
+  std::size_t bytes = static_cast<std::size_t>(a.out.numel) * (a.out.dtype == DType::index ? 4 : sizeof(T));
+  std::memcpy(a.out.data, a.in[0].data, bytes);
+}
+
+CTGRAD_INSTANTIATE_OP(AddOp)
+CTGRAD_INSTANTIATE_OP(SubOp)
+CTGRAD_INSTANTIATE_OP(MulOp)
+CTGRAD_INSTANTIATE_OP(ReluOp)
+CTGRAD_INSTANTIATE_OP(ScaleOp)
+template void DetachOp::forward<float>(const OpArgs&);
+template void DetachOp::forward<double>(const OpArgs&);
+
+}  // namespace ctgrad

@@ -1,0 +1,84 @@
+// Elementwise ops: add, sub, mul with NumPy broadcasting; relu; scale; detach.
+#pragma once
+#include <ctgrad/ops/common.hpp>
+
+namespace ctgrad {
+
+struct AddOp {
+  static constexpr const char* name = "add";
+  static constexpr int arity = 2;
+  static constexpr unsigned saves = 0;
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+struct SubOp {
+  static constexpr const char* name = "sub";
+  static constexpr int arity = 2;
+  static constexpr unsigned saves = 0;
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+struct MulOp {
+  static constexpr const char* name = "mul";
+  static constexpr int arity = 2;
+  static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+struct ReluOp {
+  static constexpr const char* name = "relu";
+  static constexpr int arity = 1;
+  static constexpr unsigned saves = kSaveOutput;
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+// y = attr.f[0] * x
+struct ScaleOp {
+  static constexpr const char* name = "scale";
+  static constexpr int arity = 1;
+  static constexpr unsigned saves = 0;
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+// y = x, with no gradient flowing back.
+struct DetachOp {
+  static constexpr const char* name = "detach";
+  static constexpr int arity = 1;
+  static constexpr bool differentiable = false;
+  static constexpr ShapeResult shape(const ShapeCtx& c) {
+    ShapeResult r;
+    r.shape = c.in[0];
+    r.dtype = c.dtype[0];
+    return r;
+  }
+  template <class T> static void forward(const OpArgs&);
+};
+
+constexpr Value add(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<AddOp>({a, b}, {}, loc); }
+constexpr Value sub(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<SubOp>({a, b}, {}, loc); }
+constexpr Value mul(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<MulOp>({a, b}, {}, loc); }
+constexpr Value relu(Value x, Loc loc = Loc::current()) { return ops::apply<ReluOp>({x}, {}, loc); }
+constexpr Value scale(Value x, double s, Loc loc = Loc::current()) {
+  Attrs a;
+  a.f[0] = s;
+  return ops::apply<ScaleOp>({x}, a, loc);
+}
+constexpr Value detach(Value x, Loc loc = Loc::current()) { return ops::apply<DetachOp>({x}, {}, loc); }
+
+constexpr Value operator+(Value a, Value b) { return add(a, b); }
+constexpr Value operator-(Value a, Value b) { return sub(a, b); }
+constexpr Value operator*(Value a, Value b) { return mul(a, b); }
+constexpr Value operator*(Value a, double s) { return scale(a, s); }
+constexpr Value operator*(double s, Value a) { return scale(a, s); }
+
+}  // namespace ctgrad

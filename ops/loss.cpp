@@ -1,0 +1,86 @@
+#include <ctgrad/ops/loss.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace ctgrad {
+
+template <class T>
+void CrossEntropyOp::forward(const OpArgs& a) {
+  const std::int64_t C = a.in[0].size(-1), rows = a.in[0].rows();
+  const T* x = a.in[0].as<T>();
+  const std::int32_t* t = a.in[1].as<std::int32_t>();
+  T* lse = a.scratch.as<T>();
+  const std::int64_t ignore = a.attr.i[0];
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (t[r] != ignore && (t[r] < 0 || t[r] >= C))
+      throw std::out_of_range("ctgrad: op cross_entropy: target " + std::to_string(t[r]) + " at row " +
+                              std::to_string(r) + " is outside [0, " + std::to_string(C) + ")");
+  kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const T* xr = x + r * C;
+      T m = xr[0];
+      for (std::int64_t j = 1; j < C; ++j) m = std::max(m, xr[j]);
+      T s = 0;
+      for (std::int64_t j = 0; j < C; ++j) s += std::exp(xr[j] - m);
+      lse[r] = m + std::log(s);
+    }
+  });
+  T total = 0;
+  std::int64_t count = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (t[r] != ignore) total += lse[r] - x[r * C + t[r]], ++count;
+  *a.out.as<T>() = count ? total / T(count) : T(0);
+}
+
+template <class T>
+void CrossEntropyOp::vjp(const OpArgs& a) {
+  const std::int64_t C = a.in[0].size(-1), rows = a.in[0].rows();
+  const T* x = a.in[0].as<T>();
+  const std::int32_t* t = a.in[1].as<std::int32_t>();
+  const T* lse = a.scratch.as<T>();
+  const std::int64_t ignore = a.attr.i[0];
+  std::int64_t count = 0;
+  for (std::int64_t r = 0; r < rows; ++r) count += t[r] != ignore;
+  if (!count) return;
+  const T g = *a.gout->as<T>() / T(count);
+  T* gx = a.gin[0].as<T>();
+  kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      if (t[r] == ignore) continue;
+      for (std::int64_t j = 0; j < C; ++j) gx[r * C + j] += g * std::exp(x[r * C + j] - lse[r]);
+      gx[r * C + t[r]] -= g;
+    }
+  });
+}
+
+template <class T>
+void MseOp::forward(const OpArgs& a) {
+  const T *p = a.in[0].as<T>(), *q = a.in[1].as<T>();
+  const std::int64_t n = a.in[0].numel;
+  T total = 0;
+  for (std::int64_t i = 0; i < n; ++i) total += (p[i] - q[i]) * (p[i] - q[i]);
+  *a.out.as<T>() = total / T(n);
+}
+
+template <class T>
+void MseOp::vjp(const OpArgs& a) {
+  const T *p = a.in[0].as<T>(), *q = a.in[1].as<T>();
+  const std::int64_t n = a.in[0].numel;
+  const T g = T(2) * *a.gout->as<T>() / T(n);
+  for (int k = 0; k < 2; ++k) {
+    T* gk = a.gin[k].as<T>();
+    if (!gk) continue;
+    const T sign = k == 0 ? T(1) : T(-1);
+    kernel::parallel(n, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) gk[i] += sign * g * (p[i] - q[i]);
+    });
+  }
+}
+
+CTGRAD_INSTANTIATE_OP(CrossEntropyOp)
+CTGRAD_INSTANTIATE_OP(MseOp)
+
+}  // namespace ctgrad

@@ -1,0 +1,10 @@
+// Every built-in op.
+#pragma once
+#include <ctgrad/ops/elementwise.hpp>
+#include <ctgrad/ops/loss.hpp>
+#include <ctgrad/ops/mask.hpp>
+#include <ctgrad/ops/matmul.hpp>
+#include <ctgrad/ops/norm.hpp>
+#include <ctgrad/ops/reduce.hpp>
+#include <ctgrad/ops/shape.hpp>
+#include <ctgrad/ops/softmax.hpp>

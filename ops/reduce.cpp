@@ -1,0 +1,92 @@
+#include <ctgrad/ops/reduce.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+
+namespace ctgrad {
+namespace {
+
+struct Split {
+  std::int64_t outer, len, inner;
+};
+
+// The reduced axis as (outer, len, inner); a full reduction is one axis of length numel.
+Split split_of(const OpArgs& a) {
+  const TensorRef& x = a.in[0];
+  if (a.attr.i[2]) return {1, x.numel, 1};
+  int ax = ops::norm_axis(a.attr.i[0], x.rank);
+  Split s{1, x.dim[static_cast<std::size_t>(ax)], 1};
+  for (int i = 0; i < ax; ++i) s.outer *= x.dim[static_cast<std::size_t>(i)];
+  for (int i = ax + 1; i < x.rank; ++i) s.inner *= x.dim[static_cast<std::size_t>(i)];
+  return s;
+}
+
+template <class T>
+void reduce_forward(const OpArgs& a, bool mean) {
+  const Split s = split_of(a);
+  const T* x = a.in[0].as<T>();
+  T* y = a.out.as<T>();
+  const T norm = mean ? T(1) / T(s.len) : T(1);
+  if (s.outer == 1 && s.inner == 1) {
+    // Full reduction: fixed chunks (independent of threads), partials summed in order.
+    constexpr std::int64_t kParts = 64;
+    const std::int64_t chunk = std::max<std::int64_t>(4096, (s.len + kParts - 1) / kParts);
+    const std::int64_t parts = (s.len + chunk - 1) / chunk;
+    T partial[kParts] = {};
+    kernel::parallel(parts, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t p = b; p < e; ++p) {
+        T acc = 0;
+        for (std::int64_t i = p * chunk, end = std::min(s.len, (p + 1) * chunk); i < end; ++i) acc += x[i];
+        partial[p] = acc;
+      }
+    });
+    T total = 0;
+    for (std::int64_t p = 0; p < parts; ++p) total += partial[p];
+    y[0] = total * norm;
+    return;
+  }
+  kernel::parallel(s.outer * s.inner, kernel::grain_for(s.len), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) {
+      const std::int64_t i0 = o / s.inner, j = o % s.inner;
+      T acc = 0;
+      for (std::int64_t r = 0; r < s.len; ++r) acc += x[(i0 * s.len + r) * s.inner + j];
+      y[o] = acc * norm;
+    }
+  });
+}
+
+template <class T>
+void reduce_vjp(const OpArgs& a, bool mean) {
+  const Split s = split_of(a);
+  const T* g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  const T norm = mean ? T(1) / T(s.len) : T(1);
+  kernel::parallel(a.in[0].numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      const std::int64_t o = (i / (s.len * s.inner)) * s.inner + i % s.inner;
+      gx[i] += g[o] * norm;
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void SumOp::forward(const OpArgs& a) {
+  reduce_forward<T>(a, false);
+}
+template <class T>
+void SumOp::vjp(const OpArgs& a) {
+  reduce_vjp<T>(a, false);
+}
+template <class T>
+void MeanOp::forward(const OpArgs& a) {
+  reduce_forward<T>(a, true);
+}
+template <class T>
+void MeanOp::vjp(const OpArgs& a) {
+  reduce_vjp<T>(a, true);
+}
+
+CTGRAD_INSTANTIATE_OP(SumOp)
+CTGRAD_INSTANTIATE_OP(MeanOp)
+
+}  // namespace ctgrad

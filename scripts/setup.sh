@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs ctgrad's build and test dependencies from Debian packages.
+# Idempotent: when everything is present it changes nothing and says so.
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config
+  xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev zlib1g-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present, nothing to install"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
