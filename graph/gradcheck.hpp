@@ -4,7 +4,12 @@
 //   auto r = ctgrad::gradcheck<G>([](auto& p) { p.set_input("x", data, {2, 3}); });
 //   REQUIRE(r.ok);  // r.report names the worst tensor and element
 #pragma once
+#include <concepts>
 #include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ctgrad/graph/random.hpp>
 
 #include <ctgrad/graph/program.hpp>
 
@@ -26,14 +31,52 @@ struct GradcheckResult {
   std::string report;  // every failing element, one per line (capped)
 };
 
+// Sets every input of a program to seeded random data: real inputs ~ N(0, 1), index inputs
+// uniform in [0, index_range). Runtime symbols take the values in `sym` (Batch, Seq, SeqKV, ...).
+struct RandomInputs {
+  std::uint64_t seed = 1;
+  std::array<std::int64_t, kMaxSymbols> sym{3, 4, 5, 2, 2, 2};
+  std::int32_t index_range = 3;
+};
+template <class P>
+void fill_random_inputs(P& p, const RandomInputs& o = {}) {
+  using T = std::remove_reference_t<decltype(*p.parameter_values().data())>;
+  const auto& g = P::graph;
+  for (int i = 0; i < g.size; ++i) {
+    const Node& n = g[i];
+    if (n.kind != NodeKind::input) continue;
+    std::array<std::int64_t, kMaxRank> dims{};
+    std::int64_t numel = 1;
+    for (int d = 0; d < n.shape.rank; ++d) numel *= dims[std::size_t(d)] = n.shape[d].eval(o.sym);
+    const std::uint64_t key = random::key(o.seed, g.name(i));
+    std::span<const std::int64_t> shape(dims.data(), std::size_t(n.shape.rank));
+    if (n.dtype == DType::index) {
+      std::vector<std::int32_t> v(static_cast<std::size_t>(numel));
+      for (std::int64_t k = 0; k < numel; ++k) v[std::size_t(k)] = std::int32_t(random::bits(key, std::uint64_t(k)) % std::uint64_t(o.index_range));
+      p.set_input(g.name(i), std::span<const std::int32_t>(v), shape);
+    } else {
+      std::vector<T> v(static_cast<std::size_t>(numel));
+      for (std::int64_t k = 0; k < numel; ++k) v[std::size_t(k)] = T(random::normal(key, std::uint64_t(k)));
+      p.set_input(g.name(i), std::span<const T>(v), shape);
+    }
+  }
+}
+
 // Checks a program whose inputs are already set. Compiled once in the library.
 GradcheckResult gradcheck(Executor<double>& program, const GradcheckOptions& opts = {});
 
 template <const auto& G, class Setup>
+  requires std::invocable<Setup&, Program<G, double>&>
 GradcheckResult gradcheck(Setup&& set_inputs, const GradcheckOptions& opts = {}) {
   Program<G, double> p(Options().seed(opts.seed));
   set_inputs(p);
   return gradcheck(static_cast<Executor<double>&>(p), opts);
+}
+
+// With random inputs (see RandomInputs).
+template <const auto& G>
+GradcheckResult gradcheck(const RandomInputs& in = {}, const GradcheckOptions& opts = {}) {
+  return gradcheck<G>([&](auto& p) { fill_random_inputs(p, in); }, opts);
 }
 
 }  // namespace ctgrad

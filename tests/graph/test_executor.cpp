@@ -1,0 +1,156 @@
+// The executor: runtime shape errors, inference mode, rebinding, determinism across threads.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../models.hpp"
+
+using namespace ctgrad;
+using Catch::Matchers::Contains;
+
+static constexpr auto G = freeze<ctgrad::testing::mlp_classifier<8, 32, 4, 2>>();
+static constexpr auto ATTN = freeze<ctgrad::testing::attention_model<8>>();
+
+namespace {
+std::vector<float> ramp(std::size_t n, float scale = 0.1f) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * float(int(i * 7919 % 23) - 11);
+  return v;
+}
+std::vector<std::int32_t> labels(std::size_t n, int classes) {
+  std::vector<std::int32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = std::int32_t(i * 31 % std::size_t(classes));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("runtime shape errors name the input, the op and both shapes", "[executor][errors]") {
+  Program<ATTN> p;
+  auto x = ramp(2 * 5 * 8);
+  auto mask = ramp(2 * 1 * 6);
+  auto t = ramp(2 * 5 * 8);
+  p.set_input("x", std::span<const float>(x), {2, 5, 8});
+  p.set_input("target", std::span<const float>(t), {2, 5, 8});
+
+  // Static dim wrong: caught when the input is set.
+  auto bad = ramp(2 * 5 * 7);
+  CHECK_THROWS_WITH(p.set_input("x", std::span<const float>(bad), {2, 5, 7}),
+                    Contains("input 'x'") && Contains("[2,5,7]") && Contains("[Batch,Seq,8]") &&
+                        Contains("used by op matmul"));
+  // Rank wrong.
+  CHECK_THROWS_AS(p.set_input("x", std::span<const float>(x), {10, 8}), shape_error);
+  // Data size does not match the shape.
+  CHECK_THROWS_WITH(p.set_input("x", std::span<const float>(x), {2, 4, 8}), Contains("needs 64 elements, data has 80"));
+  // Two inputs disagree on Seq: caught at forward, naming both inputs and shapes.
+  p.set_input("mask", std::span<const float>(mask), {2, 1, 6});
+  CHECK_THROWS_WITH(p.forward(), Contains("input 'mask'") && Contains("[2,1,6]") && Contains("Seq=6") &&
+                                     Contains("input 'x' [2,5,8]") && Contains("Seq=5"));
+  // Wrong dtype and unknown names.
+  auto ids = labels(10, 3);
+  CHECK_THROWS_WITH(p.set_input("mask", std::span<const std::int32_t>(ids), {2, 1, 5}), Contains("expects real values"));
+  CHECK_THROWS_WITH(p.set_input("nope", std::span<const float>(x), {2, 5, 8}), Contains("no input named 'nope'"));
+  // Fixed: runs.
+  auto mask_ok = ramp(2 * 1 * 5);
+  p.set_input("mask", std::span<const float>(mask_ok), {2, 1, 5});
+  REQUIRE_NOTHROW(p.forward());
+}
+
+TEST_CASE("an input never set is reported", "[executor][errors]") {
+  Program<G> p;
+  auto x = ramp(3 * 8);
+  p.set_input("x", std::span<const float>(x), {3, 8});
+  CHECK_THROWS_WITH(p.forward(), Contains("input 'y'") && Contains("never set"));
+}
+
+TEST_CASE("a bad class id is a clear error, not a crash", "[executor][errors]") {
+  Program<G> p;
+  auto x = ramp(3 * 8);
+  std::vector<std::int32_t> y = {0, 9, 1};
+  p.set_input("x", std::span<const float>(x), {3, 8});
+  p.set_input("y", std::span<const std::int32_t>(y), {3});
+  CHECK_THROWS_WITH(p.forward(), Contains("op cross_entropy") && Contains("target 9 at row 1") && Contains("[0, 4)"));
+}
+
+TEST_CASE("inference mode keeps no activations and gives the training-mode outputs", "[executor]") {
+  Program<G> p(Options().seed(2));
+  auto x = ramp(64 * 8);
+  auto y = labels(64, 4);
+  p.set_input("x", std::span<const float>(x), {64, 8});
+  p.set_input("y", std::span<const std::int32_t>(y), {64});
+  p.forward(Mode::train);
+  std::vector<float> train_out(p.output("logits").span().begin(), p.output("logits").span().end());
+  float train_loss = p.loss();
+  p.forward(Mode::infer);
+  auto out = p.output("logits");
+  REQUIRE(out.numel == 64 * 4);
+  CHECK(std::equal(train_out.begin(), train_out.end(), out.data));
+  CHECK(p.loss() == train_loss);
+  CHECK(p.plan_bytes(Mode::infer) < p.plan_bytes(Mode::train));
+  CHECK_THROWS_WITH(p.backward(), Contains("needs a forward(Mode::train)"));
+}
+
+TEST_CASE("inference memory does not grow with depth; training memory does", "[executor][plan]") {
+  static constexpr auto DEEP = freeze<ctgrad::testing::mlp_classifier<8, 32, 4, 8>>();
+  auto run = [](auto& p) {
+    auto x = ramp(64 * 8);
+    auto y = labels(64, 4);
+    p.set_input("x", std::span<const float>(x), {64, 8});
+    p.set_input("y", std::span<const std::int32_t>(y), {64});
+    p.forward(Mode::infer);
+  };
+  Program<G> shallow;
+  Program<DEEP> deep;
+  run(shallow);
+  run(deep);
+  CHECK(deep.plan_bytes(Mode::infer) == shallow.plan_bytes(Mode::infer));
+  CHECK(deep.plan_bytes(Mode::train) > 3 * shallow.plan_bytes(Mode::train));
+}
+
+TEST_CASE("a new batch size rebinds the runtime dims", "[executor]") {
+  Program<G> p;
+  for (std::int64_t batch : {4, 16, 3}) {
+    auto x = ramp(std::size_t(batch) * 8);
+    auto y = labels(std::size_t(batch), 4);
+    p.set_input("x", std::span<const float>(x), {batch, 8});
+    p.set_input("y", std::span<const std::int32_t>(y), {batch});
+    p.forward();
+    p.backward();
+    CHECK(p.symbol(Batch) == batch);
+    CHECK(p.output("logits").size(0) == batch);
+  }
+}
+
+namespace {
+// Trains a few SGD steps and returns every parameter bit and every loss.
+std::vector<float> train(int threads) {
+  static constexpr auto W = freeze<ctgrad::testing::mlp_classifier<64, 256, 10, 3>>();
+  Program<W> p(Options().threads(threads).seed(9));
+  REQUIRE(p.threads() == threads);
+  auto x = ramp(256 * 64, 0.05f);
+  auto y = labels(256, 10);
+  p.set_input("x", std::span<const float>(x), {256, 64});
+  p.set_input("y", std::span<const std::int32_t>(y), {256});
+  std::vector<float> trace;
+  for (int step = 0; step < 5; ++step) {
+    p.zero_grad();
+    p.forward();
+    p.backward();
+    auto v = p.parameter_values();
+    auto g = p.parameter_grads();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] -= 0.05f * g[i];
+    trace.push_back(p.loss());
+  }
+  auto v = p.parameter_values();
+  trace.insert(trace.end(), v.begin(), v.end());
+  return trace;
+}
+}  // namespace
+
+TEST_CASE("same seed gives bitwise-identical training with 1 and 2 threads", "[executor][determinism]") {
+  auto one = train(1), two = train(2);
+  REQUIRE(one.size() == two.size());
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  CHECK(one[4] < one[0]);  // and it learns
+}
