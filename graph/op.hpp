@@ -146,8 +146,8 @@ consteval OpDef make_op_def() {
   d.forward[0] = &Op::template forward<float>;
   d.forward[1] = &Op::template forward<double>;
   if constexpr (is_differentiable<Op>()) {
-    static_assert(ctgrad_op_has_no_vjp<HasVjp<Op> ? Msg() : Msg("op '").add(Op::name).add(
-                                                              "' has no vjp<T>() and is not "
+    static_assert(ctgrad_op_has_no_vjp<HasVjp<Op> ? Msg() : Msg("op ").add(Op::name).add(
+                                                              " has no vjp<T>() and is not "
                                                               "declared non-differentiable")>::ok);
     if constexpr (HasVjp<Op>) {
       d.vjp[0] = &Op::template vjp<float>;
