@@ -3,3 +3,4 @@
 #include <ctgrad/graph/gradcheck.hpp>
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/ops/ops.hpp>
+#include <ctgrad/graph/repeated.hpp>

@@ -51,6 +51,7 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
   std::size_t n = static_cast<std::size_t>(g_.n);
   param_index_.assign(n, -1);
   inputs_.resize(n);
+  seeds_.resize(n);
   val_.resize(n);
   grad_.resize(n);
   scratch_.resize(n);
@@ -64,6 +65,9 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
   }
   param_values_.reset(new (std::align_val_t(kAlign)) T[std::max<std::size_t>(param_total_, 1)]());
   param_grads_.reset(new (std::align_val_t(kAlign)) T[std::max<std::size_t>(param_total_, 1)]());
+  for (int i = 0; i < g_.n; ++i)
+    if (g_.nodes[i].kind == NodeKind::param)
+      param_names_.push_back(opts_.prefix_.empty() ? std::string(g_.name(i)) : opts_.prefix_ + "." + std::string(g_.name(i)));
   std::size_t k = 0;
   for (int i = 0; i < g_.n; ++i) {
     if (g_.nodes[i].kind != NodeKind::param) continue;
@@ -72,7 +76,7 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
     TensorView<T> v{r.as<T>(), r.dim, r.rank, r.numel};
     TensorView<T> gr = v;
     gr.data = param_grads_.get() + offs[k];
-    params_.push_back({g_.name(i), v, gr});
+    params_.push_back({param_names_[k], v, gr});
     val_[static_cast<std::size_t>(i)] = r;
     TensorRef rg = r;
     rg.data = gr.data;
@@ -99,10 +103,9 @@ std::int64_t Executor<T>::symbol(Dim s) const {
 
 template <class T>
 void Executor<T>::init_parameters(std::uint64_t seed) {
-  for (const Parameter<T>& p : params_) {
-    int node = -1;
-    for (int i = 0; i < g_.n; ++i)
-      if (g_.nodes[i].kind == NodeKind::param && g_.name(i) == p.name) node = i;
+  for (int node = 0; node < g_.n; ++node) {
+    if (g_.nodes[node].kind != NodeKind::param) continue;
+    const Parameter<T>& p = params_[static_cast<std::size_t>(param_index_[static_cast<std::size_t>(node)])];
     const Node& n = g_.nodes[node];
     const std::uint64_t key = random::key(seed, p.name);
     const Init& in = n.init;
@@ -393,8 +396,25 @@ void Executor<T>::backward() {
   if (!have_forward_ || last_mode_ != Mode::train)
     throw std::logic_error("ctgrad: backward() needs a forward(Mode::train) first");
   const PlanView& p = plan_[0];
-  if (g_.loss < 0) throw std::logic_error("ctgrad: backward() needs a graph with a loss");
-  *grad_[static_cast<std::size_t>(g_.loss)].template as<T>() = T(1);
+  if (g_.loss >= 0) {
+    *grad_[static_cast<std::size_t>(g_.loss)].template as<T>() = T(1);
+  } else {
+    for (int i = 0; i < g_.n; ++i) {
+      const TensorRef& gr = grad_[static_cast<std::size_t>(i)];
+      if (!g_.nodes[i].is_output || !gr.data) continue;
+      const InputStore& st = seeds_[static_cast<std::size_t>(i)];
+      const Node& n = g_.nodes[i];
+      std::string name(g_.str(n.out_name_off, n.out_name_len));
+      if (st.rank < 0)
+        throw std::logic_error("ctgrad: backward(): the graph has no loss and output '" + name +
+                               "' has no gradient (call set_output_grad)");
+      if (st.rank != gr.rank || !std::equal(gr.dim.begin(), gr.dim.begin() + gr.rank, st.dims.begin()))
+        throw shape_error("ctgrad: backward(): gradient of output '" + name + "' has shape " +
+                          format_shape({st.dims.data(), std::size_t(st.rank)}) + ", the output has " +
+                          format_shape({gr.dim.data(), std::size_t(gr.rank)}));
+      std::memcpy(gr.data, st.data.get(), static_cast<std::size_t>(gr.numel) * sizeof(T));
+    }
+  }
   impl_->arena.execute([&] {
     for (int b = 0; b < p.n_bwd; ++b) {
       for (int z = p.zero_begin[b]; z < p.zero_begin[b + 1]; ++z) {
@@ -405,6 +425,24 @@ void Executor<T>::backward() {
     }
   });
   have_forward_ = false;  // activations may be overwritten by now
+}
+
+template <class T>
+void Executor<T>::set_output_grad(std::string_view output, std::span<const T> grad) {
+  int i = find_output(output);
+  if (!placed_) throw std::logic_error("ctgrad: set_output_grad('" + std::string(output) + "') before forward()");
+  const TensorRef& v = val_[static_cast<std::size_t>(i)];
+  if (static_cast<std::int64_t>(grad.size()) != v.numel)
+    throw shape_error("ctgrad: set_output_grad('" + std::string(output) + "'): " + std::to_string(grad.size()) +
+                      " values for an output of shape " + format_shape({v.dim.data(), std::size_t(v.rank)}));
+  InputStore& st = seeds_[static_cast<std::size_t>(i)];
+  if (st.capacity < grad.size_bytes()) {
+    st.data = alloc_bytes(align_up(grad.size_bytes()));
+    st.capacity = align_up(grad.size_bytes());
+  }
+  std::memcpy(st.data.get(), grad.data(), grad.size_bytes());
+  st.rank = v.rank;
+  st.dims = v.dim;
 }
 
 template <class T>

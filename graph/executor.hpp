@@ -59,7 +59,10 @@ class Executor {
   }
 
   void forward(Mode mode = Mode::train);
-  void backward();  // adds d(loss)/d(param) into the parameter gradients
+  // Adds d(loss)/d(param) into the parameter gradients. A graph without a loss is seeded with
+  // the gradients given to set_output_grad for each of its outputs.
+  void backward();
+  void set_output_grad(std::string_view output, std::span<const T> grad);
   void zero_grad();
 
   TensorView<T> output(std::string_view name) const;
@@ -102,6 +105,7 @@ class Executor {
   Options opts_;
   std::unique_ptr<Impl> impl_;
 
+  std::vector<std::string> param_names_;
   std::vector<Parameter<T>> params_;
   std::vector<int> param_index_;  // node -> index in params_, -1
   std::size_t param_total_ = 0;
@@ -120,6 +124,7 @@ class Executor {
     int rank = -1;  // -1: never set
   };
   std::vector<InputStore> inputs_;  // by node; empty for non-inputs
+  std::vector<InputStore> seeds_;   // by node: output gradients for a graph without a loss
 
   std::unique_ptr<std::byte[]> arena_;
   std::size_t arena_bytes_ = 0;

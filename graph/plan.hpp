@@ -134,8 +134,13 @@ constexpr auto make_plan(const G& g, bool training) {
         for (int k = 0; k < n.n_in; ++k) at(from_leaf, i) |= at(from_leaf, n.in[size_t(k)]);
       }
     }
-    if (training && g.loss >= 0) {
-      at(to_loss, g.loss) = true;
+    // Gradient seeds: the loss; without one, every real output (a block whose output gradient
+    // comes from outside, e.g. one layer of a runtime-depth stack).
+    auto is_seed = [&](int i) {
+      return g.loss >= 0 ? i == g.loss : g[i].is_output && g[i].dtype == DType::real;
+    };
+    if (training) {
+      for (int i = 0; i < N; ++i) at(to_loss, i) = is_seed(i);
       for (int i = N - 1; i >= 0; --i) {
         const Node& n = g[i];
         if (!at(to_loss, i) || n.kind != NodeKind::op || !n.op->differentiable) continue;
@@ -221,7 +226,7 @@ constexpr auto make_plan(const G& g, bool training) {
       // Gradient.
       if (at(p.needs_grad, i)) {
         int g_start = t_end;
-        if (i == g.loss) g_start = F;
+        if (is_seed(i)) g_start = F;
         for (int c = i + 1; c < N; ++c) {
           if (!at(p.runs_vjp, c)) continue;
           for (int k = 0; k < g[c].n_in; ++k)
@@ -233,13 +238,13 @@ constexpr auto make_plan(const G& g, bool training) {
     }
     detail::colour(p);
 
-    // Zero each activation gradient just before its first contribution (the loss is seeded).
+    // Zero each activation gradient just before its first contribution (seeds are written).
     pos = 0;
     for (int b = 0; b < p.n_bwd; ++b) {
       at(p.zero_begin, b) = pos;
       for (int i = 0; i < N; ++i) {
         int gb = at(p.grad_buf, i);
-        if (gb >= 0 && i != g.loss && at(p.buffers, gb).start == F + b) at(p.zero_order, pos++) = i;
+        if (gb >= 0 && !is_seed(i) && at(p.buffers, gb).start == F + b) at(p.zero_order, pos++) = i;
       }
     }
     at(p.zero_begin, p.n_bwd) = pos;

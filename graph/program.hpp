@@ -31,8 +31,15 @@ class Program : public Executor<T> {
                     PlanView::of(Plans::train), PlanView::of(Plans::infer), opts) {}
 
   void backward() {
-    static_assert(G.loss >= 0, "ctgrad: backward() needs a graph with a loss (Builder::loss)");
+    static_assert(G.loss >= 0 || has_output(), "ctgrad: backward() needs a graph with a loss or an output");
     Executor<T>::backward();
+  }
+
+ private:
+  static constexpr bool has_output() {
+    for (const Node& n : G.nodes)
+      if (n.is_output) return true;
+    return false;
   }
 };
 

@@ -50,6 +50,13 @@ struct Options {
     seed_ = s;
     return *this;
   }
+  // Prepended to every parameter name ("layers.3" + "." + "fc1.weight"); init is keyed on the
+  // full name, so instance 3 of a block starts where layer 3 of an unrolled model would.
+  std::string prefix_;
+  Options& prefix(std::string p) {
+    prefix_ = std::move(p);
+    return *this;
+  }
 };
 
 enum class Mode { train, infer };  // infer: forward only, no activations kept for backward

@@ -1,11 +1,11 @@
-// Must not compile: backward() on a graph that declares no loss.
+// Must not compile: backward() on a graph with neither a loss nor an output to seed it.
 #include <ctgrad/ctgrad.hpp>
 
 using namespace ctgrad;
 
 constexpr auto model = [] {
   Builder g;
-  g.output(relu(g.input("x", {Batch, 4})));
+  relu(g.input("x", {Batch, 4}));
   return g;
 };
 static constexpr auto G = freeze<model>();
