@@ -4,6 +4,7 @@
 // Nothing here allocates at run time: the std::vector/std::string live only during constant
 // evaluation.
 #pragma once
+#include <algorithm>
 #include <source_location>
 #include <string>
 #include <string_view>
@@ -65,7 +66,7 @@ struct Builder;
 struct Value {
   Builder* b = nullptr;
   int id = -1;
-  constexpr const Shape& shape() const;
+  constexpr Shape shape() const;  // by value: the node table grows while a model is built
   constexpr DType dtype() const;
 };
 
@@ -112,9 +113,17 @@ struct Builder : Scope {
   std::vector<Node> nodes;
   std::vector<char> names;
   Msg error;  // the first problem found; freeze() turns it into a compile error
+  // For duplicate checks and file names: kept cheap, since compile time is a feature.
+  struct Leaf {
+    std::uint64_t hash;
+    int node;
+  };
+  std::vector<Leaf> leaves;  // parameters and inputs
+  std::vector<int> files;    // nodes whose file_off/file_len name each distinct file
 
   constexpr Builder() : Scope{this, {}} {}
-  constexpr Builder(const Builder& o) : Scope{this, o.prefix}, nodes(o.nodes), names(o.names), error(o.error) {}
+  constexpr Builder(const Builder& o)
+      : Scope{this, o.prefix}, nodes(o.nodes), names(o.names), error(o.error), leaves(o.leaves), files(o.files) {}
   constexpr Builder& operator=(const Builder&) = delete;
 
   // Marks v as a named output, readable after forward().
@@ -153,8 +162,30 @@ struct Builder : Scope {
   }
   constexpr int store(std::string_view s) {
     int off = int(names.size());
-    for (char c : s) names.push_back(c);
+    names.insert(names.end(), s.begin(), s.end());
     return off;
+  }
+  static constexpr std::uint64_t hash(std::string_view s) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    return h;
+  }
+  // Records a parameter or input for the duplicate-name check that freeze() runs once, sorted:
+  // a check here per leaf would be quadratic, and compile time is a feature.
+  constexpr void add_leaf(std::string_view name, int node) { leaves.push_back({hash(name), node}); }
+  constexpr void check_duplicates() {
+    if (!error.empty()) return;
+    std::sort(leaves.begin(), leaves.end(),
+              [](const Leaf& a, const Leaf& b) { return a.hash != b.hash ? a.hash < b.hash : a.node < b.node; });
+    for (std::size_t i = 1; i < leaves.size(); ++i) {
+      const Node &a = nodes[static_cast<std::size_t>(leaves[i - 1].node)], &n = nodes[static_cast<std::size_t>(leaves[i].node)];
+      if (leaves[i].hash != leaves[i - 1].hash || a.kind != n.kind || name_of(leaves[i - 1].node) != name_of(leaves[i].node))
+        continue;
+      error = Msg(n.kind == NodeKind::param ? "parameter '" : "input '");
+      error.add(name_of(leaves[i].node)).add("' is declared twice (");
+      error.add(std::string_view(names.data() + n.file_off, static_cast<std::size_t>(n.file_len))).add(":").add(n.line).add(")");
+      return;
+    }
   }
   constexpr std::string_view name_of(int id) const {
     const Node& n = nodes[static_cast<std::size_t>(id)];
@@ -169,14 +200,25 @@ struct Builder : Scope {
     n.name_len = int(name.size());
     n.line = int(loc.line());
     std::string_view file = basename(loc.file_name());
-    n.file_off = store(file);
+    n.file_off = -1;
+    for (int f : files) {
+      const Node& o = nodes[static_cast<std::size_t>(f)];
+      if (std::string_view(names.data() + o.file_off, static_cast<std::size_t>(o.file_len)) == file) {
+        n.file_off = o.file_off;
+        break;
+      }
+    }
+    if (n.file_off < 0) {
+      n.file_off = store(file);
+      files.push_back(int(nodes.size()));
+    }
     n.file_len = int(file.size());
     nodes.push_back(n);
     return nodes.back();
   }
 };
 
-constexpr const Shape& Value::shape() const { return b->nodes[static_cast<std::size_t>(id)].shape; }
+constexpr Shape Value::shape() const { return b->nodes[static_cast<std::size_t>(id)].shape; }
 constexpr DType Value::dtype() const { return b->nodes[static_cast<std::size_t>(id)].dtype; }
 
 constexpr Value Scope::input(std::string_view name, Shape shape, In opts, Loc loc) const {
@@ -186,11 +228,8 @@ constexpr Value Scope::input(std::string_view name, Shape shape, In opts, Loc lo
   n.dtype = opts.dtype;
   n.requires_grad = opts.grad && opts.dtype == DType::real;
   std::string full = join(name);
-  for (const Node& o : b->nodes)
-    if (o.kind == NodeKind::input &&
-        std::string_view(b->names.data() + o.name_off, static_cast<std::size_t>(o.name_len)) == full)
-      b->fail(Msg("input '").add(full).add("' is declared twice"), loc);
   b->add_node(n, full, loc);
+  b->add_leaf(full, int(b->nodes.size()) - 1);
   return {b, int(b->nodes.size()) - 1};
 }
 
@@ -198,16 +237,13 @@ constexpr Value Scope::param(std::string_view name, Shape shape, Init init, Loc 
   std::string full = join(name);
   if (!shape.is_static())
     b->fail(Msg("parameter '").add(full).add("' needs static dims, got ").add(shape), loc);
-  for (const Node& o : b->nodes)
-    if (o.kind == NodeKind::param &&
-        std::string_view(b->names.data() + o.name_off, static_cast<std::size_t>(o.name_len)) == full)
-      b->fail(Msg("parameter '").add(full).add("' is declared twice"), loc);
   Node n;
   n.kind = NodeKind::param;
   n.shape = shape;
   n.init = init;
   n.requires_grad = true;
   b->add_node(n, full, loc);
+  b->add_leaf(full, int(b->nodes.size()) - 1);
   return {b, int(b->nodes.size()) - 1};
 }
 

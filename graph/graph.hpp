@@ -49,6 +49,7 @@ template <auto F>
 consteval auto freeze() {
   constexpr detail::BuildInfo info = [] {
     Builder b = F();
+    b.check_duplicates();
     return detail::BuildInfo{b.nodes.size(), b.names.size(), b.error};
   }();
   static_assert(ctgrad_graph_error<info.error>::ok);

@@ -51,44 +51,72 @@ constexpr bool reads(const G& g, int consumer, int k) {
   return (g[consumer].op->saves & kSaveInput(k)) != 0;
 }
 
-// Greedy interval colouring. Only buffers of the same dtype and the same symbolic signature
-// (which runtime symbols, to which powers) share a slot, so a slot's size stays close to each
-// tenant's; exact size matches are preferred.
+// Greedy interval colouring, linear in practice: buffers in start order; slots whose tenant has
+// ended return to a free list of their size class (dtype + which runtime symbols, to which
+// powers), so a slot's tenants stay close in size; an exact size match is preferred.
 template <int N>
 constexpr void colour(Plan<N>& p) {
-  std::array<int, Plan<N>::U * 3> order{};
-  for (int i = 0; i < p.n_buffers; ++i) order[static_cast<std::size_t>(i)] = i;
-  std::sort(order.begin(), order.begin() + p.n_buffers, [&](int a, int b) {
-    const Buffer &x = p.buffers[static_cast<std::size_t>(a)], &y = p.buffers[static_cast<std::size_t>(b)];
+  constexpr std::size_t B = Plan<N>::U * 3;
+  using std::size_t;
+  const int nb = p.n_buffers;
+  std::array<int, B> order{};
+  for (int i = 0; i < nb; ++i) order[size_t(i)] = i;
+  std::sort(order.begin(), order.begin() + nb, [&](int a, int b) {
+    const Buffer &x = p.buffers[size_t(a)], &y = p.buffers[size_t(b)];
     return x.start != y.start ? x.start < y.start : a < b;
   });
-  std::array<int, Plan<N>::U * 3> slot_end{};
-  std::array<Dim, Plan<N>::U * 3> slot_size{};
-  std::array<DType, Plan<N>::U * 3> slot_dtype{};
-  for (int oi = 0; oi < p.n_buffers; ++oi) {
-    Buffer& b = p.buffers[static_cast<std::size_t>(order[static_cast<std::size_t>(oi)])];
-    int best = -1, best_score = -1;
-    for (int s = 0; s < p.n_slots; ++s) {
-      auto su = static_cast<std::size_t>(s);
-      if (slot_end[su] >= b.start || slot_dtype[su] != b.dtype || slot_size[su].exp != b.elems.exp)
-        continue;
-      int score = slot_size[su].coef == b.elems.coef ? 3 : slot_size[su].coef > b.elems.coef ? 2 : 1;
-      if (score > best_score) best = s, best_score = score;
+  // Size classes.
+  std::array<int, B> cls{};
+  std::array<Buffer, B> cls_key{};
+  int n_cls = 0;
+  for (int i = 0; i < nb; ++i) {
+    const Buffer& b = p.buffers[size_t(i)];
+    int c = 0;
+    while (c < n_cls && !(cls_key[size_t(c)].dtype == b.dtype && cls_key[size_t(c)].elems.exp == b.elems.exp)) ++c;
+    if (c == n_cls) cls_key[size_t(n_cls++)] = b;
+    cls[size_t(i)] = c;
+  }
+  // Busy slots as a min-heap on end time; free slots as per-class lists (intrusive, by slot).
+  std::array<std::pair<int, int>, B> busy{};  // (-end, slot) for std::push_heap's max-heap
+  int n_busy = 0;
+  std::array<int, B> free_head{}, free_next{}, slot_cls{};
+  std::array<std::int64_t, B> slot_coef{};
+  for (int c = 0; c < n_cls; ++c) free_head[size_t(c)] = -1;
+  for (int oi = 0; oi < nb; ++oi) {
+    const int bi = order[size_t(oi)];
+    Buffer& b = p.buffers[size_t(bi)];
+    while (n_busy > 0 && -busy[0].first < b.start) {
+      std::pop_heap(busy.begin(), busy.begin() + n_busy);
+      const int s = busy[size_t(--n_busy)].second;
+      free_next[size_t(s)] = free_head[size_t(slot_cls[size_t(s)])];
+      free_head[size_t(slot_cls[size_t(s)])] = s;
+    }
+    const int c = cls[size_t(bi)];
+    int best = -1, best_prev = -1, best_score = -1;
+    for (int s = free_head[size_t(c)], prev = -1; s >= 0; prev = s, s = free_next[size_t(s)]) {
+      const std::int64_t sc = slot_coef[size_t(s)];
+      const int score = sc == b.elems.coef ? 3 : sc > b.elems.coef ? 2 : 1;
+      if (score > best_score) best = s, best_prev = prev, best_score = score;
+      if (score == 3) break;
     }
     if (best < 0) {
       best = p.n_slots++;
-      slot_size[static_cast<std::size_t>(best)] = b.elems;
-      slot_dtype[static_cast<std::size_t>(best)] = b.dtype;
-    } else if (slot_size[static_cast<std::size_t>(best)].coef < b.elems.coef) {
-      slot_size[static_cast<std::size_t>(best)] = b.elems;
+      slot_cls[size_t(best)] = c;
+      slot_coef[size_t(best)] = b.elems.coef;
+    } else {
+      (best_prev < 0 ? free_head[size_t(c)] : free_next[size_t(best_prev)]) = free_next[size_t(best)];
+      slot_coef[size_t(best)] = std::max(slot_coef[size_t(best)], b.elems.coef);
     }
-    slot_end[static_cast<std::size_t>(best)] = b.end;
     b.slot = best;
+    busy[size_t(n_busy++)] = {-b.end, best};
+    std::push_heap(busy.begin(), busy.begin() + n_busy);
   }
 }
 
 }  // namespace detail
 
+// All passes are linear in the number of nodes and edges (up to sorting), so compile time stays
+// flat as models grow.
 template <class G>
 constexpr auto make_plan(const G& g, bool training) {
   constexpr int N = G::size;
@@ -96,13 +124,32 @@ constexpr auto make_plan(const G& g, bool training) {
   p.training = training;
   if constexpr (N > 0) {
     using std::size_t;
+    constexpr size_t U = size_t(N);
     auto at = [](auto& arr, int i) -> auto& { return arr[static_cast<size_t>(i)]; };
 
-    // Forward levels.
-    std::array<int, size_t(N)> level{};
+    // Consumers of each node, as (consumer, input position) in CSR form.
+    std::array<int, U + 1> cons_begin{};
+    std::array<int, U * kMaxInputs> cons_node{}, cons_pos{};
+    for (int c = 0; c < N; ++c)
+      for (int k = 0; k < g[c].n_in; ++k) ++at(cons_begin, g[c].in[size_t(k)] + 1);
+    for (int i = 0; i < N; ++i) at(cons_begin, i + 1) += at(cons_begin, i);
+    {
+      std::array<int, U> fill{};
+      for (int c = 0; c < N; ++c)
+        for (int k = 0; k < g[c].n_in; ++k) {
+          const int v = g[c].in[size_t(k)];
+          const int slot = at(cons_begin, v) + at(fill, v)++;
+          at(cons_node, slot) = c;
+          at(cons_pos, slot) = k;
+        }
+    }
+
+    // Forward levels, then a counting sort of the op nodes by level (ids ascending within one).
+    std::array<int, U> level{};
     int n_levels = 0;
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
+      at(p.fwd_step, i) = -1;
       if (n.kind != NodeKind::op) {
         at(level, i) = -1;
         continue;
@@ -110,22 +157,27 @@ constexpr auto make_plan(const G& g, bool training) {
       int l = 0;
       for (int k = 0; k < n.n_in; ++k) l = std::max(l, at(level, n.in[size_t(k)]) + 1);
       at(level, i) = l;
+      at(p.fwd_step, i) = l;
       n_levels = std::max(n_levels, l + 1);
     }
     p.n_fwd = n_levels;
-    int pos = 0;
-    for (int l = 0; l < n_levels; ++l) {
-      at(p.fwd_begin, l) = pos;
-      for (int i = 0; i < N; ++i)
-        if (at(level, i) == l) at(p.fwd_order, pos++) = i, at(p.fwd_step, i) = l;
-    }
-    at(p.fwd_begin, n_levels) = pos;
     for (int i = 0; i < N; ++i)
-      if (g[i].kind != NodeKind::op) at(p.fwd_step, i) = -1;
+      if (at(level, i) >= 0) ++at(p.fwd_begin, at(level, i) + 1);
+    for (int l = 0; l < n_levels; ++l) at(p.fwd_begin, l + 1) += at(p.fwd_begin, l);
+    {
+      std::array<int, U> fill{};
+      for (int i = 0; i < N; ++i)
+        if (at(level, i) >= 0) at(p.fwd_order, at(p.fwd_begin, at(level, i)) + at(fill, at(level, i))++) = i;
+    }
 
     // Which values need a gradient: reachable from a leaf that wants one (forward) and reaching
-    // the loss (backward), through differentiable ops only.
-    std::array<bool, size_t(N)> from_leaf{}, to_loss{};
+    // a gradient seed (backward), through differentiable ops only.
+    // Seeds: the loss; without one, every real output (a block whose output gradient comes from
+    // outside, e.g. one layer of a runtime-depth stack).
+    auto is_seed = [&](int i) {
+      return g.loss >= 0 ? i == g.loss : g[i].is_output && g[i].dtype == DType::real;
+    };
+    std::array<bool, U> from_leaf{}, to_loss{};
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
       if (n.kind != NodeKind::op) {
@@ -134,11 +186,6 @@ constexpr auto make_plan(const G& g, bool training) {
         for (int k = 0; k < n.n_in; ++k) at(from_leaf, i) |= at(from_leaf, n.in[size_t(k)]);
       }
     }
-    // Gradient seeds: the loss; without one, every real output (a block whose output gradient
-    // comes from outside, e.g. one layer of a runtime-depth stack).
-    auto is_seed = [&](int i) {
-      return g.loss >= 0 ? i == g.loss : g[i].is_output && g[i].dtype == DType::real;
-    };
     if (training) {
       for (int i = 0; i < N; ++i) at(to_loss, i) = is_seed(i);
       for (int i = N - 1; i >= 0; --i) {
@@ -157,31 +204,34 @@ constexpr auto make_plan(const G& g, bool training) {
       at(p.bwd_step, i) = -1;
     }
 
-    // Backward steps: levels in reverse, each split into groups that share no gradient.
-    pos = 0;
-    int step = 0;
+    // Backward steps: levels in reverse, each split into groups that add to no common gradient;
+    // within a level, higher node ids go first.
+    int pos = 0, step = 0;
     if (training) {
+      std::array<int, U> written{};  // group stamp (step + 1) of the last writer of each gradient
+      std::array<int, U> pending{};
       for (int l = n_levels - 1; l >= 0; --l) {
-        std::array<bool, size_t(N)> pending{};
         int left = 0;
-        for (int i = 0; i < N; ++i)
-          if (at(level, i) == l && at(p.runs_vjp, i)) at(pending, i) = true, ++left;
+        for (int j = at(p.fwd_begin, l + 1) - 1; j >= at(p.fwd_begin, l); --j)
+          if (at(p.runs_vjp, at(p.fwd_order, j))) at(pending, left++) = at(p.fwd_order, j);
         while (left > 0) {
-          std::array<bool, size_t(N)> written{};
           at(p.bwd_begin, step) = pos;
-          for (int i = N - 1; i >= 0; --i) {
-            if (!at(pending, i)) continue;
+          int kept = 0;
+          for (int j = 0; j < left; ++j) {
+            const int i = at(pending, j);
             const Node& n = g[i];
             bool clash = false;
-            for (int k = 0; k < n.n_in; ++k) clash |= at(written, n.in[size_t(k)]);
-            if (clash) continue;
+            for (int k = 0; k < n.n_in; ++k) clash |= at(written, n.in[size_t(k)]) == step + 1;
+            if (clash) {
+              at(pending, kept++) = i;
+              continue;
+            }
             for (int k = 0; k < n.n_in; ++k)
-              if (at(p.needs_grad, n.in[size_t(k)])) at(written, n.in[size_t(k)]) = true;
-            at(pending, i) = false;
-            --left;
+              if (at(p.needs_grad, n.in[size_t(k)])) at(written, n.in[size_t(k)]) = step + 1;
             at(p.bwd_order, pos++) = i;
             at(p.bwd_step, i) = step;
           }
+          left = kept;
           ++step;
         }
       }
@@ -204,14 +254,14 @@ constexpr auto make_plan(const G& g, bool training) {
       const Node& n = g[i];
       if (n.kind == NodeKind::param) continue;  // parameters live in the parameter store
       // Value. Inputs live in their own stores (set once, kept across steps), not in the arena.
-      int start = n.kind == NodeKind::input ? 0 : at(p.fwd_step, i);
-      int end = start;
-      for (int c = i + 1; c < N; ++c) {
-        const Node& cn = g[c];
-        for (int k = 0; k < cn.n_in; ++k) {
-          if (cn.in[size_t(k)] != i) continue;
-          end = std::max(end, at(p.fwd_step, c));
-          if (at(p.runs_vjp, c) && detail::reads(g, c, k)) end = std::max(end, F + at(p.bwd_step, c));
+      const int start = n.kind == NodeKind::input ? 0 : at(p.fwd_step, i);
+      int end = start, g_start = is_seed(i) ? F : t_end;
+      for (int e = at(cons_begin, i); e < at(cons_begin, i + 1); ++e) {
+        const int c = at(cons_node, e);
+        end = std::max(end, at(p.fwd_step, c));
+        if (at(p.runs_vjp, c)) {
+          if (detail::reads(g, c, at(cons_pos, e))) end = std::max(end, F + at(p.bwd_step, c));
+          g_start = std::min(g_start, F + at(p.bwd_step, c));
         }
       }
       if (at(p.runs_vjp, i) && (n.op->saves & kSaveOutput)) end = std::max(end, F + at(p.bwd_step, i));
@@ -220,34 +270,33 @@ constexpr auto make_plan(const G& g, bool training) {
         at(p.value_buf, i) = add(BufKind::value, i, start, end, n.shape.numel(), n.dtype);
       // Scratch.
       if (n.kind == NodeKind::op && !(n.scratch == Dim(0))) {
-        int s_end = at(p.runs_vjp, i) ? F + at(p.bwd_step, i) : start;
+        const int s_end = at(p.runs_vjp, i) ? F + at(p.bwd_step, i) : start;
         at(p.scratch_buf, i) = add(BufKind::scratch, i, start, s_end, n.scratch, DType::real);
       }
-      // Gradient.
+      // Gradient: from its first contribution (or the seed) to its use by the node's own VJP.
       if (at(p.needs_grad, i)) {
-        int g_start = t_end;
-        if (is_seed(i)) g_start = F;
-        for (int c = i + 1; c < N; ++c) {
-          if (!at(p.runs_vjp, c)) continue;
-          for (int k = 0; k < g[c].n_in; ++k)
-            if (g[c].in[size_t(k)] == i) g_start = std::min(g_start, F + at(p.bwd_step, c));
-        }
-        int g_end = at(p.runs_vjp, i) ? F + at(p.bwd_step, i) : t_end;
+        const int g_end = at(p.runs_vjp, i) ? F + at(p.bwd_step, i) : t_end;
         at(p.grad_buf, i) = add(BufKind::grad, i, g_start, g_end, n.shape.numel(), DType::real);
       }
     }
     detail::colour(p);
 
-    // Zero each activation gradient just before its first contribution (seeds are written).
-    pos = 0;
-    for (int b = 0; b < p.n_bwd; ++b) {
-      at(p.zero_begin, b) = pos;
+    // Zero each activation gradient just before its first contribution (seeds are written):
+    // a counting sort of the gradient buffers by start step.
+    for (int i = 0; i < N; ++i) {
+      const int gb = at(p.grad_buf, i);
+      if (gb >= 0 && !is_seed(i) && at(p.buffers, gb).start < t_end) ++at(p.zero_begin, at(p.buffers, gb).start - F + 1);
+    }
+    for (int b = 0; b < p.n_bwd; ++b) at(p.zero_begin, b + 1) += at(p.zero_begin, b);
+    {
+      std::array<int, U> fill{};
       for (int i = 0; i < N; ++i) {
-        int gb = at(p.grad_buf, i);
-        if (gb >= 0 && !is_seed(i) && at(p.buffers, gb).start == F + b) at(p.zero_order, pos++) = i;
+        const int gb = at(p.grad_buf, i);
+        if (gb < 0 || is_seed(i) || at(p.buffers, gb).start >= t_end) continue;
+        const int b = at(p.buffers, gb).start - F;
+        at(p.zero_order, at(p.zero_begin, b) + at(fill, b)++) = i;
       }
     }
-    at(p.zero_begin, p.n_bwd) = pos;
   }
   return p;
 }

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  g++ cmake make pkg-config
+  g++ cmake make pkg-config time
   xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev zlib1g-dev
 )
 
