@@ -95,7 +95,7 @@ double accuracy(Program<G>& p, const Data& d, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 1500, batch = 128, threads = 0;
+  int steps = 3000, batch = 128, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--steps") steps = std::atoi(argv[i + 1]);

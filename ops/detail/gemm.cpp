@@ -1,0 +1,130 @@
+#include <ctgrad/ops/detail/gemm.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace ctgrad::kernel {
+namespace {
+
+enum : int { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
+using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+using dgemm_fn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double, double*,
+                          int);
+
+struct Blas {
+  sgemm_fn sgemm = nullptr;
+  dgemm_fn dgemm = nullptr;
+  std::string name;
+
+  Blas() {
+#ifdef CTGRAD_OPENBLAS_SERIAL
+    const char* path = CTGRAD_OPENBLAS_SERIAL;
+    // DEEPBIND: its own symbols first, even if a threaded OpenBLAS is already loaded.
+    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!h) {
+      name = std::string("reference (could not load ") + path + ": " + dlerror() + "; run scripts/setup.sh)";
+      std::fprintf(stderr, "ctgrad: warning: matmul uses the slow reference kernel: %s\n", name.c_str());
+      return;
+    }
+    auto config = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_config"));
+    auto core = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
+    sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cblas_sgemm"));
+    dgemm = reinterpret_cast<dgemm_fn>(dlsym(h, "cblas_dgemm"));
+    std::string cfg = config ? config() : "";
+    if (!sgemm || !dgemm || cfg.find("SINGLE_THREADED") == std::string::npos) {
+      // A threaded build would start its own pool under oneTBB's: two pools on the same cores.
+      sgemm = nullptr, dgemm = nullptr;
+      name = "reference (" + std::string(path) + " is not OpenBLAS's single-threaded build: " + cfg + ")";
+      std::fprintf(stderr, "ctgrad: warning: matmul uses the slow reference kernel: %s\n", name.c_str());
+      return;
+    }
+    name = "openblas-serial (" + cfg + ", core " + (core ? core() : "?") + ")";
+#else
+    name = "reference (built without OpenBLAS)";
+#endif
+  }
+};
+
+const Blas& blas() {
+  static const Blas b;
+  return b;
+}
+
+// Reference kernel: C[i,j] (+)= sum_k A(i,k) B(k,j) through strides; rows in parallel.
+template <class T>
+void reference(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
+               const T* B, std::int64_t ldb, T* C, std::int64_t ldc, bool acc) {
+  const std::int64_t ar = ta ? 1 : lda, ac = ta ? lda : 1, br = tb ? 1 : ldb, bc = tb ? ldb : 1;
+  parallel(M, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, N * K)), [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      T* c = C + i * ldc;
+      if (!acc) std::fill(c, c + N, T(0));
+      for (std::int64_t k = 0; k < K; ++k) {
+        const T a = A[i * ar + k * ac];
+        for (std::int64_t j = 0; j < N; ++j) c[j] += a * B[k * br + j * bc];
+      }
+    }
+  });
+}
+
+template <class T>
+void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda, const T* B,
+          std::int64_t ldb, T* C, std::int64_t ldc, bool acc) {
+  const int t_a = ta ? kTrans : kNoTrans, t_b = tb ? kTrans : kNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    blas().sgemm(kRowMajor, t_a, t_b, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), acc ? 1.0f : 0.0f, C, int(ldc));
+  else
+    blas().dgemm(kRowMajor, t_a, t_b, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), acc ? 1.0 : 0.0, C, int(ldc));
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda, const T* B,
+          std::int64_t ldb, T* C, std::int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (std::int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    return;
+  }
+  if (!blas().sgemm) {
+    reference(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    return;
+  }
+  // Blocks from the shape alone: up to 4 along the longer of M and N, at least 256 wide, and
+  // none for small products (a block re-packs the other operand, so fewer is better).
+  constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256, kMaxBlocks = 4;
+  const bool split_m = M >= N;
+  const std::int64_t len = split_m ? M : N;
+  std::int64_t blocks = 2 * M * N * K < kMinWork ? 1 : std::min(kMaxBlocks, std::max<std::int64_t>(1, len / kMinBlock));
+  if (blocks == 1) {
+    call(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    return;
+  }
+  parallel(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t lo = b * len / blocks, hi = (b + 1) * len / blocks;
+      if (split_m) {
+        const T* a = ta ? A + lo : A + lo * lda;
+        call(ta, tb, hi - lo, N, K, a, lda, B, ldb, C + lo * ldc, ldc, accumulate);
+      } else {
+        const T* bp = tb ? B + lo * ldb : B + lo;
+        call(ta, tb, M, hi - lo, K, A, lda, bp, ldb, C + lo, ldc, accumulate);
+      }
+    }
+  });
+}
+
+std::string gemm_backend() { return blas().name; }
+bool gemm_uses_blas() { return blas().sgemm != nullptr; }
+
+template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*,
+                          std::int64_t, float*, std::int64_t, bool);
+template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*, std::int64_t,
+                           const double*, std::int64_t, double*, std::int64_t, bool);
+
+}  // namespace ctgrad::kernel

@@ -1,0 +1,23 @@
+// GEMM for the matmul op: C[M,N] = op(A)[M,K] op(B)[K,N] (+ C when accumulate), row-major.
+//
+// Backend: OpenBLAS's single-threaded build (Debian libopenblas0-serial), loaded by path into its
+// own symbol scope so another BLAS in the process cannot capture it, and driven from oneTBB: the
+// work is split into blocks chosen from the shape alone, never from the thread count, so results
+// are bitwise identical on any number of threads (OpenBLAS picks different kernels for different
+// block sizes, so a thread-dependent split would not be). Why this and not our own micro-kernel:
+// docs/performance.md.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ctgrad::kernel {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
+          const T* B, std::int64_t ldb, T* C, std::int64_t ldc, bool accumulate);
+
+// "openblas-serial 0.3.21 (Cooperlake)" or "reference (...why...)".
+std::string gemm_backend();
+bool gemm_uses_blas();
+
+}  // namespace ctgrad::kernel
