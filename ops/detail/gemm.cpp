@@ -97,7 +97,7 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
   }
   // Blocks from the shape alone: up to 4 along the longer of M and N, at least 256 wide, and
   // none for small products (a block re-packs the other operand, so fewer is better).
-  constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256, kMaxBlocks = 4;
+  constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256, kMaxBlocks = 2;
   const bool split_m = M >= N;
   const std::int64_t len = split_m ? M : N;
   std::int64_t blocks = 2 * M * N * K < kMinWork ? 1 : std::min(kMaxBlocks, std::max<std::int64_t>(1, len / kMinBlock));

@@ -1,0 +1,149 @@
+// ctgrad-bench: benchmarks that print one JSON object per line. Ratios are measured side by side
+// in one run, since the machines are shared and their speed swings.
+//
+//   ctgrad-bench gemm [--threads N] [--reps N]
+//     ctgrad's matmul GEMM against OpenBLAS (its pthread and OpenMP builds) and oneDNN, each
+//     loaded into its own symbol scope, on 1024^3 and the forms a 4096-token x 768 -> 3072
+//     linear layer uses: forward NT, backward NN (dX) and TN (dW).
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/ops/detail/gemm.hpp>
+#include <oneapi/tbb/task_arena.h>
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+using dnnl_fn = int (*)(char, char, long, long, long, float, const float*, long, const float*, long, float, float*, long);
+
+struct Impl {
+  std::string name;
+  bool reference;
+  std::function<void(bool, bool, int, int, int, const float*, int, const float*, int, float*, int)> run;
+};
+
+void* open_isolated(const std::string& path) { return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND); }
+
+int gemm_bench(int threads, int reps) {
+  // References use OpenMP or pthreads with `threads` threads; ctgrad uses a oneTBB arena of the same size.
+  setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  std::vector<Impl> impls;
+  tbb::task_arena arena(threads);
+  impls.push_back({"ctgrad", false,
+                   [&](bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+                       int ldc) { arena.execute([&] { ctgrad::kernel::gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, false); }); }});
+  const std::string dir = "/usr/lib/x86_64-linux-gnu/";
+  for (const char* variant : {"openblas-pthread", "openblas-openmp"}) {
+    void* h = open_isolated(dir + variant + "/libopenblas.so.0");
+    if (!h) {
+      std::printf("{\"bench\":\"gemm\",\"note\":\"%s not installed, skipped\"}\n", variant);
+      continue;
+    }
+    auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
+    if (set_threads) set_threads(threads);
+    auto sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cblas_sgemm"));
+    impls.push_back({variant, true,
+                     [sgemm](bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                             float* C, int ldc) { sgemm(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc); }});
+  }
+  if (void* h = open_isolated("libdnnl.so.2")) {
+    auto sgemm = reinterpret_cast<dnnl_fn>(dlsym(h, "dnnl_sgemm"));
+    impls.push_back({"onednn", true,
+                     [sgemm](bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                             float* C, int ldc) { sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc); }});
+  } else {
+    std::printf("{\"bench\":\"gemm\",\"note\":\"oneDNN (libdnnl-dev) not installed, skipped\"}\n");
+  }
+  std::printf("{\"bench\":\"machine\",\"cpu\":\"%s\",\"cores\":%u,\"threads\":%d,\"ctgrad_backend\":\"%s\"}\n",
+              cpu_name().c_str(), std::thread::hardware_concurrency(), threads, ctgrad::kernel::gemm_backend().c_str());
+
+  struct Shape {
+    int M, N, K;
+    bool ta, tb;
+    const char* use;
+  };
+  const Shape shapes[] = {{1024, 1024, 1024, false, false, "square"},
+                          {4096, 3072, 768, false, true, "linear forward: X W^T"},
+                          {4096, 768, 3072, false, false, "linear backward: dX = dY W"},
+                          {3072, 768, 4096, true, false, "linear backward: dW = dY^T X"}};
+  for (const Shape& s : shapes) {
+    std::vector<float> A(std::size_t(s.M) * s.K), B(std::size_t(s.K) * s.N), C(std::size_t(s.M) * s.N);
+    for (std::size_t i = 0; i < A.size(); ++i) A[i] = float(ctgrad::random::uniform(1, i)) - 0.5f;
+    for (std::size_t i = 0; i < B.size(); ++i) B[i] = float(ctgrad::random::uniform(2, i)) - 0.5f;
+    const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+    const double flops = 2.0 * s.M * s.N * s.K;
+    std::vector<double> best(impls.size(), 0);
+    // Rounds over all implementations, so a slow spell of the host hits them alike.
+    for (int round = 0; round < reps; ++round)
+      for (std::size_t i = 0; i < impls.size(); ++i) {
+        impls[i].run(s.ta, s.tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N);  // warm
+        for (int r = 0; r < 3; ++r) {
+          const double t = now();
+          impls[i].run(s.ta, s.tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N);
+          best[i] = std::max(best[i], flops / (now() - t) / 1e9);
+        }
+        usleep(20000);  // let spinning worker pools of the previous library go to sleep
+      }
+    double best_ref = 0;
+    for (std::size_t i = 0; i < impls.size(); ++i)
+      if (impls[i].reference) best_ref = std::max(best_ref, best[i]);
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "%dx%dx%d %c%c", s.M, s.N, s.K, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N');
+    for (std::size_t i = 0; i < impls.size(); ++i)
+      std::printf("{\"bench\":\"gemm\",\"shape\":\"%s\",\"use\":\"%s\",\"impl\":\"%s\",\"threads\":%d,\"gflops\":%.1f,"
+                  "\"ratio_to_best_ref\":%.3f}\n",
+                  shape, s.use, impls[i].name.c_str(), threads, best[i], best_ref > 0 ? best[i] / best_ref : 0.0);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: ctgrad-bench gemm [--threads N] [--reps N]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  const std::string cmd = argv[1];
+  int threads = int(std::thread::hardware_concurrency()), reps = 3;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "ctgrad-bench: unknown option '%s'\n", a.c_str());
+      return usage();
+    }
+  }
+  if (threads < 1 || reps < 1) return usage();
+  if (cmd == "gemm") return gemm_bench(threads, reps);
+  std::fprintf(stderr, "ctgrad-bench: unknown benchmark '%s'\n", cmd.c_str());
+  return usage();
+}
