@@ -130,6 +130,7 @@ struct Builder : Scope {
   constexpr Builder& output(Value v, std::string_view name = "out", Loc loc = Loc::current()) {
     if (!check_value(v, "output", loc)) return *this;
     Node& n = nodes[static_cast<std::size_t>(v.id)];
+    if (n.is_output) fail(Msg("output '").add(name).add("': this value is already an output"), loc);
     n.is_output = true;
     n.out_name_off = store(name);
     n.out_name_len = int(name.size());
@@ -175,17 +176,36 @@ struct Builder : Scope {
   constexpr void add_leaf(std::string_view name, int node) { leaves.push_back({hash(name), node}); }
   constexpr void check_duplicates() {
     if (!error.empty()) return;
-    std::sort(leaves.begin(), leaves.end(),
-              [](const Leaf& a, const Leaf& b) { return a.hash != b.hash ? a.hash < b.hash : a.node < b.node; });
+    auto kind_of = [&](const Leaf& l) { return int(nodes[static_cast<std::size_t>(l.node)].kind); };
+    std::sort(leaves.begin(), leaves.end(), [&](const Leaf& a, const Leaf& b) {
+      if (a.hash != b.hash) return a.hash < b.hash;
+      if (kind_of(a) != kind_of(b)) return kind_of(a) < kind_of(b);
+      return a.node < b.node;
+    });
     for (std::size_t i = 1; i < leaves.size(); ++i) {
-      const Node &a = nodes[static_cast<std::size_t>(leaves[i - 1].node)], &n = nodes[static_cast<std::size_t>(leaves[i].node)];
-      if (leaves[i].hash != leaves[i - 1].hash || a.kind != n.kind || name_of(leaves[i - 1].node) != name_of(leaves[i].node))
+      const Node& n = nodes[static_cast<std::size_t>(leaves[i].node)];
+      if (leaves[i].hash != leaves[i - 1].hash || kind_of(leaves[i]) != kind_of(leaves[i - 1]) ||
+          name_of(leaves[i - 1].node) != name_of(leaves[i].node))
         continue;
       error = Msg(n.kind == NodeKind::param ? "parameter '" : "input '");
       error.add(name_of(leaves[i].node)).add("' is declared twice (");
       error.add(std::string_view(names.data() + n.file_off, static_cast<std::size_t>(n.file_len))).add(":").add(n.line).add(")");
       return;
     }
+    // Output names: few, so a plain pairwise check.
+    std::vector<int> outs;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].is_output) outs.push_back(int(i));
+    for (std::size_t a = 0; a < outs.size(); ++a)
+      for (std::size_t b = a + 1; b < outs.size(); ++b)
+        if (out_name_of(outs[a]) == out_name_of(outs[b])) {
+          error = Msg("output '").add(out_name_of(outs[b])).add("' is declared twice");
+          return;
+        }
+  }
+  constexpr std::string_view out_name_of(int id) const {
+    const Node& n = nodes[static_cast<std::size_t>(id)];
+    return {names.data() + n.out_name_off, static_cast<std::size_t>(n.out_name_len)};
   }
   constexpr std::string_view name_of(int id) const {
     const Node& n = nodes[static_cast<std::size_t>(id)];

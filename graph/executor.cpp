@@ -31,10 +31,18 @@ std::size_t elem_bytes(DType dt) {
   return dt == DType::index ? sizeof(std::int32_t) : sizeof(T);
 }
 
-std::unique_ptr<std::byte[]> alloc_bytes(std::size_t n) {
-  // operator new[] of std::byte is aligned to __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16); we need 64.
-  return std::unique_ptr<std::byte[]>(new (std::align_val_t(kAlign)) std::byte[n]);
+}  // namespace
+
+// 64-byte aligned blocks (operator new[]'s default alignment is 16), freed the way they were made.
+void AlignedFree::operator()(void* p) const noexcept { ::operator delete[](p, std::align_val_t(kAlign)); }
+
+template <class U>
+AlignedArray<U> aligned_array(std::size_t n) {
+  return AlignedArray<U>(static_cast<U*>(::operator new[](std::max<std::size_t>(n, 1) * sizeof(U), std::align_val_t(kAlign))));
 }
+
+namespace {
+AlignedArray<std::byte> alloc_bytes(std::size_t n) { return aligned_array<std::byte>(n); }
 
 std::string declared(const Shape& s) { return std::string(Msg().add(s).view()); }
 }  // namespace
@@ -63,8 +71,10 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
     auto elems = static_cast<std::size_t>(g_.nodes[i].shape.numel().coef);
     param_total_ += align_up(elems * sizeof(T)) / sizeof(T);
   }
-  param_values_.reset(new (std::align_val_t(kAlign)) T[std::max<std::size_t>(param_total_, 1)]());
-  param_grads_.reset(new (std::align_val_t(kAlign)) T[std::max<std::size_t>(param_total_, 1)]());
+  param_values_ = aligned_array<T>(param_total_);
+  param_grads_ = aligned_array<T>(param_total_);
+  std::fill_n(param_values_.get(), param_total_, T(0));
+  std::fill_n(param_grads_.get(), param_total_, T(0));
   for (int i = 0; i < g_.n; ++i)
     if (g_.nodes[i].kind == NodeKind::param)
       param_names_.push_back(opts_.prefix_.empty() ? std::string(g_.name(i)) : opts_.prefix_ + "." + std::string(g_.name(i)));
@@ -206,6 +216,7 @@ void Executor<T>::copy_input(int node, const void* data, std::size_t bytes,
     fail_input(node, "shape " + got + " needs " + std::to_string(numel) + " elements, data has " +
                          std::to_string(bytes / (dt == DType::index ? 4 : sizeof(T))));
   InputStore& st = inputs_[static_cast<std::size_t>(node)];
+  have_forward_ = false;  // the saved activations no longer match the inputs
   if (st.capacity < need) {
     st.data = alloc_bytes(align_up(need));
     st.capacity = align_up(need);
@@ -380,6 +391,7 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
 
 template <class T>
 void Executor<T>::forward(Mode mode) {
+  have_forward_ = false;  // stays false if this forward throws
   check_inputs();
   place(mode);
   const PlanView& p = plan_[mode == Mode::train ? 0 : 1];
@@ -397,7 +409,11 @@ void Executor<T>::backward() {
     throw std::logic_error("ctgrad: backward() needs a forward(Mode::train) first");
   const PlanView& p = plan_[0];
   if (g_.loss >= 0) {
-    *grad_[static_cast<std::size_t>(g_.loss)].template as<T>() = T(1);
+    T* seed = grad_[static_cast<std::size_t>(g_.loss)].template as<T>();
+    if (!seed)
+      throw std::logic_error("ctgrad: backward(): nothing to differentiate: no parameter or input declared "
+                             "In{.grad = true} reaches the loss");
+    *seed = T(1);
   } else {
     for (int i = 0; i < g_.n; ++i) {
       const TensorRef& gr = grad_[static_cast<std::size_t>(i)];
@@ -412,7 +428,12 @@ void Executor<T>::backward() {
         throw shape_error("ctgrad: backward(): gradient of output '" + name + "' has shape " +
                           format_shape({st.dims.data(), std::size_t(st.rank)}) + ", the output has " +
                           format_shape({gr.dim.data(), std::size_t(gr.rank)}));
-      std::memcpy(gr.data, st.data.get(), static_cast<std::size_t>(gr.numel) * sizeof(T));
+      const T* src = reinterpret_cast<const T*>(st.data.get());
+      T* dst = gr.template as<T>();
+      if (n.kind == NodeKind::param)  // a parameter's gradient accumulates until zero_grad()
+        for (std::int64_t e = 0; e < gr.numel; ++e) dst[e] += src[e];
+      else
+        std::memcpy(dst, src, static_cast<std::size_t>(gr.numel) * sizeof(T));
     }
   }
   impl_->arena.execute([&] {
@@ -454,6 +475,8 @@ template <class T>
 TensorView<T> Executor<T>::output(std::string_view name) const {
   int i = find_output(name);
   if (!placed_) throw std::logic_error("ctgrad: output('" + std::string(name) + "') before any forward()");
+  if (g_.nodes[i].dtype != DType::real)
+    throw std::logic_error("ctgrad: output '" + std::string(name) + "' holds int32 indices, not real values");
   const TensorRef& r = val_[static_cast<std::size_t>(i)];
   return {r.as<T>(), r.dim, r.rank, r.numel};
 }

@@ -38,6 +38,12 @@ struct PlanView {
   }
 };
 
+struct AlignedFree {
+  void operator()(void* p) const noexcept;
+};
+template <class U>
+using AlignedArray = std::unique_ptr<U[], AlignedFree>;
+
 template <class T>
 class Executor {
  public:
@@ -109,7 +115,7 @@ class Executor {
   std::vector<Parameter<T>> params_;
   std::vector<int> param_index_;  // node -> index in params_, -1
   std::size_t param_total_ = 0;
-  std::unique_ptr<T[]> param_values_, param_grads_;
+  AlignedArray<T> param_values_, param_grads_;
 
   std::array<std::int64_t, kMaxSymbols> sym_{};      // bound values
   std::array<std::int64_t, kMaxSymbols> sized_for_{};  // dims the arena was laid out for
@@ -118,7 +124,7 @@ class Executor {
   bool placed_ = false;
 
   struct InputStore {
-    std::unique_ptr<std::byte[]> data;
+    AlignedArray<std::byte> data;
     std::size_t capacity = 0;
     std::array<std::int64_t, kMaxRank> dims{};
     int rank = -1;  // -1: never set
@@ -126,7 +132,7 @@ class Executor {
   std::vector<InputStore> inputs_;  // by node; empty for non-inputs
   std::vector<InputStore> seeds_;   // by node: output gradients for a graph without a loss
 
-  std::unique_ptr<std::byte[]> arena_;
+  AlignedArray<std::byte> arena_;
   std::size_t arena_bytes_ = 0;
   std::vector<std::size_t> offsets_[2];  // slot -> byte offset, per plan
   std::size_t total_[2] = {0, 0};

@@ -29,6 +29,7 @@ template <int N>
 struct Plan {
   static constexpr std::size_t U = N > 0 ? std::size_t(N) : 1;
   bool training = true;
+  bool sound = true;  // every gradient is written before it is read (checked by Program)
   // Schedules: steps index ranges of the order arrays.
   int n_fwd = 0, n_bwd = 0;
   std::array<int, U> fwd_order{}, bwd_order{};
@@ -190,11 +191,12 @@ constexpr auto make_plan(const G& g, bool training) {
       for (int i = 0; i < N; ++i) at(to_loss, i) = is_seed(i);
       for (int i = N - 1; i >= 0; --i) {
         const Node& n = g[i];
-        if (!at(to_loss, i) || n.kind != NodeKind::op || !n.op->differentiable) continue;
+        if (!at(to_loss, i) || n.kind != NodeKind::op || !n.op->differentiable || n.dtype != DType::real) continue;
         for (int k = 0; k < n.n_in; ++k) at(to_loss, n.in[size_t(k)]) = true;
       }
     }
-    for (int i = 0; i < N; ++i) at(p.needs_grad, i) = at(from_leaf, i) && at(to_loss, i);
+    for (int i = 0; i < N; ++i)
+      at(p.needs_grad, i) = at(from_leaf, i) && at(to_loss, i) && g[i].dtype == DType::real;
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
       bool any = false;
@@ -276,6 +278,7 @@ constexpr auto make_plan(const G& g, bool training) {
       // Gradient: from its first contribution (or the seed) to its use by the node's own VJP.
       if (at(p.needs_grad, i)) {
         const int g_end = at(p.runs_vjp, i) ? F + at(p.bwd_step, i) : t_end;
+        if (g_start > g_end) p.sound = false;  // a gradient read before anything writes it
         at(p.grad_buf, i) = add(BufKind::grad, i, g_start, g_end, n.shape.numel(), DType::real);
       }
     }

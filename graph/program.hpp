@@ -15,6 +15,7 @@ template <const auto& G>
 struct PlansOf {
   static constexpr auto train = make_plan(G, true);
   static constexpr auto infer = make_plan(G, false);
+  static_assert(train.sound, "ctgrad: internal error: the memory plan reads a gradient before writing it");
 };
 
 template <const auto& G, class T = float>

@@ -77,6 +77,29 @@ constexpr Msg loss_not_scalar = [] {
   return g.error;
 }();
 
+// Duplicates are found at freeze time, even when a same-named leaf of another kind sits between.
+constexpr Msg duplicate_param = [] {
+  Builder g;
+  g.param("w", {2}, init::zeros());
+  g.input("w", {2});
+  g.param("w", {3}, init::zeros());
+  g.check_duplicates();
+  return g.error;
+}();
+constexpr Msg duplicate_output = [] {
+  Builder g;
+  Value x = g.input("x", {2});
+  g.output(relu(x), "out");
+  g.output(scale(x, 2.0), "out");
+  g.check_duplicates();
+  return g.error;
+}();
+
+TEST_CASE("duplicate parameter and output names are errors", "[graph][errors]") {
+  CHECK(std::string(duplicate_param.view()).find("parameter 'w' is declared twice (test_builder.cpp:") == 0);
+  CHECK(std::string(duplicate_output.view()) == "output 'out' is declared twice");
+}
+
 TEST_CASE("static shape errors name the op, the dims and the line", "[graph][errors]") {
   std::string m(matmul_mismatch.view());
   INFO(m);

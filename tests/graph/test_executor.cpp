@@ -154,3 +154,98 @@ TEST_CASE("same seed gives bitwise-identical training with 1 and 2 threads", "[e
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
   CHECK(one[4] < one[0]);  // and it learns
 }
+
+TEST_CASE("changing an input between forward and backward is refused", "[executor][errors]") {
+  Program<G> p;
+  auto x = ramp(2 * 8), x_big = ramp(64 * 8);
+  auto y = labels(2, 4), y_big = labels(64, 4);
+  p.set_input("x", std::span<const float>(x), {2, 8});
+  p.set_input("y", std::span<const std::int32_t>(y), {2});
+  p.forward();
+  // A bigger batch moves the input's store: backward must not read the old activations.
+  p.set_input("x", std::span<const float>(x_big), {64, 8});
+  CHECK_THROWS_WITH(p.backward(), Contains("needs a forward(Mode::train) first"));
+  // A forward that fails leaves no stale forward behind either.
+  std::vector<std::int32_t> bad(64, 7);
+  p.set_input("y", std::span<const std::int32_t>(bad), {64});
+  CHECK_THROWS(p.forward());
+  CHECK_THROWS_WITH(p.backward(), Contains("needs a forward(Mode::train) first"));
+  p.set_input("y", std::span<const std::int32_t>(y_big), {64});
+  p.forward();
+  REQUIRE_NOTHROW(p.backward());
+}
+
+constexpr auto no_trainable = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, 3});
+  Value t = g.input("t", {Batch, 3});
+  g.output(g.input("ids", {Batch}, {.dtype = DType::index}), "ids");
+  g.loss(mse(x, t));
+  return g;
+};
+static constexpr auto NO_TRAINABLE = freeze<no_trainable>();
+
+TEST_CASE("backward with nothing to differentiate is a clear error", "[executor][errors]") {
+  Program<NO_TRAINABLE> p;
+  auto x = ramp(6);
+  std::vector<std::int32_t> ids = {1, 2};
+  p.set_input("x", std::span<const float>(x), {2, 3});
+  p.set_input("t", std::span<const float>(x), {2, 3});
+  p.set_input("ids", std::span<const std::int32_t>(ids), {2});
+  p.forward();
+  CHECK_THROWS_WITH(p.backward(), Contains("nothing to differentiate"));
+  CHECK_THROWS_WITH(p.output("ids"), Contains("int32 indices"));
+}
+
+// A loss-less graph whose output is a parameter: the seed adds to the parameter's gradient.
+constexpr auto param_out = [] {
+  Builder g;
+  g.output(g.param("w", {2}, init::ones()), "w");
+  return g;
+};
+static constexpr auto PARAM_OUT = freeze<param_out>();
+
+TEST_CASE("a seeded parameter output accumulates like any gradient", "[executor]") {
+  Program<PARAM_OUT> p;
+  std::vector<float> seed = {13, 14};
+  for (int i = 0; i < 2; ++i) {
+    p.forward();
+    p.set_output_grad("w", seed);
+    p.backward();
+  }
+  CHECK(p.parameter("w").grad[0] == 26.0f);
+  CHECK(p.parameter("w").grad[1] == 28.0f);
+}
+
+namespace {
+std::vector<float> train_attention(int threads) {
+  Program<ATTN> p(Options().threads(threads).seed(3));
+  auto x = ramp(4 * 33 * 8, 0.05f), t = ramp(4 * 33 * 8, 0.02f);
+  std::vector<float> mask(4 * 33, 1.0f);
+  for (int k = 20; k < 33; ++k) mask[std::size_t(3 * 33 + k)] = 0;  // sequence 3 is padded
+  p.set_input("x", std::span<const float>(x), {4, 33, 8});
+  p.set_input("mask", std::span<const float>(mask), {4, 1, 33});
+  p.set_input("target", std::span<const float>(t), {4, 33, 8});
+  std::vector<float> trace;
+  for (int step = 0; step < 3; ++step) {
+    p.zero_grad();
+    p.forward();
+    p.backward();
+    auto v = p.parameter_values();
+    auto g = p.parameter_grads();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
+    trace.push_back(p.loss());
+  }
+  auto gx = p.input_grad("x");
+  trace.insert(trace.end(), gx.data, gx.data + gx.numel);
+  auto v = p.parameter_values();
+  trace.insert(trace.end(), v.begin(), v.end());
+  return trace;
+}
+}  // namespace
+
+TEST_CASE("attention training is bitwise identical with 1 and 2 threads", "[executor][determinism]") {
+  auto one = train_attention(1), two = train_attention(2);
+  REQUIRE(one.size() == two.size());
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+}
