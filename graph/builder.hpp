@@ -288,8 +288,11 @@ constexpr Value Scope::apply(std::initializer_list<Value> inputs, Attrs attr, Lo
     if (!prefix.empty()) m.add(" in '").add(prefix).add("'");
     return m.add(": ");
   };
-  if (n.n_in != Op::arity) {
-    b->fail(where().add("takes ").add(Op::arity).add(" inputs, got ").add(int(inputs.size())), loc);
+  if (Op::arity >= 0 ? n.n_in != Op::arity : (n.n_in < 1 || int(inputs.size()) > kMaxInputs)) {
+    if (Op::arity >= 0)
+      b->fail(where().add("takes ").add(Op::arity).add(" inputs, got ").add(int(inputs.size())), loc);
+    else
+      b->fail(where().add("takes 1 to ").add(kMaxInputs).add(" inputs, got ").add(int(inputs.size())), loc);
   } else {
     ShapeResult r = Op::shape(ShapeCtx{shapes.data(), dtypes.data(), n.n_in, attr});
     if (!r.error.empty()) b->fail(where().add(r.error.view()), loc);

@@ -370,8 +370,9 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
     }
     OpArgs a{n.attr, in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
     a.seed = opts_.seed_;
-    a.step = static_cast<std::uint64_t>(step_);
+    a.step = static_cast<std::uint64_t>(vjp ? step_ - 1 : step_);  // forward() counts after running
     a.node = i;
+    a.training = placed_mode_ == Mode::train;
     if (vjp) {
       a.gout = &grad_[static_cast<std::size_t>(i)];
       a.gin = gin.data();

@@ -37,6 +37,7 @@ struct RandomInputs {
   std::uint64_t seed = 1;
   std::array<std::int64_t, kMaxSymbols> sym{3, 4, 5, 2, 2, 2};
   std::int32_t index_range = 3;
+  bool positive = false;  // real inputs 0.5 + |N(0, 1)|: for log, sqrt, pow, ...
 };
 template <class P>
 void fill_random_inputs(P& p, const RandomInputs& o = {}) {
@@ -56,7 +57,10 @@ void fill_random_inputs(P& p, const RandomInputs& o = {}) {
       p.set_input(g.name(i), std::span<const std::int32_t>(v), shape);
     } else {
       std::vector<T> v(static_cast<std::size_t>(numel));
-      for (std::int64_t k = 0; k < numel; ++k) v[std::size_t(k)] = T(random::normal(key, std::uint64_t(k)));
+      for (std::int64_t k = 0; k < numel; ++k) {
+        const double r = random::normal(key, std::uint64_t(k));
+        v[std::size_t(k)] = T(o.positive ? 0.5 + (r < 0 ? -r : r) : r);
+      }
       p.set_input(g.name(i), std::span<const T>(v), shape);
     }
   }

@@ -1,12 +1,13 @@
 // The op contract. An op is a struct with:
 //   static constexpr const char* name;          // shown in errors and traces
-//   static constexpr int arity;                 // number of inputs
+//   static constexpr int arity;                 // number of inputs; -1: 1 to kMaxInputs
 //   static constexpr ShapeResult shape(const ShapeCtx&);  // shape rule, runs at compile time
 //   template <class T> static void forward(const OpArgs&);
 //   template <class T> static void vjp(const OpArgs&);    // adds input gradients (+=)
 // and optionally:
 //   static constexpr bool differentiable = false;  // then vjp may be omitted
 //   static constexpr unsigned saves = ...;         // what vjp reads (kSaveInput(k) | kSaveOutput)
+//   template <class T> static void reference_forward(const OpArgs&);  // plain loops, for the harness
 // T is float or double (double is what gradcheck runs). The graph stores a pointer to one
 // OpDef per op type; nothing else about an op is known to graph/.
 #pragma once
@@ -80,10 +81,12 @@ struct OpArgs {
   // Only in vjp:
   const TensorRef* gout = nullptr;  // gradient of out
   const TensorRef* gin = nullptr;   // gin[k].data == nullptr when input k needs no gradient
-  // For random ops: same (seed, step, node, element) gives the same number on any thread.
+  // For random ops: same (seed, step, node, element) gives the same number on any thread. The
+  // vjp sees the step of the forward it differentiates.
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
   int node = 0;
+  bool training = true;  // false in Mode::infer: dropout is the identity
 };
 
 using KernelFn = void (*)(const OpArgs&);
@@ -100,6 +103,7 @@ struct OpDef {
   ShapeResult (*shape)(const ShapeCtx&);
   KernelFn forward[2];  // [float, double]
   KernelFn vjp[2];
+  KernelFn reference[2];  // optional plain scalar forward, checked against `forward` by the harness
 };
 
 template <class Op>
@@ -145,6 +149,10 @@ consteval OpDef make_op_def() {
   d.shape = &Op::shape;
   d.forward[0] = &Op::template forward<float>;
   d.forward[1] = &Op::template forward<double>;
+  if constexpr (requires(const OpArgs& a) { Op::template reference_forward<float>(a); }) {
+    d.reference[0] = &Op::template reference_forward<float>;
+    d.reference[1] = &Op::template reference_forward<double>;
+  }
   if constexpr (is_differentiable<Op>()) {
     static_assert(ctgrad_op_has_no_vjp<HasVjp<Op> ? Msg() : Msg("op ").add(Op::name).add(
                                                               " has no vjp<T>() and is not "

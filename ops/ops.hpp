@@ -8,3 +8,4 @@
 #include <ctgrad/ops/reduce.hpp>
 #include <ctgrad/ops/shape.hpp>
 #include <ctgrad/ops/softmax.hpp>
+#include <ctgrad/ops/unary.hpp>

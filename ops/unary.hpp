@@ -1,0 +1,60 @@
+// Unary elementwise ops: y = f(x), dx += g * f'(x). Each function is a small struct (value and
+// derivative, from x and/or y); UnaryOp<F> turns it into an op.
+#pragma once
+#include <ctgrad/ops/common.hpp>
+
+namespace ctgrad {
+
+namespace unary {
+// `saves`: what the derivative needs (kSaveInput(0) for x, kSaveOutput for y).
+struct Neg { static constexpr const char* name = "neg"; static constexpr unsigned saves = 0; };
+struct Exp { static constexpr const char* name = "exp"; static constexpr unsigned saves = kSaveOutput; };
+struct Log { static constexpr const char* name = "log"; static constexpr unsigned saves = kSaveInput(0); };
+struct Sqrt { static constexpr const char* name = "sqrt"; static constexpr unsigned saves = kSaveOutput; };
+struct Rsqrt { static constexpr const char* name = "rsqrt"; static constexpr unsigned saves = kSaveOutput; };
+struct Tanh { static constexpr const char* name = "tanh"; static constexpr unsigned saves = kSaveOutput; };
+struct Sigmoid { static constexpr const char* name = "sigmoid"; static constexpr unsigned saves = kSaveOutput; };
+struct Silu { static constexpr const char* name = "silu"; static constexpr unsigned saves = kSaveInput(0); };
+struct Gelu { static constexpr const char* name = "gelu"; static constexpr unsigned saves = kSaveInput(0); };  // erf form
+struct GeluTanh { static constexpr const char* name = "gelu_tanh"; static constexpr unsigned saves = kSaveInput(0); };
+struct Pow { static constexpr const char* name = "pow"; static constexpr unsigned saves = kSaveInput(0); };  // x^attr.f[0]
+}  // namespace unary
+
+template <class F>
+struct UnaryOp {
+  static constexpr const char* name = F::name;
+  static constexpr int arity = 1;
+  static constexpr unsigned saves = F::saves;
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+  // Plain scalar loops, the reference the conformance harness checks the kernels against.
+  template <class T> static void reference_forward(const OpArgs&);
+};
+
+namespace ops {
+template <class F>
+constexpr Value unary(Value x, const Loc& loc, double attr = 0) {
+  Attrs a;
+  a.f[0] = attr;
+  return apply<UnaryOp<F>>({x}, a, loc);
+}
+}  // namespace ops
+
+constexpr Value neg(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Neg>(x, loc); }
+constexpr Value exp(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Exp>(x, loc); }
+constexpr Value log(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Log>(x, loc); }
+constexpr Value sqrt(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Sqrt>(x, loc); }
+constexpr Value rsqrt(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Rsqrt>(x, loc); }
+constexpr Value tanh(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Tanh>(x, loc); }
+constexpr Value sigmoid(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Sigmoid>(x, loc); }
+constexpr Value silu(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Silu>(x, loc); }
+// GELU, exact: x * Phi(x) = x/2 (1 + erf(x / sqrt 2)).
+constexpr Value gelu(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Gelu>(x, loc); }
+// GELU, tanh approximation (GPT-2): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+constexpr Value gelu_tanh(Value x, Loc loc = Loc::current()) { return ops::unary<unary::GeluTanh>(x, loc); }
+constexpr Value pow(Value x, double p, Loc loc = Loc::current()) { return ops::unary<unary::Pow>(x, loc, p); }
+
+constexpr Value operator-(Value x) { return neg(x); }
+
+}  // namespace ctgrad

@@ -1,0 +1,213 @@
+// The op-conformance harness: every registered case runs, for several runtime shapes (size-1 dims,
+// odd sizes that are not multiples of any SIMD width), (a) a gradcheck against central finite
+// differences in double precision and (b) for every op in the case that has a plain scalar
+// reference, the real kernel against that reference on random inputs.
+//
+// A new op is covered by adding one OP_CASE and listing it in kCases.
+//
+// Every case's loss is sum(op(...) * probe) plus sum(x * probe_x) for each differentiable input x:
+// x then has a second consumer whose gradient lands first, so a VJP that assigns instead of adding
+// fails. ctgrad tensors are dense; cases marked "permuted" feed an op a transposed tensor, which
+// is how a non-contiguous view reaches an op here.
+#include <catch2/catch.hpp>
+
+#include <boost/hana.hpp>
+#include <string>
+#include <vector>
+
+#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/graph/random.hpp>
+
+namespace hana = boost::hana;
+using namespace ctgrad;
+
+namespace {
+
+struct Domain {
+  bool positive = false;  // real inputs > 0.5 (log, sqrt, pow)
+  std::int32_t index_range = 3;
+};
+
+constexpr Value probe_loss(Builder& g, Value y, std::initializer_list<Value> also = {}) {
+  Value loss = sum(y * g.input("probe", y.shape()));
+  int k = 0;
+  for (Value x : also) {
+    std::string name = "probe_also_";
+    name += char('0' + k++);
+    loss = loss + sum(x * g.input(name, x.shape()));
+  }
+  return loss;
+}
+
+#define OP_CASE(NAME, DOMAIN, ...)                 \
+  struct case_##NAME {                             \
+    static constexpr const char* name = #NAME;     \
+    static constexpr Domain domain = DOMAIN;       \
+    static constexpr auto build = [] {             \
+      Builder g;                                   \
+      __VA_ARGS__;                                 \
+      return g;                                    \
+    };                                             \
+  };
+
+constexpr Domain any{}, positive{.positive = true}, classes5{.index_range = 5}, binary_mask{.index_range = 2};
+
+// --- elementwise ---
+OP_CASE(add_broadcast, any, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true});
+        Value b = g.input("b", {3, 1}, {.grad = true}); g.loss(probe_loss(g, add(a, b), {a, b})))
+OP_CASE(sub_broadcast, any, Value a = g.input("a", {2, 1, Seq}, {.grad = true});
+        Value b = g.input("b", {3, Seq}, {.grad = true}); g.loss(probe_loss(g, sub(a, b), {a, b})))
+OP_CASE(mul_broadcast, any, Value a = g.input("a", {Batch, Seq}, {.grad = true});
+        Value b = g.input("b", {Seq}, {.grad = true}); g.loss(probe_loss(g, mul(a, b), {a, b})))
+OP_CASE(mul_self, any, Value a = g.input("a", {Batch, 3}, {.grad = true}); g.loss(probe_loss(g, mul(a, a), {a})))
+OP_CASE(add_bias_wide, any, Value a = g.input("a", {Batch, 130}, {.grad = true});
+        Value b = g.input("b", {130}, {.grad = true}); g.loss(probe_loss(g, add(a, b), {a, b})))
+OP_CASE(relu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, relu(a), {a})))
+OP_CASE(scale, any, Value a = g.input("a", {Batch, 4}, {.grad = true}); g.loss(probe_loss(g, scale(a, -2.5), {a})))
+OP_CASE(neg, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, neg(a), {a})))
+OP_CASE(exp, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, exp(a), {a})))
+OP_CASE(log, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, log(a), {a})))
+OP_CASE(sqrt, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, sqrt(a), {a})))
+OP_CASE(rsqrt, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, rsqrt(a), {a})))
+OP_CASE(pow, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, pow(a, 1.7), {a})))
+OP_CASE(tanh, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, tanh(a), {a})))
+OP_CASE(sigmoid, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, sigmoid(a), {a})))
+OP_CASE(silu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, silu(a), {a})))
+OP_CASE(gelu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, gelu(a), {a})))
+OP_CASE(gelu_tanh, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, gelu_tanh(a), {a})))
+OP_CASE(gelu_permuted, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true});
+        g.loss(probe_loss(g, gelu(transpose(a, 0, 2)), {a})))
+// --- matmul ---
+OP_CASE(matmul_nn_shared, any, Value a = g.input("a", {Batch, 3, 5}, {.grad = true});
+        Value b = g.input("b", {5, 4}, {.grad = true}); g.loss(probe_loss(g, matmul(a, b), {a, b})))
+OP_CASE(matmul_nt_batched, any, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
+        Value b = g.input("b", {Batch, 4, 5}, {.grad = true}); g.loss(probe_loss(g, matmul(a, b, {.trans_b = true}), {a, b})))
+OP_CASE(matmul_tn_batched, any, Value a = g.input("a", {Batch, 5, Seq}, {.grad = true});
+        Value b = g.input("b", {Batch, 5, 4}, {.grad = true}); g.loss(probe_loss(g, matmul(a, b, {.trans_a = true}), {a, b})))
+OP_CASE(matmul_tt_shared, any, Value a = g.input("a", {Batch, 5, 3}, {.grad = true});
+        Value b = g.input("b", {4, 5}, {.grad = true});
+        g.loss(probe_loss(g, matmul(a, b, {.trans_a = true, .trans_b = true}), {a, b})))
+OP_CASE(matmul_blocked, any, Value a = g.input("a", {Batch, 600, 40}, {.grad = true});
+        Value b = g.input("b", {50, 40}, {.grad = true}); g.loss(probe_loss(g, matmul(a, b, {.trans_b = true}), {a, b})))
+// --- reductions ---
+OP_CASE(sum_axis_keepdim, any, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true});
+        g.loss(probe_loss(g, sum(a, 1, {.keepdim = true}), {a})))
+OP_CASE(sum_all, any, Value a = g.input("a", {Batch, 3, 4}, {.grad = true}); g.loss(probe_loss(g, sum(a), {a})))
+OP_CASE(sum_all_chunked, any, Value a = g.input("a", {Batch, 5000}, {.grad = true}); g.loss(probe_loss(g, sum(a), {a})))
+OP_CASE(mean_last, any, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true}); g.loss(probe_loss(g, mean(a, -1), {a})))
+OP_CASE(mean_all, any, Value a = g.input("a", {Batch, 6}, {.grad = true}); g.loss(probe_loss(g, mean(a), {a})))
+// --- softmax, norms ---
+OP_CASE(softmax, any, Value a = g.input("a", {Batch, 2, Seq}, {.grad = true}); g.loss(probe_loss(g, softmax(a), {a})))
+OP_CASE(layer_norm, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true});
+        Value gamma = g.input("gamma", {6}, {.grad = true}); Value beta = g.input("beta", {6}, {.grad = true});
+        g.loss(probe_loss(g, layer_norm(a, gamma, beta), {a, gamma, beta})))
+OP_CASE(layer_norm_wide, any, Value a = g.input("a", {Batch, 5, 100}, {.grad = true});
+        Value gamma = g.input("gamma", {100}, {.grad = true}); Value beta = g.input("beta", {100}, {.grad = true});
+        g.loss(probe_loss(g, layer_norm(a, gamma, beta), {a, gamma, beta})))
+// --- shape ---
+OP_CASE(reshape, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true}); g.loss(probe_loss(g, reshape(a, {Batch, 3, 4}), {a})))
+OP_CASE(transpose, any, Value a = g.input("a", {Batch, 2, 3, Seq}, {.grad = true}); g.loss(probe_loss(g, transpose(a, 1, 3), {a})))
+// --- masks, losses ---
+OP_CASE(masked_fill, binary_mask, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true});
+        Value m = g.input("m", {Batch, 1, Seq}, {.dtype = DType::index});
+        g.loss(probe_loss(g, masked_fill(a, m, -7.0), {a})))
+OP_CASE(mse, any, Value a = g.input("a", {Batch, 5}, {.grad = true}); Value b = g.input("b", {Batch, 5}, {.grad = true});
+        g.loss(mse(a, b) + sum(a * g.input("pa", a.shape())) + sum(b * g.input("pb", b.shape()))))
+OP_CASE(cross_entropy_ignore, classes5, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
+        Value t = g.input("t", {Batch, Seq}, {.dtype = DType::index});
+        g.loss(cross_entropy(a, t, {.ignore_index = 2}) + sum(a * g.input("pa", a.shape()))))
+
+constexpr auto kCases = hana::tuple_t<
+    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_softmax, case_layer_norm, case_layer_norm_wide, case_reshape, case_transpose, case_masked_fill, case_mse, case_cross_entropy_ignore>;
+
+// Runtime shapes each case runs at: (Batch, Seq, SeqKV, ...). Size-1 dims; odd sizes; 33 > 32.
+constexpr std::array<std::array<std::int64_t, kMaxSymbols>, 4> kDraws{
+    {{1, 1, 1, 1, 1, 1}, {3, 4, 5, 2, 2, 2}, {2, 17, 3, 1, 1, 1}, {5, 33, 7, 1, 1, 1}}};
+
+template <class C>
+struct Frozen {
+  static constexpr auto G = freeze<C::build>();
+};
+
+// Runs each op node that has a scalar reference on fresh random inputs, kernel vs reference.
+template <const auto& G>
+std::string check_references(const Domain& dom, const std::array<std::int64_t, kMaxSymbols>& sym, std::uint64_t seed,
+                             int& checked) {
+  std::string fails;
+  for (int i = 0; i < G.size; ++i) {
+    const Node& n = G[i];
+    if (n.kind != NodeKind::op || !n.op->reference[0]) continue;
+    auto ref_of = [&](const Shape& s, DType dt, void* data) {
+      TensorRef r;
+      r.data = data, r.rank = s.rank, r.dtype = dt, r.numel = 1;
+      for (int d = 0; d < s.rank; ++d) r.numel *= r.dim[std::size_t(d)] = s[d].eval(sym);
+      return r;
+    };
+    std::vector<std::vector<float>> real(std::size_t(n.n_in));
+    std::vector<std::vector<std::int32_t>> idx(std::size_t(n.n_in));
+    std::array<TensorRef, kMaxInputs> in{};
+    for (int k = 0; k < n.n_in; ++k) {
+      const Node& src = G[n.in[std::size_t(k)]];
+      TensorRef r = ref_of(src.shape, src.dtype, nullptr);
+      const std::uint64_t key = random::key(seed, std::uint64_t(i), std::uint64_t(k));
+      if (src.dtype == DType::index) {
+        idx[std::size_t(k)].resize(std::size_t(r.numel));
+        for (std::int64_t e = 0; e < r.numel; ++e)
+          idx[std::size_t(k)][std::size_t(e)] = std::int32_t(random::bits(key, std::uint64_t(e)) % std::uint64_t(dom.index_range));
+        r.data = idx[std::size_t(k)].data();
+      } else {
+        real[std::size_t(k)].resize(std::size_t(r.numel));
+        for (std::int64_t e = 0; e < r.numel; ++e) {
+          const double v = random::normal(key, std::uint64_t(e));
+          real[std::size_t(k)][std::size_t(e)] = float(dom.positive ? 0.5 + std::abs(v) : v);
+        }
+        r.data = real[std::size_t(k)].data();
+      }
+      in[std::size_t(k)] = r;
+    }
+    TensorRef out = ref_of(n.shape, n.dtype, nullptr);
+    std::vector<float> got(std::size_t(out.numel)), want(std::size_t(out.numel));
+    std::vector<float> scratch1(std::size_t(std::max<std::int64_t>(1, n.scratch.eval(sym)))), scratch2 = scratch1;
+    TensorRef s1{scratch1.data(), {std::int64_t(scratch1.size())}, 1, std::int64_t(scratch1.size())}, s2 = s1;
+    s2.data = scratch2.data();
+    out.data = got.data();
+    n.op->forward[0](OpArgs{n.attr, in.data(), n.n_in, out, s1});
+    TensorRef out2 = out;
+    out2.data = want.data();
+    n.op->reference[0](OpArgs{n.attr, in.data(), n.n_in, out2, s2});
+    ++checked;
+    for (std::size_t e = 0; e < got.size(); ++e)
+      if (!(std::abs(got[e] - want[e]) <= 2e-6f * std::max(1.0f, std::abs(want[e])))) {
+        fails += std::string("op ") + n.op->name + ": element " + std::to_string(e) + " kernel " +
+                 std::to_string(got[e]) + " reference " + std::to_string(want[e]) + "\n";
+        break;
+      }
+  }
+  return fails;
+}
+
+}  // namespace
+
+TEST_CASE("every registered op passes gradcheck and matches its scalar reference", "[ops][conformance]") {
+  int cases = 0, gradchecks = 0, references = 0;
+  hana::for_each(kCases, [&](auto t) {
+    using C = typename decltype(t)::type;
+    static constexpr const auto& G = Frozen<C>::G;
+    ++cases;
+    for (std::size_t d = 0; d < kDraws.size(); ++d) {
+      const auto& sym = kDraws[d];
+      RandomInputs in{.seed = 100 + d, .sym = sym, .index_range = C::domain.index_range, .positive = C::domain.positive};
+      GradcheckResult r = gradcheck<G>(in, {.max_per_tensor = 24});
+      INFO("case " << C::name << ", draw " << d << " (Batch=" << sym[0] << ", Seq=" << sym[1] << "): worst "
+                   << r.worst << "\n" << r.report);
+      CHECK(r.checked > 0);
+      CHECK(r.ok);
+      ++gradchecks;
+      std::string fails = check_references<G>(C::domain, sym, 200 + d, references);
+      INFO(fails);
+      CHECK(fails.empty());
+    }
+  });
+  WARN(cases << " cases: " << gradchecks << " gradchecks, " << references << " kernel-vs-reference checks");
+  CHECK(references > 0);
+}
