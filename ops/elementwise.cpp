@@ -76,6 +76,24 @@ void MulOp::vjp(const OpArgs& a) {
 }
 
 template <class T>
+void DivOp::forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x / y; });
+}
+template <class T>
+void DivOp::vjp(const OpArgs& a) {
+  const T *g = a.gout->as<T>(), *px = a.in[0].as<T>(), *py = a.in[1].as<T>();
+  auto sx = kernel::broadcast_strides(a.in[0], a.out), sy = kernel::broadcast_strides(a.in[1], a.out);
+  auto x_at = [&](std::int64_t i) { return px[kernel::offset_of(i, a.out, sx)]; };
+  auto y_at = [&](std::int64_t i) { return py[kernel::offset_of(i, a.out, sy)]; };
+  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i] / y_at(i); });
+  if (a.gin[1].data)
+    kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) {
+      const T y = y_at(i);
+      return -g[i] * x_at(i) / (y * y);
+    });
+}
+
+template <class T>
 void ReluOp::forward(const OpArgs& a) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
@@ -120,6 +138,7 @@ void DetachOp::forward(const OpArgs& a) {
 CTGRAD_INSTANTIATE_OP(AddOp)
 CTGRAD_INSTANTIATE_OP(SubOp)
 CTGRAD_INSTANTIATE_OP(MulOp)
+CTGRAD_INSTANTIATE_OP(DivOp)
 CTGRAD_INSTANTIATE_OP(ReluOp)
 CTGRAD_INSTANTIATE_OP(ScaleOp)
 template void DetachOp::forward<float>(const OpArgs&);

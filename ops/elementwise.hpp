@@ -1,4 +1,4 @@
-// Elementwise ops: add, sub, mul with NumPy broadcasting; relu; scale; detach.
+// Elementwise ops: add, sub, mul, div with NumPy broadcasting; relu; scale; detach.
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
@@ -24,6 +24,15 @@ struct SubOp {
 
 struct MulOp {
   static constexpr const char* name = "mul";
+  static constexpr int arity = 2;
+  static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+struct DivOp {
+  static constexpr const char* name = "div";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
@@ -67,6 +76,7 @@ struct DetachOp {
 constexpr Value add(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<AddOp>({a, b}, {}, loc); }
 constexpr Value sub(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<SubOp>({a, b}, {}, loc); }
 constexpr Value mul(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<MulOp>({a, b}, {}, loc); }
+constexpr Value div(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<DivOp>({a, b}, {}, loc); }
 constexpr Value relu(Value x, Loc loc = Loc::current()) { return ops::apply<ReluOp>({x}, {}, loc); }
 constexpr Value scale(Value x, double s, Loc loc = Loc::current()) {
   Attrs a;
@@ -78,6 +88,7 @@ constexpr Value detach(Value x, Loc loc = Loc::current()) { return ops::apply<De
 constexpr Value operator+(Value a, Value b) { return add(a, b); }
 constexpr Value operator-(Value a, Value b) { return sub(a, b); }
 constexpr Value operator*(Value a, Value b) { return mul(a, b); }
+constexpr Value operator/(Value a, Value b) { return div(a, b); }
 constexpr Value operator*(Value a, double s) { return scale(a, s); }
 constexpr Value operator*(double s, Value a) { return scale(a, s); }
 

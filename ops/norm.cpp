@@ -4,6 +4,28 @@
 #include <cmath>
 
 namespace ctgrad {
+namespace {
+
+// Parameter gradients: columns in parallel, rows summed in order. f(r, j) -> (dgamma, dbeta) terms.
+template <class T, class F>
+void param_grads(std::int64_t rows, std::int64_t D, T* ggamma, T* gbeta, F f) {
+  if (!ggamma && !gbeta) return;
+  kernel::parallel(D, 64, [&](std::int64_t b, std::int64_t e) {
+    T acc_g[64] = {}, acc_b[64] = {};
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = b; j < e; ++j) {
+        auto [dg, db] = f(r, j);
+        acc_g[j - b] += dg;
+        acc_b[j - b] += db;
+      }
+    for (std::int64_t j = b; j < e; ++j) {
+      if (ggamma) ggamma[j] += acc_g[j - b];
+      if (gbeta) gbeta[j] += acc_b[j - b];
+    }
+  });
+}
+
+}  // namespace
 
 template <class T>
 void LayerNormOp::forward(const OpArgs& a) {
@@ -11,18 +33,24 @@ void LayerNormOp::forward(const OpArgs& a) {
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *beta = a.in[2].as<T>();
   T *y = a.out.as<T>(), *stats = a.scratch.as<T>();
   const T eps = static_cast<T>(a.attr.f[0]);
+  const bool std_form = a.attr.i[0] == std::int64_t(NormForm::std_plus_eps);
   kernel::parallel(rows, kernel::grain_for(5 * D), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       const T* xr = x + r * D;
       T mean = 0;
       for (std::int64_t j = 0; j < D; ++j) mean += xr[j];
       mean /= T(D);
-      T var = 0;
-      for (std::int64_t j = 0; j < D; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-      const T rstd = T(1) / std::sqrt(var / T(D) + eps);
-      stats[2 * r] = mean;
-      stats[2 * r + 1] = rstd;
-      for (std::int64_t j = 0; j < D; ++j) y[r * D + j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+      T ss = 0;
+      for (std::int64_t j = 0; j < D; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+      T sd = 0, inv;
+      if (std_form) {
+        sd = std::sqrt(ss / T(D > 1 ? D - 1 : 1));
+        inv = T(1) / (sd + eps);
+      } else {
+        inv = T(1) / std::sqrt(ss / T(D) + eps);
+      }
+      stats[3 * r] = mean, stats[3 * r + 1] = inv, stats[3 * r + 2] = sd;
+      for (std::int64_t j = 0; j < D; ++j) y[r * D + j] = (xr[j] - mean) * inv * gamma[j] + beta[j];
     }
   });
 }
@@ -31,45 +59,71 @@ template <class T>
 void LayerNormOp::vjp(const OpArgs& a) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *g = a.gout->as<T>(), *stats = a.scratch.as<T>();
+  const bool std_form = a.attr.i[0] == std::int64_t(NormForm::std_plus_eps);
   if (T* gx = a.gin[0].as<T>()) {
     kernel::parallel(rows, kernel::grain_for(6 * D), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t r = b; r < e; ++r) {
-        const T mean = stats[2 * r], rstd = stats[2 * r + 1];
+        const T mean = stats[3 * r], inv = stats[3 * r + 1], sd = stats[3 * r + 2];
         const T *xr = x + r * D, *gr = g + r * D;
-        T sum_dy = 0, sum_dy_xhat = 0;
+        T sum_dy = 0, sum_dy_d = 0;  // dy = g * gamma; d = x - mean
         for (std::int64_t j = 0; j < D; ++j) {
           const T dy = gr[j] * gamma[j];
           sum_dy += dy;
-          sum_dy_xhat += dy * (xr[j] - mean) * rstd;
+          sum_dy_d += dy * (xr[j] - mean);
         }
-        sum_dy /= T(D);
-        sum_dy_xhat /= T(D);
-        for (std::int64_t j = 0; j < D; ++j) {
-          const T xhat = (xr[j] - mean) * rstd;
-          gx[r * D + j] += rstd * (gr[j] * gamma[j] - sum_dy - xhat * sum_dy_xhat);
-        }
+        // standard: dx = inv (dy - mean(dy) - d inv^2 mean(dy d))
+        // std+eps:  dx = inv (dy - mean(dy)) - inv^2 d sum(dy d) / ((D-1) std)
+        const T c = std_form ? (sd > T(0) ? inv * inv * sum_dy_d / (T(D > 1 ? D - 1 : 1) * sd) : T(0))
+                             : inv * inv * inv * sum_dy_d / T(D);
+        for (std::int64_t j = 0; j < D; ++j)
+          gx[r * D + j] += inv * (gr[j] * gamma[j] - sum_dy / T(D)) - c * (xr[j] - mean);
       }
     });
   }
-  // Parameter gradients: columns in parallel, rows summed in order.
-  T *ggamma = a.gin[1].as<T>(), *gbeta = a.gin[2].as<T>();
-  if (!ggamma && !gbeta) return;
-  kernel::parallel(D, 64, [&](std::int64_t b, std::int64_t e) {
-    T acc_g[64] = {}, acc_b[64] = {};
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T mean = stats[2 * r], rstd = stats[2 * r + 1];
-      for (std::int64_t j = b; j < e; ++j) {
-        acc_g[j - b] += g[r * D + j] * (x[r * D + j] - mean) * rstd;
-        acc_b[j - b] += g[r * D + j];
-      }
-    }
-    for (std::int64_t j = b; j < e; ++j) {
-      if (ggamma) ggamma[j] += acc_g[j - b];
-      if (gbeta) gbeta[j] += acc_b[j - b];
+  param_grads<T>(rows, D, a.gin[1].as<T>(), a.gin[2].as<T>(), [&](std::int64_t r, std::int64_t j) {
+    const T xhat = (x[r * D + j] - stats[3 * r]) * stats[3 * r + 1];
+    return std::pair<T, T>{g[r * D + j] * xhat, g[r * D + j]};
+  });
+}
+
+template <class T>
+void RmsNormOp::forward(const OpArgs& a) {
+  const std::int64_t D = a.out.size(-1), rows = a.out.rows();
+  const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>();
+  T *y = a.out.as<T>(), *stats = a.scratch.as<T>();
+  const T eps = static_cast<T>(a.attr.f[0]);
+  kernel::parallel(rows, kernel::grain_for(3 * D), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      T ss = 0;
+      for (std::int64_t j = 0; j < D; ++j) ss += x[r * D + j] * x[r * D + j];
+      const T inv = T(1) / std::sqrt(ss / T(D) + eps);
+      stats[3 * r + 1] = inv;
+      for (std::int64_t j = 0; j < D; ++j) y[r * D + j] = x[r * D + j] * inv * gamma[j];
     }
   });
 }
 
+template <class T>
+void RmsNormOp::vjp(const OpArgs& a) {
+  const std::int64_t D = a.out.size(-1), rows = a.out.rows();
+  const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *g = a.gout->as<T>(), *stats = a.scratch.as<T>();
+  if (T* gx = a.gin[0].as<T>()) {
+    kernel::parallel(rows, kernel::grain_for(4 * D), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const T inv = stats[3 * r + 1];
+        T dot = 0;  // sum(dy * x), dy = g * gamma
+        for (std::int64_t j = 0; j < D; ++j) dot += g[r * D + j] * gamma[j] * x[r * D + j];
+        const T c = inv * inv * inv * dot / T(D);
+        for (std::int64_t j = 0; j < D; ++j) gx[r * D + j] += inv * g[r * D + j] * gamma[j] - c * x[r * D + j];
+      }
+    });
+  }
+  param_grads<T>(rows, D, a.gin[1].as<T>(), static_cast<T*>(nullptr), [&](std::int64_t r, std::int64_t j) {
+    return std::pair<T, T>{g[r * D + j] * x[r * D + j] * stats[3 * r + 1], T(0)};
+  });
+}
+
 CTGRAD_INSTANTIATE_OP(LayerNormOp)
+CTGRAD_INSTANTIATE_OP(RmsNormOp)
 
 }  // namespace ctgrad

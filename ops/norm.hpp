@@ -1,18 +1,24 @@
-// Layer normalisation over the last axis: y = (x - mean) / sqrt(var + eps) * gamma + beta.
+// Normalisation over the last axis.
+//   layer_norm, standard form:  (x - mean) / sqrt(var + eps) * gamma + beta   (var: population)
+//   layer_norm, std+eps form:   (x - mean) / (std + eps) * gamma + beta       (std: unbiased, as
+//                               torch.std; the form in the Annotated-Transformer-style code)
+//   rms_norm:                   x / sqrt(mean(x^2) + eps) * gamma
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
 namespace ctgrad {
 
+enum class NormForm : std::int64_t { standard = 0, std_plus_eps = 1 };
+
 struct LayerNormOp {
   static constexpr const char* name = "layer_norm";
-  static constexpr int arity = 3;  // x [..., D], gamma [D], beta [D]; attr.f[0] = eps
+  static constexpr int arity = 3;  // x [..., D], gamma [D], beta [D]; attr.f[0] = eps, attr.i[0] = NormForm
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c) {
     if (!ops::all_real(c)) return ShapeResult::fail("expects real inputs");
     const Shape& x = c.in[0];
     if (x.rank < 1) return ShapeResult::fail("needs rank >= 1");
-    for (int k = 1; k < 3; ++k)
+    for (int k = 1; k < c.n_in; ++k)
       if (c.in[k].rank != 1 || !(c.in[k][0] == x.back(1)))
         return ShapeResult::fail(Msg(k == 1 ? "gamma" : "beta").add(" must be [").add(x.back(1)).add("], got ")
                                      .add(c.in[k]));
@@ -20,17 +26,37 @@ struct LayerNormOp {
     r.shape = x;
     Shape rows = x;
     rows.rank -= 1;
-    r.scratch = Dim(2) * rows.numel();  // mean and 1/std per row
+    r.scratch = Dim(3) * rows.numel();  // per row: mean, 1/denominator, std
     return r;
   }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
 };
 
-constexpr Value layer_norm(Value x, Value gamma, Value beta, double eps = 1e-5, Loc loc = Loc::current()) {
+struct RmsNormOp {
+  static constexpr const char* name = "rms_norm";
+  static constexpr int arity = 2;  // x [..., D], gamma [D]; attr.f[0] = eps
+  static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return LayerNormOp::shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+struct LayerNormOptions {
+  double eps = 1e-5;
+  NormForm form = NormForm::standard;
+};
+
+constexpr Value layer_norm(Value x, Value gamma, Value beta, LayerNormOptions o = {}, Loc loc = Loc::current()) {
+  Attrs a;
+  a.f[0] = o.eps;
+  a.i[0] = std::int64_t(o.form);
+  return ops::apply<LayerNormOp>({x, gamma, beta}, a, loc);
+}
+constexpr Value rms_norm(Value x, Value gamma, double eps = 1e-6, Loc loc = Loc::current()) {
   Attrs a;
   a.f[0] = eps;
-  return ops::apply<LayerNormOp>({x, gamma, beta}, a, loc);
+  return ops::apply<RmsNormOp>({x, gamma}, a, loc);
 }
 
 }  // namespace ctgrad

@@ -86,7 +86,70 @@ void MeanOp::vjp(const OpArgs& a) {
   reduce_vjp<T>(a, true);
 }
 
+// out[o] for each (outer, inner) position, reading the `len` elements of the reduced axis.
+template <class F>
+void for_each_lane(const Split& s, std::int64_t cost, F f) {
+  kernel::parallel(s.outer * s.inner, kernel::grain_for(cost * s.len), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) f(o, (o / s.inner) * s.len * s.inner + o % s.inner);
+  });
+}
+
+template <class T>
+void MaxOp::forward(const OpArgs& a) {
+  const Split s = split_of(a);
+  const T* x = a.in[0].as<T>();
+  T* y = a.out.as<T>();
+  for_each_lane(s, 1, [&](std::int64_t o, std::int64_t base) {
+    T m = x[base];
+    for (std::int64_t r = 1; r < s.len; ++r) m = std::max(m, x[base + r * s.inner]);
+    y[o] = m;
+  });
+}
+template <class T>
+void MaxOp::vjp(const OpArgs& a) {
+  const Split s = split_of(a);
+  const T *x = a.in[0].as<T>(), *y = a.out.as<T>(), *g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  for_each_lane(s, 1, [&](std::int64_t o, std::int64_t base) {
+    for (std::int64_t r = 0; r < s.len; ++r)
+      if (x[base + r * s.inner] == y[o]) {
+        gx[base + r * s.inner] += g[o];
+        break;
+      }
+  });
+}
+
+template <class T>
+void VarOp::forward(const OpArgs& a) {
+  const Split s = split_of(a);
+  const T* x = a.in[0].as<T>();
+  T* y = a.out.as<T>();
+  const T denom = T(std::max<std::int64_t>(1, s.len - a.attr.i[3]));
+  for_each_lane(s, 3, [&](std::int64_t o, std::int64_t base) {
+    T mean = 0, acc = 0;
+    for (std::int64_t r = 0; r < s.len; ++r) mean += x[base + r * s.inner];
+    mean /= T(s.len);
+    for (std::int64_t r = 0; r < s.len; ++r) acc += (x[base + r * s.inner] - mean) * (x[base + r * s.inner] - mean);
+    y[o] = acc / denom;
+  });
+}
+template <class T>
+void VarOp::vjp(const OpArgs& a) {
+  const Split s = split_of(a);
+  const T *x = a.in[0].as<T>(), *g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  const T denom = T(std::max<std::int64_t>(1, s.len - a.attr.i[3]));
+  for_each_lane(s, 3, [&](std::int64_t o, std::int64_t base) {
+    T mean = 0;
+    for (std::int64_t r = 0; r < s.len; ++r) mean += x[base + r * s.inner];
+    mean /= T(s.len);
+    for (std::int64_t r = 0; r < s.len; ++r) gx[base + r * s.inner] += g[o] * T(2) * (x[base + r * s.inner] - mean) / denom;
+  });
+}
+
 CTGRAD_INSTANTIATE_OP(SumOp)
+CTGRAD_INSTANTIATE_OP(MaxOp)
+CTGRAD_INSTANTIATE_OP(VarOp)
 CTGRAD_INSTANTIATE_OP(MeanOp)
 
 }  // namespace ctgrad

@@ -1,4 +1,4 @@
-// Reductions: sum and mean over one axis (keepdim optional) or over all elements.
+// Reductions: sum, mean, max, var over one axis (keepdim optional) or over all elements.
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
@@ -44,8 +44,32 @@ struct MeanOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
+// Maximum; the gradient goes to the first position holding it.
+struct MaxOp {
+  static constexpr const char* name = "max";
+  static constexpr int arity = 1;
+  static constexpr unsigned saves = kSaveInput(0) | kSaveOutput;
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::reduce_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+// Variance with attr.i[3] = correction (1: unbiased, as torch.var; 0: population).
+struct VarOp {
+  static constexpr const char* name = "var";
+  static constexpr int arity = 1;
+  static constexpr unsigned saves = kSaveInput(0);
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::reduce_shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
 struct ReduceOptions {
   bool keepdim = false;
+};
+struct VarOptions {
+  bool keepdim = false;
+  int correction = 1;
 };
 
 namespace ops {
@@ -70,6 +94,23 @@ constexpr Value mean(Value x, ReduceOptions o = {}, Loc loc = Loc::current()) {
 }
 constexpr Value mean(Value x, int axis, ReduceOptions o = {}, Loc loc = Loc::current()) {
   return ops::apply<MeanOp>({x}, ops::reduce_attrs(axis, o.keepdim, false), loc);
+}
+
+constexpr Value max(Value x, ReduceOptions o = {}, Loc loc = Loc::current()) {
+  return ops::apply<MaxOp>({x}, ops::reduce_attrs(0, o.keepdim, true), loc);
+}
+constexpr Value max(Value x, int axis, ReduceOptions o = {}, Loc loc = Loc::current()) {
+  return ops::apply<MaxOp>({x}, ops::reduce_attrs(axis, o.keepdim, false), loc);
+}
+constexpr Value var(Value x, int axis, VarOptions o = {}, Loc loc = Loc::current()) {
+  Attrs a = ops::reduce_attrs(axis, o.keepdim, false);
+  a.i[3] = o.correction;
+  return ops::apply<VarOp>({x}, a, loc);
+}
+constexpr Value var(Value x, VarOptions o = {}, Loc loc = Loc::current()) {
+  Attrs a = ops::reduce_attrs(0, o.keepdim, true);
+  a.i[3] = o.correction;
+  return ops::apply<VarOp>({x}, a, loc);
 }
 
 }  // namespace ctgrad

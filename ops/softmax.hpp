@@ -1,4 +1,4 @@
-// Softmax over the last axis (stable: the row max is subtracted first).
+// Softmax and log-softmax over the last axis (stable: the row max is subtracted first).
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
@@ -16,6 +16,17 @@ struct SoftmaxOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
+// log_softmax over the last axis: x - logsumexp(x), stable for any magnitude of x.
+struct LogSoftmaxOp {
+  static constexpr const char* name = "log_softmax";
+  static constexpr int arity = 1;
+  static constexpr unsigned saves = kSaveOutput;
+  static constexpr ShapeResult shape(const ShapeCtx& c) { return SoftmaxOp::shape(c); }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
 constexpr Value softmax(Value x, Loc loc = Loc::current()) { return ops::apply<SoftmaxOp>({x}, {}, loc); }
+constexpr Value log_softmax(Value x, Loc loc = Loc::current()) { return ops::apply<LogSoftmaxOp>({x}, {}, loc); }
 
 }  // namespace ctgrad

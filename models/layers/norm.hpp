@@ -9,7 +9,7 @@ constexpr Value layer_norm(const Scope& s, Value x, double eps = 1e-5, Loc loc =
   const Dim d = x.shape().back(1);
   Value gamma = s.param("weight", {d}, init::ones(), loc);
   Value beta = s.param("bias", {d}, init::zeros(), loc);
-  return ctgrad::layer_norm(x, gamma, beta, eps, loc);
+  return ctgrad::layer_norm(x, gamma, beta, {.eps = eps}, loc);
 }
 
 }  // namespace ctgrad::layers

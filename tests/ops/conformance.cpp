@@ -62,6 +62,8 @@ OP_CASE(mul_broadcast, any, Value a = g.input("a", {Batch, Seq}, {.grad = true})
 OP_CASE(mul_self, any, Value a = g.input("a", {Batch, 3}, {.grad = true}); g.loss(probe_loss(g, mul(a, a), {a})))
 OP_CASE(add_bias_wide, any, Value a = g.input("a", {Batch, 130}, {.grad = true});
         Value b = g.input("b", {130}, {.grad = true}); g.loss(probe_loss(g, add(a, b), {a, b})))
+OP_CASE(div_broadcast, positive, Value a = g.input("a", {Batch, Seq, 2}, {.grad = true});
+        Value b = g.input("b", {Seq, 1}, {.grad = true}); g.loss(probe_loss(g, div(a, b), {a, b})))
 OP_CASE(relu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, relu(a), {a})))
 OP_CASE(scale, any, Value a = g.input("a", {Batch, 4}, {.grad = true}); g.loss(probe_loss(g, scale(a, -2.5), {a})))
 OP_CASE(neg, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, neg(a), {a})))
@@ -96,6 +98,12 @@ OP_CASE(sum_all, any, Value a = g.input("a", {Batch, 3, 4}, {.grad = true}); g.l
 OP_CASE(sum_all_chunked, any, Value a = g.input("a", {Batch, 5000}, {.grad = true}); g.loss(probe_loss(g, sum(a), {a})))
 OP_CASE(mean_last, any, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true}); g.loss(probe_loss(g, mean(a, -1), {a})))
 OP_CASE(mean_all, any, Value a = g.input("a", {Batch, 6}, {.grad = true}); g.loss(probe_loss(g, mean(a), {a})))
+OP_CASE(max_axis, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true}); g.loss(probe_loss(g, max(a, 1), {a})))
+OP_CASE(max_all_keepdim, any, Value a = g.input("a", {Batch, 5}, {.grad = true});
+        g.loss(probe_loss(g, max(a, {.keepdim = true}), {a})))
+OP_CASE(var_axis_unbiased, any, Value a = g.input("a", {Batch, 4, Seq}, {.grad = true}); g.loss(probe_loss(g, var(a, 1), {a})))
+OP_CASE(var_all_population, any, Value a = g.input("a", {Batch, 6}, {.grad = true});
+        g.loss(probe_loss(g, var(a, {.correction = 0}), {a})))
 // --- softmax, norms ---
 OP_CASE(softmax, any, Value a = g.input("a", {Batch, 2, Seq}, {.grad = true}); g.loss(probe_loss(g, softmax(a), {a})))
 OP_CASE(layer_norm, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true});
@@ -104,6 +112,12 @@ OP_CASE(layer_norm, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true});
 OP_CASE(layer_norm_wide, any, Value a = g.input("a", {Batch, 5, 100}, {.grad = true});
         Value gamma = g.input("gamma", {100}, {.grad = true}); Value beta = g.input("beta", {100}, {.grad = true});
         g.loss(probe_loss(g, layer_norm(a, gamma, beta), {a, gamma, beta})))
+OP_CASE(layer_norm_std_eps, any, Value a = g.input("a", {Batch, Seq, 7}, {.grad = true});
+        Value gamma = g.input("gamma", {7}, {.grad = true}); Value beta = g.input("beta", {7}, {.grad = true});
+        g.loss(probe_loss(g, layer_norm(a, gamma, beta, {.eps = 1e-6, .form = NormForm::std_plus_eps}), {a, gamma, beta})))
+OP_CASE(rms_norm, any, Value a = g.input("a", {Batch, Seq, 9}, {.grad = true});
+        Value gamma = g.input("gamma", {9}, {.grad = true}); g.loss(probe_loss(g, rms_norm(a, gamma), {a, gamma})))
+OP_CASE(log_softmax, any, Value a = g.input("a", {Batch, 2, Seq}, {.grad = true}); g.loss(probe_loss(g, log_softmax(a), {a})))
 // --- shape ---
 OP_CASE(reshape, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true}); g.loss(probe_loss(g, reshape(a, {Batch, 3, 4}), {a})))
 OP_CASE(transpose, any, Value a = g.input("a", {Batch, 2, 3, Seq}, {.grad = true}); g.loss(probe_loss(g, transpose(a, 1, 3), {a})))
@@ -118,7 +132,7 @@ OP_CASE(cross_entropy_ignore, classes5, Value a = g.input("a", {Batch, Seq, 5}, 
         g.loss(cross_entropy(a, t, {.ignore_index = 2}) + sum(a * g.input("pa", a.shape()))))
 
 constexpr auto kCases = hana::tuple_t<
-    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_softmax, case_layer_norm, case_layer_norm_wide, case_reshape, case_transpose, case_masked_fill, case_mse, case_cross_entropy_ignore>;
+    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_div_broadcast, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_max_axis, case_max_all_keepdim, case_var_axis_unbiased, case_var_all_population, case_softmax, case_layer_norm, case_layer_norm_wide, case_layer_norm_std_eps, case_rms_norm, case_log_softmax, case_reshape, case_transpose, case_masked_fill, case_mse, case_cross_entropy_ignore>;
 
 // Runtime shapes each case runs at: (Batch, Seq, SeqKV, ...). Size-1 dims; odd sizes; 33 > 32.
 constexpr std::array<std::array<std::int64_t, kMaxSymbols>, 4> kDraws{
