@@ -48,17 +48,37 @@ struct Impl {
 
 void* open_isolated(const std::string& path) { return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND); }
 
+// ctgrad itself loads OpenBLAS's pthread build (one thread per call); a reference run of the same
+// build with its own threads needs its own instance, so it is loaded from a private copy.
+void* open_private_copy(const std::string& path) {
+  char dir[] = "/tmp/ctgrad-bench-XXXXXX";
+  if (!mkdtemp(dir)) return nullptr;
+  const std::string copy = std::string(dir) + "/libopenblas-reference.so.0";
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return nullptr;
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  void* h = open_isolated(copy);
+  std::remove(copy.c_str());  // the mapping stays valid
+  rmdir(dir);
+  return h;
+}
+
 int gemm_bench(int threads, int reps) {
   // References use OpenMP or pthreads with `threads` threads; ctgrad uses a oneTBB arena of the same size.
   setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
   std::vector<Impl> impls;
   tbb::task_arena arena(threads);
+  const std::string backend = ctgrad::kernel::gemm_backend();  // loads ctgrad's BLAS first
   impls.push_back({"ctgrad", false,
                    [&](bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                        int ldc) { arena.execute([&] { ctgrad::kernel::gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, false); }); }});
   const std::string dir = "/usr/lib/x86_64-linux-gnu/";
   for (const char* variant : {"openblas-pthread", "openblas-openmp"}) {
-    void* h = open_isolated(dir + variant + "/libopenblas.so.0");
+    const std::string path = dir + variant + "/libopenblas.so.0";
+    void* h = std::string(variant) == "openblas-pthread" ? open_private_copy(path) : open_isolated(path);
     if (!h) {
       std::printf("{\"bench\":\"gemm\",\"note\":\"%s not installed, skipped\"}\n", variant);
       continue;
@@ -79,7 +99,7 @@ int gemm_bench(int threads, int reps) {
     std::printf("{\"bench\":\"gemm\",\"note\":\"oneDNN (libdnnl-dev) not installed, skipped\"}\n");
   }
   std::printf("{\"bench\":\"machine\",\"cpu\":\"%s\",\"cores\":%u,\"threads\":%d,\"ctgrad_backend\":\"%s\"}\n",
-              cpu_name().c_str(), std::thread::hardware_concurrency(), threads, ctgrad::kernel::gemm_backend().c_str());
+              cpu_name().c_str(), std::thread::hardware_concurrency(), threads, backend.c_str());
 
   struct Shape {
     int M, N, K;

@@ -9,3 +9,4 @@
 #include <ctgrad/ops/shape.hpp>
 #include <ctgrad/ops/softmax.hpp>
 #include <ctgrad/ops/unary.hpp>
+#include <ctgrad/ops/index.hpp>

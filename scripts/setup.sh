@@ -6,8 +6,8 @@ set -euo pipefail
 packages=(
   g++ cmake make pkg-config time
   xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev zlib1g-dev
-  libopenblas0-serial                        # matmul backend (single-threaded, driven by oneTBB)
-  libopenblas0-pthread libopenblas0-openmp libdnnl-dev  # reference points for ctgrad-bench gemm
+  libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)
+  libopenblas0-openmp libdnnl-dev            # reference points for ctgrad-bench gemm
 )
 
 missing=()

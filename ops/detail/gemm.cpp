@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace ctgrad::kernel {
@@ -20,10 +21,17 @@ struct Blas {
   std::string name;
 
   Blas() {
-#ifdef CTGRAD_OPENBLAS_SERIAL
-    const char* path = CTGRAD_OPENBLAS_SERIAL;
-    // DEEPBIND: its own symbols first, even if a threaded OpenBLAS is already loaded.
+#ifdef CTGRAD_OPENBLAS
+    const char* path = CTGRAD_OPENBLAS;
+    // OpenBLAS reads OPENBLAS_NUM_THREADS while it loads: with 1 it starts no worker threads, and
+    // every call runs in the calling (oneTBB) thread. Set only around the load, then restored.
+    const char* old = std::getenv("OPENBLAS_NUM_THREADS");
+    const std::string saved = old ? old : "";
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    // DEEPBIND: its own symbols first, even if another BLAS is already loaded.
     void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (old) setenv("OPENBLAS_NUM_THREADS", saved.c_str(), 1);
+    else unsetenv("OPENBLAS_NUM_THREADS");
     if (!h) {
       name = std::string("reference (could not load ") + path + ": " + dlerror() + "; run scripts/setup.sh)";
       std::fprintf(stderr, "ctgrad: warning: matmul uses the slow reference kernel: %s\n", name.c_str());
@@ -31,17 +39,22 @@ struct Blas {
     }
     auto config = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_config"));
     auto core = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
+    auto get_threads = reinterpret_cast<int (*)()>(dlsym(h, "openblas_get_num_threads"));
+    auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
     sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cblas_sgemm"));
     dgemm = reinterpret_cast<dgemm_fn>(dlsym(h, "cblas_dgemm"));
-    std::string cfg = config ? config() : "";
-    if (!sgemm || !dgemm || cfg.find("SINGLE_THREADED") == std::string::npos) {
-      // A threaded build would start its own pool under oneTBB's: two pools on the same cores.
+    if (!sgemm || !dgemm || !get_threads || !set_threads) {
       sgemm = nullptr, dgemm = nullptr;
-      name = "reference (" + std::string(path) + " is not OpenBLAS's single-threaded build: " + cfg + ")";
+      name = std::string("reference (") + path + " lacks the cblas/OpenBLAS entry points)";
       std::fprintf(stderr, "ctgrad: warning: matmul uses the slow reference kernel: %s\n", name.c_str());
       return;
     }
-    name = "openblas-serial (" + cfg + ", core " + (core ? core() : "?") + ")";
+    if (get_threads() != 1) {
+      // Already loaded by someone else with a pool: keep it to one thread per call, as oneTBB owns the cores.
+      std::fprintf(stderr, "ctgrad: warning: OpenBLAS was already loaded with %d threads; setting it to 1\n", get_threads());
+      set_threads(1);
+    }
+    name = "openblas, 1 thread per call (" + std::string(config ? config() : "?") + ", core " + (core ? core() : "?") + ")";
 #else
     name = "reference (built without OpenBLAS)";
 #endif

@@ -1,10 +1,12 @@
 // GEMM for the matmul op: C[M,N] = op(A)[M,K] op(B)[K,N] (+ C when accumulate), row-major.
 //
-// Backend: OpenBLAS's single-threaded build (Debian libopenblas0-serial), loaded by path into its
-// own symbol scope so another BLAS in the process cannot capture it, and driven from oneTBB: the
+// Backend: OpenBLAS (Debian libopenblas0-pthread), loaded by path into its own symbol scope so that
+// another BLAS in the process cannot capture it, with OPENBLAS_NUM_THREADS=1 at load so it starts
+// no threads of its own; oneTBB drives it, one call per task. (Its single-threaded build is not
+// safe to call from two threads at once: measured 4 wrong results in 3000 concurrent calls.) The
 // work is split into blocks chosen from the shape alone, never from the thread count, so results
 // are bitwise identical on any number of threads (OpenBLAS picks different kernels for different
-// block sizes, so a thread-dependent split would not be). Why this and not our own micro-kernel:
+// block sizes, so a thread-dependent split would not be). Why not our own micro-kernel:
 // docs/performance.md.
 #pragma once
 #include <cstdint>
@@ -16,7 +18,7 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
           const T* B, std::int64_t ldb, T* C, std::int64_t ldc, bool accumulate);
 
-// "openblas-serial 0.3.21 (Cooperlake)" or "reference (...why...)".
+// "openblas, 1 thread per call (...)" or "reference (...why...)".
 std::string gemm_backend();
 bool gemm_uses_blas();
 

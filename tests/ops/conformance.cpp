@@ -121,6 +121,21 @@ OP_CASE(log_softmax, any, Value a = g.input("a", {Batch, 2, Seq}, {.grad = true}
 // --- shape ---
 OP_CASE(reshape, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true}); g.loss(probe_loss(g, reshape(a, {Batch, 3, 4}), {a})))
 OP_CASE(transpose, any, Value a = g.input("a", {Batch, 2, 3, Seq}, {.grad = true}); g.loss(probe_loss(g, transpose(a, 1, 3), {a})))
+OP_CASE(permute, any, Value a = g.input("a", {Batch, 2, Seq, 3}, {.grad = true});
+        g.loss(probe_loss(g, permute(a, {2, 0, 3, 1}), {a})))
+OP_CASE(concat_last, any, Value a = g.input("a", {Batch, Seq, 2}, {.grad = true});
+        Value b = g.input("b", {Batch, Seq, 3}, {.grad = true}); Value c = g.input("c", {Batch, Seq, 1}, {.grad = true});
+        g.loss(probe_loss(g, concat({a, b, c}, -1), {a, b, c})))
+OP_CASE(concat_seq, any, Value a = g.input("a", {Batch, Seq, 2}, {.grad = true});
+        Value b = g.input("b", {Batch, Seq, 2}, {.grad = true}); g.loss(probe_loss(g, concat({a, b}, 1), {a, b})))
+OP_CASE(slice_middle, any, Value a = g.input("a", {Batch, 7, Seq}, {.grad = true});
+        g.loss(probe_loss(g, slice(a, 1, 2, 3), {a})))
+OP_CASE(split_three, any, Value a = g.input("a", {Batch, Seq, 6}, {.grad = true});
+        auto parts = split<3>(a, -1); g.loss(probe_loss(g, parts[0] * parts[2] + parts[1], {a})))
+OP_CASE(index_select, classes5, Value a = g.input("a", {Batch, 5, Seq}, {.grad = true});
+        Value idx = g.input("idx", {7}, {.dtype = DType::index}); g.loss(probe_loss(g, index_select(a, 1, idx), {a})))
+OP_CASE(embedding, classes5, Value table = g.input("table", {5, 4}, {.grad = true});
+        Value ids = g.input("ids", {Batch, Seq}, {.dtype = DType::index}); g.loss(probe_loss(g, embedding(table, ids), {table})))
 // --- masks, losses ---
 OP_CASE(masked_fill, binary_mask, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true});
         Value m = g.input("m", {Batch, 1, Seq}, {.dtype = DType::index});
@@ -132,7 +147,7 @@ OP_CASE(cross_entropy_ignore, classes5, Value a = g.input("a", {Batch, Seq, 5}, 
         g.loss(cross_entropy(a, t, {.ignore_index = 2}) + sum(a * g.input("pa", a.shape()))))
 
 constexpr auto kCases = hana::tuple_t<
-    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_div_broadcast, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_max_axis, case_max_all_keepdim, case_var_axis_unbiased, case_var_all_population, case_softmax, case_layer_norm, case_layer_norm_wide, case_layer_norm_std_eps, case_rms_norm, case_log_softmax, case_reshape, case_transpose, case_masked_fill, case_mse, case_cross_entropy_ignore>;
+    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_div_broadcast, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_max_axis, case_max_all_keepdim, case_var_axis_unbiased, case_var_all_population, case_softmax, case_layer_norm, case_layer_norm_wide, case_layer_norm_std_eps, case_rms_norm, case_log_softmax, case_reshape, case_transpose, case_permute, case_concat_last, case_concat_seq, case_slice_middle, case_split_three, case_index_select, case_embedding, case_masked_fill, case_mse, case_cross_entropy_ignore>;
 
 // Runtime shapes each case runs at: (Batch, Seq, SeqKV, ...). Size-1 dims; odd sizes; 33 > 32.
 constexpr std::array<std::array<std::int64_t, kMaxSymbols>, 4> kDraws{

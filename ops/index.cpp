@@ -1,0 +1,218 @@
+#include <ctgrad/ops/index.hpp>
+#include <ctgrad/graph/tensor.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace ctgrad {
+namespace {
+
+std::size_t elem_size(const TensorRef& t, std::size_t real_size) { return t.dtype == DType::index ? 4 : real_size; }
+
+// dst (+)= src permuted: output axis i is source axis perm[i]. Rows of the output's last axis.
+template <class T, bool Accumulate>
+void permute_copy(const T* src, T* dst, const TensorRef& sref, const std::array<int, kMaxRank>& perm) {
+  const int rank = sref.rank;
+  std::array<std::int64_t, kMaxRank> sstride{}, od{}, os{};
+  std::int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) sstride[std::size_t(i)] = s, s *= sref.dim[std::size_t(i)];
+  for (int i = 0; i < rank; ++i) od[std::size_t(i)] = sref.dim[std::size_t(perm[std::size_t(i)])], os[std::size_t(i)] = sstride[std::size_t(perm[std::size_t(i)])];
+  const std::int64_t inner = rank ? od[std::size_t(rank - 1)] : 1, istride = rank ? os[std::size_t(rank - 1)] : 1;
+  const std::int64_t rows = sref.numel / std::max<std::int64_t>(1, inner);
+  kernel::parallel(rows, std::max<std::int64_t>(1, kernel::grain_for() / std::max<std::int64_t>(1, inner)),
+                   [&](std::int64_t r0, std::int64_t r1) {
+                     for (std::int64_t r = r0; r < r1; ++r) {
+                       std::int64_t off = 0, q = r;
+                       for (int i = rank - 2; i >= 0; --i) {
+                         off += (q % od[std::size_t(i)]) * os[std::size_t(i)];
+                         q /= od[std::size_t(i)];
+                       }
+                       T* d = dst + r * inner;
+                       for (std::int64_t j = 0; j < inner; ++j) {
+                         if constexpr (Accumulate) d[j] += src[off + j * istride];
+                         else d[j] = src[off + j * istride];
+                       }
+                     }
+                   });
+}
+
+std::array<int, kMaxRank> perm_of(const OpArgs& a) {
+  std::array<int, kMaxRank> p{};
+  for (int i = 0; i < a.attr.shape.rank; ++i) p[std::size_t(i)] = int(a.attr.shape[i].coef);
+  return p;
+}
+
+// (outer, axis length, inner) of a tensor around an axis.
+struct Around {
+  std::int64_t outer = 1, len = 1, inner = 1;
+};
+Around around(const TensorRef& t, int ax) {
+  Around r;
+  for (int i = 0; i < ax; ++i) r.outer *= t.dim[std::size_t(i)];
+  r.len = t.dim[std::size_t(ax)];
+  for (int i = ax + 1; i < t.rank; ++i) r.inner *= t.dim[std::size_t(i)];
+  return r;
+}
+
+template <class U>
+void copy_or_add(U* dst, const U* src, std::int64_t n, bool add) {
+  if (add)
+    for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  else
+    std::memcpy(dst, src, std::size_t(n) * sizeof(U));
+}
+
+}  // namespace
+
+template <class T>
+void PermuteOp::forward(const OpArgs& a) {
+  if (a.in[0].dtype == DType::index)
+    permute_copy<std::int32_t, false>(a.in[0].as<std::int32_t>(), a.out.as<std::int32_t>(), a.in[0], perm_of(a));
+  else
+    permute_copy<T, false>(a.in[0].as<T>(), a.out.as<T>(), a.in[0], perm_of(a));
+}
+template <class T>
+void PermuteOp::vjp(const OpArgs& a) {
+  const auto p = perm_of(a);
+  std::array<int, kMaxRank> inv{};
+  for (int i = 0; i < a.out.rank; ++i) inv[std::size_t(p[std::size_t(i)])] = i;
+  permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, inv);
+}
+
+template <class T>
+void ConcatOp::forward(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.out.rank);
+  const Around o = around(a.out, ax);
+  const std::size_t es = elem_size(a.out, sizeof(T));
+  auto* out = static_cast<char*>(a.out.data);
+  kernel::parallel(o.outer, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      std::int64_t at = 0;
+      for (int k = 0; k < a.n_in; ++k) {
+        const std::int64_t chunk = around(a.in[k], ax).len * o.inner;
+        std::memcpy(out + std::size_t((r * o.len * o.inner + at) * std::int64_t(es)),
+                    static_cast<const char*>(a.in[k].data) + std::size_t(r * chunk * std::int64_t(es)), std::size_t(chunk) * es);
+        at += chunk;
+      }
+    }
+  });
+}
+template <class T>
+void ConcatOp::vjp(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.out.rank);
+  const Around o = around(a.out, ax);
+  const T* g = a.gout->as<T>();
+  kernel::parallel(o.outer, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      std::int64_t at = 0;
+      for (int k = 0; k < a.n_in; ++k) {
+        const std::int64_t chunk = around(a.in[k], ax).len * o.inner;
+        if (T* gk = a.gin[k].as<T>()) copy_or_add(gk + r * chunk, g + r * o.len * o.inner + at, chunk, true);
+        at += chunk;
+      }
+    }
+  });
+}
+
+template <class T>
+void SliceOp::forward(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const Around x = around(a.in[0], ax);
+  const std::int64_t start = a.attr.i[1], len = a.attr.i[2];
+  if (start + len > x.len)
+    throw shape_error("ctgrad: op slice: range [" + std::to_string(start) + ", " + std::to_string(start + len) +
+                      ") does not fit dim " + std::to_string(ax) + " of size " + std::to_string(x.len));
+  const std::size_t es = elem_size(a.out, sizeof(T));
+  kernel::parallel(x.outer, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r)
+      std::memcpy(static_cast<char*>(a.out.data) + std::size_t(r * len * x.inner) * es,
+                  static_cast<const char*>(a.in[0].data) + std::size_t((r * x.len + start) * x.inner) * es,
+                  std::size_t(len * x.inner) * es);
+  });
+}
+template <class T>
+void SliceOp::vjp(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const Around x = around(a.in[0], ax);
+  const std::int64_t start = a.attr.i[1], len = a.attr.i[2];
+  const T* g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  kernel::parallel(x.outer, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) copy_or_add(gx + (r * x.len + start) * x.inner, g + r * len * x.inner, len * x.inner, true);
+  });
+}
+
+namespace {
+void check_indices(const char* op, const std::int32_t* idx, std::int64_t n, std::int64_t limit, const char* what) {
+  for (std::int64_t j = 0; j < n; ++j)
+    if (idx[j] < 0 || idx[j] >= limit)
+      throw std::out_of_range(std::string("ctgrad: op ") + op + ": " + what + " " + std::to_string(idx[j]) +
+                              " at position " + std::to_string(j) + " is outside [0, " + std::to_string(limit) + ")");
+}
+}  // namespace
+
+template <class T>
+void IndexSelectOp::forward(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const Around x = around(a.in[0], ax);
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  const std::int64_t n = a.in[1].numel;
+  check_indices("index_select", idx, n, x.len, "index");
+  const std::size_t es = elem_size(a.out, sizeof(T));
+  kernel::parallel(x.outer * n, std::max<std::int64_t>(1, 4096 / x.inner), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t q = b; q < e; ++q) {
+      const std::int64_t r = q / n, j = q % n;
+      std::memcpy(static_cast<char*>(a.out.data) + std::size_t(q * x.inner) * es,
+                  static_cast<const char*>(a.in[0].data) + std::size_t((r * x.len + idx[j]) * x.inner) * es,
+                  std::size_t(x.inner) * es);
+    }
+  });
+}
+template <class T>
+void IndexSelectOp::vjp(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const Around x = around(a.in[0], ax);
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  const std::int64_t n = a.in[1].numel;
+  const T* g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  // Repeated indices add into the same row: indices in order within each outer slice.
+  kernel::parallel(x.outer, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r)
+      for (std::int64_t j = 0; j < n; ++j) copy_or_add(gx + (r * x.len + idx[j]) * x.inner, g + (r * n + j) * x.inner, x.inner, true);
+  });
+}
+
+template <class T>
+void EmbeddingOp::forward(const OpArgs& a) {
+  const std::int64_t V = a.in[0].size(0), D = a.in[0].size(1), n = a.in[1].numel;
+  const T* table = a.in[0].as<T>();
+  const std::int32_t* ids = a.in[1].as<std::int32_t>();
+  check_indices("embedding", ids, n, V, "id");
+  T* y = a.out.as<T>();
+  kernel::parallel(n, std::max<std::int64_t>(1, 8192 / D), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) std::memcpy(y + i * D, table + ids[i] * D, std::size_t(D) * sizeof(T));
+  });
+}
+template <class T>
+void EmbeddingOp::vjp(const OpArgs& a) {
+  const std::int64_t D = a.in[0].size(1), n = a.in[1].numel;
+  const std::int32_t* ids = a.in[1].as<std::int32_t>();
+  const T* g = a.gout->as<T>();
+  T* gt = a.gin[0].as<T>();
+  if (!gt) return;
+  // Columns in parallel; within a column block, ids in order: repeated ids add deterministically.
+  kernel::parallel(D, 64, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t c = c0; c < c1; ++c) gt[ids[i] * D + c] += g[i * D + c];
+  });
+}
+
+CTGRAD_INSTANTIATE_OP(PermuteOp)
+CTGRAD_INSTANTIATE_OP(ConcatOp)
+CTGRAD_INSTANTIATE_OP(SliceOp)
+CTGRAD_INSTANTIATE_OP(IndexSelectOp)
+CTGRAD_INSTANTIATE_OP(EmbeddingOp)
+
+}  // namespace ctgrad
