@@ -91,7 +91,10 @@ class Executor {
   std::size_t arena_bytes() const { return arena_bytes_; }
   // Bytes the plan of a mode needs at the currently bound dims.
   std::size_t plan_bytes(Mode m) const;
+  // The RNG step: forward() number n draws dropout masks from step n. Setting it replays the
+  // same random numbers (gradcheck; resuming from a checkpoint).
   std::int64_t steps() const { return step_; }
+  void set_steps(std::int64_t s) { step_ = s; }
 
  private:
   struct Impl;

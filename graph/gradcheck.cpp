@@ -8,6 +8,7 @@ namespace ctgrad {
 
 GradcheckResult gradcheck(Executor<double>& p, const GradcheckOptions& o) {
   GradcheckResult res;
+  const std::int64_t step = p.steps();  // every forward below draws the same random numbers
   p.zero_grad();
   p.forward();
   p.backward();
@@ -37,9 +38,11 @@ GradcheckResult gradcheck(Executor<double>& p, const GradcheckOptions& o) {
       double& v = t.value.data[e];
       const double saved = v;
       v = saved + o.eps;
+      p.set_steps(step);
       p.forward();
       const double lp = p.loss();
       v = saved - o.eps;
+      p.set_steps(step);
       p.forward();
       const double lm = p.loss();
       v = saved;
@@ -61,6 +64,7 @@ GradcheckResult gradcheck(Executor<double>& p, const GradcheckOptions& o) {
       }
     }
   }
+  p.set_steps(step);
   p.forward();  // leave the program as it was: forward at the original values
   return res;
 }

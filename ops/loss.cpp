@@ -28,10 +28,20 @@ void CrossEntropyOp::forward(const OpArgs& a) {
       lse[r] = m + std::log(s);
     }
   });
+  const T eps = static_cast<T>(a.attr.f[0]);
   T total = 0;
   std::int64_t count = 0;
-  for (std::int64_t r = 0; r < rows; ++r)
-    if (t[r] != ignore) total += lse[r] - x[r * C + t[r]], ++count;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (t[r] == ignore) continue;
+    T nll = lse[r] - x[r * C + t[r]];
+    if (eps > T(0)) {
+      T mean_x = 0;
+      for (std::int64_t j = 0; j < C; ++j) mean_x += x[r * C + j];
+      nll = (T(1) - eps) * nll + eps * (lse[r] - mean_x / T(C));
+    }
+    total += nll;
+    ++count;
+  }
   *a.out.as<T>() = count ? total / T(count) : T(0);
 }
 
@@ -45,13 +55,13 @@ void CrossEntropyOp::vjp(const OpArgs& a) {
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < rows; ++r) count += t[r] != ignore;
   if (!count) return;
-  const T g = *a.gout->as<T>() / T(count);
+  const T g = *a.gout->as<T>() / T(count), eps = static_cast<T>(a.attr.f[0]);
   T* gx = a.gin[0].as<T>();
   kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       if (t[r] == ignore) continue;
-      for (std::int64_t j = 0; j < C; ++j) gx[r * C + j] += g * std::exp(x[r * C + j] - lse[r]);
-      gx[r * C + t[r]] -= g;
+      for (std::int64_t j = 0; j < C; ++j) gx[r * C + j] += g * (std::exp(x[r * C + j] - lse[r]) - eps / T(C));
+      gx[r * C + t[r]] -= g * (T(1) - eps);
     }
   });
 }

@@ -4,7 +4,9 @@
 
 namespace ctgrad {
 
-// logits [..., C] real, targets [...] int32 class ids; attr.i[0] = ignore_index.
+// logits [..., C] real, targets [...] int32 class ids; attr.i[0] = ignore_index, attr.f[0] = label
+// smoothing eps: per row (1 - eps) * -log p[target] + eps * mean_c(-log p[c]) (PyTorch's), averaged
+// over the rows whose target is not ignore_index.
 struct CrossEntropyOp {
   static constexpr const char* name = "cross_entropy";
   static constexpr int arity = 2;
@@ -20,6 +22,7 @@ struct CrossEntropyOp {
       if (!(t[i] == x[i]))
         return ShapeResult::fail(Msg("dim ").add(i).add(" differs: ").add(x[i]).add(" vs ").add(t[i])
                                      .add(" in ").add(ops::shapes_msg(c)));
+    if (!(c.attr.f[0] >= 0 && c.attr.f[0] <= 1)) return ShapeResult::fail("label smoothing must be in [0, 1]");
     ShapeResult r;
     r.shape = Shape{};
     r.scratch = t.numel();  // per-row log-sum-exp, kept for the vjp
@@ -44,11 +47,13 @@ struct MseOp {
 
 struct CrossEntropyOptions {
   std::int64_t ignore_index = -100;
+  double label_smoothing = 0;
 };
 
 constexpr Value cross_entropy(Value logits, Value targets, CrossEntropyOptions o = {}, Loc loc = Loc::current()) {
   Attrs a;
   a.i[0] = o.ignore_index;
+  a.f[0] = o.label_smoothing;
   return ops::apply<CrossEntropyOp>({logits, targets}, a, loc);
 }
 constexpr Value mse(Value pred, Value target, Loc loc = Loc::current()) {

@@ -1,6 +1,9 @@
 #include <ctgrad/ops/mask.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
 
+#include <stdexcept>
+#include <string>
+
 namespace ctgrad {
 namespace {
 
@@ -36,6 +39,33 @@ void MaskedFillOp::vjp(const OpArgs& a) {
   if (gx) for_each_masked<T>(a, [&](std::int64_t i, bool keep) { gx[i] += keep ? g[i] : T(0); });
 }
 
+template <class T>
+void CausalMaskOp::forward(const OpArgs& a) {
+  const std::int64_t n = a.out.size(0);
+  T* m = a.out.as<T>();
+  kernel::parallel(n, std::max<std::int64_t>(1, 16384 / n), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i)
+      for (std::int64_t j = 0; j < n; ++j) m[i * n + j] = j <= i ? T(1) : T(0);
+  });
+}
+
+template <class T>
+void KeyPaddingMaskOp::forward(const OpArgs& a) {
+  const std::int64_t B = a.out.size(0), n = a.out.size(-1);
+  const std::int32_t* len = a.in[0].as<std::int32_t>();
+  T* m = a.out.as<T>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    if (len[b] < 0 || len[b] > n)
+      throw std::out_of_range("ctgrad: op key_padding_mask: length " + std::to_string(len[b]) + " of sequence " +
+                              std::to_string(b) + " is outside [0, " + std::to_string(n) + "]");
+    for (std::int64_t j = 0; j < n; ++j) m[b * n + j] = j < len[b] ? T(1) : T(0);
+  }
+}
+
 CTGRAD_INSTANTIATE_OP(MaskedFillOp)
+template void CausalMaskOp::forward<float>(const OpArgs&);
+template void CausalMaskOp::forward<double>(const OpArgs&);
+template void KeyPaddingMaskOp::forward<float>(const OpArgs&);
+template void KeyPaddingMaskOp::forward<double>(const OpArgs&);
 
 }  // namespace ctgrad

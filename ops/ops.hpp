@@ -10,3 +10,5 @@
 #include <ctgrad/ops/softmax.hpp>
 #include <ctgrad/ops/unary.hpp>
 #include <ctgrad/ops/index.hpp>
+#include <ctgrad/ops/linear.hpp>
+#include <ctgrad/ops/random.hpp>

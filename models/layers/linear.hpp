@@ -2,6 +2,7 @@
 #pragma once
 #include <ctgrad/graph/builder.hpp>
 #include <ctgrad/ops/elementwise.hpp>
+#include <ctgrad/ops/linear.hpp>
 #include <ctgrad/ops/matmul.hpp>
 
 namespace ctgrad::layers {
@@ -22,9 +23,8 @@ struct LinearOptions {
 constexpr Value linear(const Scope& s, Value x, Dim out, LinearOptions o = {}, Loc loc = Loc::current()) {
   const Dim in = x.shape().rank ? x.shape().back(1) : Dim(1);
   Value w = s.param("weight", {out, in}, o.weight_init_, loc);
-  Value y = matmul(x, w, {.trans_b = true}, loc);
-  if (!o.bias_) return y;
-  return add(y, s.param("bias", {out}, init::zeros(), loc), loc);
+  if (!o.bias_) return matmul(x, w, {.trans_b = true}, loc);
+  return ctgrad::linear(x, w, s.param("bias", {out}, init::zeros(), loc), loc);  // one fused node
 }
 
 }  // namespace ctgrad::layers

@@ -1,0 +1,94 @@
+#include <ctgrad/ops/linear.hpp>
+#include <ctgrad/ops/detail/gemm.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+
+namespace ctgrad {
+namespace {
+
+// y[rows, out] = bias broadcast, then += x W^T.
+template <class T>
+void affine(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, const T* w, const T* b, T* y) {
+  kernel::parallel(rows, std::max<std::int64_t>(1, 16384 / out), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) std::memcpy(y + r * out, b, std::size_t(out) * sizeof(T));
+  });
+  kernel::gemm(false, true, rows, out, in, x, in, w, in, y, out, true);
+}
+
+// dx += G W, dW += G^T x, db += column sums of G.
+template <class T>
+void affine_vjp(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, const T* w, const T* g, T* gx, T* gw, T* gb) {
+  if (gx) kernel::gemm(false, false, rows, in, out, g, out, w, in, gx, in, true);
+  if (gw) kernel::gemm(true, false, out, in, rows, g, out, x, in, gw, in, true);
+  if (gb)
+    kernel::parallel(out, 64, [&](std::int64_t c0, std::int64_t c1) {
+      T acc[64] = {};
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = c0; c < c1; ++c) acc[c - c0] += g[r * out + c];
+      for (std::int64_t c = c0; c < c1; ++c) gb[c] += acc[c - c0];
+    });
+}
+
+struct Patches {
+  std::int64_t B, C, H, W, p, ph, pw, n, cpp;
+};
+Patches patches_of(const OpArgs& a) {
+  const TensorRef& x = a.in[0];
+  Patches s{x.size(0), x.size(1), x.size(2), x.size(3), a.attr.i[0], 0, 0, 0, 0};
+  s.ph = s.H / s.p, s.pw = s.W / s.p, s.n = s.ph * s.pw, s.cpp = s.C * s.p * s.p;
+  return s;
+}
+
+// For each (image, patch, c, i): `f(patch row, image offset)` over the p contiguous pixels.
+template <class F>
+void for_patch_rows(const Patches& s, F f) {
+  kernel::parallel(s.B * s.n, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t q = b0; q < b1; ++q) {
+      const std::int64_t img = q / s.n, py = (q % s.n) / s.pw, px = q % s.pw;
+      for (std::int64_t c = 0; c < s.C; ++c)
+        for (std::int64_t i = 0; i < s.p; ++i)
+          f(q * s.cpp + (c * s.p + i) * s.p, ((img * s.C + c) * s.H + py * s.p + i) * s.W + px * s.p);
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void LinearOp::forward(const OpArgs& a) {
+  const std::int64_t in = a.in[0].size(-1), out = a.out.size(-1), rows = a.in[0].rows();
+  affine(rows, in, out, a.in[0].as<T>(), a.in[1].as<T>(), a.in[2].as<T>(), a.out.as<T>());
+}
+template <class T>
+void LinearOp::vjp(const OpArgs& a) {
+  const std::int64_t in = a.in[0].size(-1), out = a.out.size(-1), rows = a.in[0].rows();
+  affine_vjp(rows, in, out, a.in[0].as<T>(), a.in[1].as<T>(), a.gout->as<T>(), a.gin[0].as<T>(), a.gin[1].as<T>(),
+             a.gin[2].as<T>());
+}
+
+template <class T>
+void PatchEmbedOp::forward(const OpArgs& a) {
+  const Patches s = patches_of(a);
+  const T* x = a.in[0].as<T>();
+  T* cols = a.scratch.as<T>();  // [B*n, C*p*p]
+  for_patch_rows(s, [&](std::int64_t dst, std::int64_t src) { std::memcpy(cols + dst, x + src, std::size_t(s.p) * sizeof(T)); });
+  affine(s.B * s.n, s.cpp, a.out.size(-1), cols, a.in[1].as<T>(), a.in[2].as<T>(), a.out.as<T>());
+}
+template <class T>
+void PatchEmbedOp::vjp(const OpArgs& a) {
+  const Patches s = patches_of(a);
+  T* cols = a.scratch.as<T>();
+  T* dcols = cols + s.B * s.n * s.cpp;
+  T* gx = a.gin[0].as<T>();
+  if (gx) std::fill(dcols, dcols + s.B * s.n * s.cpp, T(0));
+  affine_vjp(s.B * s.n, s.cpp, a.out.size(-1), cols, a.in[1].as<T>(), a.gout->as<T>(), gx ? dcols : static_cast<T*>(nullptr),
+             a.gin[1].as<T>(), a.gin[2].as<T>());
+  if (gx)  // patches do not overlap: each pixel gets exactly one patch entry
+    for_patch_rows(s, [&](std::int64_t src, std::int64_t dst) {
+      for (std::int64_t j = 0; j < s.p; ++j) gx[dst + j] += dcols[src + j];
+    });
+}
+
+CTGRAD_INSTANTIATE_OP(LinearOp)
+CTGRAD_INSTANTIATE_OP(PatchEmbedOp)
+
+}  // namespace ctgrad
