@@ -38,7 +38,7 @@ TEST_CASE("runtime shape errors name the input, the op and both shapes", "[execu
   auto bad = ramp(2 * 5 * 7);
   CHECK_THROWS_WITH(p.set_input("x", std::span<const float>(bad), {2, 5, 7}),
                     Contains("input 'x'") && Contains("[2,5,7]") && Contains("[Batch,Seq,8]") &&
-                        Contains("used by op matmul"));
+                        Contains("used by op linear"));
   // Rank wrong.
   CHECK_THROWS_AS(p.set_input("x", std::span<const float>(x), {10, 8}), shape_error);
   // Data size does not match the shape.
