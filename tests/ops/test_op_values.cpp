@@ -1,0 +1,177 @@
+// Op values against direct formulas, and numerics at extreme inputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/graph/random.hpp>
+
+using namespace ctgrad;
+
+namespace {
+template <class P>
+std::vector<double> out(P& p, const char* name) {
+  auto v = p.output(name);
+  return std::vector<double>(v.data, v.data + v.numel);
+}
+bool all_finite(const std::vector<double>& v) {
+  for (double x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+}  // namespace
+
+constexpr auto extreme = [] {
+  Builder g;
+  Value x = g.input("x", {2, 4}, {.grad = true});
+  Value t = g.input("t", {2}, {.dtype = DType::index});
+  g.output(softmax(x), "softmax");
+  g.output(log_softmax(x), "log_softmax");
+  g.loss(cross_entropy(x, t, {.label_smoothing = 0.1}));
+  return g;
+};
+static constexpr auto EXTREME = freeze<extreme>();
+
+TEST_CASE("softmax, log_softmax and cross_entropy stay finite for logits of +-1e4", "[ops][numerics]") {
+  Program<EXTREME> p;
+  std::vector<float> x = {1e4f, -1e4f, 0, 1e4f, -1e4f, -1e4f, -1e4f, -1e4f};
+  std::vector<std::int32_t> t = {1, 2};
+  p.set_input("x", std::span<const float>(x), {2, 4});
+  p.set_input("t", std::span<const std::int32_t>(t), {2});
+  p.forward();
+  p.backward();
+  auto sm = out(p, "softmax"), lsm = out(p, "log_softmax");
+  CHECK(all_finite(sm));
+  CHECK(all_finite(lsm));
+  CHECK(sm[0] == Approx(0.5));   // two equal maxima share the mass
+  CHECK(sm[4] == Approx(0.25));  // an all-equal row is uniform
+  CHECK(lsm[1] == Approx(-2e4 - std::log(2.0)).epsilon(1e-6));
+  CHECK(std::isfinite(p.loss()));
+  auto g = p.input_grad("x");
+  CHECK(all_finite(std::vector<double>(g.data, g.data + g.numel)));
+}
+
+constexpr auto patches = [] {
+  Builder g;
+  Value img = g.input("img", {Batch, 3, 8, 12});
+  g.output(patch_embed(img, g.param("w", {5, 3 * 4 * 4}, init::normal(0.1)), g.param("b", {5}, init::normal(0.1)), 4), "y");
+  return g;
+};
+static constexpr auto PATCHES = freeze<patches>();
+
+TEST_CASE("patch embedding equals a convolution with kernel = stride = patch size", "[ops][values]") {
+  Program<PATCHES, double> p(Options().seed(3));
+  const int B = 2, C = 3, H = 8, W = 12, P = 4, D = 5;
+  std::vector<double> img(std::size_t(B * C * H * W));
+  for (std::size_t i = 0; i < img.size(); ++i) img[i] = random::normal(9, i);
+  p.set_input("img", std::span<const double>(img), {B, C, H, W});
+  p.forward();
+  auto y = p.output("y");
+  REQUIRE(y.numel == B * (H / P) * (W / P) * D);
+  const auto &w = p.parameter("w").value, &b = p.parameter("b").value;
+  for (int n = 0; n < B; ++n)
+    for (int py = 0; py < H / P; ++py)
+      for (int px = 0; px < W / P; ++px)
+        for (int d = 0; d < D; ++d) {
+          double conv = b[d];  // Conv2d(C, D, kernel P, stride P), weight [D, C, P, P]
+          for (int c = 0; c < C; ++c)
+            for (int i = 0; i < P; ++i)
+              for (int j = 0; j < P; ++j)
+                conv += w[(d * C + c) * P * P + i * P + j] * img[std::size_t(((n * C + c) * H + py * P + i) * W + px * P + j)];
+          CHECK(y[((n * (H / P) + py) * (W / P) + px) * D + d] == Approx(conv).epsilon(1e-12));
+        }
+}
+
+constexpr auto drop = [] {
+  Builder g;
+  g.output(dropout(g.input("x", {Batch, 1000}), 0.25), "y");
+  return g;
+};
+static constexpr auto DROP = freeze<drop>();
+
+TEST_CASE("dropout keeps 1-p of the values, scaled; identity in inference; a new mask each step", "[ops][values]") {
+  Program<DROP> p(Options().seed(5));
+  std::vector<float> x(4000, 1.0f);
+  p.set_input("x", std::span<const float>(x), {4, 1000});
+  p.forward();
+  auto first = out(p, "y");
+  int kept = 0;
+  for (double v : first) {
+    CHECK((v == 0.0 || v == Approx(1 / 0.75)));
+    kept += v != 0;
+  }
+  CHECK(kept == Approx(3000).margin(120));  // binomial(4000, 0.75): sd 27
+  p.forward();
+  CHECK(out(p, "y") != first);
+  p.set_steps(0);
+  p.forward();
+  CHECK(out(p, "y") == first);  // same step, same mask
+  p.forward(Mode::infer);
+  for (double v : out(p, "y")) CHECK(v == 1.0);
+}
+
+constexpr auto masks = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 2});
+  g.output(causal_mask(x), "causal");
+  g.output(key_padding_mask(g.input("len", {Batch}, {.dtype = DType::index}), x, 1, 1), "padding");
+  return g;
+};
+static constexpr auto MASKS = freeze<masks>();
+
+TEST_CASE("causal and key-padding masks", "[ops][values]") {
+  Program<MASKS> p;
+  std::vector<float> x(2 * 3 * 2);
+  std::vector<std::int32_t> len = {3, 1};
+  p.set_input("x", std::span<const float>(x), {2, 3, 2});
+  p.set_input("len", std::span<const std::int32_t>(len), {2});
+  p.forward();
+  CHECK(out(p, "causal") == std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  CHECK(out(p, "padding") == std::vector<double>{1, 1, 1, 1, 0, 0});  // [Batch, 1, Seq]
+  std::vector<std::int32_t> bad = {4, 1};
+  p.set_input("len", std::span<const std::int32_t>(bad), {2});
+  CHECK_THROWS_WITH(p.forward(), Catch::Matchers::Contains("op key_padding_mask: length 4 of sequence 0"));
+}
+
+constexpr auto norms = [] {
+  Builder g;
+  Value x = g.input("x", {2, 5});
+  Value gamma = g.input("gamma", {5}), beta = g.input("beta", {5});
+  g.output(layer_norm(x, gamma, beta, {.eps = 1e-5}), "standard");
+  g.output(layer_norm(x, gamma, beta, {.eps = 1e-6, .form = NormForm::std_plus_eps}), "std_eps");
+  g.output(rms_norm(x, gamma, 1e-6), "rms");
+  Value t = g.input("t", {2}, {.dtype = DType::index});
+  g.output(cross_entropy(x, t, {.label_smoothing = 0.2}), "ce");
+  return g;
+};
+static constexpr auto NORMS = freeze<norms>();
+
+TEST_CASE("norm forms and label smoothing match their formulas", "[ops][values]") {
+  Program<NORMS, double> p;
+  std::vector<double> x = {1, 2, 4, 7, 11, -3, 0, 3, 1, 2}, gamma = {1, 2, 0.5, 1, -1}, beta = {0, 1, 0, -1, 0.5};
+  std::vector<std::int32_t> t = {3, 0};
+  p.set_input("x", std::span<const double>(x), {2, 5});
+  p.set_input("gamma", std::span<const double>(gamma), {5});
+  p.set_input("beta", std::span<const double>(beta), {5});
+  p.set_input("t", std::span<const std::int32_t>(t), {2});
+  p.forward(Mode::infer);
+  auto standard = out(p, "standard"), std_eps = out(p, "std_eps"), rms = out(p, "rms");
+  double ce = 0;
+  for (int r = 0; r < 2; ++r) {
+    const double* xr = &x[std::size_t(r * 5)];
+    double mean = 0, ss = 0, sq = 0, mx = -1e30, se = 0;
+    for (int j = 0; j < 5; ++j) mean += xr[j] / 5, sq += xr[j] * xr[j] / 5, mx = std::max(mx, xr[j]);
+    for (int j = 0; j < 5; ++j) ss += (xr[j] - mean) * (xr[j] - mean), se += std::exp(xr[j] - mx);
+    const double lse = mx + std::log(se);
+    double mean_nll = 0;
+    for (int j = 0; j < 5; ++j) {
+      CHECK(standard[std::size_t(r * 5 + j)] == Approx((xr[j] - mean) / std::sqrt(ss / 5 + 1e-5) * gamma[std::size_t(j)] + beta[std::size_t(j)]));
+      CHECK(std_eps[std::size_t(r * 5 + j)] == Approx((xr[j] - mean) / (std::sqrt(ss / 4) + 1e-6) * gamma[std::size_t(j)] + beta[std::size_t(j)]));
+      CHECK(rms[std::size_t(r * 5 + j)] == Approx(xr[j] / std::sqrt(sq + 1e-6) * gamma[std::size_t(j)]));
+      mean_nll += (lse - xr[j]) / 5;
+    }
+    ce += (0.8 * (lse - xr[t[std::size_t(r)]]) + 0.2 * mean_nll) / 2;
+  }
+  CHECK(out(p, "ce")[0] == Approx(ce).epsilon(1e-12));
+}
