@@ -12,3 +12,4 @@
 #include <ctgrad/ops/index.hpp>
 #include <ctgrad/ops/linear.hpp>
 #include <ctgrad/ops/random.hpp>
+#include <ctgrad/ops/attention.hpp>
