@@ -1,6 +1,9 @@
 // ctgrad-bench: benchmarks that print one JSON object per line. Ratios are measured side by side
 // in one run, since the machines are shared and their speed swings.
 //
+//   ctgrad-bench simd [--reps N]
+//     elementwise and row kernels under each instruction set the CPU has (scalar, SSE2, AVX2,
+//     AVX-512), one thread, fp32, with the speedup over plain scalar loops.
 //   ctgrad-bench gemm [--threads N] [--reps N]
 //     ctgrad's matmul GEMM against OpenBLAS (its pthread and OpenMP builds) and oneDNN, each
 //     loaded into its own symbol scope, on 1024^3 and the forms a 4096-token x 768 -> 3072
@@ -9,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +25,7 @@
 
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 #include <oneapi/tbb/task_arena.h>
 
 namespace {
@@ -142,8 +147,52 @@ int gemm_bench(int threads, int reps) {
   return 0;
 }
 
+// Elementwise and row kernels under each instruction set this CPU has, one thread, fp32.
+int simd_bench(int reps) {
+  const std::int64_t n = 1 << 20, row = 768;
+  std::vector<float> x(n), y(n), g(n, 1.0f);
+  for (std::int64_t i = 0; i < n; ++i) x[std::size_t(i)] = float(ctgrad::random::normal(3, std::uint64_t(i)));
+  struct Kernel {
+    const char* name;
+    std::function<void(const ctgrad::simd::Table&)> run;
+  };
+  const Kernel kernels[] = {
+      {"exp", [&](const ctgrad::simd::Table& t) { t.unary[ctgrad::simd::exp][0](x.data(), y.data(), n, 0); }},
+      {"gelu_tanh", [&](const ctgrad::simd::Table& t) { t.unary[ctgrad::simd::gelu_tanh][0](x.data(), y.data(), n, 0); }},
+      {"gelu_tanh_vjp", [&](const ctgrad::simd::Table& t) { t.unary_vjp[ctgrad::simd::gelu_tanh][0](x.data(), nullptr, g.data(), y.data(), n, 0); }},
+      {"add", [&](const ctgrad::simd::Table& t) { t.binary[ctgrad::simd::add][0](x.data(), g.data(), y.data(), n); }},
+      {"softmax_rows_768", [&](const ctgrad::simd::Table& t) {
+         for (std::int64_t r = 0; r + row <= n; r += row) t.softmax_row[0](x.data() + r, y.data() + r, row, false, nullptr);
+       }},
+      {"layer_norm_rows_768", [&](const ctgrad::simd::Table& t) {
+         for (std::int64_t r = 0; r + row <= n; r += row) {
+           const double mean = t.row_sum[0](x.data() + r, row) / row;
+           const double inv = 1 / std::sqrt(t.row_sq_dev[0](x.data() + r, row, mean) / row + 1e-5);
+           t.norm_row[0](x.data() + r, y.data() + r, row, mean, inv, g.data(), nullptr);
+         }
+       }},
+  };
+  for (const Kernel& k : kernels) {
+    double scalar_rate = 0;
+    for (const std::string& isa : ctgrad::simd::available()) {
+      const ctgrad::simd::Table& t = *ctgrad::simd::table(isa);
+      double best = 0;
+      for (int r = 0; r < reps * 3; ++r) {
+        const double t0 = now();
+        k.run(t);
+        best = std::max(best, double(n) / (now() - t0) / 1e9);
+      }
+      if (isa == "scalar") scalar_rate = best;
+      std::printf("{\"bench\":\"simd\",\"kernel\":\"%s\",\"isa\":\"%s\",\"gelem_per_s\":%.3f,\"speedup_vs_scalar\":%.2f%s}\n",
+                  k.name, isa.c_str(), best, scalar_rate > 0 ? best / scalar_rate : 1.0,
+                  &t == &ctgrad::simd::best() ? ",\"default\":true" : "");
+    }
+  }
+  return 0;
+}
+
 int usage() {
-  std::fprintf(stderr, "usage: ctgrad-bench gemm [--threads N] [--reps N]\n");
+  std::fprintf(stderr, "usage: ctgrad-bench gemm|simd [--threads N] [--reps N]\n");
   return 2;
 }
 
@@ -164,6 +213,7 @@ int main(int argc, char** argv) {
   }
   if (threads < 1 || reps < 1) return usage();
   if (cmd == "gemm") return gemm_bench(threads, reps);
+  if (cmd == "simd") return simd_bench(reps);
   std::fprintf(stderr, "ctgrad-bench: unknown benchmark '%s'\n", cmd.c_str());
   return usage();
 }

@@ -1,19 +1,19 @@
 #include <ctgrad/ops/elementwise.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 namespace ctgrad {
 namespace {
 
-// out = f(a, b) with broadcasting.
+// out = f(a, b) with broadcasting; equal shapes go through the SIMD table's kernel `op`.
 template <class T, class F>
-void binary(const OpArgs& a, F f) {
+void binary(const OpArgs& a, F f, int op, const simd::Table& table = simd::best()) {
   const TensorRef &x = a.in[0], &y = a.in[1], &o = a.out;
   const T *px = x.as<T>(), *py = y.as<T>();
   T* po = o.as<T>();
   if (kernel::same_dims(x, o) && kernel::same_dims(y, o)) {
-    kernel::parallel(o.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) po[i] = f(px[i], py[i]);
-    });
+    const auto k = table.binary[op][std::is_same_v<T, double>];
+    kernel::parallel(o.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) { k(px + b, py + b, po + b, e - b); });
   } else if (kernel::same_dims(x, o) && kernel::is_suffix(y, o)) {
     const std::int64_t inner = y.numel;
     kernel::parallel(o.numel / inner, std::max<std::int64_t>(1, kernel::grain_for() / inner),
@@ -33,7 +33,11 @@ void binary(const OpArgs& a, F f) {
 
 template <class T>
 void AddOp::forward(const OpArgs& a) {
-  binary<T>(a, [](T x, T y) { return x + y; });
+  binary<T>(a, [](T x, T y) { return x + y; }, simd::add);
+}
+template <class T>
+void AddOp::reference_forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x + y; }, simd::add, *simd::table("scalar"));
 }
 template <class T>
 void AddOp::vjp(const OpArgs& a) {
@@ -44,7 +48,11 @@ void AddOp::vjp(const OpArgs& a) {
 
 template <class T>
 void SubOp::forward(const OpArgs& a) {
-  binary<T>(a, [](T x, T y) { return x - y; });
+  binary<T>(a, [](T x, T y) { return x - y; }, simd::sub);
+}
+template <class T>
+void SubOp::reference_forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x - y; }, simd::sub, *simd::table("scalar"));
 }
 template <class T>
 void SubOp::vjp(const OpArgs& a) {
@@ -55,7 +63,11 @@ void SubOp::vjp(const OpArgs& a) {
 
 template <class T>
 void MulOp::forward(const OpArgs& a) {
-  binary<T>(a, [](T x, T y) { return x * y; });
+  binary<T>(a, [](T x, T y) { return x * y; }, simd::mul);
+}
+template <class T>
+void MulOp::reference_forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x * y; }, simd::mul, *simd::table("scalar"));
 }
 template <class T>
 void MulOp::vjp(const OpArgs& a) {
@@ -77,7 +89,11 @@ void MulOp::vjp(const OpArgs& a) {
 
 template <class T>
 void DivOp::forward(const OpArgs& a) {
-  binary<T>(a, [](T x, T y) { return x / y; });
+  binary<T>(a, [](T x, T y) { return x / y; }, simd::div);
+}
+template <class T>
+void DivOp::reference_forward(const OpArgs& a) {
+  binary<T>(a, [](T x, T y) { return x / y; }, simd::div, *simd::table("scalar"));
 }
 template <class T>
 void DivOp::vjp(const OpArgs& a) {
@@ -93,40 +109,49 @@ void DivOp::vjp(const OpArgs& a) {
     });
 }
 
+namespace {
 template <class T>
-void ReluOp::forward(const OpArgs& a) {
+void unary_table(const OpArgs& a, int f, double p, const simd::Table& t, std::int64_t grain) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
+  const auto k = t.unary[f][std::is_same_v<T, double>];
+  kernel::parallel(a.out.numel, grain, [&](std::int64_t b, std::int64_t e) { k(x + b, y + b, e - b, p); });
+}
+template <class T>
+void unary_table_vjp(const OpArgs& a, int f, double p, const T* x, const T* y) {
+  const T* g = a.gout->as<T>();
+  T* gx = a.gin[0].as<T>();
+  const auto d = simd::best().unary_vjp[f][std::is_same_v<T, double>];
   kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+    d(x ? x + b : nullptr, y ? y + b : nullptr, g + b, gx + b, e - b, p);
   });
+}
+}  // namespace
+
+template <class T>
+void ReluOp::forward(const OpArgs& a) {
+  unary_table<T>(a, simd::relu, 0, simd::best(), kernel::grain_for());
+}
+template <class T>
+void ReluOp::reference_forward(const OpArgs& a) {
+  unary_table<T>(a, simd::relu, 0, *simd::table("scalar"), a.out.numel + 1);
 }
 template <class T>
 void ReluOp::vjp(const OpArgs& a) {
-  const T *y = a.out.as<T>(), *g = a.gout->as<T>();
-  T* gx = a.gin[0].as<T>();
-  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) gx[i] += y[i] > T(0) ? g[i] : T(0);
-  });
+  unary_table_vjp<T>(a, simd::relu, 0, nullptr, a.out.as<T>());
 }
 
 template <class T>
 void ScaleOp::forward(const OpArgs& a) {
-  const T* x = a.in[0].as<T>();
-  T* y = a.out.as<T>();
-  const T s = static_cast<T>(a.attr.f[0]);
-  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) y[i] = s * x[i];
-  });
+  unary_table<T>(a, simd::scale, a.attr.f[0], simd::best(), kernel::grain_for());
+}
+template <class T>
+void ScaleOp::reference_forward(const OpArgs& a) {
+  unary_table<T>(a, simd::scale, a.attr.f[0], *simd::table("scalar"), a.out.numel + 1);
 }
 template <class T>
 void ScaleOp::vjp(const OpArgs& a) {
-  const T* g = a.gout->as<T>();
-  T* gx = a.gin[0].as<T>();
-  const T s = static_cast<T>(a.attr.f[0]);
-  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) gx[i] += s * g[i];
-  });
+  unary_table_vjp<T>(a, simd::scale, a.attr.f[0], nullptr, nullptr);
 }
 
 template <class T>
@@ -136,6 +161,15 @@ void DetachOp::forward(const OpArgs& a) {
 }
 
 CTGRAD_INSTANTIATE_OP(AddOp)
+#define CTGRAD_INSTANTIATE_REFERENCE(Op)                           \
+  template void Op::reference_forward<float>(const OpArgs&);       \
+  template void Op::reference_forward<double>(const OpArgs&);
+CTGRAD_INSTANTIATE_REFERENCE(AddOp)
+CTGRAD_INSTANTIATE_REFERENCE(SubOp)
+CTGRAD_INSTANTIATE_REFERENCE(MulOp)
+CTGRAD_INSTANTIATE_REFERENCE(DivOp)
+CTGRAD_INSTANTIATE_REFERENCE(ReluOp)
+CTGRAD_INSTANTIATE_REFERENCE(ScaleOp)
 CTGRAD_INSTANTIATE_OP(SubOp)
 CTGRAD_INSTANTIATE_OP(MulOp)
 CTGRAD_INSTANTIATE_OP(DivOp)

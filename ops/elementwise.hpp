@@ -11,6 +11,7 @@ struct AddOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct SubOp {
@@ -20,6 +21,7 @@ struct SubOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct MulOp {
@@ -29,6 +31,7 @@ struct MulOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct DivOp {
@@ -38,6 +41,7 @@ struct DivOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct ReluOp {
@@ -47,6 +51,7 @@ struct ReluOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 // y = attr.f[0] * x
@@ -57,6 +62,7 @@ struct ScaleOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 // y = x, with no gradient flowing back.

@@ -1,5 +1,6 @@
 #include <ctgrad/ops/loss.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 #include <cmath>
 #include <stdexcept>
@@ -18,15 +19,9 @@ void CrossEntropyOp::forward(const OpArgs& a) {
     if (t[r] != ignore && (t[r] < 0 || t[r] >= C))
       throw std::out_of_range("ctgrad: op cross_entropy: target " + std::to_string(t[r]) + " at row " +
                               std::to_string(r) + " is outside [0, " + std::to_string(C) + ")");
+  const auto logsumexp = simd::best().row_logsumexp[std::is_same_v<T, double>];
   kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      const T* xr = x + r * C;
-      T m = xr[0];
-      for (std::int64_t j = 1; j < C; ++j) m = std::max(m, xr[j]);
-      T s = 0;
-      for (std::int64_t j = 0; j < C; ++j) s += std::exp(xr[j] - m);
-      lse[r] = m + std::log(s);
-    }
+    for (std::int64_t r = b; r < e; ++r) lse[r] = T(logsumexp(x + r * C, C));
   });
   const T eps = static_cast<T>(a.attr.f[0]);
   T total = 0;

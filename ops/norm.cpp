@@ -1,5 +1,6 @@
 #include <ctgrad/ops/norm.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 #include <cmath>
 
@@ -27,32 +28,55 @@ void param_grads(std::int64_t rows, std::int64_t D, T* ggamma, T* gbeta, F f) {
 
 }  // namespace
 
+namespace {
 template <class T>
-void LayerNormOp::forward(const OpArgs& a) {
+void layer_norm_rows(const OpArgs& a, const simd::Table& t, bool parallel) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *beta = a.in[2].as<T>();
   T *y = a.out.as<T>(), *stats = a.scratch.as<T>();
-  const T eps = static_cast<T>(a.attr.f[0]);
+  const double eps = a.attr.f[0];
   const bool std_form = a.attr.i[0] == std::int64_t(NormForm::std_plus_eps);
-  kernel::parallel(rows, kernel::grain_for(5 * D), [&](std::int64_t b, std::int64_t e) {
+  constexpr int ti = std::is_same_v<T, double>;
+  kernel::parallel(rows, parallel ? kernel::grain_for(5 * D) : rows + 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       const T* xr = x + r * D;
-      T mean = 0;
-      for (std::int64_t j = 0; j < D; ++j) mean += xr[j];
-      mean /= T(D);
-      T ss = 0;
-      for (std::int64_t j = 0; j < D; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+      const T mean = T(t.row_sum[ti](xr, D) / double(D));
+      const T ss = T(t.row_sq_dev[ti](xr, D, double(mean)));
       T sd = 0, inv;
       if (std_form) {
         sd = std::sqrt(ss / T(D > 1 ? D - 1 : 1));
-        inv = T(1) / (sd + eps);
+        inv = T(1) / (sd + T(eps));
       } else {
-        inv = T(1) / std::sqrt(ss / T(D) + eps);
+        inv = T(1) / std::sqrt(ss / T(D) + T(eps));
       }
       stats[3 * r] = mean, stats[3 * r + 1] = inv, stats[3 * r + 2] = sd;
-      for (std::int64_t j = 0; j < D; ++j) y[r * D + j] = (xr[j] - mean) * inv * gamma[j] + beta[j];
+      t.norm_row[ti](xr, y + r * D, D, double(mean), double(inv), gamma, beta);
     }
   });
+}
+template <class T>
+void rms_norm_rows(const OpArgs& a, const simd::Table& t, bool parallel) {
+  const std::int64_t D = a.out.size(-1), rows = a.out.rows();
+  const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>();
+  T *y = a.out.as<T>(), *stats = a.scratch.as<T>();
+  constexpr int ti = std::is_same_v<T, double>;
+  kernel::parallel(rows, parallel ? kernel::grain_for(3 * D) : rows + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const T inv = T(1) / std::sqrt(T(t.row_sq_dev[ti](x + r * D, D, 0.0)) / T(D) + T(a.attr.f[0]));
+      stats[3 * r + 1] = inv;
+      t.norm_row[ti](x + r * D, y + r * D, D, 0.0, double(inv), gamma, nullptr);
+    }
+  });
+}
+}  // namespace
+
+template <class T>
+void LayerNormOp::forward(const OpArgs& a) {
+  layer_norm_rows<T>(a, simd::best(), true);
+}
+template <class T>
+void LayerNormOp::reference_forward(const OpArgs& a) {
+  layer_norm_rows<T>(a, *simd::table("scalar"), false);
 }
 
 template <class T>
@@ -88,19 +112,11 @@ void LayerNormOp::vjp(const OpArgs& a) {
 
 template <class T>
 void RmsNormOp::forward(const OpArgs& a) {
-  const std::int64_t D = a.out.size(-1), rows = a.out.rows();
-  const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>();
-  T *y = a.out.as<T>(), *stats = a.scratch.as<T>();
-  const T eps = static_cast<T>(a.attr.f[0]);
-  kernel::parallel(rows, kernel::grain_for(3 * D), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      T ss = 0;
-      for (std::int64_t j = 0; j < D; ++j) ss += x[r * D + j] * x[r * D + j];
-      const T inv = T(1) / std::sqrt(ss / T(D) + eps);
-      stats[3 * r + 1] = inv;
-      for (std::int64_t j = 0; j < D; ++j) y[r * D + j] = x[r * D + j] * inv * gamma[j];
-    }
-  });
+  rms_norm_rows<T>(a, simd::best(), true);
+}
+template <class T>
+void RmsNormOp::reference_forward(const OpArgs& a) {
+  rms_norm_rows<T>(a, *simd::table("scalar"), false);
 }
 
 template <class T>
@@ -125,5 +141,9 @@ void RmsNormOp::vjp(const OpArgs& a) {
 
 CTGRAD_INSTANTIATE_OP(LayerNormOp)
 CTGRAD_INSTANTIATE_OP(RmsNormOp)
+template void LayerNormOp::reference_forward<float>(const OpArgs&);
+template void LayerNormOp::reference_forward<double>(const OpArgs&);
+template void RmsNormOp::reference_forward<float>(const OpArgs&);
+template void RmsNormOp::reference_forward<double>(const OpArgs&);
 
 }  // namespace ctgrad

@@ -31,6 +31,7 @@ struct LayerNormOp {
   }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct RmsNormOp {
@@ -40,6 +41,7 @@ struct RmsNormOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return LayerNormOp::shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct LayerNormOptions {

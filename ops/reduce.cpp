@@ -1,5 +1,6 @@
 #include <ctgrad/ops/reduce.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 namespace ctgrad {
 namespace {
@@ -20,30 +21,34 @@ Split split_of(const OpArgs& a) {
 }
 
 template <class T>
-void reduce_forward(const OpArgs& a, bool mean) {
+void reduce_forward(const OpArgs& a, bool mean, const simd::Table& t = simd::best(), bool parallel = true) {
   const Split s = split_of(a);
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
   const T norm = mean ? T(1) / T(s.len) : T(1);
+  const auto row_sum = t.row_sum[std::is_same_v<T, double>];
   if (s.outer == 1 && s.inner == 1) {
     // Full reduction: fixed chunks (independent of threads), partials summed in order.
     constexpr std::int64_t kParts = 64;
     const std::int64_t chunk = std::max<std::int64_t>(4096, (s.len + kParts - 1) / kParts);
     const std::int64_t parts = (s.len + chunk - 1) / chunk;
     T partial[kParts] = {};
-    kernel::parallel(parts, 1, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t p = b; p < e; ++p) {
-        T acc = 0;
-        for (std::int64_t i = p * chunk, end = std::min(s.len, (p + 1) * chunk); i < end; ++i) acc += x[i];
-        partial[p] = acc;
-      }
+    kernel::parallel(parts, parallel ? 1 : parts + 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t p = b; p < e; ++p) partial[p] = T(row_sum(x + p * chunk, std::min(s.len, (p + 1) * chunk) - p * chunk));
     });
     T total = 0;
     for (std::int64_t p = 0; p < parts; ++p) total += partial[p];
     y[0] = total * norm;
     return;
   }
-  kernel::parallel(s.outer * s.inner, kernel::grain_for(s.len), [&](std::int64_t b, std::int64_t e) {
+  const std::int64_t grain = parallel ? kernel::grain_for(s.len) : s.outer * s.inner + 1;
+  if (s.inner == 1) {  // reducing the last axis: contiguous rows
+    kernel::parallel(s.outer, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t o = b; o < e; ++o) y[o] = T(row_sum(x + o * s.len, s.len)) * norm;
+    });
+    return;
+  }
+  kernel::parallel(s.outer * s.inner, grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o) {
       const std::int64_t i0 = o / s.inner, j = o % s.inner;
       T acc = 0;
@@ -72,6 +77,14 @@ void reduce_vjp(const OpArgs& a, bool mean) {
 template <class T>
 void SumOp::forward(const OpArgs& a) {
   reduce_forward<T>(a, false);
+}
+template <class T>
+void SumOp::reference_forward(const OpArgs& a) {
+  reduce_forward<T>(a, false, *simd::table("scalar"), false);
+}
+template <class T>
+void MeanOp::reference_forward(const OpArgs& a) {
+  reduce_forward<T>(a, true, *simd::table("scalar"), false);
 }
 template <class T>
 void SumOp::vjp(const OpArgs& a) {
@@ -148,6 +161,10 @@ void VarOp::vjp(const OpArgs& a) {
 }
 
 CTGRAD_INSTANTIATE_OP(SumOp)
+template void SumOp::reference_forward<float>(const OpArgs&);
+template void SumOp::reference_forward<double>(const OpArgs&);
+template void MeanOp::reference_forward<float>(const OpArgs&);
+template void MeanOp::reference_forward<double>(const OpArgs&);
 CTGRAD_INSTANTIATE_OP(MaxOp)
 CTGRAD_INSTANTIATE_OP(VarOp)
 CTGRAD_INSTANTIATE_OP(MeanOp)

@@ -33,6 +33,7 @@ struct SumOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::reduce_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct MeanOp {
@@ -42,6 +43,7 @@ struct MeanOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::reduce_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 // Maximum; the gradient goes to the first position holding it.

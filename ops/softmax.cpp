@@ -1,27 +1,31 @@
 #include <ctgrad/ops/softmax.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 #include <cmath>
 
 namespace ctgrad {
 
+namespace {
 template <class T>
-void SoftmaxOp::forward(const OpArgs& a) {
+void softmax_rows(const OpArgs& a, bool log, const simd::Table& t, bool parallel) {
   const std::int64_t n = a.out.size(-1), rows = a.out.rows();
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
-  kernel::parallel(rows, kernel::grain_for(4 * n), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      const T* xr = x + r * n;
-      T* yr = y + r * n;
-      T m = xr[0];
-      for (std::int64_t j = 1; j < n; ++j) m = std::max(m, xr[j]);
-      T s = 0;
-      for (std::int64_t j = 0; j < n; ++j) s += (yr[j] = std::exp(xr[j] - m));
-      const T inv = T(1) / s;
-      for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;
-    }
+  const auto k = t.softmax_row[std::is_same_v<T, double>];
+  kernel::parallel(rows, parallel ? kernel::grain_for(4 * n) : rows + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) k(x + r * n, y + r * n, n, log, nullptr);
   });
+}
+}  // namespace
+
+template <class T>
+void SoftmaxOp::forward(const OpArgs& a) {
+  softmax_rows<T>(a, false, simd::best(), true);
+}
+template <class T>
+void SoftmaxOp::reference_forward(const OpArgs& a) {
+  softmax_rows<T>(a, false, *simd::table("scalar"), false);
 }
 
 template <class T>
@@ -41,20 +45,11 @@ void SoftmaxOp::vjp(const OpArgs& a) {
 
 template <class T>
 void LogSoftmaxOp::forward(const OpArgs& a) {
-  const std::int64_t n = a.out.size(-1), rows = a.out.rows();
-  const T* x = a.in[0].as<T>();
-  T* y = a.out.as<T>();
-  kernel::parallel(rows, kernel::grain_for(4 * n), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      const T* xr = x + r * n;
-      T m = xr[0];
-      for (std::int64_t j = 1; j < n; ++j) m = std::max(m, xr[j]);
-      T s = 0;
-      for (std::int64_t j = 0; j < n; ++j) s += std::exp(xr[j] - m);
-      const T lse = m + std::log(s);
-      for (std::int64_t j = 0; j < n; ++j) y[r * n + j] = xr[j] - lse;
-    }
-  });
+  softmax_rows<T>(a, true, simd::best(), true);
+}
+template <class T>
+void LogSoftmaxOp::reference_forward(const OpArgs& a) {
+  softmax_rows<T>(a, true, *simd::table("scalar"), false);
 }
 
 template <class T>
@@ -73,5 +68,9 @@ void LogSoftmaxOp::vjp(const OpArgs& a) {
 
 CTGRAD_INSTANTIATE_OP(SoftmaxOp)
 CTGRAD_INSTANTIATE_OP(LogSoftmaxOp)
+template void SoftmaxOp::reference_forward<float>(const OpArgs&);
+template void SoftmaxOp::reference_forward<double>(const OpArgs&);
+template void LogSoftmaxOp::reference_forward<float>(const OpArgs&);
+template void LogSoftmaxOp::reference_forward<double>(const OpArgs&);
 
 }  // namespace ctgrad

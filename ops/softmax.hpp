@@ -14,6 +14,7 @@ struct SoftmaxOp {
   }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 // log_softmax over the last axis: x - logsumexp(x), stable for any magnitude of x.
@@ -24,6 +25,7 @@ struct LogSoftmaxOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return SoftmaxOp::shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 constexpr Value softmax(Value x, Loc loc = Loc::current()) { return ops::apply<SoftmaxOp>({x}, {}, loc); }

@@ -2,22 +2,23 @@
 // derivative, from x and/or y); UnaryOp<F> turns it into an op.
 #pragma once
 #include <ctgrad/ops/common.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 namespace ctgrad {
 
 namespace unary {
 // `saves`: what the derivative needs (kSaveInput(0) for x, kSaveOutput for y).
-struct Neg { static constexpr const char* name = "neg"; static constexpr unsigned saves = 0; };
-struct Exp { static constexpr const char* name = "exp"; static constexpr unsigned saves = kSaveOutput; };
-struct Log { static constexpr const char* name = "log"; static constexpr unsigned saves = kSaveInput(0); };
-struct Sqrt { static constexpr const char* name = "sqrt"; static constexpr unsigned saves = kSaveOutput; };
-struct Rsqrt { static constexpr const char* name = "rsqrt"; static constexpr unsigned saves = kSaveOutput; };
-struct Tanh { static constexpr const char* name = "tanh"; static constexpr unsigned saves = kSaveOutput; };
-struct Sigmoid { static constexpr const char* name = "sigmoid"; static constexpr unsigned saves = kSaveOutput; };
-struct Silu { static constexpr const char* name = "silu"; static constexpr unsigned saves = kSaveInput(0); };
-struct Gelu { static constexpr const char* name = "gelu"; static constexpr unsigned saves = kSaveInput(0); };  // erf form
-struct GeluTanh { static constexpr const char* name = "gelu_tanh"; static constexpr unsigned saves = kSaveInput(0); };
-struct Pow { static constexpr const char* name = "pow"; static constexpr unsigned saves = kSaveInput(0); };  // x^attr.f[0]
+struct Neg { static constexpr int id = simd::neg; static constexpr const char* name = "neg"; static constexpr unsigned saves = 0; };
+struct Exp { static constexpr int id = simd::exp; static constexpr const char* name = "exp"; static constexpr unsigned saves = kSaveOutput; };
+struct Log { static constexpr int id = simd::log; static constexpr const char* name = "log"; static constexpr unsigned saves = kSaveInput(0); };
+struct Sqrt { static constexpr int id = simd::sqrt; static constexpr const char* name = "sqrt"; static constexpr unsigned saves = kSaveOutput; };
+struct Rsqrt { static constexpr int id = simd::rsqrt; static constexpr const char* name = "rsqrt"; static constexpr unsigned saves = kSaveOutput; };
+struct Tanh { static constexpr int id = simd::tanh; static constexpr const char* name = "tanh"; static constexpr unsigned saves = kSaveOutput; };
+struct Sigmoid { static constexpr int id = simd::sigmoid; static constexpr const char* name = "sigmoid"; static constexpr unsigned saves = kSaveOutput; };
+struct Silu { static constexpr int id = simd::silu; static constexpr const char* name = "silu"; static constexpr unsigned saves = kSaveInput(0); };
+struct Gelu { static constexpr int id = simd::gelu; static constexpr const char* name = "gelu"; static constexpr unsigned saves = kSaveInput(0); };  // erf form
+struct GeluTanh { static constexpr int id = simd::gelu_tanh; static constexpr const char* name = "gelu_tanh"; static constexpr unsigned saves = kSaveInput(0); };
+struct Pow { static constexpr int id = simd::pow; static constexpr const char* name = "pow"; static constexpr unsigned saves = kSaveInput(0); };  // x^attr.f[0]
 }  // namespace unary
 
 template <class F>

@@ -1,0 +1,38 @@
+// SIMD kernels with runtime dispatch. Each kernel is written once over xsimd batches and compiled
+// per instruction set (SSE2, AVX2+FMA, AVX-512) in its own translation unit; the best set the CPU
+// has is picked once, at first use, so one build runs on any x86-64 machine. CTGRAD_SIMD=sse2|avx2|
+// avx512 forces one (for tests and benchmarks). The same function bodies, run on scalars, are the
+// plain references the op-conformance harness checks against.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ctgrad::simd {
+
+// Unary elementwise functions; p is a parameter (the exponent of pow, the factor of scale).
+enum Unary : int { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, gelu_tanh, pow, relu, scale, unary_count };
+enum Binary : int { add, sub, mul, div, binary_count };
+
+struct Table {
+  const char* arch;
+  // y[i] = f(x[i]); gx[i] += g[i] * f'(x[i], y[i])        (index 0: float, 1: double)
+  void (*unary[unary_count][2])(const void* x, void* y, std::int64_t n, double p);
+  void (*unary_vjp[unary_count][2])(const void* x, const void* y, const void* g, void* gx, std::int64_t n, double p);
+  // y[i] = a[i] op b[i], same shapes; y[i] = a[i] op b (b a scalar broadcast over a row)
+  void (*binary[binary_count][2])(const void* a, const void* b, void* y, std::int64_t n);
+  // One row: y = softmax(x) or log_softmax(x); returns nothing. lse[0] gets the log-sum-exp.
+  void (*softmax_row[2])(const void* x, void* y, std::int64_t n, bool log, void* lse);
+  double (*row_logsumexp[2])(const void* x, std::int64_t n);
+  // One row: the sum, and the sum of squares around `mean` (for norms and variance).
+  double (*row_sum[2])(const void* x, std::int64_t n);
+  double (*row_sq_dev[2])(const void* x, std::int64_t n, double mean);
+  // One row: y = (x - mean) * inv * gamma + beta  (beta may be null).
+  void (*norm_row[2])(const void* x, void* y, std::int64_t n, double mean, double inv, const void* gamma, const void* beta);
+};
+
+const Table& best();                    // the table every op uses
+const Table* table(const std::string& arch);  // "scalar", "sse2", "avx2", "avx512"; null if the CPU lacks it
+std::vector<std::string> available();   // the sets this CPU runs, best last
+
+}  // namespace ctgrad::simd

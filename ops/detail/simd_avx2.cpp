@@ -1,0 +1,6 @@
+// The SIMD kernels compiled for avx2 (this file alone gets the instruction-set flags).
+#include <ctgrad/ops/detail/simd_kernels.hpp>
+
+namespace ctgrad::simd {
+Table table_avx2() { return make_table<xsimd::fma3<xsimd::avx2>>("avx2"); }
+}  // namespace ctgrad::simd

@@ -1,0 +1,259 @@
+// The kernels behind ops/detail/simd.hpp, written once over a value type V that is either an
+// xsimd batch or a plain scalar. Included by one translation unit per instruction set.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include <xsimd/xsimd.hpp>
+
+#include <ctgrad/ops/detail/simd.hpp>
+
+namespace ctgrad::simd {
+
+// select() for batches and for scalars alike.
+template <class C, class V>
+inline V pick(const C& cond, const V& a, const V& b) {
+  if constexpr (std::is_same_v<C, bool>)
+    return cond ? a : b;
+  else
+    return xsimd::select(cond, a, b);
+}
+
+// Value f(x, p) and derivative d(x, y, p) of each unary function; V is a batch or a scalar.
+template <int F>
+struct Fn;
+template <> struct Fn<neg> {
+  template <class V> static V f(V x, V) { return -x; }
+  template <class V> static V d(V, V, V) { return V(-1); }
+};
+template <> struct Fn<exp> {
+  template <class V> static V f(V x, V) { return xsimd::exp(x); }
+  template <class V> static V d(V, V y, V) { return y; }
+};
+template <> struct Fn<log> {
+  template <class V> static V f(V x, V) { return xsimd::log(x); }
+  template <class V> static V d(V x, V, V) { return V(1) / x; }
+};
+template <> struct Fn<sqrt> {
+  template <class V> static V f(V x, V) { return xsimd::sqrt(x); }
+  template <class V> static V d(V, V y, V) { return V(0.5) / y; }
+};
+template <> struct Fn<rsqrt> {
+  template <class V> static V f(V x, V) { return V(1) / xsimd::sqrt(x); }
+  template <class V> static V d(V, V y, V) { return V(-0.5) * y * y * y; }
+};
+template <> struct Fn<tanh> {
+  template <class V> static V f(V x, V) { return xsimd::tanh(x); }
+  template <class V> static V d(V, V y, V) { return V(1) - y * y; }
+};
+template <> struct Fn<sigmoid> {
+  template <class V> static V f(V x, V) { return V(1) / (V(1) + xsimd::exp(-x)); }
+  template <class V> static V d(V, V y, V) { return y * (V(1) - y); }
+};
+template <> struct Fn<silu> {
+  template <class V> static V f(V x, V) { return x / (V(1) + xsimd::exp(-x)); }
+  template <class V> static V d(V x, V, V) {
+    const V s = V(1) / (V(1) + xsimd::exp(-x));
+    return s * (V(1) + x * (V(1) - s));
+  }
+};
+template <> struct Fn<gelu> {  // x Phi(x)
+  template <class V> static V f(V x, V) { return V(0.5) * x * (V(1) + xsimd::erf(x * V(0.7071067811865476))); }
+  template <class V> static V d(V x, V, V) {
+    return V(0.5) * (V(1) + xsimd::erf(x * V(0.7071067811865476))) + x * V(0.3989422804014327) * xsimd::exp(V(-0.5) * x * x);
+  }
+};
+template <> struct Fn<gelu_tanh> {  // GPT-2's approximation
+  template <class V> static V f(V x, V) {
+    return V(0.5) * x * (V(1) + xsimd::tanh(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
+  }
+  template <class V> static V d(V x, V, V) {
+    const V t = xsimd::tanh(V(0.7978845608028654) * (x + V(0.044715) * x * x * x));
+    const V du = V(0.7978845608028654) * (V(1) + V(3 * 0.044715) * x * x);
+    return V(0.5) * (V(1) + t) + V(0.5) * x * (V(1) - t * t) * du;
+  }
+};
+template <> struct Fn<pow> {
+  template <class V> static V f(V x, V p) { return xsimd::pow(x, p); }
+  template <class V> static V d(V x, V, V p) { return p * xsimd::pow(x, p - V(1)); }
+};
+template <> struct Fn<relu> {
+  template <class V> static V f(V x, V) { return xsimd::max(x, V(0)); }
+  template <class V> static V d(V, V y, V) { return pick(y > V(0), V(1), V(0)); }
+};
+template <> struct Fn<scale> {
+  template <class V> static V f(V x, V p) { return p * x; }
+  template <class V> static V d(V, V, V p) { return p; }
+};
+
+template <int Op>
+struct BinFn;
+template <> struct BinFn<add> { template <class V> static V f(V a, V b) { return a + b; } };
+template <> struct BinFn<sub> { template <class V> static V f(V a, V b) { return a - b; } };
+template <> struct BinFn<mul> { template <class V> static V f(V a, V b) { return a * b; } };
+template <> struct BinFn<div> { template <class V> static V f(V a, V b) { return a / b; } };
+
+// Arch = void means plain scalar loops (the reference).
+template <class Arch, class T>
+struct Kernels {
+  static constexpr bool scalar = std::is_void_v<Arch>;
+  using B = std::conditional_t<scalar, T, xsimd::batch<T, std::conditional_t<scalar, xsimd::sse2, Arch>>>;
+  static constexpr std::int64_t W = scalar ? 1 : std::int64_t(sizeof(B) / sizeof(T));
+
+  static B load(const T* p) {
+    if constexpr (scalar) return *p;
+    else return B::load_unaligned(p);
+  }
+  static void store(T* p, const B& v) {
+    if constexpr (scalar) *p = v;
+    else v.store_unaligned(p);
+  }
+  static T total(const B& v) {
+    if constexpr (scalar) return v;
+    else return xsimd::hadd(v);
+  }
+
+  template <int F>
+  static void unary(const void* xv, void* yv, std::int64_t n, double p) {
+    const T* x = static_cast<const T*>(xv);
+    T* y = static_cast<T*>(yv);
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) store(y + i, Fn<F>::f(load(x + i), B(T(p))));
+    for (; i < n; ++i) y[i] = Fn<F>::f(x[i], T(p));
+  }
+  template <int F>
+  static void unary_vjp(const void* xv, const void* yv, const void* gv, void* gxv, std::int64_t n, double p) {
+    const T *x = static_cast<const T*>(xv), *y = static_cast<const T*>(yv), *g = static_cast<const T*>(gv);
+    T* gx = static_cast<T*>(gxv);
+    // x or y may be null when the function's derivative does not read it (see UnaryOp::saves).
+    auto at = [&](const T* a, std::int64_t i) { return a ? load(a + i) : B(T(0)); };
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) store(gx + i, load(gx + i) + load(g + i) * Fn<F>::d(at(x, i), at(y, i), B(T(p))));
+    for (; i < n; ++i) gx[i] += g[i] * Fn<F>::d(x ? x[i] : T(0), y ? y[i] : T(0), T(p));
+  }
+  template <int Op>
+  static void binary(const void* av, const void* bv, void* yv, std::int64_t n) {
+    const T *a = static_cast<const T*>(av), *b = static_cast<const T*>(bv);
+    T* y = static_cast<T*>(yv);
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) store(y + i, BinFn<Op>::f(load(a + i), load(b + i)));
+    for (; i < n; ++i) y[i] = BinFn<Op>::f(a[i], b[i]);
+  }
+  static T row_max(const T* x, std::int64_t n) {
+    std::int64_t i = 0;
+    T m = -std::numeric_limits<T>::infinity();
+    if constexpr (!scalar) {
+      if (n >= W) {
+        B bm = load(x);
+        for (i = W; i + W <= n; i += W) bm = xsimd::max(bm, load(x + i));
+        alignas(64) T lanes[W];
+        bm.store_aligned(lanes);
+        for (std::int64_t l = 0; l < W; ++l) m = std::max(m, lanes[l]);
+      }
+    }
+    for (; i < n; ++i) m = std::max(m, x[i]);
+    return m;
+  }
+  static void softmax_row(const void* xv, void* yv, std::int64_t n, bool log, void* lse_out) {
+    const T* x = static_cast<const T*>(xv);
+    T* y = static_cast<T*>(yv);
+    const T m = row_max(x, n);
+    B acc(T(0));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const B e = xsimd::exp(load(x + i) - B(m));
+      if (!log) store(y + i, e);
+      acc += e;
+    }
+    T s = total(acc);
+    for (; i < n; ++i) {
+      const T e = std::exp(x[i] - m);
+      if (!log) y[i] = e;
+      s += e;
+    }
+    const T lse = m + std::log(s);
+    if (lse_out) *static_cast<T*>(lse_out) = lse;
+    if (log) {
+      for (i = 0; i + W <= n; i += W) store(y + i, load(x + i) - B(lse));
+      for (; i < n; ++i) y[i] = x[i] - lse;
+    } else {
+      const T inv = T(1) / s;
+      for (i = 0; i + W <= n; i += W) store(y + i, load(y + i) * B(inv));
+      for (; i < n; ++i) y[i] *= inv;
+    }
+  }
+  static double row_logsumexp(const void* xv, std::int64_t n) {
+    const T* x = static_cast<const T*>(xv);
+    const T m = row_max(x, n);
+    B acc(T(0));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) acc += xsimd::exp(load(x + i) - B(m));
+    T s = total(acc);
+    for (; i < n; ++i) s += std::exp(x[i] - m);
+    return double(m + std::log(s));
+  }
+  static double row_sum(const void* xv, std::int64_t n) {
+    const T* x = static_cast<const T*>(xv);
+    B acc(T(0));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) acc += load(x + i);
+    T s = total(acc);
+    for (; i < n; ++i) s += x[i];
+    return double(s);
+  }
+  static double row_sq_dev(const void* xv, std::int64_t n, double mean) {
+    const T* x = static_cast<const T*>(xv);
+    const B mb = B(T(mean));
+    B acc(T(0));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const B d = load(x + i) - mb;
+      acc += d * d;
+    }
+    T s = total(acc);
+    for (; i < n; ++i) s += (x[i] - T(mean)) * (x[i] - T(mean));
+    return double(s);
+  }
+  static void norm_row(const void* xv, void* yv, std::int64_t n, double mean, double inv, const void* gv, const void* bv) {
+    const T *x = static_cast<const T*>(xv), *gamma = static_cast<const T*>(gv), *beta = static_cast<const T*>(bv);
+    T* y = static_cast<T*>(yv);
+    const B mb = B(T(mean)), ib = B(T(inv));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      B v = (load(x + i) - mb) * ib * load(gamma + i);
+      if (beta) v += load(beta + i);
+      store(y + i, v);
+    }
+    for (; i < n; ++i) y[i] = (x[i] - T(mean)) * T(inv) * gamma[i] + (beta ? beta[i] : T(0));
+  }
+};
+
+template <class Arch, class T, int... F>
+void fill_unary(Table& t, int ti, std::integer_sequence<int, F...>) {
+  ((t.unary[F][ti] = &Kernels<Arch, T>::template unary<F>, t.unary_vjp[F][ti] = &Kernels<Arch, T>::template unary_vjp<F>), ...);
+}
+template <class Arch, class T, int... Op>
+void fill_binary(Table& t, int ti, std::integer_sequence<int, Op...>) {
+  ((t.binary[Op][ti] = &Kernels<Arch, T>::template binary<Op>), ...);
+}
+
+template <class Arch>
+Table make_table(const char* name) {
+  Table t{};
+  t.arch = name;
+  auto one = [&](auto tag, int ti) {
+    using T = decltype(tag);
+    fill_unary<Arch, T>(t, ti, std::make_integer_sequence<int, unary_count>{});
+    fill_binary<Arch, T>(t, ti, std::make_integer_sequence<int, binary_count>{});
+    t.softmax_row[ti] = &Kernels<Arch, T>::softmax_row;
+    t.row_sum[ti] = &Kernels<Arch, T>::row_sum;
+    t.row_logsumexp[ti] = &Kernels<Arch, T>::row_logsumexp;
+    t.row_sq_dev[ti] = &Kernels<Arch, T>::row_sq_dev;
+    t.norm_row[ti] = &Kernels<Arch, T>::norm_row;
+  };
+  one(float{}, 0);
+  one(double{}, 1);
+  return t;
+}
+
+}  // namespace ctgrad::simd
