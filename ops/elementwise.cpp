@@ -14,12 +14,12 @@ void binary(const OpArgs& a, F f, int op, const simd::Table& table = simd::best(
   if (kernel::same_dims(x, o) && kernel::same_dims(y, o)) {
     const auto k = table.binary[op][std::is_same_v<T, double>];
     kernel::parallel(o.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) { k(px + b, py + b, po + b, e - b); });
-  } else if (kernel::same_dims(x, o) && kernel::is_suffix(y, o)) {
+  } else if (kernel::same_dims(x, o) && kernel::is_suffix(y, o)) {  // e.g. adding a bias: row by row
     const std::int64_t inner = y.numel;
+    const auto k = table.binary[op][std::is_same_v<T, double>];
     kernel::parallel(o.numel / inner, std::max<std::int64_t>(1, kernel::grain_for() / inner),
                      [&](std::int64_t b, std::int64_t e) {
-                       for (std::int64_t r = b; r < e; ++r)
-                         for (std::int64_t j = 0; j < inner; ++j) po[r * inner + j] = f(px[r * inner + j], py[j]);
+                       for (std::int64_t r = b; r < e; ++r) k(px + r * inner, py, po + r * inner, inner);
                      });
   } else {
     auto sx = kernel::broadcast_strides(x, o), sy = kernel::broadcast_strides(y, o);
@@ -39,11 +39,27 @@ template <class T>
 void AddOp::reference_forward(const OpArgs& a) {
   binary<T>(a, [](T x, T y) { return x + y; }, simd::add, *simd::table("scalar"));
 }
+namespace {
+// gin += alpha * g * other (other may be null), when gin has the output's shape: SIMD rows.
+template <class T>
+bool same_shape_axpy(const OpArgs& a, int k, double alpha, const T* other) {
+  if (!kernel::same_dims(a.gin[k], a.out)) return false;
+  const auto f = simd::best().axpy[std::is_same_v<T, double>];
+  const T* g = a.gout->as<T>();
+  T* gx = a.gin[k].as<T>();
+  kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
+    f(g + b, other ? other + b : nullptr, gx + b, e - b, alpha);
+  });
+  return true;
+}
+}  // namespace
+
 template <class T>
 void AddOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   for (int k = 0; k < 2; ++k)
-    if (a.gin[k].data) kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i]; });
+    if (a.gin[k].data && !same_shape_axpy<T>(a, k, 1.0, nullptr))
+      kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i]; });
 }
 
 template <class T>
@@ -57,8 +73,10 @@ void SubOp::reference_forward(const OpArgs& a) {
 template <class T>
 void SubOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
-  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; });
-  if (a.gin[1].data) kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) { return -g[i]; });
+  if (a.gin[0].data && !same_shape_axpy<T>(a, 0, 1.0, nullptr))
+    kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; });
+  if (a.gin[1].data && !same_shape_axpy<T>(a, 1, -1.0, nullptr))
+    kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) { return -g[i]; });
 }
 
 template <class T>
@@ -77,6 +95,7 @@ void MulOp::vjp(const OpArgs& a) {
     if (!a.gin[k].data) continue;
     const TensorRef& other = a.in[1 - k];
     const T* po = other.as<T>();
+    if (kernel::same_dims(other, a.out) && same_shape_axpy<T>(a, k, 1.0, po)) continue;
     if (kernel::same_dims(other, a.out)) {
       kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i] * po[i]; });
     } else {

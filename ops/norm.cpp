@@ -85,22 +85,18 @@ void LayerNormOp::vjp(const OpArgs& a) {
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *g = a.gout->as<T>(), *stats = a.scratch.as<T>();
   const bool std_form = a.attr.i[0] == std::int64_t(NormForm::std_plus_eps);
   if (T* gx = a.gin[0].as<T>()) {
+    const auto& t = simd::best();
+    constexpr int ti = std::is_same_v<T, double>;
     kernel::parallel(rows, kernel::grain_for(6 * D), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t r = b; r < e; ++r) {
-        const T mean = stats[3 * r], inv = stats[3 * r + 1], sd = stats[3 * r + 2];
-        const T *xr = x + r * D, *gr = g + r * D;
-        T sum_dy = 0, sum_dy_d = 0;  // dy = g * gamma; d = x - mean
-        for (std::int64_t j = 0; j < D; ++j) {
-          const T dy = gr[j] * gamma[j];
-          sum_dy += dy;
-          sum_dy_d += dy * (xr[j] - mean);
-        }
+        const double mean = stats[3 * r], inv = stats[3 * r + 1], sd = stats[3 * r + 2];
+        double sums[2];  // sum(dy), sum(dy * (x - mean)), dy = g * gamma
+        t.norm_vjp_sums[ti](x + r * D, g + r * D, gamma, D, mean, sums);
         // standard: dx = inv (dy - mean(dy) - d inv^2 mean(dy d))
         // std+eps:  dx = inv (dy - mean(dy)) - inv^2 d sum(dy d) / ((D-1) std)
-        const T c = std_form ? (sd > T(0) ? inv * inv * sum_dy_d / (T(D > 1 ? D - 1 : 1) * sd) : T(0))
-                             : inv * inv * inv * sum_dy_d / T(D);
-        for (std::int64_t j = 0; j < D; ++j)
-          gx[r * D + j] += inv * (gr[j] * gamma[j] - sum_dy / T(D)) - c * (xr[j] - mean);
+        const double c = std_form ? (sd > 0 ? inv * inv * sums[1] / (double(D > 1 ? D - 1 : 1) * sd) : 0.0)
+                                  : inv * inv * inv * sums[1] / double(D);
+        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, mean, inv, sums[0] / double(D), c);
       }
     });
   }
@@ -124,13 +120,14 @@ void RmsNormOp::vjp(const OpArgs& a) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *g = a.gout->as<T>(), *stats = a.scratch.as<T>();
   if (T* gx = a.gin[0].as<T>()) {
+    const auto& t = simd::best();
+    constexpr int ti = std::is_same_v<T, double>;
     kernel::parallel(rows, kernel::grain_for(4 * D), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t r = b; r < e; ++r) {
-        const T inv = stats[3 * r + 1];
-        T dot = 0;  // sum(dy * x), dy = g * gamma
-        for (std::int64_t j = 0; j < D; ++j) dot += g[r * D + j] * gamma[j] * x[r * D + j];
-        const T c = inv * inv * inv * dot / T(D);
-        for (std::int64_t j = 0; j < D; ++j) gx[r * D + j] += inv * g[r * D + j] * gamma[j] - c * x[r * D + j];
+        const double inv = stats[3 * r + 1];
+        double sums[2];  // sums[1] = sum(dy * x)
+        t.norm_vjp_sums[ti](x + r * D, g + r * D, gamma, D, 0.0, sums);
+        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, 0.0, inv, 0.0, inv * inv * inv * sums[1] / double(D));
       }
     });
   }

@@ -108,10 +108,30 @@ void for_each_lane(const Split& s, std::int64_t cost, F f) {
 }
 
 template <class T>
+void max_forward(const OpArgs& a, bool simd_lanes);
+template <class T>
+void var_forward(const OpArgs& a, bool simd_lanes);
+
+template <class T>
 void MaxOp::forward(const OpArgs& a) {
+  max_forward<T>(a, true);
+}
+template <class T>
+void MaxOp::reference_forward(const OpArgs& a) {
+  max_forward<T>(a, false);
+}
+template <class T>
+void max_forward(const OpArgs& a, bool simd_lanes) {
   const Split s = split_of(a);
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
+  if (s.inner == 1 && simd_lanes) {  // contiguous lanes: SIMD
+    const auto row_max = simd::best().row_max[std::is_same_v<T, double>];
+    kernel::parallel(s.outer, kernel::grain_for(s.len), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t o = b; o < e; ++o) y[o] = T(row_max(x + o * s.len, s.len));
+    });
+    return;
+  }
   for_each_lane(s, 1, [&](std::int64_t o, std::int64_t base) {
     T m = x[base];
     for (std::int64_t r = 1; r < s.len; ++r) m = std::max(m, x[base + r * s.inner]);
@@ -134,10 +154,29 @@ void MaxOp::vjp(const OpArgs& a) {
 
 template <class T>
 void VarOp::forward(const OpArgs& a) {
+  var_forward<T>(a, true);
+}
+template <class T>
+void VarOp::reference_forward(const OpArgs& a) {
+  var_forward<T>(a, false);
+}
+template <class T>
+void var_forward(const OpArgs& a, bool simd_lanes) {
   const Split s = split_of(a);
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
   const T denom = T(std::max<std::int64_t>(1, s.len - a.attr.i[3]));
+  if (s.inner == 1 && simd_lanes) {  // contiguous lanes: SIMD
+    const auto& t = simd::best();
+    constexpr int ti = std::is_same_v<T, double>;
+    kernel::parallel(s.outer, kernel::grain_for(3 * s.len), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t o = b; o < e; ++o) {
+        const double mean = t.row_sum[ti](x + o * s.len, s.len) / double(s.len);
+        y[o] = T(t.row_sq_dev[ti](x + o * s.len, s.len, mean)) / denom;
+      }
+    });
+    return;
+  }
   for_each_lane(s, 3, [&](std::int64_t o, std::int64_t base) {
     T mean = 0, acc = 0;
     for (std::int64_t r = 0; r < s.len; ++r) mean += x[base + r * s.inner];
@@ -167,6 +206,10 @@ template void MeanOp::reference_forward<float>(const OpArgs&);
 template void MeanOp::reference_forward<double>(const OpArgs&);
 CTGRAD_INSTANTIATE_OP(MaxOp)
 CTGRAD_INSTANTIATE_OP(VarOp)
+template void MaxOp::reference_forward<float>(const OpArgs&);
+template void MaxOp::reference_forward<double>(const OpArgs&);
+template void VarOp::reference_forward<float>(const OpArgs&);
+template void VarOp::reference_forward<double>(const OpArgs&);
 CTGRAD_INSTANTIATE_OP(MeanOp)
 
 }  // namespace ctgrad

@@ -54,6 +54,7 @@ struct MaxOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::reduce_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 // Variance with attr.i[3] = correction (1: unbiased, as torch.var; 0: population).
@@ -64,6 +65,7 @@ struct VarOp {
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::reduce_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
+  template <class T> static void reference_forward(const OpArgs&);
 };
 
 struct ReduceOptions {

@@ -28,19 +28,22 @@ void SoftmaxOp::reference_forward(const OpArgs& a) {
   softmax_rows<T>(a, false, *simd::table("scalar"), false);
 }
 
+namespace {
 template <class T>
-void SoftmaxOp::vjp(const OpArgs& a) {
+void softmax_vjp_rows(const OpArgs& a, bool log) {
   const std::int64_t n = a.out.size(-1), rows = a.out.rows();
   const T *y = a.out.as<T>(), *g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
+  const auto k = simd::best().softmax_vjp_row[std::is_same_v<T, double>];
   kernel::parallel(rows, kernel::grain_for(3 * n), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      const T *yr = y + r * n, *gr = g + r * n;
-      T dot = 0;
-      for (std::int64_t j = 0; j < n; ++j) dot += gr[j] * yr[j];
-      for (std::int64_t j = 0; j < n; ++j) gx[r * n + j] += yr[j] * (gr[j] - dot);
-    }
+    for (std::int64_t r = b; r < e; ++r) k(y + r * n, g + r * n, gx + r * n, n, log);
   });
+}
+}  // namespace
+
+template <class T>
+void SoftmaxOp::vjp(const OpArgs& a) {
+  softmax_vjp_rows<T>(a, false);
 }
 
 template <class T>
@@ -54,16 +57,7 @@ void LogSoftmaxOp::reference_forward(const OpArgs& a) {
 
 template <class T>
 void LogSoftmaxOp::vjp(const OpArgs& a) {
-  const std::int64_t n = a.out.size(-1), rows = a.out.rows();
-  const T *y = a.out.as<T>(), *g = a.gout->as<T>();
-  T* gx = a.gin[0].as<T>();
-  kernel::parallel(rows, kernel::grain_for(3 * n), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      T total = 0;
-      for (std::int64_t j = 0; j < n; ++j) total += g[r * n + j];
-      for (std::int64_t j = 0; j < n; ++j) gx[r * n + j] += g[r * n + j] - std::exp(y[r * n + j]) * total;
-    }
-  });
+  softmax_vjp_rows<T>(a, true);
 }
 
 CTGRAD_INSTANTIATE_OP(SoftmaxOp)

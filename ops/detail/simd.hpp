@@ -27,6 +27,16 @@ struct Table {
   // One row: the sum, and the sum of squares around `mean` (for norms and variance).
   double (*row_sum[2])(const void* x, std::int64_t n);
   double (*row_sq_dev[2])(const void* x, std::int64_t n, double mean);
+  double (*row_max[2])(const void* x, std::int64_t n);
+  // gx[i] += alpha * g[i] * (other ? other[i] : 1)
+  void (*axpy[2])(const void* g, const void* other, void* gx, std::int64_t n, double alpha);
+  // One row of the softmax vjp: gx += y * (g - sum(g y)); log_softmax: gx += g - exp(y) sum(g).
+  void (*softmax_vjp_row[2])(const void* y, const void* g, void* gx, std::int64_t n, bool log);
+  // One row of the norm vjp, dy = g * gamma: sums[0] = sum(dy), sums[1] = sum(dy * (x - mean));
+  // then gx += inv * (dy - a) - c * (x - mean).
+  void (*norm_vjp_sums[2])(const void* x, const void* g, const void* gamma, std::int64_t n, double mean, double* sums);
+  void (*norm_vjp_apply[2])(const void* x, const void* g, const void* gamma, void* gx, std::int64_t n, double mean,
+                            double inv, double a, double c);
   // One row: y = (x - mean) * inv * gamma + beta  (beta may be null).
   void (*norm_row[2])(const void* x, void* y, std::int64_t n, double mean, double inv, const void* gamma, const void* beta);
 };

@@ -192,6 +192,63 @@ struct Kernels {
     for (; i < n; ++i) s += std::exp(x[i] - m);
     return double(m + std::log(s));
   }
+  static double row_max_erased(const void* xv, std::int64_t n) { return double(row_max(static_cast<const T*>(xv), n)); }
+  static void axpy(const void* gv, const void* ov, void* gxv, std::int64_t n, double alpha) {
+    const T *g = static_cast<const T*>(gv), *o = static_cast<const T*>(ov);
+    T* gx = static_cast<T*>(gxv);
+    const B al = B(T(alpha));
+    std::int64_t i = 0;
+    if (o) {
+      for (; i + W <= n; i += W) store(gx + i, load(gx + i) + al * load(g + i) * load(o + i));
+      for (; i < n; ++i) gx[i] += T(alpha) * g[i] * o[i];
+    } else {
+      for (; i + W <= n; i += W) store(gx + i, load(gx + i) + al * load(g + i));
+      for (; i < n; ++i) gx[i] += T(alpha) * g[i];
+    }
+  }
+  static void softmax_vjp_row(const void* yv, const void* gv, void* gxv, std::int64_t n, bool log) {
+    const T *y = static_cast<const T*>(yv), *g = static_cast<const T*>(gv);
+    T* gx = static_cast<T*>(gxv);
+    B acc(T(0));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) acc += log ? load(g + i) : load(g + i) * load(y + i);
+    T s = total(acc);
+    for (; i < n; ++i) s += log ? g[i] : g[i] * y[i];
+    const B sb = B(s);
+    for (i = 0; i + W <= n; i += W) {
+      const B yi = load(y + i), gi = load(g + i);
+      store(gx + i, load(gx + i) + (log ? gi - xsimd::exp(yi) * sb : yi * (gi - sb)));
+    }
+    for (; i < n; ++i) gx[i] += log ? g[i] - std::exp(y[i]) * s : y[i] * (g[i] - s);
+  }
+  static void norm_vjp_sums(const void* xv, const void* gv, const void* gmv, std::int64_t n, double mean, double* sums) {
+    const T *x = static_cast<const T*>(xv), *g = static_cast<const T*>(gv), *gm = static_cast<const T*>(gmv);
+    const B mb = B(T(mean));
+    B a(T(0)), b(T(0));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const B dy = load(g + i) * load(gm + i);
+      a += dy;
+      b += dy * (load(x + i) - mb);
+    }
+    T sa = total(a), sb = total(b);
+    for (; i < n; ++i) {
+      const T dy = g[i] * gm[i];
+      sa += dy;
+      sb += dy * (x[i] - T(mean));
+    }
+    sums[0] = double(sa), sums[1] = double(sb);
+  }
+  static void norm_vjp_apply(const void* xv, const void* gv, const void* gmv, void* gxv, std::int64_t n, double mean,
+                             double inv, double a, double c) {
+    const T *x = static_cast<const T*>(xv), *g = static_cast<const T*>(gv), *gm = static_cast<const T*>(gmv);
+    T* gx = static_cast<T*>(gxv);
+    const B mb = B(T(mean)), ib = B(T(inv)), ab = B(T(a)), cb = B(T(c));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W)
+      store(gx + i, load(gx + i) + ib * (load(g + i) * load(gm + i) - ab) - cb * (load(x + i) - mb));
+    for (; i < n; ++i) gx[i] += T(inv) * (g[i] * gm[i] - T(a)) - T(c) * (x[i] - T(mean));
+  }
   static double row_sum(const void* xv, std::int64_t n) {
     const T* x = static_cast<const T*>(xv);
     B acc(T(0));
@@ -248,6 +305,11 @@ Table make_table(const char* name) {
     t.softmax_row[ti] = &Kernels<Arch, T>::softmax_row;
     t.row_sum[ti] = &Kernels<Arch, T>::row_sum;
     t.row_logsumexp[ti] = &Kernels<Arch, T>::row_logsumexp;
+    t.row_max[ti] = &Kernels<Arch, T>::row_max_erased;
+    t.axpy[ti] = &Kernels<Arch, T>::axpy;
+    t.softmax_vjp_row[ti] = &Kernels<Arch, T>::softmax_vjp_row;
+    t.norm_vjp_sums[ti] = &Kernels<Arch, T>::norm_vjp_sums;
+    t.norm_vjp_apply[ti] = &Kernels<Arch, T>::norm_vjp_apply;
     t.row_sq_dev[ti] = &Kernels<Arch, T>::row_sq_dev;
     t.norm_row[ti] = &Kernels<Arch, T>::norm_row;
   };
