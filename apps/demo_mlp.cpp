@@ -14,7 +14,7 @@
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/layers/linear.hpp>
-#include <ctgrad/optim/sgd.hpp>
+#include <ctgrad/optim/optimizers.hpp>
 
 using namespace ctgrad;
 

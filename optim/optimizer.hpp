@@ -1,0 +1,108 @@
+// Optimizers over named parameters. An optimizer sees (name, value, grad) triples only: nothing of
+// the model. Parameter groups are chosen by name (e.g. no weight decay on biases and norms), each
+// with its own learning-rate factor and weight decay. State tensors are named
+// ("<param>.exp_avg", ...) so checkpoints can save and restore them.
+#pragma once
+#include <cmath>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ctgrad/graph/tensor.hpp>
+
+namespace ctgrad::optim {
+
+// Which parameters a group holds, and what it changes.
+struct Group {
+  std::string name;
+  std::function<bool(std::string_view)> match;  // first matching group wins; unmatched: the default
+  double lr_factor = 1.0;
+  double weight_decay = -1;  // < 0: the optimizer's own
+};
+
+// The usual split: no decay on biases, norms and embeddings of positions.
+inline Group no_decay_group() {
+  return {"no_decay",
+          [](std::string_view n) {
+            auto ends = [&](std::string_view s) { return n.size() >= s.size() && n.substr(n.size() - s.size()) == s; };
+            return ends(".bias") || n.find("ln") != std::string_view::npos || n.find("norm") != std::string_view::npos;
+          },
+          1.0, 0.0};
+}
+
+template <class T>
+struct StateTensor {
+  std::string name;  // "<param>.<slot>"
+  std::vector<T> data;
+};
+
+template <class T>
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;  // one update from the current gradients
+  void set_lr(double lr) { lr_ = lr; }
+  double lr() const { return lr_; }
+  std::int64_t steps() const { return t_; }
+  // Everything a checkpoint needs to resume bit for bit.
+  std::vector<StateTensor<T>>& state() { return state_; }
+  void set_steps(std::int64_t t) { t_ = t; }
+
+ protected:
+  Optimizer(std::span<const Parameter<T>> params, double lr, double weight_decay, std::vector<Group> groups)
+      : params_(params.begin(), params.end()), lr_(lr) {
+    for (const auto& p : params_) {
+      double lr_factor = 1, wd = weight_decay;
+      for (const Group& g : groups)
+        if (g.match(p.name)) {
+          lr_factor = g.lr_factor;
+          if (g.weight_decay >= 0) wd = g.weight_decay;
+          break;
+        }
+      lr_factor_.push_back(lr_factor);
+      decay_.push_back(wd);
+    }
+  }
+  // Registers a zero state slot per parameter; returns the index of the first.
+  std::size_t add_state(const std::string& slot, std::function<std::size_t(const Parameter<T>&)> size = {}) {
+    const std::size_t first = state_.size();
+    for (const auto& p : params_)
+      state_.push_back({std::string(p.name) + "." + slot,
+                        std::vector<T>(size ? size(p) : static_cast<std::size_t>(p.value.numel), T(0))});
+    return first;
+  }
+
+  std::vector<Parameter<T>> params_;
+  std::vector<double> lr_factor_, decay_;
+  std::vector<StateTensor<T>> state_;
+  double lr_;
+  std::int64_t t_ = 0;
+};
+
+// Global L2 norm of all gradients, then scales them so it is at most max_norm (as
+// torch.nn.utils.clip_grad_norm_). Returns the norm before clipping. Summed in a fixed order.
+template <class T>
+double clip_grad_norm(std::span<const Parameter<T>> params, double max_norm) {
+  double total = 0;
+  for (const auto& p : params) {
+    double s = 0;
+    for (std::int64_t i = 0; i < p.grad.numel; ++i) s += double(p.grad[i]) * double(p.grad[i]);
+    total += s;
+  }
+  const double norm = std::sqrt(total), factor = max_norm / (norm + 1e-6);
+  if (factor < 1)
+    for (const auto& p : params)
+      for (std::int64_t i = 0; i < p.grad.numel; ++i) p.grad[i] = T(double(p.grad[i]) * factor);
+  return norm;
+}
+
+// Gradient accumulation: after k backward passes of a mean loss, scale by 1/k before step().
+template <class T>
+void scale_grads(std::span<const Parameter<T>> params, double factor) {
+  for (const auto& p : params)
+    for (std::int64_t i = 0; i < p.grad.numel; ++i) p.grad[i] = T(double(p.grad[i]) * factor);
+}
+
+}  // namespace ctgrad::optim

@@ -1,0 +1,280 @@
+// SGD, Adam, AdamW, Adafactor, LAMB. Each follows a reference to the letter: PyTorch's update for
+// those it has (SGD, Adam, AdamW; tests compare first steps against PyTorch), the paper's
+// equations otherwise (Adafactor: Shazeer & Stern 2018 as used for T5; LAMB: You et al. 2019).
+// Options structs have chained setters: AdamWOptions().lr(1e-3).betas(0.9, 0.99).
+#pragma once
+#include <algorithm>
+
+#include <ctgrad/optim/optimizer.hpp>
+
+namespace ctgrad::optim {
+
+#define CTGRAD_OPTION(Type, type, name) \
+  Type& name(type v) {                  \
+    name##_ = v;                        \
+    return *this;                       \
+  }
+
+struct SGDOptions {
+  double lr_ = 0.01, momentum_ = 0, dampening_ = 0, weight_decay_ = 0;
+  bool nesterov_ = false;
+  CTGRAD_OPTION(SGDOptions, double, lr)
+  CTGRAD_OPTION(SGDOptions, double, momentum)
+  CTGRAD_OPTION(SGDOptions, double, dampening)
+  CTGRAD_OPTION(SGDOptions, double, weight_decay)
+  CTGRAD_OPTION(SGDOptions, bool, nesterov)
+};
+
+// PyTorch's SGD: g += wd w; b = mu b + (1 - dampening) g (b = g at the first step);
+// g = nesterov ? g + mu b : b; w -= lr g.
+template <class T>
+class SGD : public Optimizer<T> {
+ public:
+  SGD(std::span<const Parameter<T>> params, SGDOptions o, std::vector<Group> groups = {})
+      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o) {
+    if (o.momentum_ != 0) buf_ = this->add_state("momentum_buffer");
+  }
+  void step() override {
+    ++this->t_;
+    const T mu = T(o_.momentum_), damp = T(1 - o_.dampening_);
+    for (std::size_t k = 0; k < this->params_.size(); ++k) {
+      const auto& p = this->params_[k];
+      const T lr = T(this->lr_ * this->lr_factor_[k]), wd = T(this->decay_[k]);
+      T* w = p.value.data;
+      const T* g = p.grad.data;
+      T* b = o_.momentum_ != 0 ? this->state_[buf_ + k].data.data() : nullptr;
+      const bool first = this->t_ == 1;
+      for (std::int64_t i = 0; i < p.value.numel; ++i) {
+        T d = g[i] + wd * w[i];
+        if (b) {
+          b[i] = first ? d : mu * b[i] + damp * d;
+          d = o_.nesterov_ ? d + mu * b[i] : b[i];
+        }
+        w[i] -= lr * d;
+      }
+    }
+  }
+
+ private:
+  SGDOptions o_;
+  std::size_t buf_ = 0;
+};
+
+struct AdamOptions {
+  double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
+  CTGRAD_OPTION(AdamOptions, double, lr)
+  CTGRAD_OPTION(AdamOptions, double, eps)
+  CTGRAD_OPTION(AdamOptions, double, weight_decay)
+  AdamOptions& betas(double b1, double b2) {
+    beta1_ = b1, beta2_ = b2;
+    return *this;
+  }
+};
+
+// Adam (decoupled = false: L2 added to the gradient, as torch.optim.Adam) and AdamW (decoupled:
+// w *= 1 - lr wd before the Adam step, as torch.optim.AdamW).
+template <class T>
+class Adam : public Optimizer<T> {
+ public:
+  Adam(std::span<const Parameter<T>> params, AdamOptions o, std::vector<Group> groups = {}, bool decoupled = false)
+      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o), decoupled_(decoupled) {
+    m_ = this->add_state("exp_avg");
+    v_ = this->add_state("exp_avg_sq");
+  }
+  void step() override {
+    ++this->t_;
+    const double bc1 = 1 - std::pow(o_.beta1_, double(this->t_)), bc2 = 1 - std::pow(o_.beta2_, double(this->t_));
+    const T b1 = T(o_.beta1_), b2 = T(o_.beta2_), eps = T(o_.eps_), sq_bc2 = T(std::sqrt(bc2));
+    for (std::size_t k = 0; k < this->params_.size(); ++k) {
+      const auto& p = this->params_[k];
+      const double lr = this->lr_ * this->lr_factor_[k];
+      const T wd = T(this->decay_[k]), step = T(lr / bc1), shrink = T(1 - lr * this->decay_[k]);
+      T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
+      const T* g = p.grad.data;
+      for (std::int64_t i = 0; i < p.value.numel; ++i) {
+        T gi = g[i];
+        if (decoupled_)
+          w[i] *= shrink;
+        else
+          gi += wd * w[i];
+        m[i] = b1 * m[i] + (T(1) - b1) * gi;
+        v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+        w[i] -= step * m[i] / (std::sqrt(v[i]) / sq_bc2 + eps);
+      }
+    }
+  }
+
+ private:
+  AdamOptions o_;
+  bool decoupled_;
+  std::size_t m_ = 0, v_ = 0;
+};
+
+template <class T>
+class AdamW : public Adam<T> {
+ public:
+  AdamW(std::span<const Parameter<T>> params, AdamOptions o, std::vector<Group> groups = {})
+      : Adam<T>(params, o, std::move(groups), true) {}
+};
+
+struct AdafactorOptions {
+  double lr_ = 0;  // 0 with relative_step: lr_t = min(1e-2, 1/sqrt(t)) * max(eps2, RMS(w))
+  bool relative_step_ = true, scale_parameter_ = true, warmup_init_ = false;
+  double eps1_ = 1e-30, eps2_ = 1e-3, clip_threshold_ = 1.0, decay_rate_ = -0.8, beta1_ = 0, weight_decay_ = 0;
+  CTGRAD_OPTION(AdafactorOptions, double, lr)
+  CTGRAD_OPTION(AdafactorOptions, bool, relative_step)
+  CTGRAD_OPTION(AdafactorOptions, bool, scale_parameter)
+  CTGRAD_OPTION(AdafactorOptions, bool, warmup_init)
+  CTGRAD_OPTION(AdafactorOptions, double, clip_threshold)
+  CTGRAD_OPTION(AdafactorOptions, double, decay_rate)
+  CTGRAD_OPTION(AdafactorOptions, double, beta1)
+  CTGRAD_OPTION(AdafactorOptions, double, weight_decay)
+};
+
+// Adafactor (Shazeer & Stern 2018, the T5 setting): second moments factored into row and column
+// running means for matrices (full for vectors), beta2_t = 1 - t^decay_rate, update clipped to
+// RMS <= clip_threshold, relative step size scaled by the parameter's RMS, no first moment unless
+// beta1 > 0. Matrices: the last two dims are (rows, cols); leading dims are stacked matrices.
+template <class T>
+class Adafactor : public Optimizer<T> {
+ public:
+  Adafactor(std::span<const Parameter<T>> params, AdafactorOptions o, std::vector<Group> groups = {})
+      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o) {
+    row_ = this->add_state("exp_avg_sq_row", [](const Parameter<T>& p) { return factored(p) ? std::size_t(p.value.numel / p.value.size(-1)) : 1; });
+    col_ = this->add_state("exp_avg_sq_col", [](const Parameter<T>& p) {
+      return factored(p) ? std::size_t(p.value.numel / p.value.size(-2)) : 1;
+    });
+    v_ = this->add_state("exp_avg_sq", [](const Parameter<T>& p) { return factored(p) ? 1 : std::size_t(p.value.numel); });
+    if (o.beta1_ > 0) m_ = this->add_state("exp_avg");
+  }
+  static bool factored(const Parameter<T>& p) { return p.value.rank >= 2; }
+
+  void step() override {
+    ++this->t_;
+    const double t = double(this->t_);
+    const double beta2 = 1 - std::pow(t, o_.decay_rate_);
+    for (std::size_t k = 0; k < this->params_.size(); ++k) {
+      const auto& p = this->params_[k];
+      const std::int64_t n = p.value.numel;
+      T* w = p.value.data;
+      const T* g = p.grad.data;
+      double lr = this->lr_;
+      if (o_.relative_step_) {
+        const double min_step = o_.warmup_init_ ? 1e-6 * t : 1e-2;
+        lr = std::min(min_step, 1 / std::sqrt(t));
+      }
+      if (o_.scale_parameter_) lr *= std::max(o_.eps2_, rms(w, n));
+      lr *= this->lr_factor_[k];
+      std::vector<double> u(static_cast<std::size_t>(n));  // the update, before clipping
+      if (factored(p)) {
+        const std::int64_t cols = p.value.size(-1), rows = p.value.size(-2), mats = n / (rows * cols);
+        T *r = this->state_[row_ + k].data.data(), *c = this->state_[col_ + k].data.data();
+        for (std::int64_t q = 0; q < mats; ++q) {
+          T* rq = r + q * rows;
+          T* cq = c + q * cols;
+          const T* gq = g + q * rows * cols;
+          for (std::int64_t i = 0; i < rows; ++i) {
+            double s = 0;
+            for (std::int64_t j = 0; j < cols; ++j) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1_;
+            rq[i] = T(beta2 * rq[i] + (1 - beta2) * s / double(cols));
+          }
+          for (std::int64_t j = 0; j < cols; ++j) {
+            double s = 0;
+            for (std::int64_t i = 0; i < rows; ++i) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1_;
+            cq[j] = T(beta2 * cq[j] + (1 - beta2) * s / double(rows));
+          }
+          double row_mean = 0;
+          for (std::int64_t i = 0; i < rows; ++i) row_mean += rq[i] / double(rows);
+          for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t j = 0; j < cols; ++j) {
+              const double vhat = double(rq[i]) * double(cq[j]) / row_mean;
+              u[std::size_t(q * rows * cols + i * cols + j)] = gq[i * cols + j] / std::sqrt(vhat);
+            }
+        }
+      } else {
+        T* v = this->state_[v_ + k].data.data();
+        for (std::int64_t i = 0; i < n; ++i) {
+          v[i] = T(beta2 * v[i] + (1 - beta2) * (double(g[i]) * g[i] + o_.eps1_));
+          u[std::size_t(i)] = g[i] / std::sqrt(double(v[i]));
+        }
+      }
+      double u_rms = 0;
+      for (double x : u) u_rms += x * x / double(n);
+      u_rms = std::sqrt(u_rms);
+      const double clip = std::max(1.0, u_rms / o_.clip_threshold_);
+      T* m = o_.beta1_ > 0 ? this->state_[m_ + k].data.data() : nullptr;
+      const double wd = this->decay_[k];
+      for (std::int64_t i = 0; i < n; ++i) {
+        double ui = u[std::size_t(i)] / clip;
+        if (m) ui = m[i] = T(o_.beta1_ * m[i] + (1 - o_.beta1_) * ui);
+        if (wd != 0) w[i] = T(w[i] - wd * lr * w[i]);
+        w[i] = T(w[i] - lr * ui);
+      }
+    }
+  }
+
+ private:
+  static double rms(const T* w, std::int64_t n) {
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i) s += double(w[i]) * w[i];
+    return std::sqrt(s / double(n));
+  }
+  AdafactorOptions o_;
+  std::size_t row_ = 0, col_ = 0, v_ = 0, m_ = 0;
+};
+
+struct LambOptions {
+  double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-6, weight_decay_ = 0;
+  CTGRAD_OPTION(LambOptions, double, lr)
+  CTGRAD_OPTION(LambOptions, double, eps)
+  CTGRAD_OPTION(LambOptions, double, weight_decay)
+  LambOptions& betas(double b1, double b2) {
+    beta1_ = b1, beta2_ = b2;
+    return *this;
+  }
+};
+
+// LAMB (You et al. 2019, algorithm 2): Adam direction r = m_hat / (sqrt(v_hat) + eps) + wd w,
+// scaled per parameter tensor by the trust ratio ||w|| / ||r|| (1 when either norm is 0).
+template <class T>
+class Lamb : public Optimizer<T> {
+ public:
+  Lamb(std::span<const Parameter<T>> params, LambOptions o, std::vector<Group> groups = {})
+      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o) {
+    m_ = this->add_state("exp_avg");
+    v_ = this->add_state("exp_avg_sq");
+  }
+  void step() override {
+    ++this->t_;
+    const double bc1 = 1 - std::pow(o_.beta1_, double(this->t_)), bc2 = 1 - std::pow(o_.beta2_, double(this->t_));
+    for (std::size_t k = 0; k < this->params_.size(); ++k) {
+      const auto& p = this->params_[k];
+      const std::int64_t n = p.value.numel;
+      T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
+      const T* g = p.grad.data;
+      const double wd = this->decay_[k];
+      std::vector<double> r(static_cast<std::size_t>(n));
+      double wn = 0, rn = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        m[i] = T(o_.beta1_ * m[i] + (1 - o_.beta1_) * g[i]);
+        v[i] = T(o_.beta2_ * v[i] + (1 - o_.beta2_) * double(g[i]) * g[i]);
+        const double ri = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + o_.eps_) + wd * w[i];
+        r[std::size_t(i)] = ri;
+        wn += double(w[i]) * w[i];
+        rn += ri * ri;
+      }
+      wn = std::sqrt(wn), rn = std::sqrt(rn);
+      const double trust = wn > 0 && rn > 0 ? wn / rn : 1.0;
+      const double lr = this->lr_ * this->lr_factor_[k] * trust;
+      for (std::int64_t i = 0; i < n; ++i) w[i] = T(w[i] - lr * r[std::size_t(i)]);
+    }
+  }
+
+ private:
+  LambOptions o_;
+  std::size_t m_ = 0, v_ = 0;
+};
+
+#undef CTGRAD_OPTION
+
+}  // namespace ctgrad::optim
