@@ -145,11 +145,12 @@ template <int N>
 constexpr std::array<Value, N> split(Value x, int axis, Loc loc = Loc::current()) {
   const Shape s = x.shape();
   const int ax = ops::norm_axis(axis, s.rank);
-  const std::int64_t len = ax >= 0 ? s[ax].coef / N : 1;
+  // Checked before the slices, so that this is the error reported (the builder keeps the first).
+  if (ax >= 0 && (!s[ax].is_static() || s[ax].coef % N))
+    x.b->fail(Msg("split: dim ").add(s[ax]).add(" of ").add(s).add(" is not a static multiple of ").add(N), loc);
+  const std::int64_t len = ax >= 0 && s[ax].coef / N > 0 ? s[ax].coef / N : 1;
   std::array<Value, N> parts{};
   for (int i = 0; i < N; ++i) parts[std::size_t(i)] = slice(x, axis, i * len, len, loc);
-  if (ax >= 0 && (!s[ax].is_static() || s[ax].coef % N)) x.b->fail(Msg("split: dim ").add(s[ax]).add(" of ").add(s)
-                                                                       .add(" is not a static multiple of ").add(N), loc);
   return parts;
 }
 constexpr Value index_select(Value x, int axis, Value indices, Loc loc = Loc::current()) {

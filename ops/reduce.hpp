@@ -57,7 +57,8 @@ struct MaxOp {
   template <class T> static void reference_forward(const OpArgs&);
 };
 
-// Variance with attr.i[3] = correction (1: unbiased, as torch.var; 0: population).
+// Variance with attr.i[3] = correction (1: unbiased, as torch.var; 0: population). The divisor
+// is max(1, n - correction): a single element has variance 0 here, where torch.var gives NaN.
 struct VarOp {
   static constexpr const char* name = "var";
   static constexpr int arity = 1;

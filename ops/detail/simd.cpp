@@ -1,4 +1,5 @@
 #include <ctgrad/ops/detail/simd.hpp>
+#define CTGRAD_SIMD_ISA isa_scalar
 #include <ctgrad/ops/detail/simd_kernels.hpp>
 
 #include <cstdio>
@@ -12,7 +13,7 @@ Table table_avx512();
 
 namespace {
 struct Tables {
-  Table scalar = make_table<void>("scalar");
+  Table scalar = isa_scalar::make_table<void>("scalar");
   Table sse2, avx2, avx512;
   bool has_avx2 = false, has_avx512 = false;
   const Table* chosen = nullptr;

@@ -1,14 +1,22 @@
 // The kernels behind ops/detail/simd.hpp, written once over a value type V that is either an
-// xsimd batch or a plain scalar. Included by one translation unit per instruction set.
+// xsimd batch or a plain scalar. Included by one translation unit per instruction set, each of
+// which defines CTGRAD_SIMD_ISA first: every function here then lives in a namespace of that
+// unit's own, so the linker can never pick an AVX-512 copy of a helper for the SSE2 or scalar
+// table (the units are also built with -O3 whatever the build type, so xsimd's inline helpers are inlined).
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include <xsimd/xsimd.hpp>
 
 #include <ctgrad/ops/detail/simd.hpp>
 
-namespace ctgrad::simd {
+#ifndef CTGRAD_SIMD_ISA
+#error "define CTGRAD_SIMD_ISA (a namespace name) before including simd_kernels.hpp"
+#endif
+
+namespace ctgrad::simd::CTGRAD_SIMD_ISA {
 
 // select() for batches and for scalars alike.
 template <class C, class V>
@@ -74,8 +82,15 @@ template <> struct Fn<gelu_tanh> {  // GPT-2's approximation
   }
 };
 template <> struct Fn<pow> {
-  template <class V> static V f(V x, V p) { return xsimd::pow(x, p); }
-  template <class V> static V d(V x, V, V p) { return p * xsimd::pow(x, p - V(1)); }
+  // xsimd's batch pow gives 0 at x = 0 for every exponent; std::pow gives 1 for p = 0 and inf for
+  // p < 0. Match std::pow, so that a lane and the scalar tail agree.
+  template <class V> static V at_zero(V p) {
+    return pick(p == V(0), V(1), pick(p < V(0), V(std::numeric_limits<double>::infinity()), V(0)));
+  }
+  template <class V> static V f(V x, V p) { return pick(x == V(0), at_zero(p), V(xsimd::pow(x, p))); }
+  template <class V> static V d(V x, V, V p) {
+    return pick(p == V(0), V(0), p * pick(x == V(0), at_zero(p - V(1)), V(xsimd::pow(x, p - V(1)))));
+  }
 };
 template <> struct Fn<relu> {
   template <class V> static V f(V x, V) { return xsimd::max(x, V(0)); }
@@ -318,4 +333,4 @@ Table make_table(const char* name) {
   return t;
 }
 
-}  // namespace ctgrad::simd
+}  // namespace ctgrad::simd::CTGRAD_SIMD_ISA

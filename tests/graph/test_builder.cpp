@@ -95,7 +95,14 @@ constexpr Msg duplicate_output = [] {
   return g.error;
 }();
 
+constexpr Msg split_symbolic = [] {
+  Builder g;
+  split<3>(g.input("qkv", {Batch, Seq}), -1);
+  return g.error;
+}();
+
 TEST_CASE("duplicate parameter and output names are errors", "[graph][errors]") {
+  CHECK(std::string(split_symbolic.view()).find("split: dim Seq of [Batch,Seq] is not a static multiple of 3") == 0);
   CHECK(std::string(duplicate_param.view()).find("parameter 'w' is declared twice (test_builder.cpp:") == 0);
   CHECK(std::string(duplicate_output.view()) == "output 'out' is declared twice");
 }

@@ -175,3 +175,27 @@ TEST_CASE("norm forms and label smoothing match their formulas", "[ops][values]"
   }
   CHECK(out(p, "ce")[0] == Approx(ce).epsilon(1e-12));
 }
+
+constexpr auto powers = [] {
+  Builder g;
+  Value x = g.input("x", {37}, {.grad = true});  // 37: SIMD lanes and a scalar tail
+  g.output(pow(x, 0.5), "p05");
+  g.output(pow(x, 0.0), "p0");
+  g.output(pow(x, -1.0), "pm1");
+  g.loss(sum(pow(x, 1.0)) + sum(pow(x, 2.0)) + sum(pow(x, 0.0)));
+  return g;
+};
+static constexpr auto POWERS = freeze<powers>();
+
+TEST_CASE("pow at zero follows std::pow in every lane and in the tail", "[ops][values][numerics]") {
+  Program<POWERS> p;
+  std::vector<float> x(37, 0.0f);
+  p.set_input("x", std::span<const float>(x), {37});
+  p.forward();
+  p.backward();
+  for (double v : out(p, "p05")) CHECK(v == 0.0);
+  for (double v : out(p, "p0")) CHECK(v == 1.0);
+  for (double v : out(p, "pm1")) CHECK(std::isinf(v));
+  auto g = p.input_grad("x");  // d/dx (x + x^2 + x^0) at 0 = 1
+  for (std::int64_t i = 0; i < g.numel; ++i) CHECK(g[i] == 1.0f);
+}
