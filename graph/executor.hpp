@@ -95,6 +95,9 @@ class Executor {
   // same random numbers (gradcheck; resuming from a checkpoint).
   std::int64_t steps() const { return step_; }
   void set_steps(std::int64_t s) { step_ = s; }
+  // The seed of the random ops (dropout); with steps() it is the whole RNG state.
+  std::uint64_t seed() const { return opts_.seed_; }
+  void set_seed(std::uint64_t s) { opts_.seed_ = s; }
 
  private:
   struct Impl;

@@ -1,0 +1,64 @@
+// The safetensors format: 8-byte little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {str: str}},
+// then the raw little-endian tensor bytes. Files are written atomically: a temporary file in the
+// same folder, flushed to disk, then renamed over the target, so a crash mid-write leaves the
+// previous file intact. Reading validates the header and names the file and tensor at fault.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ctgrad::checkpoint {
+
+struct format_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType { F32, F64, I32, I64, U8 };
+std::size_t dtype_size(DType d);
+const char* dtype_name(DType d);
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;
+  std::span<const std::byte> data;
+};
+
+template <class T>
+TensorView view_of(std::string name, std::span<const T> data, std::vector<std::int64_t> shape) {
+  DType d = std::is_same_v<T, float> ? DType::F32 : std::is_same_v<T, double> ? DType::F64
+          : std::is_same_v<T, std::int32_t> ? DType::I32 : std::is_same_v<T, std::int64_t> ? DType::I64 : DType::U8;
+  return {std::move(name), d, std::move(shape), std::as_bytes(data)};
+}
+
+using Metadata = std::map<std::string, std::string>;
+
+void save(const std::filesystem::path& path, std::span<const TensorView> tensors, const Metadata& metadata = {});
+
+class File {
+ public:
+  explicit File(const std::filesystem::path& path);  // reads and validates
+  const Metadata& metadata() const { return metadata_; }
+  bool has(const std::string& name) const { return index_.count(name) != 0; }
+  const TensorView& tensor(const std::string& name) const;
+  std::vector<std::string> names() const;
+  // Copies a tensor out, checking dtype and shape; errors name the file and the tensor.
+  template <class T>
+  void read(const std::string& name, std::span<T> out, std::span<const std::int64_t> shape) const;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::vector<std::byte> bytes_;
+  std::vector<TensorView> tensors_;
+  std::map<std::string, std::size_t> index_;
+  Metadata metadata_;
+};
+
+}  // namespace ctgrad::checkpoint

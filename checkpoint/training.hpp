@@ -1,0 +1,78 @@
+// Training checkpoints: a model's parameters (under their own names, so other tools read them as
+// they are), the optimizer's state ("optim.<param>.<slot>"), and in the metadata the optimizer
+// step, the RNG seed and step, and whatever the caller adds (config, tokenizer file). Loading checks that
+// the file holds exactly the model's tensors with the same shapes and dtypes, and names the first
+// that differs; resuming continues the run bit for bit.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/graph/executor.hpp>
+#include <ctgrad/optim/optimizer.hpp>
+
+namespace ctgrad::checkpoint {
+
+template <class T>
+void save_training(const std::filesystem::path& path, const Executor<T>& model, const optim::Optimizer<T>* opt,
+                   Metadata metadata = {}) {
+  std::vector<TensorView> tensors;
+  for (const auto& p : model.parameters())
+    tensors.push_back(view_of<T>(std::string(p.name), std::span<const T>(p.value.span()),
+                                 std::vector<std::int64_t>(p.value.shape().begin(), p.value.shape().end())));
+  if (opt)
+    for (const auto& s : const_cast<optim::Optimizer<T>*>(opt)->state())
+      tensors.push_back(view_of<T>("optim." + s.name, std::span<const T>(s.data), {std::int64_t(s.data.size())}));
+  metadata["format"] = "ctgrad-training-1";
+  metadata["rng_step"] = std::to_string(model.steps());
+  metadata["rng_seed"] = std::to_string(model.seed());
+  if (opt) metadata["optimizer_step"] = std::to_string(opt->steps());
+  save(path, tensors, metadata);
+}
+
+// Returns the file's metadata (config, tokenizer, ...).
+template <class T>
+Metadata load_training(const std::filesystem::path& path, Executor<T>& model, optim::Optimizer<T>* opt) {
+  const File f(path);
+  const std::string where = "ctgrad: checkpoint " + path.string();
+  std::size_t expected = 0;
+  for (const auto& p : model.parameters()) {
+    ++expected;
+    if (!f.has(std::string(p.name)))
+      throw format_error(where + ": no tensor '" + std::string(p.name) + "' for the model's parameter of that name (a checkpoint of another model?)");
+    f.read<T>(std::string(p.name), p.value.span(), p.value.shape());
+  }
+  if (opt) {
+    for (auto& s : opt->state()) {
+      ++expected;
+      const std::int64_t n = std::int64_t(s.data.size());
+      f.read<T>("optim." + s.name, std::span<T>(s.data), std::span<const std::int64_t>(&n, 1));
+    }
+  }
+  for (const std::string& name : f.names()) {
+    bool known = name.rfind("optim.", 0) == 0 ? opt != nullptr : false;
+    if (!known)
+      for (const auto& p : model.parameters()) known |= p.name == name;
+    if (!known) throw format_error(where + ": holds tensor '" + name + "' that this model does not have (a checkpoint of another model or config?)");
+  }
+  if (f.names().size() != expected)
+    throw format_error(where + ": holds " + std::to_string(f.names().size()) + " tensors, the model and optimizer expect " + std::to_string(expected));
+  const Metadata& m = f.metadata();
+  auto number = [&](const char* key) -> std::uint64_t {
+    auto it = m.find(key);
+    if (it == m.end()) throw format_error(where + ": metadata has no '" + key + "'");
+    try {
+      std::size_t used = 0;
+      const std::uint64_t v = std::stoull(it->second, &used);
+      if (used == it->second.size()) return v;
+    } catch (const std::exception&) {
+    }
+    throw format_error(where + ": metadata '" + key + "' is not a number: '" + it->second + "'");
+  };
+  model.set_steps(std::int64_t(number("rng_step")));
+  model.set_seed(number("rng_seed"));
+  if (opt) opt->set_steps(std::int64_t(number("optimizer_step")));
+  return m;
+}
+
+}  // namespace ctgrad::checkpoint

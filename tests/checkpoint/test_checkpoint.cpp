@@ -1,0 +1,182 @@
+// Checkpoints: round trip, bad files, atomic writes under a crash, bit-exact resume.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include <ctgrad/checkpoint/training.hpp>
+#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/models/layers/linear.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+
+using namespace ctgrad;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("ctgrad-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+void truncate_to(const fs::path& p, std::uintmax_t size) { fs::resize_file(p, size); }
+}  // namespace
+
+constexpr auto mlp = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, 6});
+  Value y = g.input("y", {Batch}, {.dtype = DType::index});
+  Value h = dropout(relu(layers::linear(g.scope("fc1"), x, 16)), 0.2);  // dropout: the RNG step matters
+  g.loss(cross_entropy(layers::linear(g.scope("fc2"), h, 3), y));
+  return g;
+};
+static constexpr auto MLP = freeze<mlp>();
+constexpr auto other = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, 6});
+  g.loss(sum(layers::linear(g.scope("fc1"), x, 8)));
+  return g;
+};
+static constexpr auto OTHER = freeze<other>();
+
+TEST_CASE("safetensors round trip with metadata", "[checkpoint]") {
+  std::vector<float> a = {1.5f, -2, 3, 4, 5, 6};
+  std::vector<std::int32_t> b = {7, -8};
+  const fs::path p = scratch("roundtrip.safetensors");
+  std::vector<checkpoint::TensorView> t = {checkpoint::view_of<float>("a", a, {2, 3}),
+                                           checkpoint::view_of<std::int32_t>("b", b, {2})};
+  checkpoint::save(p, t, {{"config", "{\"d\": 3}"}});
+  checkpoint::File f(p);
+  CHECK(f.metadata().at("config") == "{\"d\": 3}");
+  std::vector<float> a2(6);
+  std::vector<std::int64_t> shape = {2, 3};
+  f.read<float>("a", a2, shape);
+  CHECK(a2 == a);
+  CHECK_THROWS_WITH(f.read<std::int32_t>("a", std::span<std::int32_t>(), shape), Contains("tensor 'a' has dtype F32, expected I32"));
+  std::vector<std::int64_t> wrong = {3, 2};
+  CHECK_THROWS_WITH(f.read<float>("a", a2, wrong), Contains("tensor 'a' has shape [2,3], expected [3,2]"));
+  CHECK_THROWS_WITH(f.tensor("zzz"), Contains("no tensor 'zzz'"));
+}
+
+TEST_CASE("truncated or corrupt checkpoints give one clear error", "[checkpoint][errors]") {
+  std::vector<float> a(1000, 1.0f);
+  const fs::path p = scratch("bad.safetensors");
+  std::vector<checkpoint::TensorView> t = {checkpoint::view_of<float>("weights", a, {1000})};
+  checkpoint::save(p, t);
+  const auto full = fs::file_size(p);
+  truncate_to(p, full - 100);
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("tensor 'weights'") && Contains("truncated"));
+  truncate_to(p, 20);
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("header length") && Contains("truncated"));
+  truncate_to(p, 3);
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("truncated (3 bytes"));
+  {
+    std::ofstream garbage(p, std::ios::binary);
+    const char len[8] = {10, 0, 0, 0, 0, 0, 0, 0};
+    garbage.write(len, 8);
+    garbage << "not json!!";
+  }
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("header is not valid JSON"));
+  CHECK_THROWS_WITH(checkpoint::File(scratch("missing.safetensors")), Contains("cannot open"));
+}
+
+TEST_CASE("a checkpoint of another model is refused, naming the tensor", "[checkpoint][errors]") {
+  Program<OTHER> o;
+  const fs::path p = scratch("other.safetensors");
+  checkpoint::save_training<float>(p, o, nullptr);
+  Program<MLP> m;
+  CHECK_THROWS_WITH(checkpoint::load_training<float>(p, m, nullptr), Contains("tensor 'fc1.weight' has shape [8,6], expected [16,6]"));
+}
+
+TEST_CASE("a crash in the middle of a write leaves the previous checkpoint intact", "[checkpoint]") {
+  const fs::path p = scratch("atomic.safetensors");
+  std::vector<float> small(10, 2.0f);
+  std::vector<checkpoint::TensorView> t = {checkpoint::view_of<float>("w", small, {10})};
+  checkpoint::save(p, t);
+  const pid_t child = ::fork();
+  if (child == 0) {  // writes a big checkpoint over the same path, slowly enough to be killed
+    std::vector<float> big(std::size_t(1) << 27, 3.0f);  // 512 MiB
+    std::vector<checkpoint::TensorView> tb = {checkpoint::view_of<float>("w", big, {std::int64_t(big.size())})};
+    checkpoint::save(p, tb);
+    ::_exit(0);
+  }
+  // Kill it once its temporary file has appeared (it is being written).
+  bool seen = false;
+  for (int i = 0; i < 2000 && !seen; ++i) {
+    for (const auto& e : fs::directory_iterator(p.parent_path()))
+      if (e.path().filename().string().rfind(".atomic.safetensors.tmp.", 0) == 0) seen = true;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(seen);
+  CHECK(WIFSIGNALED(status));
+  checkpoint::File f(p);  // still the old one, whole
+  std::vector<float> back(10);
+  std::vector<std::int64_t> shape = {10};
+  f.read<float>("w", back, shape);
+  CHECK(back == small);
+}
+
+namespace {
+struct Run {
+  std::vector<float> losses, params;
+};
+void feed(Program<MLP>& p, int step) {
+  std::vector<float> x(32 * 6);
+  std::vector<std::int32_t> y(32);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * float(i) + float(step));
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::int32_t((i + std::size_t(step)) % 3);
+  p.set_input("x", std::span<const float>(x), {32, 6});
+  p.set_input("y", std::span<const std::int32_t>(y), {32});
+}
+void train(Program<MLP>& p, optim::AdamW<float>& opt, int from, int to, Run& r) {
+  for (int step = from; step < to; ++step) {
+    feed(p, step);
+    p.zero_grad();
+    p.forward();
+    p.backward();
+    opt.step();
+    r.losses.push_back(p.loss());
+  }
+  auto v = p.parameter_values();
+  r.params.assign(v.begin(), v.end());
+}
+}  // namespace
+
+TEST_CASE("resuming from a checkpoint continues the loss curve bit for bit", "[checkpoint]") {
+  const auto opts = optim::AdamOptions().lr(1e-2).weight_decay(0.1);
+  Run straight, resumed;
+  {
+    Program<MLP> p(Options().seed(11));
+    optim::AdamW<float> opt(p.parameters(), opts);
+    train(p, opt, 0, 20, straight);
+  }
+  const fs::path ck = scratch("resume.safetensors");
+  {
+    Program<MLP> p(Options().seed(11));
+    optim::AdamW<float> opt(p.parameters(), opts);
+    train(p, opt, 0, 10, resumed);
+    checkpoint::save_training<float>(ck, p, &opt, {{"config", "mlp"}});
+  }
+  {
+    Program<MLP> p(Options().seed(99));  // a different init: everything must come from the file
+    optim::AdamW<float> opt(p.parameters(), opts);
+    auto meta = checkpoint::load_training<float>(ck, p, &opt);
+    CHECK(meta.at("config") == "mlp");
+    CHECK(opt.steps() == 10);
+    train(p, opt, 10, 20, resumed);
+  }
+  REQUIRE(resumed.losses.size() == straight.losses.size());
+  CHECK(std::memcmp(resumed.losses.data(), straight.losses.data(), straight.losses.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(resumed.params.data(), straight.params.data(), straight.params.size() * sizeof(float)) == 0);
+}
