@@ -1,0 +1,22 @@
+// Text corpora from Debian packages, and splits. Nothing is downloaded; a missing package is a
+// one-line error that names it.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace ctgrad::data {
+
+struct data_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The King James Bible (Debian bible-kjv), one verse per line: about 4.3 MB, 31,102 verses.
+std::string kjv_text();
+
+struct TextSplit {
+  std::string train, validation;
+};
+// Deterministic: the first `train_fraction` of the text (cut at a line break) trains, the rest validates.
+TextSplit split_text(const std::string& text, double train_fraction = 0.9);
+
+}  // namespace ctgrad::data

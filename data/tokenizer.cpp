@@ -1,0 +1,148 @@
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <sstream>
+
+namespace ctgrad::data {
+
+CharTokenizer CharTokenizer::train(const std::string& text) {
+  bool seen[256] = {};
+  for (unsigned char c : text) seen[c] = true;
+  CharTokenizer t;
+  for (int i = 0; i < 256; ++i) t.index_[i] = -1;
+  for (int c = 0; c < 256; ++c)
+    if (seen[c]) {
+      t.index_[c] = std::int32_t(t.chars_.size());
+      t.chars_.push_back(static_cast<unsigned char>(c));
+    }
+  if (t.chars_.empty()) throw data_error("ctgrad: cannot build a character vocabulary from empty text");
+  return t;
+}
+
+CharTokenizer CharTokenizer::load(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw data_error("ctgrad: cannot open tokenizer file " + path.string());
+  nlohmann::json j;
+  try {
+    in >> j;
+    CharTokenizer t;
+    for (int i = 0; i < 256; ++i) t.index_[i] = -1;
+    for (int c : j.at("chars").get<std::vector<int>>()) {
+      if (c < 0 || c > 255 || t.index_[c] >= 0) throw data_error("bad or repeated byte " + std::to_string(c));
+      t.index_[c] = std::int32_t(t.chars_.size());
+      t.chars_.push_back(static_cast<unsigned char>(c));
+    }
+    return t;
+  } catch (const std::exception& e) {
+    throw data_error("ctgrad: tokenizer file " + path.string() + " is not a character vocabulary: " + e.what());
+  }
+}
+
+std::vector<std::int32_t> CharTokenizer::encode(const std::string& text) const {
+  std::vector<std::int32_t> ids(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const std::int32_t id = index_[static_cast<unsigned char>(text[i])];
+    if (id < 0) {
+      const unsigned char c = static_cast<unsigned char>(text[i]);
+      std::ostringstream msg;
+      msg << "ctgrad: character ";
+      if (c >= 32 && c < 127) msg << "'" << char(c) << "' ";
+      msg << "(byte " << int(c) << ") at position " << i << " is not in the vocabulary of " << chars_.size() << " characters";
+      throw data_error(msg.str());
+    }
+    ids[i] = id;
+  }
+  return ids;
+}
+
+std::string CharTokenizer::decode(const std::vector<std::int32_t>& ids) const {
+  std::string s(ids.size(), ' ');
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size())
+      throw data_error("ctgrad: token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                       " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
+    s[i] = char(chars_[std::size_t(ids[i])]);
+  }
+  return s;
+}
+
+void CharTokenizer::save(const std::filesystem::path& path) const {
+  nlohmann::json j;
+  j["kind"] = "char";
+  j["chars"] = std::vector<int>(chars_.begin(), chars_.end());
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump();
+    if (!out) throw data_error("ctgrad: cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+struct SentencePieceTokenizer::Impl {
+  sentencepiece::SentencePieceProcessor sp;
+  std::filesystem::path model_file;
+};
+
+SentencePieceTokenizer::SentencePieceTokenizer() : impl_(std::make_unique<Impl>()) {}
+SentencePieceTokenizer::SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept = default;
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, const std::filesystem::path& prefix,
+                                                     SentencePieceOptions o) {
+  const std::string input = prefix.string() + ".train.txt";
+  {
+    std::ofstream out(input);
+    out << text;
+  }
+  std::ostringstream args;
+  args << "--input=" << input << " --model_prefix=" << prefix.string() << " --vocab_size=" << o.vocab_size
+       << " --model_type=" << o.model_type << " --character_coverage=1.0 --minloglevel=2"
+       << " --num_threads=1";
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));  // 0.1.97 has no trainer flag for it
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args.str());
+  std::filesystem::remove(input);
+  if (!status.ok()) throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
+  return load(prefix.string() + ".model");
+}
+
+SentencePieceTokenizer SentencePieceTokenizer::load(const std::filesystem::path& model_file) {
+  SentencePieceTokenizer t;
+  const auto status = t.impl_->sp.Load(model_file.string());
+  if (!status.ok()) throw data_error("ctgrad: cannot load SentencePiece model " + model_file.string() + ": " + status.ToString());
+  t.impl_->model_file = model_file;
+  return t;
+}
+
+std::vector<std::int32_t> SentencePieceTokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  const auto status = impl_->sp.Encode(text, &ids);
+  if (!status.ok()) throw data_error("ctgrad: SentencePiece encode failed: " + status.ToString());
+  return std::vector<std::int32_t>(ids.begin(), ids.end());
+}
+
+std::string SentencePieceTokenizer::decode(const std::vector<std::int32_t>& ids) const {
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size())
+      throw data_error("ctgrad: token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                       " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
+  std::string out;
+  const auto status = impl_->sp.Decode(std::vector<int>(ids.begin(), ids.end()), &out);
+  if (!status.ok()) throw data_error("ctgrad: SentencePiece decode failed: " + status.ToString());
+  return out;
+}
+
+std::int32_t SentencePieceTokenizer::vocab_size() const { return std::int32_t(impl_->sp.GetPieceSize()); }
+
+void SentencePieceTokenizer::save(const std::filesystem::path& path) const {
+  if (std::filesystem::exists(path) && std::filesystem::equivalent(impl_->model_file, path)) return;
+  const auto tmp = path.string() + ".tmp";
+  std::filesystem::copy_file(impl_->model_file, tmp, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace ctgrad::data

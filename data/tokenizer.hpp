@@ -1,0 +1,63 @@
+// Tokenizers: character level, and SentencePiece (BPE or unigram, Debian libsentencepiece-dev),
+// trained on the training split, saved next to a checkpoint and loaded back.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ctgrad::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<std::int32_t> encode(const std::string& text) const = 0;  // throws on unknown input
+  virtual std::string decode(const std::vector<std::int32_t>& ids) const = 0;    // throws on ids out of range
+  virtual std::int32_t vocab_size() const = 0;
+  virtual std::string kind() const = 0;                                          // "char" or "sentencepiece"
+  virtual void save(const std::filesystem::path& path) const = 0;
+};
+
+// One token per byte value seen in the training text, in byte order.
+class CharTokenizer : public Tokenizer {
+ public:
+  static CharTokenizer train(const std::string& text);
+  static CharTokenizer load(const std::filesystem::path& path);  // a JSON list of byte values
+  std::vector<std::int32_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<std::int32_t>& ids) const override;
+  std::int32_t vocab_size() const override { return std::int32_t(chars_.size()); }
+  std::string kind() const override { return "char"; }
+  void save(const std::filesystem::path& path) const override;
+
+ private:
+  std::vector<unsigned char> chars_;
+  std::int32_t index_[256];
+};
+
+struct SentencePieceOptions {
+  std::int32_t vocab_size = 2000;
+  std::string model_type = "bpe";  // or "unigram"
+  std::uint64_t seed = 0;
+};
+
+class SentencePieceTokenizer : public Tokenizer {
+ public:
+  // Trains on `text`, writes `<prefix>.model` and loads it.
+  static SentencePieceTokenizer train(const std::string& text, const std::filesystem::path& prefix, SentencePieceOptions o = {});
+  static SentencePieceTokenizer load(const std::filesystem::path& model_file);
+  SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept;
+  ~SentencePieceTokenizer() override;
+  std::vector<std::int32_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<std::int32_t>& ids) const override;
+  std::int32_t vocab_size() const override;
+  std::string kind() const override { return "sentencepiece"; }
+  void save(const std::filesystem::path& path) const override;  // copies the .model file
+
+ private:
+  SentencePieceTokenizer();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctgrad::data

@@ -1,0 +1,116 @@
+// Data from Debian packages, tokenizers and batches.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <fstream>
+#include <filesystem>
+
+#include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/idx.hpp>
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+
+using namespace ctgrad::data;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("ctgrad-data-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+const std::string& kjv() {
+  static const std::string text = kjv_text();
+  return text;
+}
+}  // namespace
+
+TEST_CASE("the KJV text, one verse per line, and a deterministic split", "[data][text]") {
+  const std::string& t = kjv();
+  CHECK(std::count(t.begin(), t.end(), '\n') == 31102);
+  CHECK(t.rfind("In the beginning God created the heaven and the earth.\n", 0) == 0);
+  CHECK(t.find("Amen.\n") != std::string::npos);
+  TextSplit s = split_text(t, 0.9);
+  CHECK(s.train + s.validation == t);
+  CHECK(double(s.train.size()) / double(t.size()) == Approx(0.9).margin(0.001));
+  CHECK(s.train.back() == '\n');
+}
+
+TEST_CASE("character tokenizer: round trip, unknown characters, ids out of range, save and load", "[data][tokenizer]") {
+  CharTokenizer tok = CharTokenizer::train(kjv());
+  CHECK(tok.vocab_size() > 60);
+  CHECK(tok.vocab_size() < 80);
+  const std::string verse = "And God said, Let there be light: and there was light.";
+  CHECK(tok.decode(tok.encode(verse)) == verse);
+  CHECK_THROWS_WITH(tok.encode("light ~ dark"), Contains("character '~' (byte 126) at position 6 is not in the vocabulary"));
+  CHECK_THROWS_WITH(tok.decode({1, 2, 500}), Contains("token id 500 at position 2 is outside the vocabulary"));
+  const fs::path p = scratch("chars.json");
+  tok.save(p);
+  CharTokenizer back = CharTokenizer::load(p);
+  CHECK(back.encode(verse) == tok.encode(verse));
+  std::ofstream(scratch("bad.json")) << "{\"chars\": [65, 65]}";
+  CHECK_THROWS_WITH(CharTokenizer::load(scratch("bad.json")), Contains("is not a character vocabulary"));
+}
+
+TEST_CASE("SentencePiece BPE trained on the training split, saved and loaded back", "[data][tokenizer]") {
+  const std::string text = kjv().substr(0, 400000);
+  const fs::path prefix = scratch("spm");
+  SentencePieceTokenizer tok = SentencePieceTokenizer::train(text, prefix, {.vocab_size = 800, .model_type = "bpe"});
+  CHECK(tok.vocab_size() == 800);
+  const std::string verse = "And God said, Let there be light: and there was light.";
+  auto ids = tok.encode(verse);
+  CHECK(ids.size() < verse.size() / 2);  // pieces, not characters
+  CHECK(tok.decode(ids) == verse);
+  tok.save(scratch("copy.model"));
+  SentencePieceTokenizer back = SentencePieceTokenizer::load(scratch("copy.model"));
+  CHECK(back.encode(verse) == ids);
+  CHECK_THROWS_WITH(SentencePieceTokenizer::load(scratch("nothing.model")), Contains("cannot load SentencePiece model"));
+}
+
+TEST_CASE("language-model batches: y is x shifted by one, batch n is the same whenever drawn", "[data][batches]") {
+  std::vector<std::int32_t> tokens(1000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t(i);
+  LmBatches a(tokens, 16, 4, 7), b(tokens, 16, 4, 7);
+  a.get(3);
+  for (std::size_t i = 0; i < a.x().size(); ++i) CHECK(a.y()[i] == a.x()[i] + 1);
+  b.get(5);
+  b.get(3);
+  CHECK(std::equal(a.x().begin(), a.x().end(), b.x().begin()));
+  a.get(4);
+  CHECK(!std::equal(a.x().begin(), a.x().end(), b.x().begin()));
+  CHECK_THROWS(LmBatches(std::span<const std::int32_t>(tokens.data(), 10), 16, 4, 7));
+}
+
+TEST_CASE("Fashion-MNIST from the Debian package", "[data][idx]") {
+  ImageSet train = fashion_mnist("train"), test = fashion_mnist("test");
+  CHECK(train.count == 60000);
+  CHECK(test.count == 10000);
+  CHECK(train.rows == 28);
+  CHECK(train.cols == 28);
+  CHECK(train.pixels.size() == std::size_t(60000 * 28 * 28));
+  std::vector<int> per_class(10, 0);
+  for (auto l : test.labels) ++per_class[std::size_t(l)];
+  for (int c : per_class) CHECK(c == 1000);
+  CHECK_THROWS_WITH(fashion_mnist("train", "/nonexistent"), Contains("needs the Debian package dataset-fashion-mnist"));
+  CHECK_THROWS_WITH(fashion_mnist("dev"), Contains("split must be train or test"));
+}
+
+TEST_CASE("truncated or malformed IDX files give a clear error naming the file", "[data][idx][errors]") {
+  auto write_gz = [](const fs::path& p, const std::vector<unsigned char>& bytes) {
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, bytes.data(), unsigned(bytes.size()));
+    gzclose(f);
+  };
+  const fs::path p = scratch("x-idx1-ubyte.gz");
+  write_gz(p, {0, 0, 8, 1, 0, 0, 0, 5, 1, 2, 3});  // promises 5 bytes, holds 3
+  CHECK_THROWS_WITH(read_idx_gz(p), Contains(p.string()) && Contains("holds 3 data bytes, its header promises 5 (truncated)"));
+  write_gz(p, {0, 0, 13, 1, 0, 0, 0, 1, 0, 0, 0, 0});  // float IDX
+  CHECK_THROWS_WITH(read_idx_gz(p), Contains("not an unsigned-byte IDX file"));
+  std::ofstream(p, std::ios::binary) << "this is not gzip at all, just text";
+  CHECK_THROWS(read_idx_gz(p));
+  CHECK_THROWS_WITH(read_idx_gz(scratch("missing.gz")), Contains("no such file"));
+}
