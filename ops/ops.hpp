@@ -13,3 +13,4 @@
 #include <ctgrad/ops/linear.hpp>
 #include <ctgrad/ops/random.hpp>
 #include <ctgrad/ops/attention.hpp>
+#include <ctgrad/ops/position.hpp>

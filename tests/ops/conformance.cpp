@@ -156,6 +156,12 @@ OP_CASE(attention_padding, binary_mask, Value q = g.input("q", {Batch, 2, Seq, 3
 OP_CASE(attention_causal_dropout, any, Value q = g.input("q", {Batch, 2, Seq, 4}, {.grad = true});
         Value k = g.input("k", {Batch, 2, Seq, 4}, {.grad = true}); Value v = g.input("v", {Batch, 2, Seq, 2}, {.grad = true});
         g.loss(probe_loss(g, attention(q, k, v, {.dropout = 0.2, .causal = true}), {q, k, v})))
+// --- positions ---
+OP_CASE(prefix_rows, any, Value table = g.input("table", {40, 3}, {.grad = true}); Value like = g.input("like", {Batch, Seq, 1});
+        g.loss(probe_loss(g, prefix_rows(table, like), {table})))
+OP_CASE(relative_position_bias, any, Value table = g.input("table", {8, 2}, {.grad = true});
+        Value q = g.input("q", {Batch, 2, Seq, 1}); Value k = g.input("k", {Batch, 2, SeqKV, 1});
+        g.loss(probe_loss(g, relative_position_bias(table, q, k, {.buckets = 8, .max_distance = 20}), {table})))
 // --- masks, losses ---
 OP_CASE(causal_masked_softmax, any, Value s = g.input("s", {Batch, 2, Seq, Seq}, {.grad = true});
         g.loss(probe_loss(g, softmax(masked_fill(s, causal_mask(s, 2), -1e9)), {s})))
@@ -175,7 +181,7 @@ OP_CASE(cross_entropy_ignore, classes5, Value a = g.input("a", {Batch, Seq, 5}, 
         g.loss(cross_entropy(a, t, {.ignore_index = 2}) + sum(a * g.input("pa", a.shape()))))
 
 constexpr auto kCases = hana::tuple_t<
-    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_div_broadcast, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_max_axis, case_max_all_keepdim, case_var_axis_unbiased, case_max_last, case_var_last, case_var_all_population, case_softmax, case_layer_norm, case_layer_norm_wide, case_layer_norm_std_eps, case_rms_norm, case_log_softmax, case_reshape, case_transpose, case_permute, case_concat_last, case_concat_seq, case_slice_middle, case_split_three, case_index_select, case_embedding, case_linear, case_patch_embed, case_dropout, case_attention_cross, case_attention_padding, case_attention_causal_dropout, case_causal_masked_softmax, case_padding_masked_softmax, case_masked_fill, case_mse, case_cross_entropy_ignore, case_cross_entropy_smoothed>;
+    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_div_broadcast, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_max_axis, case_max_all_keepdim, case_var_axis_unbiased, case_max_last, case_var_last, case_var_all_population, case_softmax, case_layer_norm, case_layer_norm_wide, case_layer_norm_std_eps, case_rms_norm, case_log_softmax, case_reshape, case_transpose, case_permute, case_concat_last, case_concat_seq, case_slice_middle, case_split_three, case_index_select, case_embedding, case_linear, case_patch_embed, case_dropout, case_attention_cross, case_attention_padding, case_attention_causal_dropout, case_prefix_rows, case_relative_position_bias, case_causal_masked_softmax, case_padding_masked_softmax, case_masked_fill, case_mse, case_cross_entropy_ignore, case_cross_entropy_smoothed>;
 
 // Runtime shapes each case runs at: (Batch, Seq, SeqKV, ...). Size-1 dims; odd sizes; 33 > 32.
 constexpr std::array<std::array<std::int64_t, kMaxSymbols>, 4> kDraws{

@@ -199,3 +199,43 @@ TEST_CASE("pow at zero follows std::pow in every lane and in the tail", "[ops][v
   auto g = p.input_grad("x");  // d/dx (x + x^2 + x^0) at 0 = 1
   for (std::int64_t i = 0; i < g.numel; ++i) CHECK(g[i] == 1.0f);
 }
+
+constexpr auto positions = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 6});
+  g.output(sinusoidal_positions(x, 6), "pe");
+  g.output(prefix_rows(g.param("pos", {4, 6}, init::normal(1.0)), x), "learned");
+  return g;
+};
+static constexpr auto POSITIONS = freeze<positions>();
+
+TEST_CASE("sinusoidal positions, learned positions and their length limit", "[ops][values]") {
+  Program<POSITIONS, double> p;
+  std::vector<double> x(2 * 3 * 6);
+  p.set_input("x", std::span<const double>(x), {2, 3, 6});
+  p.forward();
+  auto pe = out(p, "pe");
+  for (int pos = 0; pos < 3; ++pos)
+    for (int i = 0; i < 6; i += 2) {
+      const double w = 1 / std::pow(10000.0, double(i) / 6);
+      CHECK(pe[std::size_t(pos * 6 + i)] == Approx(std::sin(pos * w)));
+      CHECK(pe[std::size_t(pos * 6 + i + 1)] == Approx(std::cos(pos * w)));
+    }
+  std::vector<double> long_x(2 * 5 * 6);
+  p.set_input("x", std::span<const double>(long_x), {2, 5, 6});
+  CHECK_THROWS_WITH(p.forward(), Catch::Matchers::Contains("a sequence of length 5 is longer than the 4 positions"));
+}
+
+TEST_CASE("T5 relative position buckets", "[ops][values]") {
+  // Bidirectional, 32 buckets, max distance 128: relative = key - query.
+  CHECK(relative_position_bucket(0, true, 32, 128) == 0);
+  CHECK(relative_position_bucket(1, true, 32, 128) == 17);
+  CHECK(relative_position_bucket(-1, true, 32, 128) == 1);
+  CHECK(relative_position_bucket(-8, true, 32, 128) == 8);
+  CHECK(relative_position_bucket(-127, true, 32, 128) == 15);
+  CHECK(relative_position_bucket(-200, true, 32, 128) == 15);
+  CHECK(relative_position_bucket(200, true, 32, 128) == 31);
+  // Causal: future keys share bucket 0.
+  CHECK(relative_position_bucket(5, false, 32, 128) == 0);
+  CHECK(relative_position_bucket(-5, false, 32, 128) == 5);
+}
