@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <set>
 #include <fstream>
 #include <filesystem>
 
@@ -113,4 +114,41 @@ TEST_CASE("truncated or malformed IDX files give a clear error naming the file",
   std::ofstream(p, std::ios::binary) << "this is not gzip at all, just text";
   CHECK_THROWS(read_idx_gz(p));
   CHECK_THROWS_WITH(read_idx_gz(scratch("missing.gz")), Contains("no such file"));
+}
+
+#include <ctgrad/data/pairs.hpp>
+
+TEST_CASE("EN-DE sentence pairs from the Ding dictionary, split and batched", "[data][pairs]") {
+  const auto pairs = ding_sentence_pairs();
+  CHECK(pairs.size() > 10000);
+  CHECK(pairs.size() < 30000);
+  bool found = false;
+  for (const auto& p : pairs) found |= p.en == "I enjoyed my supper." && p.de == "Das Abendessen hat mir geschmeckt.";
+  CHECK(found);
+  for (const auto& p : pairs) {
+    REQUIRE(p.en.find('{') == std::string::npos);
+    REQUIRE(p.de.find('[') == std::string::npos);
+  }
+  const PairSplit a = split_pairs(pairs), b = split_pairs(pairs);
+  CHECK(a.train.size() + a.validation.size() + a.test.size() == pairs.size());
+  CHECK(double(a.test.size()) / double(pairs.size()) == Approx(0.05).margin(0.01));
+  CHECK(a.test.front().en == b.test.front().en);
+  std::set<std::string> train_en;
+  for (const auto& p : a.train) train_en.insert(p.en);
+  for (const auto& p : a.test) CHECK(train_en.count(p.en) == 0);
+  CHECK_THROWS_WITH(ding_sentence_pairs("/nonexistent"), Contains("need the Debian package trans-de-en"));
+}
+
+TEST_CASE("seeded shuffling and padded batches with valid lengths", "[data][batches]") {
+  auto p = shuffled(100, 7, 0), q = shuffled(100, 7, 0), r = shuffled(100, 7, 1);
+  CHECK(p == q);
+  CHECK(p != r);
+  auto sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::int64_t i = 0; i < 100; ++i) CHECK(sorted[std::size_t(i)] == i);
+  std::vector<std::vector<std::int32_t>> seqs = {{5, 6, 7}, {8}, {1, 2, 3, 4, 5, 6}};
+  PaddedBatch b = pad(seqs, 0, 4);
+  CHECK(b.length == 4);
+  CHECK(b.lengths == std::vector<std::int32_t>{3, 1, 4});
+  CHECK(b.ids == std::vector<std::int32_t>{5, 6, 7, 0, 8, 0, 0, 0, 1, 2, 3, 4});
 }
