@@ -35,6 +35,31 @@ std::string kjv_text() {
   return out;
 }
 
+namespace {
+std::string run(const std::string& cmd, const std::string& what) {
+  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!pipe) throw data_error("ctgrad: cannot run " + what);
+  std::string raw;
+  char buf[1 << 16];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) raw.append(buf, n);
+  const int rc = ::pclose(pipe);
+  if (rc != 0) throw data_error("ctgrad: " + what + " failed (exit " + std::to_string(rc) + "): " + raw.substr(0, 300));
+  return raw;
+}
+}  // namespace
+
+std::string austen_text() {
+  if (!std::filesystem::exists("/usr/bin/Rscript") || !std::filesystem::exists("/usr/lib/R/site-library/janeaustenr"))
+    throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh or "
+                     "apt-get install r-cran-janeaustenr");
+  std::string text = run("/usr/bin/Rscript -e 'library(janeaustenr); for (b in list(sensesensibility, prideprejudice, "
+                         "mansfieldpark, emma, northangerabbey, persuasion)) cat(b, sep=\"\\n\")'",
+                         "Rscript (janeaustenr)");
+  if (text.size() < 1000000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(text.size()) + " bytes");
+  return text;
+}
+
 TextSplit split_text(const std::string& text, double train_fraction) {
   if (!(train_fraction > 0 && train_fraction < 1)) throw std::invalid_argument("ctgrad: train fraction must be in (0, 1)");
   std::size_t cut = std::size_t(double(text.size()) * train_fraction);

@@ -13,6 +13,9 @@ struct data_error : std::runtime_error {
 // The King James Bible (Debian bible-kjv), one verse per line: about 4.3 MB, 31,102 verses.
 std::string kjv_text();
 
+// Jane Austen's six novels (Debian r-cran-janeaustenr, read through R's Rscript): about 4 MB.
+std::string austen_text();
+
 struct TextSplit {
   std::string train, validation;
 };

@@ -8,6 +8,7 @@ packages=(
   python3-torch                              # the PyTorch oracle of the tests (Debian python3)
   libsentencepiece-dev sentencepiece         # tokenizers
   bible-kjv dataset-fashion-mnist trans-de-en  # data sets (see ../shared/DATA.md)
+  r-cran-janeaustenr                         # the Jane Austen corpus (pulls in R, ~41 MB)
   qemu-user                                  # runs the tests on an emulated CPU without AVX
   xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev zlib1g-dev nlohmann-json3-dev
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)

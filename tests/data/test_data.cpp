@@ -152,3 +152,10 @@ TEST_CASE("seeded shuffling and padded batches with valid lengths", "[data][batc
   CHECK(b.lengths == std::vector<std::int32_t>{3, 1, 4});
   CHECK(b.ids == std::vector<std::int32_t>{5, 6, 7, 0, 8, 0, 0, 0, 1, 2, 3, 4});
 }
+
+TEST_CASE("Jane Austen's novels through janeaustenr", "[data][text]") {
+  const std::string t = austen_text();
+  CHECK(t.size() > 3500000);
+  CHECK(t.find("It is a truth universally acknowledged") != std::string::npos);  // Pride and Prejudice
+  CHECK(t.find("Emma Woodhouse, handsome, clever, and rich") != std::string::npos);
+}
