@@ -82,12 +82,7 @@ constexpr Value attention(Value q, Value k, Value v, Value mask, AttentionOption
 // same scale default (0: 1/sqrt(head dim)); pass causal_mask(...) as the mask for a causal model.
 // One difference: a fully masked row comes out uniform here, where attention() gives zeros.
 constexpr Value attention_weights(Value q, Value k, Value mask, double scale = 0, Loc loc = Loc::current()) {
-  if (scale == 0) {
-    const Dim d = q.shape().back(1);
-    double r = d.coef > 1 ? double(d.coef) : 1;  // 1/sqrt by Newton's method (constexpr)
-    for (int i = 0; i < 100; ++i) r = 0.5 * (r + double(d.coef) / r);
-    scale = 1 / r;
-  }
+  if (scale == 0) scale = 1 / ops::const_sqrt(double(q.shape().back(1).coef));
   return softmax(masked_fill(ctgrad::scale(matmul(q, k, {.trans_b = true}, loc), scale, loc), mask, -1e30, loc), loc);
 }
 

@@ -52,6 +52,14 @@ constexpr ShapeResult same_shape(const ShapeCtx& c) {
   return r;
 }
 
+// sqrt usable in constant evaluation (std::sqrt is not constexpr in C++20): Newton's method.
+constexpr double const_sqrt(double v) {
+  if (v <= 0) return 0;
+  double r = v > 1 ? v : 1;
+  for (int i = 0; i < 100; ++i) r = 0.5 * (r + v / r);
+  return r;
+}
+
 // Normalises a possibly negative axis; -1 when out of range.
 constexpr int norm_axis(std::int64_t axis, int rank) {
   std::int64_t a = axis < 0 ? axis + rank : axis;

@@ -19,11 +19,7 @@ using namespace ctgrad;
 namespace layers {
 using namespace ctgrad::layers;
 namespace detail {
-constexpr double inv_sqrt(double v) {  // constexpr 1/sqrt(v), v > 0: Newton's method on sqrt
-  double s = v > 1 ? v : 1;
-  for (int i = 0; i < 100; ++i) s = 0.5 * (s + v / s);
-  return 1 / s;
-}
+constexpr double inv_sqrt(double v) { return 1 / ops::const_sqrt(v); }
 // [B, T, d] -> [B, heads, T, d/heads]
 constexpr Value split_heads(Value x, int heads, const Loc& loc) {
   const Shape s = x.shape();

@@ -39,11 +39,6 @@ constexpr Value split_heads(Value x, int heads, const Loc& loc) {
   const Shape s = x.shape();
   return transpose(reshape(x, {s[0], s[1], heads, s[2].coef / heads}, loc), 1, 2, loc);
 }
-constexpr double sqrt_of(double v) {
-  double r = v > 1 ? v : 1;
-  for (int i = 0; i < 100; ++i) r = 0.5 * (r + v / r);
-  return r;
-}
 }  // namespace detail
 
 // `weights`, when given, receives [Batch, heads, Tq, Tk] attention probabilities (no dropout).
@@ -66,7 +61,7 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, st
   q = detail::split_heads(q, o.heads_, loc);
   k = detail::split_heads(k, o.heads_, loc);
   v = detail::split_heads(v, o.heads_, loc);
-  const double scale = o.scale_scores_ ? 1 / detail::sqrt_of(double(d.coef / o.heads_)) : 1.0;
+  const double scale = o.scale_scores_ ? 1 / ops::const_sqrt(double(d.coef / o.heads_)) : 1.0;
   std::optional<Value> m = mask;
   if (o.relative_bias_) {
     // The bias enters as an additive term: fold it into q k^T by attention over an explicit

@@ -23,10 +23,7 @@ constexpr Value embedding_table(const Scope& s, int vocab, int d, Init i = init:
 constexpr Value embed(Value table, Value ids, bool scale_by_sqrt_d = false, Loc loc = Loc::current()) {
   Value y = ctgrad::embedding(table, ids, loc);
   if (!scale_by_sqrt_d) return y;
-  const double d = double(table.shape()[1].coef);
-  double r = d;  // sqrt by Newton's method (constexpr)
-  for (int i = 0; i < 100; ++i) r = 0.5 * (r + d / r);
-  return scale(y, r, loc);
+  return scale(y, ops::const_sqrt(double(table.shape()[1].coef)), loc);
 }
 constexpr Value embedding(const Scope& s, Value ids, int vocab, int d, EmbeddingOptions o = {}, Loc loc = Loc::current()) {
   return embed(embedding_table(s, vocab, d, o.init_, loc), ids, o.scale_by_sqrt_d_, loc);
