@@ -10,33 +10,6 @@ namespace {
 
 std::size_t elem_size(const TensorRef& t, std::size_t real_size) { return t.dtype == DType::index ? 4 : real_size; }
 
-// dst (+)= src permuted: output axis i is source axis perm[i]. Rows of the output's last axis.
-template <class T, bool Accumulate>
-void permute_copy(const T* src, T* dst, const TensorRef& sref, const std::array<int, kMaxRank>& perm) {
-  const int rank = sref.rank;
-  std::array<std::int64_t, kMaxRank> sstride{}, od{}, os{};
-  std::int64_t s = 1;
-  for (int i = rank - 1; i >= 0; --i) sstride[std::size_t(i)] = s, s *= sref.dim[std::size_t(i)];
-  for (int i = 0; i < rank; ++i) od[std::size_t(i)] = sref.dim[std::size_t(perm[std::size_t(i)])], os[std::size_t(i)] = sstride[std::size_t(perm[std::size_t(i)])];
-  const std::int64_t inner = rank ? od[std::size_t(rank - 1)] : 1, istride = rank ? os[std::size_t(rank - 1)] : 1;
-  const std::int64_t rows = sref.numel / std::max<std::int64_t>(1, inner);
-  kernel::parallel(rows, std::max<std::int64_t>(1, kernel::grain_for() / std::max<std::int64_t>(1, inner)),
-                   [&](std::int64_t r0, std::int64_t r1) {
-                     for (std::int64_t r = r0; r < r1; ++r) {
-                       std::int64_t off = 0, q = r;
-                       for (int i = rank - 2; i >= 0; --i) {
-                         off += (q % od[std::size_t(i)]) * os[std::size_t(i)];
-                         q /= od[std::size_t(i)];
-                       }
-                       T* d = dst + r * inner;
-                       for (std::int64_t j = 0; j < inner; ++j) {
-                         if constexpr (Accumulate) d[j] += src[off + j * istride];
-                         else d[j] = src[off + j * istride];
-                       }
-                     }
-                   });
-}
-
 std::array<int, kMaxRank> perm_of(const OpArgs& a) {
   std::array<int, kMaxRank> p{};
   for (int i = 0; i < a.attr.shape.rank; ++i) p[std::size_t(i)] = int(a.attr.shape[i].coef);
@@ -68,16 +41,16 @@ void copy_or_add(U* dst, const U* src, std::int64_t n, bool add) {
 template <class T>
 void PermuteOp::forward(const OpArgs& a) {
   if (a.in[0].dtype == DType::index)
-    permute_copy<std::int32_t, false>(a.in[0].as<std::int32_t>(), a.out.as<std::int32_t>(), a.in[0], perm_of(a));
+    kernel::permute_copy<std::int32_t, false>(a.in[0].as<std::int32_t>(), a.out.as<std::int32_t>(), a.in[0], perm_of(a));
   else
-    permute_copy<T, false>(a.in[0].as<T>(), a.out.as<T>(), a.in[0], perm_of(a));
+    kernel::permute_copy<T, false>(a.in[0].as<T>(), a.out.as<T>(), a.in[0], perm_of(a));
 }
 template <class T>
 void PermuteOp::vjp(const OpArgs& a) {
   const auto p = perm_of(a);
   std::array<int, kMaxRank> inv{};
   for (int i = 0; i < a.out.rank; ++i) inv[std::size_t(p[std::size_t(i)])] = i;
-  permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, inv);
+  kernel::permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, inv);
 }
 
 template <class T>

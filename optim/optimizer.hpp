@@ -3,6 +3,7 @@
 // with its own learning-rate factor and weight decay. State tensors are named
 // ("<param>.exp_avg", ...) so checkpoints can save and restore them.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <span>
@@ -74,8 +75,18 @@ class Optimizer {
     return first;
   }
 
+  // A per-step work buffer as large as the largest parameter, made once: step() allocates nothing.
+  std::vector<double>& work() {
+    if (work_.empty()) {
+      std::size_t n = 1;
+      for (const auto& p : params_) n = std::max(n, static_cast<std::size_t>(p.value.numel));
+      work_.assign(n, 0.0);
+    }
+    return work_;
+  }
+
   std::vector<Parameter<T>> params_;
-  std::vector<double> lr_factor_, decay_;
+  std::vector<double> lr_factor_, decay_, work_;
   std::vector<StateTensor<T>> state_;
   double lr_;
   std::int64_t t_ = 0;

@@ -165,7 +165,7 @@ class Adafactor : public Optimizer<T> {
       }
       if (o_.scale_parameter_) lr *= std::max(o_.eps2_, rms(w, n));
       lr *= this->lr_factor_[k];
-      std::vector<double> u(static_cast<std::size_t>(n));  // the update, before clipping
+      std::vector<double>& u = this->work();  // the update, before clipping
       if (factored(p)) {
         const std::int64_t cols = p.value.size(-1), rows = p.value.size(-2), mats = n / (rows * cols);
         T *r = this->state_[row_ + k].data.data(), *c = this->state_[col_ + k].data.data();
@@ -199,7 +199,7 @@ class Adafactor : public Optimizer<T> {
         }
       }
       double u_rms = 0;
-      for (double x : u) u_rms += x * x / double(n);
+      for (std::int64_t i = 0; i < n; ++i) u_rms += u[std::size_t(i)] * u[std::size_t(i)] / double(n);
       u_rms = std::sqrt(u_rms);
       const double clip = std::max(1.0, u_rms / o_.clip_threshold_);
       T* m = o_.beta1_ > 0 ? this->state_[m_ + k].data.data() : nullptr;
@@ -253,7 +253,7 @@ class Lamb : public Optimizer<T> {
       T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
       const T* g = p.grad.data;
       const double wd = this->decay_[k];
-      std::vector<double> r(static_cast<std::size_t>(n));
+      std::vector<double>& r = this->work();
       double wn = 0, rn = 0;
       for (std::int64_t i = 0; i < n; ++i) {
         m[i] = T(o_.beta1_ * m[i] + (1 - o_.beta1_) * g[i]);

@@ -125,6 +125,33 @@ void reduce_broadcast(const TensorRef& target, const TensorRef& out, F&& f) {
   });
 }
 
+// dst (+)= src permuted: output axis i is source axis perm[i]. Rows of the output's last axis.
+template <class T, bool Accumulate>
+void permute_copy(const T* src, T* dst, const TensorRef& sref, const std::array<int, kMaxRank>& perm) {
+  const int rank = sref.rank;
+  std::array<std::int64_t, kMaxRank> sstride{}, od{}, os{};
+  std::int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) sstride[std::size_t(i)] = s, s *= sref.dim[std::size_t(i)];
+  for (int i = 0; i < rank; ++i) od[std::size_t(i)] = sref.dim[std::size_t(perm[std::size_t(i)])], os[std::size_t(i)] = sstride[std::size_t(perm[std::size_t(i)])];
+  const std::int64_t inner = rank ? od[std::size_t(rank - 1)] : 1, istride = rank ? os[std::size_t(rank - 1)] : 1;
+  const std::int64_t rows = sref.numel / std::max<std::int64_t>(1, inner);
+  parallel(rows, std::max<std::int64_t>(1, grain_for() / std::max<std::int64_t>(1, inner)),
+                   [&](std::int64_t r0, std::int64_t r1) {
+                     for (std::int64_t r = r0; r < r1; ++r) {
+                       std::int64_t off = 0, q = r;
+                       for (int i = rank - 2; i >= 0; --i) {
+                         off += (q % od[std::size_t(i)]) * os[std::size_t(i)];
+                         q /= od[std::size_t(i)];
+                       }
+                       T* d = dst + r * inner;
+                       for (std::int64_t j = 0; j < inner; ++j) {
+                         if constexpr (Accumulate) d[j] += src[off + j * istride];
+                         else d[j] = src[off + j * istride];
+                       }
+                     }
+                   });
+}
+
 }  // namespace ctgrad::kernel
 
 // Explicit instantiation of an op's kernels for float and double, in the op's .cpp.
