@@ -182,9 +182,43 @@ void EmbeddingOp::vjp(const OpArgs& a) {
   });
 }
 
+template <class T>
+void OverwriteTailOp::forward(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const Around x = around(a.in[0], ax), t = around(a.in[1], ax);
+  if (t.len > x.len)
+    throw shape_error("ctgrad: op overwrite_tail: tail of " + std::to_string(t.len) + " along axis " + std::to_string(ax) +
+                      " is longer than x's " + std::to_string(x.len));
+  const std::size_t es = elem_size(a.out, sizeof(T));
+  const std::int64_t keep = x.len - t.len;
+  char* out = static_cast<char*>(a.out.data);
+  const char *src = static_cast<const char*>(a.in[0].data), *tail = static_cast<const char*>(a.in[1].data);
+  kernel::parallel(x.outer, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      std::memcpy(out + std::size_t(r * x.len * x.inner) * es, src + std::size_t(r * x.len * x.inner) * es, std::size_t(keep * x.inner) * es);
+      std::memcpy(out + std::size_t((r * x.len + keep) * x.inner) * es, tail + std::size_t(r * t.len * t.inner) * es,
+                  std::size_t(t.len * t.inner) * es);
+    }
+  });
+}
+template <class T>
+void OverwriteTailOp::vjp(const OpArgs& a) {
+  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const Around x = around(a.in[0], ax), t = around(a.in[1], ax);
+  const std::int64_t keep = x.len - t.len;
+  const T* g = a.gout->as<T>();
+  kernel::parallel(x.outer, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      if (a.gin[0].data) copy_or_add(a.gin[0].as<T>() + r * x.len * x.inner, g + r * x.len * x.inner, keep * x.inner, true);
+      if (a.gin[1].data) copy_or_add(a.gin[1].as<T>() + r * t.len * t.inner, g + (r * x.len + keep) * x.inner, t.len * t.inner, true);
+    }
+  });
+}
+
 CTGRAD_INSTANTIATE_OP(PermuteOp)
 CTGRAD_INSTANTIATE_OP(ConcatOp)
 CTGRAD_INSTANTIATE_OP(SliceOp)
+CTGRAD_INSTANTIATE_OP(OverwriteTailOp)
 CTGRAD_INSTANTIATE_OP(IndexSelectOp)
 CTGRAD_INSTANTIATE_OP(EmbeddingOp)
 

@@ -85,6 +85,32 @@ struct SliceOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
+// x with its last n entries along attr.i[0] replaced by tail (n = tail's length there): the write
+// of a key/value cache in incremental decoding, where x holds the past plus room for the new rows.
+struct OverwriteTailOp {
+  static constexpr const char* name = "overwrite_tail";
+  static constexpr int arity = 2;
+  static constexpr unsigned saves = 0;
+  static constexpr ShapeResult shape(const ShapeCtx& c) {
+    const Shape &x = c.in[0], &t = c.in[1];
+    const int ax = ops::norm_axis(c.attr.i[0], x.rank);
+    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(x));
+    if (t.rank != x.rank || c.dtype[0] != c.dtype[1])
+      return ShapeResult::fail(Msg("x and tail differ in rank or dtype: ").add(ops::shapes_msg(c)));
+    for (int i = 0; i < x.rank; ++i)
+      if (i != ax && !(x[i] == t[i]))
+        return ShapeResult::fail(Msg("dim ").add(i).add(" differs: ").add(x[i]).add(" vs ").add(t[i]).add(" in ").add(ops::shapes_msg(c)));
+    if (x[ax].is_static() && t[ax].is_static() && t[ax].coef > x[ax].coef)
+      return ShapeResult::fail(Msg("tail ").add(t).add(" is longer than x ").add(x).add(" along axis ").add(ax));
+    ShapeResult r;
+    r.shape = x;
+    r.dtype = c.dtype[0];
+    return r;
+  }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
 // x gathered along attr.i[0] at int32 indices idx [n]: the axis becomes n long.
 struct IndexSelectOp {
   static constexpr const char* name = "index_select";
@@ -152,6 +178,11 @@ constexpr std::array<Value, N> split(Value x, int axis, Loc loc = Loc::current()
   std::array<Value, N> parts{};
   for (int i = 0; i < N; ++i) parts[std::size_t(i)] = slice(x, axis, i * len, len, loc);
   return parts;
+}
+constexpr Value overwrite_tail(Value x, Value tail, int axis, Loc loc = Loc::current()) {
+  Attrs a;
+  a.i[0] = axis;
+  return ops::apply<OverwriteTailOp>({x, tail}, a, loc);
 }
 constexpr Value index_select(Value x, int axis, Value indices, Loc loc = Loc::current()) {
   Attrs a;

@@ -18,7 +18,9 @@ struct DropoutOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
+// p == 0 adds no node (layers pass their dropout option straight through).
 constexpr Value dropout(Value x, double p, Loc loc = Loc::current()) {
+  if (p == 0) return x;
   Attrs a;
   a.f[0] = p;
   return ops::apply<DropoutOp>({x}, a, loc);

@@ -23,6 +23,8 @@ struct MultiHeadAttentionOptions {
   bool relative_bias_ = false;  // T5: a learned bias per (bucket, head), "<scope>.relative_bias"
   RelativeBiasOptions relative_{};
   bool scale_scores_ = true;    // T5 does not scale scores by 1/sqrt(d_head)
+  Init init_ = init::xavier_uniform();      // q, k, v (or qkv) projection weights
+  Init out_init_ = init::xavier_uniform();  // output projection (GPT-2 scales it by depth)
   CTGRAD_SETTER(MultiHeadAttentionOptions, int, heads)
   CTGRAD_SETTER(MultiHeadAttentionOptions, double, dropout)
   CTGRAD_SETTER(MultiHeadAttentionOptions, bool, causal)
@@ -31,6 +33,15 @@ struct MultiHeadAttentionOptions {
   CTGRAD_SETTER(MultiHeadAttentionOptions, bool, relative_bias)
   CTGRAD_SETTER(MultiHeadAttentionOptions, RelativeBiasOptions, relative)
   CTGRAD_SETTER(MultiHeadAttentionOptions, bool, scale_scores)
+  CTGRAD_SETTER(MultiHeadAttentionOptions, Init, init)
+  CTGRAD_SETTER(MultiHeadAttentionOptions, Init, out_init)
+};
+
+// Incremental decoding: k and v are [Batch, heads, SeqKV, d_head] inputs holding the past keys and
+// values plus room for the new rows (SeqKV = past + Tq). multi_head_attention writes this step's
+// keys and values into that room and leaves the updated caches here, to be made outputs.
+struct KvCache {
+  Value k, v;
 };
 
 namespace detail {
@@ -42,13 +53,16 @@ constexpr Value split_heads(Value x, int heads, const Loc& loc) {
 }  // namespace detail
 
 // `weights`, when given, receives [Batch, heads, Tq, Tk] attention probabilities (no dropout).
+// `cache`, when given, makes this a decoding step over cached keys and values (see KvCache).
 constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, std::optional<Value> mask,
-                                     MultiHeadAttentionOptions o = {}, Value* weights = nullptr, Loc loc = Loc::current()) {
+                                     MultiHeadAttentionOptions o = {}, Value* weights = nullptr, KvCache* cache = nullptr,
+                                     Loc loc = Loc::current()) {
   const Shape qs = q_in.shape();
   const Dim d = qs.back(1);
   if (d.coef % o.heads_) s.b->fail(Msg("multi_head_attention in '").add(s.prefix).add("': d_model ").add(d).add(" is not a multiple of ")
                                        .add(o.heads_).add(" heads"), loc);
-  const LinearOptions lin = LinearOptions().bias(o.bias_);
+  const LinearOptions lin = LinearOptions().bias(o.bias_).weight_init(o.init_);
+  const LinearOptions out_lin = LinearOptions().bias(o.bias_).weight_init(o.out_init_);
   Value q, k, v;
   if (o.fused_qkv_) {
     auto qkv = split<3>(linear(s.scope("qkv"), q_in, Dim(3) * d, lin, loc), -1, loc);
@@ -61,6 +75,10 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, st
   q = detail::split_heads(q, o.heads_, loc);
   k = detail::split_heads(k, o.heads_, loc);
   v = detail::split_heads(v, o.heads_, loc);
+  if (cache) {
+    k = cache->k = overwrite_tail(cache->k, k, 2, loc);
+    v = cache->v = overwrite_tail(cache->v, v, 2, loc);
+  }
   const double scale = o.scale_scores_ ? 1 / ops::const_sqrt(double(d.coef / o.heads_)) : 1.0;
   std::optional<Value> m = mask;
   if (o.relative_bias_) {
@@ -74,7 +92,7 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, st
     Value p = softmax(scores, loc);
     if (weights) *weights = p;
     Value o_heads = matmul(ctgrad::dropout(p, o.dropout_, loc), v, {}, loc);
-    return linear(s.scope("wo"), reshape(transpose(o_heads, 1, 2, loc), {qs[0], qs[1], d}, loc), d, lin, loc);
+    return linear(s.scope("wo"), reshape(transpose(o_heads, 1, 2, loc), {qs[0], qs[1], d}, loc), d, out_lin, loc);
   }
   const AttentionOptions ao{.scale = scale, .dropout = o.dropout_, .causal = o.causal_};
   Value out = m ? attention(q, k, v, *m, ao, loc) : attention(q, k, v, ao, loc);
@@ -85,7 +103,7 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, st
     else if (o.causal_) *weights = attention_weights(q, k, full_mask, scale, loc);
     else *weights = softmax(ctgrad::scale(matmul(q, k, {.trans_b = true}, loc), scale, loc), loc);
   }
-  return linear(s.scope("wo"), reshape(transpose(out, 1, 2, loc), {qs[0], qs[1], d}, loc), d, lin, loc);
+  return linear(s.scope("wo"), reshape(transpose(out, 1, 2, loc), {qs[0], qs[1], d}, loc), d, out_lin, loc);
 }
 
 }  // namespace ctgrad::layers

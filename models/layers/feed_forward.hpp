@@ -12,10 +12,14 @@ struct FeedForwardOptions {
   Act activation_ = Act::relu;
   double dropout_ = 0;
   bool bias_ = true;
+  Init init_ = init::xavier_uniform();      // input projection(s)
+  Init out_init_ = init::xavier_uniform();  // output projection (GPT-2 scales it by depth)
   CTGRAD_SETTER(FeedForwardOptions, int, d_ff)
   CTGRAD_SETTER(FeedForwardOptions, Act, activation)
   CTGRAD_SETTER(FeedForwardOptions, double, dropout)
   CTGRAD_SETTER(FeedForwardOptions, bool, bias)
+  CTGRAD_SETTER(FeedForwardOptions, Init, init)
+  CTGRAD_SETTER(FeedForwardOptions, Init, out_init)
 };
 
 constexpr Value activate(Value x, Act a, const Loc& loc) {
@@ -31,11 +35,12 @@ constexpr Value activate(Value x, Act a, const Loc& loc) {
 
 constexpr Value feed_forward(const Scope& s, Value x, FeedForwardOptions o = {}, Loc loc = Loc::current()) {
   const Dim d = x.shape().back(1);
-  const LinearOptions lin = LinearOptions().bias(o.bias_);
+  const LinearOptions lin = LinearOptions().bias(o.bias_).weight_init(o.init_);
   Value h = o.activation_ == Act::gated_gelu
                 ? mul(gelu(linear(s.scope("wi_0"), x, o.d_ff_, lin, loc), loc), linear(s.scope("wi_1"), x, o.d_ff_, lin, loc), loc)
                 : activate(linear(s.scope("fc1"), x, o.d_ff_, lin, loc), o.activation_, loc);
-  return linear(s.scope(o.activation_ == Act::gated_gelu ? "wo" : "fc2"), ctgrad::dropout(h, o.dropout_, loc), d, lin, loc);
+  return linear(s.scope(o.activation_ == Act::gated_gelu ? "wo" : "fc2"), ctgrad::dropout(h, o.dropout_, loc), d,
+                LinearOptions().bias(o.bias_).weight_init(o.out_init_), loc);
 }
 
 }  // namespace ctgrad::layers

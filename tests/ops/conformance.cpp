@@ -132,6 +132,10 @@ OP_CASE(concat_seq, any, Value a = g.input("a", {Batch, Seq, 2}, {.grad = true})
         Value b = g.input("b", {Batch, Seq, 2}, {.grad = true}); g.loss(probe_loss(g, concat({a, b}, 1), {a, b})))
 OP_CASE(slice_middle, any, Value a = g.input("a", {Batch, 7, Seq}, {.grad = true});
         g.loss(probe_loss(g, slice(a, 1, 2, 3), {a})))
+OP_CASE(overwrite_tail_token, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true});
+        Value t = g.input("t", {Batch, 1, 3}, {.grad = true}); g.loss(probe_loss(g, overwrite_tail(a, t, 1), {a, t})))
+OP_CASE(overwrite_tail_heads, any, Value a = g.input("a", {Batch, 2, 5, Seq}, {.grad = true});
+        Value t = g.input("t", {Batch, 2, 2, Seq}, {.grad = true}); g.loss(probe_loss(g, overwrite_tail(a, t, 2), {a, t})))
 OP_CASE(split_three, any, Value a = g.input("a", {Batch, Seq, 6}, {.grad = true});
         auto parts = split<3>(a, -1); g.loss(probe_loss(g, parts[0] * parts[2] + parts[1], {a})))
 OP_CASE(index_select, classes5, Value a = g.input("a", {Batch, 5, Seq}, {.grad = true});
@@ -181,7 +185,7 @@ OP_CASE(cross_entropy_ignore, classes5, Value a = g.input("a", {Batch, Seq, 5}, 
         g.loss(cross_entropy(a, t, {.ignore_index = 2}) + sum(a * g.input("pa", a.shape()))))
 
 constexpr auto kCases = hana::tuple_t<
-    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_div_broadcast, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_max_axis, case_max_all_keepdim, case_var_axis_unbiased, case_max_last, case_var_last, case_var_all_population, case_softmax, case_layer_norm, case_layer_norm_wide, case_layer_norm_std_eps, case_rms_norm, case_log_softmax, case_reshape, case_transpose, case_permute, case_concat_last, case_concat_seq, case_slice_middle, case_split_three, case_index_select, case_embedding, case_linear, case_patch_embed, case_dropout, case_attention_cross, case_attention_padding, case_attention_causal_dropout, case_prefix_rows, case_relative_position_bias, case_causal_masked_softmax, case_padding_masked_softmax, case_masked_fill, case_mse, case_cross_entropy_ignore, case_cross_entropy_smoothed>;
+    case_add_broadcast, case_sub_broadcast, case_mul_broadcast, case_mul_self, case_add_bias_wide, case_div_broadcast, case_relu, case_scale, case_neg, case_exp, case_log, case_sqrt, case_rsqrt, case_pow, case_tanh, case_sigmoid, case_silu, case_gelu, case_gelu_tanh, case_gelu_permuted, case_matmul_nn_shared, case_matmul_nt_batched, case_matmul_tn_batched, case_matmul_tt_shared, case_matmul_blocked, case_sum_axis_keepdim, case_sum_all, case_sum_all_chunked, case_mean_last, case_mean_all, case_max_axis, case_max_all_keepdim, case_var_axis_unbiased, case_max_last, case_var_last, case_var_all_population, case_softmax, case_layer_norm, case_layer_norm_wide, case_layer_norm_std_eps, case_rms_norm, case_log_softmax, case_reshape, case_transpose, case_permute, case_concat_last, case_concat_seq, case_slice_middle, case_overwrite_tail_token, case_overwrite_tail_heads, case_split_three, case_index_select, case_embedding, case_linear, case_patch_embed, case_dropout, case_attention_cross, case_attention_padding, case_attention_causal_dropout, case_prefix_rows, case_relative_position_bias, case_causal_masked_softmax, case_padding_masked_softmax, case_masked_fill, case_mse, case_cross_entropy_ignore, case_cross_entropy_smoothed>;
 
 // Runtime shapes each case runs at: (Batch, Seq, SeqKV, ...). Size-1 dims; odd sizes; 33 > 32.
 constexpr std::array<std::array<std::int64_t, kMaxSymbols>, 4> kDraws{

@@ -1,0 +1,194 @@
+// GPT-2-style decoder-only language model, declared in the DSL:
+//   x = drop(wte[ids] + wpe[positions])                               [Batch, Seq, d]
+//   per block h.<l>:  x += drop(attn(ln_1(x)))   causal, fused QKV     [Batch, Seq, d]
+//                     x += drop(mlp(ln_2(x)))    GELU (tanh), 4d wide
+//   logits = ln_f(x) wte^T                       tied to the embedding [Batch, Seq, vocab]
+// GPT-2's initialisation: weights N(0, 0.02), the projections that write into the residual stream
+// (attn.wo, mlp.fc2) N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1.
+//
+// Two graphs share the parameter names, so one checkpoint serves both:
+//   gpt<C>          training/evaluation: ids, targets -> logits, loss
+//   gpt_decoder<C>  one incremental decoding step: ids [Batch, Seq] of the new tokens, their
+//                   positions [Seq], and per layer the key/value caches "cache.<l>.k/v"
+//                   [Batch, heads, SeqKV, d_head] (past + Seq rows of room) -> logits and the
+//                   updated caches "present.<l>.k/v". A step costs O(context), not a re-run.
+// Static sizes come from a GptConfig preset; batch and sequence length are runtime dims.
+#pragma once
+#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/models/layers/layers.hpp>
+#include <ctgrad/models/sampling.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ctgrad::models {
+
+struct GptConfig {
+  int vocab = 256, n_layer = 4, n_head = 4, d_model = 128, context = 64;
+  double dropout = 0;  // embeddings, attention probabilities, residual branches (training only)
+  bool bias = true;    // biases in the linear layers (GPT-2 has them)
+};
+
+// The presets `ctgrad train gpt --set size=...` chooses from.
+inline constexpr GptConfig kGptTiny{.vocab = 256, .n_layer = 2, .n_head = 2, .d_model = 32, .context = 32};
+// nanoGPT's "baby GPT" CPU recipe (its character vocabulary padded to 256, as nanoGPT pads GPT-2's).
+inline constexpr GptConfig kGptSmall{.vocab = 256, .n_layer = 4, .n_head = 4, .d_model = 128, .context = 64};
+inline constexpr GptConfig kGptMedium{.vocab = 8192, .n_layer = 6, .n_head = 8, .d_model = 512, .context = 256};
+
+namespace detail {
+
+// The blocks and the final norm. With `decode`, each layer's attention reads and writes its caches.
+constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, bool decode, Loc loc) {
+  using namespace layers;
+  const double resid_std = 0.02 / ops::const_sqrt(2.0 * c.n_layer);
+  const auto attn = MultiHeadAttentionOptions().heads(c.n_head).fused_qkv(true).causal(true).dropout(c.dropout).bias(c.bias)
+                        .init(init::normal(0.02)).out_init(init::normal(resid_std));
+  const auto mlp = FeedForwardOptions().d_ff(4 * c.d_model).activation(Act::gelu_tanh).bias(c.bias)
+                       .init(init::normal(0.02)).out_init(init::normal(resid_std));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Scope h = g.scope("h", l);
+    KvCache cache;
+    if (decode) {
+      const Scope in = g.scope("cache", l);
+      const Shape kv{Batch, c.n_head, SeqKV, c.d_model / c.n_head};
+      cache = {in.input("k", kv, {}, loc), in.input("v", kv, {}, loc)};
+    }
+    Value a = norm(h.scope("ln_1"), x, {}, loc);
+    x = add(x, ctgrad::dropout(multi_head_attention(h.scope("attn"), a, a, std::nullopt, attn, nullptr, decode ? &cache : nullptr, loc),
+                             c.dropout, loc), loc);
+    if (decode) {
+      const Scope out = g.scope("present", l);
+      g.output(cache.k, out.join("k"), loc);
+      g.output(cache.v, out.join("v"), loc);
+    }
+    x = add(x, ctgrad::dropout(feed_forward(h.scope("mlp"), norm(h.scope("ln_2"), x, {}, loc), mlp, loc), c.dropout, loc), loc);
+  }
+  return norm(g.scope("ln_f"), x, {}, loc);
+}
+
+}  // namespace detail
+
+// Training and evaluation: next-token cross-entropy over every position.
+template <GptConfig C>
+constexpr auto gpt = [] {
+  const Loc loc = Loc::current();
+  Builder g;
+  Value ids = g.input("ids", {Batch, Seq}, {.dtype = DType::index});          // [B, T]
+  Value targets = g.input("targets", {Batch, Seq}, {.dtype = DType::index});  // [B, T]
+  Value wte = layers::embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(0.02), loc);
+  Value x = layers::add_learned_positions(g.scope("wpe"), layers::embed(wte, ids), C.context, init::normal(0.02), loc);
+  x = detail::gpt_blocks(g, C, ctgrad::dropout(x, C.dropout, loc), false, loc);
+  Value logits = matmul(x, wte, {.trans_b = true}, loc);  // [B, T, vocab]
+  g.output(logits, "logits");
+  g.loss(cross_entropy(logits, targets, {}, loc));
+  return g;
+};
+
+// One incremental decoding step (inference only).
+template <GptConfig C>
+constexpr auto gpt_decoder = [] {
+  const Loc loc = Loc::current();
+  Builder g;
+  Value ids = g.input("ids", {Batch, Seq}, {.dtype = DType::index});     // [B, T] the new tokens
+  Value positions = g.input("positions", {Seq}, {.dtype = DType::index});  // [T] past .. past+T-1
+  Value wte = layers::embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(0.02), loc);
+  Value wpe = layers::embedding_table(g.scope("wpe"), C.context, C.d_model, init::normal(0.02), loc);
+  Value x = add(layers::embed(wte, ids), embedding(wpe, positions, loc), loc);
+  x = detail::gpt_blocks(g, C, x, true, loc);
+  g.output(matmul(x, wte, {.trans_b = true}, loc), "logits");  // [B, T, vocab]
+  return g;
+};
+
+
+// Text generation with a key/value cache: the prompt is read in one decoding step, then each new
+// token is one step of Seq 1 over the cached keys and values of everything before it.
+template <GptConfig C>
+class GptGenerator {
+ public:
+  static constexpr auto graph = freeze<gpt_decoder<C>>();
+
+  // Copies the weights, by name, from a model trained with gpt<C> (or any list with these names).
+  explicit GptGenerator(std::span<const Parameter<float>> weights, Options opts = {}) : prog_(opts) {
+    for (const auto& p : prog_.parameters()) {
+      auto w = std::find_if(weights.begin(), weights.end(), [&](const auto& q) { return q.name == p.name; });
+      if (w == weights.end()) throw std::invalid_argument("ctgrad: GptGenerator: no weight named '" + std::string(p.name) + "'");
+      if (w->value.numel != p.value.numel || !std::equal(p.value.shape().begin(), p.value.shape().end(), w->value.shape().begin(), w->value.shape().end()))
+        throw std::invalid_argument("ctgrad: GptGenerator: weight '" + std::string(p.name) + "' has another shape");
+      std::copy_n(w->value.data, p.value.numel, p.value.data);
+    }
+    for (int l = 0; l < C.n_layer; ++l)
+      for (const char* kv : {"k", "v"}) {
+        cache_in_.push_back("cache." + std::to_string(l) + "." + kv);
+        cache_out_.push_back("present." + std::to_string(l) + "." + kv);
+      }
+    cache_.resize(cache_in_.size());
+  }
+
+  // Appends up to o.max_tokens_ sampled tokens to `tokens` (a non-empty prompt) and calls
+  // on_token(id) for each. Ids >= n_valid (padding of the vocabulary) are never drawn.
+  template <class OnToken>
+  void generate(std::vector<std::int32_t>& tokens, std::int32_t n_valid, const SamplingOptions& o, OnToken on_token) {
+    check(o);
+    if (tokens.empty()) throw std::invalid_argument("ctgrad: GptGenerator: the prompt is empty");
+    if (std::int64_t(tokens.size()) > C.context)
+      throw std::invalid_argument("ctgrad: GptGenerator: the prompt has " + std::to_string(tokens.size()) +
+                                  " tokens, more than the model's context of " + std::to_string(C.context));
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] < 0 || tokens[i] >= n_valid)
+        throw std::invalid_argument("ctgrad: GptGenerator: prompt token " + std::to_string(tokens[i]) + " at position " +
+                                    std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(n_valid) + ")");
+    std::size_t base = 0;   // tokens[base..] is the window the cache holds, at positions 0..
+    std::int64_t past = 0;  // tokens of the window whose keys and values are cached
+    std::vector<std::pair<double, std::int32_t>> work;
+    for (int made = 0; made < o.max_tokens_; ++made) {
+      if (tokens.size() - base == std::size_t(C.context)) {
+        if (!o.slide_) return;                 // the context is full
+        base = tokens.size() - C.context / 2;  // re-read the last half of it at positions 0.. and go on
+        past = 0;
+      }
+      step(std::span<const std::int32_t>(tokens).subspan(base + std::size_t(past)), past);
+      past = std::int64_t(tokens.size() - base);
+      const auto logits = prog_.output("logits");  // [1, T, vocab]: the last row predicts
+      const std::int32_t next =
+          sample_token({logits.data + (logits.numel - C.vocab), std::size_t(C.vocab)}, n_valid, o, std::uint64_t(made), work);
+      tokens.push_back(next);
+      on_token(next);
+      if (next == o.end_token_) return;
+    }
+  }
+
+  const Program<graph>& program() const { return prog_; }
+
+ private:
+  // Runs the decoder on `ids` at positions past.., with `past` cached rows; keeps the new caches.
+  void step(std::span<const std::int32_t> ids, std::int64_t past) {
+    constexpr std::int64_t H = C.n_head, dh = C.d_model / C.n_head;
+    const std::int64_t T = std::int64_t(ids.size()), L = past + T;
+    positions_.resize(std::size_t(T));
+    for (std::int64_t t = 0; t < T; ++t) positions_[std::size_t(t)] = std::int32_t(past + t);
+    prog_.set_input("ids", ids, {1, T});
+    prog_.set_input("positions", std::span<const std::int32_t>(positions_), {T});
+    staging_.assign(std::size_t(H * L * dh), 0.0f);  // each head: its past rows, then T rows of room
+    for (std::size_t c = 0; c < cache_in_.size(); ++c) {
+      for (std::int64_t h = 0; h < H && past > 0; ++h)
+        std::memcpy(staging_.data() + h * L * dh, cache_[c].data() + h * past * dh, std::size_t(past * dh) * sizeof(float));
+      prog_.set_input(cache_in_[c], std::span<const float>(staging_), {1, H, L, dh});
+    }
+    prog_.forward(Mode::infer);
+    for (std::size_t c = 0; c < cache_out_.size(); ++c) {
+      const auto present = prog_.output(cache_out_[c]);  // [1, H, L, dh]
+      cache_[c].assign(present.data, present.data + present.numel);
+    }
+  }
+
+  Program<graph> prog_;
+  std::vector<std::string> cache_in_, cache_out_;
+  std::vector<std::vector<float>> cache_;  // per layer and k/v: [H, past, dh]
+  std::vector<float> staging_;
+  std::vector<std::int32_t> positions_;
+};
+
+}  // namespace ctgrad::models

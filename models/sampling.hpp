@@ -1,0 +1,35 @@
+// Choosing the next token from logits: temperature, top-k, nucleus (top-p), greedy, reproducible
+// draws from a counter-based RNG (the same seed gives the same text on any machine).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ctgrad::models {
+
+struct SamplingOptions {
+  double temperature_ = 1.0;  // 0: greedy (argmax)
+  int top_k_ = 0;             // keep the k most likely tokens; 0: all
+  double top_p_ = 1.0;        // keep the smallest set whose probability reaches p; 1: all
+  std::uint64_t seed_ = 1;
+  int max_tokens_ = 200;      // new tokens at most
+  int end_token_ = -1;        // stop after generating this token; -1: none
+  bool slide_ = false;        // at the context limit: re-read the last half of the context and go on (else stop)
+  SamplingOptions& temperature(double v) { return temperature_ = v, *this; }
+  SamplingOptions& top_k(int v) { return top_k_ = v, *this; }
+  SamplingOptions& top_p(double v) { return top_p_ = v, *this; }
+  SamplingOptions& seed(std::uint64_t v) { return seed_ = v, *this; }
+  SamplingOptions& max_tokens(int v) { return max_tokens_ = v, *this; }
+  SamplingOptions& end_token(int v) { return end_token_ = v, *this; }
+  SamplingOptions& slide(bool v) { return slide_ = v, *this; }
+};
+
+// Throws std::invalid_argument naming the option that is out of range.
+void check(const SamplingOptions& o);
+
+// Draw number `draw` among the first `n_valid` logits (tokens past the tokenizer's vocabulary
+// are never chosen). `work` is reused between calls.
+std::int32_t sample_token(std::span<const float> logits, std::int32_t n_valid, const SamplingOptions& o, std::uint64_t draw,
+                          std::vector<std::pair<double, std::int32_t>>& work);
+
+}  // namespace ctgrad::models
