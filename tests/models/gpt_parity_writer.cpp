@@ -1,0 +1,63 @@
+// Writes what tests/models/gpt_parity.py checks against the PyTorch reference model: a small GPT's
+// weights after a few AdamW steps (so they are no longer at their initial scale), one batch, and
+// ctgrad's fp32 logits, loss and every parameter gradient on that batch.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/models/gpt.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+
+using namespace ctgrad;
+
+constexpr models::GptConfig kParity{.vocab = 64, .n_layer = 2, .n_head = 4, .d_model = 32, .context = 16};
+static constexpr auto G = freeze<models::gpt<kParity>>();
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: gpt_parity_writer out.safetensors\n");
+    return 2;
+  }
+  constexpr std::int64_t B = 3, T = 16;
+  Program<G> model(Options().threads(2).seed(5));
+  optim::AdamW<float> opt(model.parameters(), optim::AdamOptions().lr(3e-3).weight_decay(0.1), {optim::no_decay_group()});
+  std::vector<std::int32_t> ids(B * T), targets(B * T);
+  auto batch = [&](std::uint64_t n) {
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = std::int32_t(random::bits(random::key(n, 1, 0), i) % kParity.vocab);
+      targets[i] = std::int32_t((ids[i] * 7 + 3) % kParity.vocab);  // a learnable map
+    }
+    model.set_input("ids", std::span<const std::int32_t>(ids), {B, T});
+    model.set_input("targets", std::span<const std::int32_t>(targets), {B, T});
+  };
+  for (std::uint64_t step = 1; step <= 30; ++step) {
+    batch(step);
+    model.zero_grad();
+    model.forward();
+    model.backward();
+    opt.step();
+  }
+  batch(1000);
+  model.zero_grad();
+  model.forward();
+  model.backward();
+  const float loss = model.loss();
+  std::vector<checkpoint::TensorView> out;
+  std::vector<std::string> names;
+  for (const auto& p : model.parameters()) {
+    std::vector<std::int64_t> shape(p.value.shape().begin(), p.value.shape().end());
+    out.push_back(checkpoint::view_of<float>(std::string(p.name), p.value.span(), shape));
+    out.push_back(checkpoint::view_of<float>("grad." + std::string(p.name), p.grad.span(), shape));
+  }
+  const auto logits = model.output("logits");
+  out.push_back(checkpoint::view_of<float>("out.logits", logits.span(), {B, T, kParity.vocab}));
+  out.push_back(checkpoint::view_of<float>("out.loss", std::span<const float>(&loss, 1), {1}));
+  out.push_back(checkpoint::view_of<std::int32_t>("in.ids", ids, {B, T}));
+  out.push_back(checkpoint::view_of<std::int32_t>("in.targets", targets, {B, T}));
+  checkpoint::save(argv[1], out,
+                   {{"config", "{\"vocab\": 64, \"n_layer\": 2, \"n_head\": 4, \"d_model\": 32, \"context\": 16}"}});
+  std::printf("ctgrad loss %.6f after 30 AdamW steps\n", loss);
+  return 0;
+}
