@@ -192,11 +192,13 @@ int simd_bench(int reps) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: ctgrad-bench gemm|simd [--threads N] [--reps N]\n");
+  std::fprintf(stderr, "usage: ctgrad-bench gemm|simd|decode [--threads N] [--reps N]\n");
   return 2;
 }
 
 }  // namespace
+
+int decode_bench(int threads, int reps);  // decode_bench.cpp
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
@@ -214,6 +216,7 @@ int main(int argc, char** argv) {
   if (threads < 1 || reps < 1) return usage();
   if (cmd == "gemm") return gemm_bench(threads, reps);
   if (cmd == "simd") return simd_bench(reps);
+  if (cmd == "decode") return decode_bench(threads, reps);
   std::fprintf(stderr, "ctgrad-bench: unknown benchmark '%s'\n", cmd.c_str());
   return usage();
 }

@@ -10,6 +10,7 @@ packages=(
   bible-kjv dataset-fashion-mnist trans-de-en  # data sets (see ../shared/DATA.md)
   r-cran-janeaustenr                         # the Jane Austen corpus (pulls in R, ~41 MB)
   qemu-user                                  # runs the tests on an emulated CPU without AVX
+  gnuplot-nox                                # the loss plot of `ctgrad train`
   xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev zlib1g-dev nlohmann-json3-dev
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)
   libopenblas0-openmp libdnnl-dev            # reference points for ctgrad-bench gemm

@@ -19,21 +19,30 @@ expect_text() {  # name, text
   if grep -qF -- "$2" "$work/out.txt"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in:"; cat "$work/out.txt"; fi
 }
 
-common=(--set steps=60 --set eval_every=30 --set batch=8 --set context=32 --threads 2)
-check "train" 0 "$ctgrad" train charlm --run straight "${common[@]}"
+common=(--set size=tiny --set steps=60 --set eval_every=30 --set batch=8 --set context=32 --set eval_windows=64 --set sample_tokens=20 --threads 2)
+check "train" 0 "$ctgrad" train gpt --run straight "${common[@]}"
 expect_text "train prints validation" "validation"
 for f in checkpoint.safetensors tokenizer.json metrics.jsonl metrics.csv loss.png; do
   check "train writes $f" 0 test -s "straight/$f"
 done
-check "eval" 0 "$ctgrad" eval charlm --run straight
+check "eval" 0 "$ctgrad" eval gpt --run straight
 expect_text "eval prints the loss" "validation loss"
-check "sample" 0 "$ctgrad" sample charlm --run straight --prompt "And God" --tokens 20
+check "sample" 0 "$ctgrad" sample gpt --run straight --prompt "And God" --tokens 20
 expect_text "sample continues the prompt" "And God"
+check "sample with top-k, top-p, seed" 0 "$ctgrad" sample gpt --run straight --prompt "And" --tokens 40 --top-k 10 --top-p 0.9 --seed 3 --temperature 1.2
+"$ctgrad" sample gpt --run straight --seed 7 --tokens 25 > s1.txt 2>&1; "$ctgrad" sample gpt --run straight --seed 7 --tokens 25 > s2.txt 2>&1
+check "sample is reproducible" 0 cmp s1.txt s2.txt
+check "sample stops at the context" 0 "$ctgrad" sample gpt --run straight --prompt "And" --tokens 100
+expect_text "says it stopped at the context" "stopped at the context limit of 32"
+check "sample slides past the context" 0 "$ctgrad" sample gpt --run straight --prompt "And" --tokens 100 --slide
+check "train with a BPE tokenizer" 0 "$ctgrad" train gpt --run bpe "${common[@]}" --set tokenizer=bpe
+expect_text "BPE run reports nats per token" "nats/token"
+check "sample from the BPE model" 0 "$ctgrad" sample gpt --run bpe --prompt "And God" --tokens 10
 
 # Ctrl-C mid-run saves a checkpoint; --resume finishes; the result equals an uninterrupted run.
-long=(--set steps=300 --set eval_every=100 --set batch=8 --set context=32 --threads 2)
-check "train long" 0 "$ctgrad" train charlm --run straight_long "${long[@]}"
-"$ctgrad" train charlm --run interrupted "${long[@]}" > interrupted.log 2>&1 &
+long=(--set size=tiny --set steps=300 --set eval_every=100 --set batch=8 --set context=32 --set eval_windows=64 --set sample_tokens=0 --threads 2)
+check "train long" 0 "$ctgrad" train gpt --run straight_long "${long[@]}"
+"$ctgrad" train gpt --run interrupted "${long[@]}" > interrupted.log 2>&1 &
 pid=$!
 for _ in $(seq 1 400); do
   [ -f interrupted/metrics.csv ] && [ "$(wc -l < interrupted/metrics.csv)" -ge 12 ] && break
@@ -43,20 +52,37 @@ kill -INT "$pid"
 wait "$pid"
 rc=$?
 if [ "$rc" -eq 130 ] && grep -q "checkpoint saved" interrupted.log; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL ctrl-c: exit $rc"; cat interrupted.log; fi
-check "resume" 0 "$ctgrad" train charlm --run interrupted --resume "${long[@]}"
+check "resume" 0 "$ctgrad" train gpt --run interrupted --resume "${long[@]}"
 expect_text "resume says where it starts" "resuming at step"
 check "resumed run ends bit-identical" 0 cmp straight_long/checkpoint.safetensors interrupted/checkpoint.safetensors
 
 # Bad input: a one-line error and a non-zero exit.
-check "unknown key" 2 "$ctgrad" train charlm --set nope=1
+check "unknown key" 2 "$ctgrad" train gpt --set nope=1
 expect_text "unknown key is named" "unknown config key 'nope'"
-check "bad value" 2 "$ctgrad" train charlm --set steps=many
+check "bad value" 2 "$ctgrad" train gpt --set steps=many
 check "unknown model" 2 "$ctgrad" train gpt5
-check "unknown char in prompt" 1 "$ctgrad" sample charlm --run straight --prompt "x ~ y"
+check "unknown char in prompt" 1 "$ctgrad" sample gpt --run straight --prompt "x ~ y"
 expect_text "unknown char is named" "character '~' (byte 126) at position 2"
-check "context too long" 2 "$ctgrad" train charlm --run other --set context=999
-check "no checkpoint" 2 "$ctgrad" eval charlm --run nowhere
+check "context too long" 2 "$ctgrad" train gpt --run other --set context=999
+check "prompt longer than the trained context" 2 "$ctgrad" sample gpt --run straight --prompt "$(printf 'And %.0s' {1..20})"
+expect_text "names the context" "longer than the context of 32"
+check "eval at a longer context than trained" 2 "$ctgrad" eval gpt --run straight --set context=64
+check "checkpoint of another size" 2 "$ctgrad" train gpt --run straight --resume --set size=small
+mkdir -p other_model && /usr/bin/python3 - straight/checkpoint.safetensors other_model/checkpoint.safetensors <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+header = json.loads(raw[8:8 + n])
+header["__metadata__"]["model"] = "vit"
+h = json.dumps(header).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+check "checkpoint of another model" 2 "$ctgrad" eval gpt --run other_model
+expect_text "names the other model" "checkpoint of model 'vit', not gpt"
+check "bad number" 2 "$ctgrad" sample gpt --run straight --top-k many
+check "no checkpoint" 2 "$ctgrad" eval gpt --run nowhere
 printf '{"steps": 5, "wrong": 1}' > bad.json
-check "config file with unknown key" 2 "$ctgrad" train charlm --config bad.json
+check "config file with unknown key" 2 "$ctgrad" train gpt --config bad.json
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
