@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -168,6 +169,21 @@ struct AnyTokenizer {
 
 std::string size_list() { return "tiny, small, medium"; }
 
+// Prints generated text as it comes: decodes the whole sequence and prints what is new, since a
+// BPE piece's leading space (and a UTF-8 character split over byte tokens) depends on its left.
+struct TextStream {
+  const data::Tokenizer& tok;
+  std::vector<std::int32_t> ids;
+  std::size_t printed;
+  TextStream(const data::Tokenizer& t, std::vector<std::int32_t> prompt) : tok(t), ids(std::move(prompt)), printed(tok.decode(ids).size()) {}
+  void operator()(std::int32_t id) {
+    ids.push_back(id);
+    const std::string text = tok.decode(ids);
+    if (text.size() > printed) std::cout << text.substr(printed) << std::flush;
+    printed = std::max(printed, text.size());
+  }
+};
+
 template <models::GptConfig P>
 struct Gpt {
   static constexpr auto G = freeze<models::gpt<P>>();
@@ -241,14 +257,11 @@ int run_gpt(const Args& a, json cfg) {
                         " the model was trained with");
     models::GptGenerator<P> gen(model.parameters(), Options().threads(a.threads));
     std::cout << a.prompt << std::flush;
-    std::vector<std::int32_t> made;
-    gen.generate(ids, vocab, so, [&](std::int32_t t) {
-      // Print whole characters: BPE pieces and UTF-8 bytes decode once complete.
-      made.push_back(t);
-      std::cout << tok.tok->decode({t}) << std::flush;
-    });
+    const std::size_t prompt_tokens = ids.size();
+    TextStream out(*tok.tok, ids);
+    gen.generate(ids, vocab, so, std::ref(out));
     std::cout << "\n";
-    if (std::int64_t(ids.size()) == context && !a.slide && int(made.size()) < a.tokens)
+    if (std::int64_t(ids.size()) == context && !a.slide && int(ids.size() - prompt_tokens) < a.tokens)
       std::cerr << "ctgrad: stopped at the context limit of " << context << " tokens (--slide goes on)\n";
     return 0;
   }
@@ -362,8 +375,9 @@ int run_gpt(const Args& a, json cfg) {
     models::GptGenerator<P> gen(model.parameters(), Options().threads(a.threads));
     std::printf("sample (temperature %.1f, seed %llu):\n%s", a.temperature, (unsigned long long)a.seed, a.prompt.c_str());
     std::fflush(stdout);
+    TextStream out(*tok.tok, ids);
     gen.generate(ids, vocab, models::SamplingOptions().temperature(a.temperature).seed(a.seed).max_tokens(n_sample).slide(true),
-                 [&](std::int32_t t) { std::cout << tok.tok->decode({t}) << std::flush; });
+                 std::ref(out));
     std::cout << "\n";
   }
   return 0;
