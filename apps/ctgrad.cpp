@@ -69,7 +69,7 @@ void set_key(json& cfg, const std::string& kv) {
     } else {
       std::size_t used = 0;
       cfg[key] = std::stod(value, &used);
-      if (used != value.size()) throw std::invalid_argument(value);
+      if (used != value.size() || !std::isfinite(cfg[key].get<double>())) throw std::invalid_argument(value);
     }
   } catch (const std::logic_error&) {
     throw usage_error("config key '" + key + "' expects a " + std::string(cfg[key].type_name()) + ", got '" + value + "'");
@@ -244,7 +244,12 @@ int run_gpt(const Args& a, json cfg) {
 
   if (a.command == "sample") {
     models::SamplingOptions so = models::SamplingOptions().temperature(a.temperature).top_k(a.top_k).top_p(a.top_p).seed(a.seed)
-                                     .max_tokens(a.tokens).slide(a.slide);
+                                     .max_tokens(a.tokens).slide(a.slide).context(int(context));
+    try {
+      models::check(so);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
     if (!a.end.empty()) {
       const auto e = tok.tok->encode(a.end);
       if (e.size() != 1) throw usage_error("--end '" + a.end + "' is " + std::to_string(e.size()) + " tokens, not one");
@@ -261,7 +266,7 @@ int run_gpt(const Args& a, json cfg) {
     TextStream out(*tok.tok, ids);
     gen.generate(ids, vocab, so, std::ref(out));
     std::cout << "\n";
-    if (std::int64_t(ids.size()) == context && !a.slide && int(ids.size() - prompt_tokens) < a.tokens)
+    if (std::int64_t(ids.size()) > context && !a.slide && int(ids.size() - prompt_tokens) < a.tokens)
       std::cerr << "ctgrad: stopped at the context limit of " << context << " tokens (--slide goes on)\n";
     return 0;
   }
@@ -316,6 +321,11 @@ int run_gpt(const Args& a, json cfg) {
   std::printf("KJV Bible: %zu train / %zu validation tokens, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
               train_ids.size(), val_ids.size(), tok_kind.c_str(), vocab, (long long)batch, (long long)context, (long long)steps);
   const std::int64_t first = opt.steps() + 1;
+  if (first > steps) {
+    std::printf("the checkpoint in %s is already at step %lld of %lld: nothing to train (raise --set steps=)\n", dir.c_str(),
+                (long long)opt.steps(), (long long)steps);
+    return 0;
+  }
   if (first > 1) std::printf("resuming at step %lld from %s\n", (long long)first, ckpt.c_str());
   const auto t0 = std::chrono::steady_clock::now();
   double avg = -1, eval_secs = 0, last_val = -1;
@@ -354,7 +364,9 @@ int run_gpt(const Args& a, json cfg) {
     if (val >= 0) {
       std::printf("%s%s  validation %.4f %s\n", tty ? "\n" : "", tty ? "" : line, val, unit);
       std::fflush(stdout);
+      const auto s0 = std::chrono::steady_clock::now();
       save();
+      eval_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();  // not training time
     }
     if (g_interrupted) {
       save();
@@ -376,7 +388,7 @@ int run_gpt(const Args& a, json cfg) {
     std::printf("sample (temperature %.1f, seed %llu):\n%s", a.temperature, (unsigned long long)a.seed, a.prompt.c_str());
     std::fflush(stdout);
     TextStream out(*tok.tok, ids);
-    gen.generate(ids, vocab, models::SamplingOptions().temperature(a.temperature).seed(a.seed).max_tokens(n_sample).slide(true),
+    gen.generate(ids, vocab, models::SamplingOptions().temperature(a.temperature).seed(a.seed).max_tokens(n_sample).slide(true).context(int(context)),
                  std::ref(out));
     std::cout << "\n";
   }
@@ -406,7 +418,10 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         throw usage_error("config file " + a.config_file + " is not valid JSON: " + e.what());
       }
-      for (auto it = file.begin(); it != file.end(); ++it) set_key(cfg, it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
+      // Before the --set values, which win; eval and sample apply both over the checkpoint's config.
+      std::vector<std::string> from_file;
+      for (auto it = file.begin(); it != file.end(); ++it) from_file.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
+      a.sets.insert(a.sets.begin(), from_file.begin(), from_file.end());
     }
     for (const auto& s : a.sets) set_key(cfg, s);
     return run_gpt_of_size(a, cfg);

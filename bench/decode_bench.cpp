@@ -28,7 +28,7 @@ void run(const char* name, int threads, int reps) {
   for (int r = 0; r < reps; ++r) {
     std::vector<std::int32_t> tokens = prompt;
     auto last = std::chrono::steady_clock::now();
-    gen.generate(tokens, C.vocab, models::SamplingOptions().seed(std::uint64_t(r)).max_tokens(C.context), [&](std::int32_t) {
+    gen.generate(tokens, C.vocab, models::SamplingOptions().seed(std::uint64_t(r)).max_tokens(C.context - 1), [&](std::int32_t) {
       const auto now = std::chrono::steady_clock::now();
       auto& slot = cached[tokens.size() - 1];  // the step that read tokens.size() - 1 tokens
       slot = std::min(slot, std::chrono::duration<double>(now - last).count());

@@ -56,6 +56,7 @@ constexpr Dim symbol(int id) {
 inline constexpr Dim Batch = symbol(0);
 inline constexpr Dim Seq = symbol(1);    // query / target length
 inline constexpr Dim SeqKV = symbol(2);  // key / source length
+inline constexpr Dim Sym3 = symbol(3);   // a third length (e.g. the source in a decoding step)
 
 struct Shape {
   int rank = 0;

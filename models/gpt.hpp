@@ -15,6 +15,7 @@
 // Static sizes come from a GptConfig preset; batch and sequence length are runtime dims.
 #pragma once
 #include <ctgrad/ctgrad.hpp>
+#include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/sampling.hpp>
 
@@ -111,31 +112,24 @@ class GptGenerator {
   static constexpr auto graph = freeze<gpt_decoder<C>>();
 
   // Copies the weights, by name, from a model trained with gpt<C> (or any list with these names).
-  explicit GptGenerator(std::span<const Parameter<float>> weights, Options opts = {}) : prog_(opts) {
-    for (const auto& p : prog_.parameters()) {
-      auto w = std::find_if(weights.begin(), weights.end(), [&](const auto& q) { return q.name == p.name; });
-      if (w == weights.end()) throw std::invalid_argument("ctgrad: GptGenerator: no weight named '" + std::string(p.name) + "'");
-      if (w->value.numel != p.value.numel || !std::equal(p.value.shape().begin(), p.value.shape().end(), w->value.shape().begin(), w->value.shape().end()))
-        throw std::invalid_argument("ctgrad: GptGenerator: weight '" + std::string(p.name) + "' has another shape");
-      std::copy_n(w->value.data, p.value.numel, p.value.data);
-    }
-    for (int l = 0; l < C.n_layer; ++l)
-      for (const char* kv : {"k", "v"}) {
-        cache_in_.push_back("cache." + std::to_string(l) + "." + kv);
-        cache_out_.push_back("present." + std::to_string(l) + "." + kv);
-      }
-    cache_.resize(cache_in_.size());
+  explicit GptGenerator(std::span<const Parameter<float>> weights, Options opts = {})
+      : prog_(opts), cache_(C.n_layer, C.n_head, C.d_model / C.n_head) {
+    copy_weights(weights, prog_, "GptGenerator");
   }
 
   // Appends up to o.max_tokens_ sampled tokens to `tokens` (a non-empty prompt) and calls
-  // on_token(id) for each. Ids >= n_valid (padding of the vocabulary) are never drawn.
+  // on_token(id) for each. Ids >= n_valid (padding of the vocabulary) are never drawn. The window
+  // read is at most o.context_ tokens (the trained context; 0: the model's C.context).
   template <class OnToken>
   void generate(std::vector<std::int32_t>& tokens, std::int32_t n_valid, const SamplingOptions& o, OnToken on_token) {
     check(o);
+    const std::size_t limit = std::size_t(o.context_ > 0 ? o.context_ : C.context);
+    if (limit > std::size_t(C.context))
+      throw std::invalid_argument("ctgrad: GptGenerator: context " + std::to_string(limit) + " exceeds the model's " + std::to_string(C.context));
     if (tokens.empty()) throw std::invalid_argument("ctgrad: GptGenerator: the prompt is empty");
-    if (std::int64_t(tokens.size()) > C.context)
+    if (tokens.size() > limit)
       throw std::invalid_argument("ctgrad: GptGenerator: the prompt has " + std::to_string(tokens.size()) +
-                                  " tokens, more than the model's context of " + std::to_string(C.context));
+                                  " tokens, more than the model's context of " + std::to_string(limit));
     for (std::size_t i = 0; i < tokens.size(); ++i)
       if (tokens[i] < 0 || tokens[i] >= n_valid)
         throw std::invalid_argument("ctgrad: GptGenerator: prompt token " + std::to_string(tokens[i]) + " at position " +
@@ -144,9 +138,9 @@ class GptGenerator {
     std::int64_t past = 0;  // tokens of the window whose keys and values are cached
     std::vector<std::pair<double, std::int32_t>> work;
     for (int made = 0; made < o.max_tokens_; ++made) {
-      if (tokens.size() - base == std::size_t(C.context)) {
-        if (!o.slide_) return;                 // the context is full
-        base = tokens.size() - C.context / 2;  // re-read the last half of it at positions 0.. and go on
+      if (tokens.size() - base > limit) {  // the window would not fit
+        if (!o.slide_) return;
+        base = tokens.size() - limit / 2;  // re-read the last half of it at positions 0.. and go on
         past = 0;
       }
       step(std::span<const std::int32_t>(tokens).subspan(base + std::size_t(past)), past);
@@ -165,29 +159,19 @@ class GptGenerator {
  private:
   // Runs the decoder on `ids` at positions past.., with `past` cached rows; keeps the new caches.
   void step(std::span<const std::int32_t> ids, std::int64_t past) {
-    constexpr std::int64_t H = C.n_head, dh = C.d_model / C.n_head;
-    const std::int64_t T = std::int64_t(ids.size()), L = past + T;
+    const std::int64_t T = std::int64_t(ids.size());
     positions_.resize(std::size_t(T));
     for (std::int64_t t = 0; t < T; ++t) positions_[std::size_t(t)] = std::int32_t(past + t);
     prog_.set_input("ids", ids, {1, T});
     prog_.set_input("positions", std::span<const std::int32_t>(positions_), {T});
-    staging_.assign(std::size_t(H * L * dh), 0.0f);  // each head: its past rows, then T rows of room
-    for (std::size_t c = 0; c < cache_in_.size(); ++c) {
-      for (std::int64_t h = 0; h < H && past > 0; ++h)
-        std::memcpy(staging_.data() + h * L * dh, cache_[c].data() + h * past * dh, std::size_t(past * dh) * sizeof(float));
-      prog_.set_input(cache_in_[c], std::span<const float>(staging_), {1, H, L, dh});
-    }
+    if (past == 0) cache_.clear();
+    cache_.feed(prog_, 1, T);
     prog_.forward(Mode::infer);
-    for (std::size_t c = 0; c < cache_out_.size(); ++c) {
-      const auto present = prog_.output(cache_out_[c]);  // [1, H, L, dh]
-      cache_[c].assign(present.data, present.data + present.numel);
-    }
+    cache_.collect(prog_);
   }
 
   Program<graph> prog_;
-  std::vector<std::string> cache_in_, cache_out_;
-  std::vector<std::vector<float>> cache_;  // per layer and k/v: [H, past, dh]
-  std::vector<float> staging_;
+  KvCacheSet cache_;
   std::vector<std::int32_t> positions_;
 };
 

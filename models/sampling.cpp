@@ -14,15 +14,21 @@ void check(const SamplingOptions& o) {
   if (o.top_k_ < 0) throw std::invalid_argument("ctgrad: sampling: top-k must be >= 0, got " + std::to_string(o.top_k_));
   if (!(o.top_p_ > 0 && o.top_p_ <= 1)) throw std::invalid_argument("ctgrad: sampling: top-p must be in (0, 1], got " + std::to_string(o.top_p_));
   if (o.max_tokens_ < 0) throw std::invalid_argument("ctgrad: sampling: max tokens must be >= 0, got " + std::to_string(o.max_tokens_));
+  if (o.context_ < 0) throw std::invalid_argument("ctgrad: sampling: context must be >= 0, got " + std::to_string(o.context_));
 }
 
 std::int32_t sample_token(std::span<const float> logits, std::int32_t n_valid, const SamplingOptions& o, std::uint64_t draw,
                           std::vector<std::pair<double, std::int32_t>>& work) {
   const std::int32_t n = std::min<std::int32_t>(n_valid, std::int32_t(logits.size()));
   if (n < 1) throw std::invalid_argument("ctgrad: sampling: no tokens to choose from");
-  if (o.temperature_ == 0) return std::int32_t(std::max_element(logits.begin(), logits.begin() + n) - logits.begin());
+  for (std::int32_t v = 0; v < n; ++v)
+    if (!std::isfinite(logits[std::size_t(v)]))
+      throw std::invalid_argument("ctgrad: sampling: logit of token " + std::to_string(v) + " is " + std::to_string(logits[std::size_t(v)]));
+  const auto top_it = std::max_element(logits.begin(), logits.begin() + n);
+  if (o.temperature_ == 0) return std::int32_t(top_it - logits.begin());
   work.clear();
-  for (std::int32_t v = 0; v < n; ++v) work.emplace_back(double(logits[std::size_t(v)]) / o.temperature_, v);
+  // Shifted by the largest logit before dividing, so a tiny temperature cannot overflow.
+  for (std::int32_t v = 0; v < n; ++v) work.emplace_back((double(logits[std::size_t(v)]) - double(*top_it)) / o.temperature_, v);
   // Most likely first; ties by token id, so the order (and the draw) does not depend on the sort.
   std::sort(work.begin(), work.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
   std::size_t keep = o.top_k_ > 0 ? std::min<std::size_t>(std::size_t(o.top_k_), work.size()) : work.size();

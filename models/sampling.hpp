@@ -15,6 +15,7 @@ struct SamplingOptions {
   int max_tokens_ = 200;      // new tokens at most
   int end_token_ = -1;        // stop after generating this token; -1: none
   bool slide_ = false;        // at the context limit: re-read the last half of the context and go on (else stop)
+  int context_ = 0;           // the context the model was trained with (0: the model's whole table)
   SamplingOptions& temperature(double v) { return temperature_ = v, *this; }
   SamplingOptions& top_k(int v) { return top_k_ = v, *this; }
   SamplingOptions& top_p(double v) { return top_p_ = v, *this; }
@@ -22,13 +23,14 @@ struct SamplingOptions {
   SamplingOptions& max_tokens(int v) { return max_tokens_ = v, *this; }
   SamplingOptions& end_token(int v) { return end_token_ = v, *this; }
   SamplingOptions& slide(bool v) { return slide_ = v, *this; }
+  SamplingOptions& context(int v) { return context_ = v, *this; }
 };
 
 // Throws std::invalid_argument naming the option that is out of range.
 void check(const SamplingOptions& o);
 
 // Draw number `draw` among the first `n_valid` logits (tokens past the tokenizer's vocabulary
-// are never chosen). `work` is reused between calls.
+// are never chosen). `work` is reused between calls. Non-finite logits are an error.
 std::int32_t sample_token(std::span<const float> logits, std::int32_t n_valid, const SamplingOptions& o, std::uint64_t draw,
                           std::vector<std::pair<double, std::int32_t>>& work);
 

@@ -27,13 +27,16 @@ template <class T>
 void SinusoidalPositionsOp::forward(const OpArgs& a) {
   const std::int64_t len = a.out.size(0), d = a.out.size(1);
   T* pe = a.out.as<T>();
+  const std::int32_t* at = a.attr.i[2] ? a.in[0].as<std::int32_t>() : nullptr;
   kernel::parallel(len, 16, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t p = b; p < e; ++p)
+    for (std::int64_t r = b; r < e; ++r) {
+      const double p = at ? double(at[r]) : double(r);
       for (std::int64_t i = 0; i < d; i += 2) {
         const double w = std::exp(-double(i) * std::log(10000.0) / double(d));
-        pe[p * d + i] = T(std::sin(double(p) * w));
-        pe[p * d + i + 1] = T(std::cos(double(p) * w));
+        pe[r * d + i] = T(std::sin(p * w));
+        pe[r * d + i + 1] = T(std::cos(p * w));
       }
+    }
   });
 }
 

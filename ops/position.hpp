@@ -1,5 +1,6 @@
 // Position ops.
-//   sinusoidal_positions(like): [T, d] with T = like's axis attr.i[0], d static (attr.i[1]):
+//   sinusoidal_positions(like): [T, d] with T = like's axis attr.i[0], d static (attr.i[1]);
+//   sinusoidal_positions_at(positions [T]): the rows at those positions (attr.i[2] = 1; decoding):
 //     pe[p, 2i] = sin(p * w_i), pe[p, 2i+1] = cos(p * w_i), w_i = exp(-2i ln(10000) / d) (log space,
 //     as in the paper's reference code); no gradient.
 //   prefix_rows(table [L, d], like): the first T rows, T = like's axis attr.i[0]; T > L is a runtime
@@ -19,6 +20,8 @@ struct SinusoidalPositionsOp {
     const int ax = ops::norm_axis(c.attr.i[0], c.in[0].rank);
     if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(c.in[0]));
     if (c.attr.i[1] < 2 || c.attr.i[1] % 2) return ShapeResult::fail(Msg("d must be even and >= 2, got ").add(c.attr.i[1]));
+    if (c.attr.i[2] && (c.dtype[0] != DType::index || c.in[0].rank != 1))
+      return ShapeResult::fail(Msg("positions must be a 1-D int32 tensor, got ").add(c.in[0]));
     ShapeResult r;
     r.shape = Shape{c.in[0][ax], Dim(c.attr.i[1])};
     return r;
@@ -68,6 +71,11 @@ constexpr Value sinusoidal_positions(Value like, int d, int seq_axis = 1, Loc lo
   Attrs a;
   a.i[0] = seq_axis, a.i[1] = d;
   return ops::apply<SinusoidalPositionsOp>({like}, a, loc);
+}
+constexpr Value sinusoidal_positions_at(Value positions, int d, Loc loc = Loc::current()) {
+  Attrs a;
+  a.i[0] = 0, a.i[1] = d, a.i[2] = 1;
+  return ops::apply<SinusoidalPositionsOp>({positions}, a, loc);
 }
 constexpr Value prefix_rows(Value table, Value like, int seq_axis = 1, Loc loc = Loc::current()) {
   Attrs a;

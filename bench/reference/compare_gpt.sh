@@ -11,7 +11,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "== ctgrad ($steps steps)"
 /usr/bin/time -f "%e s wall, %M KB peak RSS" "$build/apps/ctgrad" train gpt --run "$work/ctgrad" --threads 2 \
-  --set steps="$steps" --set sample_tokens=0 | grep -v "ETA [0-9]" || true
+  --set steps="$steps" --set sample_tokens=0 > "$work/ctgrad.log"
+grep -E "^ctgrad|^KJV|validation|^done" "$work/ctgrad.log"
 echo "== PyTorch ($steps steps)"
 omp=/usr/lib/x86_64-linux-gnu/openblas-openmp
 OMP_NUM_THREADS=2 LD_LIBRARY_PATH="$omp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" /usr/bin/time -f "%e s wall, %M KB peak RSS" \

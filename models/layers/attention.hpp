@@ -40,8 +40,11 @@ struct MultiHeadAttentionOptions {
 // Incremental decoding: k and v are [Batch, heads, SeqKV, d_head] inputs holding the past keys and
 // values plus room for the new rows (SeqKV = past + Tq). multi_head_attention writes this step's
 // keys and values into that room and leaves the updated caches here, to be made outputs.
+// With `fixed`, k and v are complete keys and values (cross-attention over an encoded source,
+// from project_kv): nothing is projected or written.
 struct KvCache {
   Value k, v;
+  bool fixed = false;
 };
 
 namespace detail {
@@ -64,7 +67,10 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, st
   const LinearOptions lin = LinearOptions().bias(o.bias_).weight_init(o.init_);
   const LinearOptions out_lin = LinearOptions().bias(o.bias_).weight_init(o.out_init_);
   Value q, k, v;
-  if (o.fused_qkv_) {
+  if (cache && cache->fixed) {
+    q = linear(s.scope("wq"), q_in, d, lin, loc);
+    k = cache->k, v = cache->v;
+  } else if (o.fused_qkv_) {
     auto qkv = split<3>(linear(s.scope("qkv"), q_in, Dim(3) * d, lin, loc), -1, loc);
     q = qkv[0], k = qkv[1], v = qkv[2];
   } else {
@@ -73,9 +79,11 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, st
     v = linear(s.scope("wv"), kv_in, d, lin, loc);
   }
   q = detail::split_heads(q, o.heads_, loc);
-  k = detail::split_heads(k, o.heads_, loc);
-  v = detail::split_heads(v, o.heads_, loc);
-  if (cache) {
+  if (!cache || !cache->fixed) {
+    k = detail::split_heads(k, o.heads_, loc);
+    v = detail::split_heads(v, o.heads_, loc);
+  }
+  if (cache && !cache->fixed) {
     k = cache->k = overwrite_tail(cache->k, k, 2, loc);
     v = cache->v = overwrite_tail(cache->v, v, 2, loc);
   }
@@ -104,6 +112,15 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, st
     else *weights = softmax(ctgrad::scale(matmul(q, k, {.trans_b = true}, loc), scale, loc), loc);
   }
   return linear(s.scope("wo"), reshape(transpose(out, 1, 2, loc), {qs[0], qs[1], d}, loc), d, out_lin, loc);
+}
+
+// The keys and values multi_head_attention(s, ., kv_in, ...) computes, [Batch, heads, Tk, d_head],
+// with the same parameters: computed once per source for incremental decoding.
+constexpr KvCache project_kv(const Scope& s, Value kv_in, MultiHeadAttentionOptions o = {}, Loc loc = Loc::current()) {
+  const Dim d = kv_in.shape().back(1);
+  const LinearOptions lin = LinearOptions().bias(o.bias_).weight_init(o.init_);
+  return {detail::split_heads(linear(s.scope("wk"), kv_in, d, lin, loc), o.heads_, loc),
+          detail::split_heads(linear(s.scope("wv"), kv_in, d, lin, loc), o.heads_, loc), true};
 }
 
 }  // namespace ctgrad::layers

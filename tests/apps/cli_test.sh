@@ -81,6 +81,11 @@ PY
 check "checkpoint of another model" 2 "$ctgrad" eval gpt --run other_model
 expect_text "names the other model" "checkpoint of model 'vit', not gpt"
 check "bad number" 2 "$ctgrad" sample gpt --run straight --top-k many
+check "not a finite number" 2 "$ctgrad" eval gpt --run straight --set lr=nan
+check "bad sampling option" 2 "$ctgrad" sample gpt --run straight --top-p 0
+expect_text "names the option" "top-p must be in (0, 1]"
+check "resume a finished run" 0 "$ctgrad" train gpt --run straight --resume "${common[@]}"
+expect_text "says there is nothing to train" "nothing to train"
 check "no checkpoint" 2 "$ctgrad" eval gpt --run nowhere
 printf '{"steps": 5, "wrong": 1}' > bad.json
 check "config file with unknown key" 2 "$ctgrad" train gpt --config bad.json

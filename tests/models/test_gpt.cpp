@@ -116,19 +116,23 @@ TEST_CASE("GPT: the generator samples reproducibly and stops where told", "[mode
   CHECK(a.size() == 23);
   for (std::int32_t t : a) CHECK((t >= 0 && t < 60));
   CHECK(run(SamplingOptions().seed(5).max_tokens(20), prompt) != a);
-  // At the context limit generation stops, unless it slides.
-  CHECK(run(SamplingOptions().max_tokens(100), prompt).size() == std::size_t(kGptTiny.context));
+  // At the context limit generation stops (a full window still predicts one more), unless it
+  // slides; a shorter trained context is a shorter window.
+  CHECK(run(SamplingOptions().max_tokens(100), prompt).size() == std::size_t(kGptTiny.context + 1));
+  CHECK(run(SamplingOptions().max_tokens(100).context(16), prompt).size() == 17);
+  CHECK_THROWS_WITH(run(SamplingOptions().context(64), prompt), Catch::Contains("exceeds the model's 32"));
+  CHECK_THROWS_WITH(run(SamplingOptions().context(4), {1, 2, 3, 4, 5}), Catch::Contains("more than the model's context of 4"));
   const auto slid = run(SamplingOptions().max_tokens(100).slide(true).temperature(0), prompt);
   CHECK(slid.size() == 103);
   // After a slide, the cache holds the window's last half: the next token is what the full
   // model gives for that half alone.
   {
-    std::vector<std::int32_t> half(slid.begin() + 16, slid.begin() + 32);
+    std::vector<std::int32_t> half(slid.begin() + 17, slid.begin() + 33);
     model.set_input("ids", std::span<const std::int32_t>(half), {1, 16});
     model.set_input("targets", std::span<const std::int32_t>(half), {1, 16});
     model.forward(Mode::infer);
     const auto l = model.output("logits");
-    CHECK(std::max_element(l.data + 15 * 256, l.data + 15 * 256 + 60) - (l.data + 15 * 256) == slid[32]);
+    CHECK(std::max_element(l.data + 15 * 256, l.data + 15 * 256 + 60) - (l.data + 15 * 256) == slid[33]);
   }
   // The end token ends it.
   const auto greedy = run(SamplingOptions().temperature(0).max_tokens(10), prompt);
@@ -166,4 +170,7 @@ TEST_CASE("sampling: temperature, top-k and top-p draw from the distribution the
   const auto cold = freq(SamplingOptions().temperature(0.5));  // p^2, renormalised
   CHECK(cold[0] == Approx(0.25 / (0.25 + 0.09 + 0.0225 + 0.0025)).margin(0.01));
   CHECK(sample_token(logits, 4, SamplingOptions().temperature(0), 0, work) == 0);
+  // A tiny temperature is greedy, not an overflow; a non-finite logit is an error.
+  CHECK(sample_token(std::vector<float>{30, 50, 40}, 3, SamplingOptions().temperature(1e-307), 0, work) == 1);
+  CHECK_THROWS_WITH(sample_token(std::vector<float>{0, NAN, 1}, 3, SamplingOptions(), 0, work), Catch::Contains("logit of token 1"));
 }

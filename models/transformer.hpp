@@ -1,0 +1,164 @@
+// The original Transformer ("Attention Is All You Need"), encoder-decoder, declared in the DSL:
+//   encoder layer enc.<l>:  x = ln_1(x + drop(self_attn(x, src padding mask)))
+//                           x = ln_2(x + drop(ffn(x)))                       ReLU, d_ff wide
+//   decoder layer dec.<l>:  y = ln_1(y + drop(self_attn(y, causal + tgt padding)))
+//                           y = ln_2(y + drop(cross_attn(y, memory, src padding)))
+//                           y = ln_3(y + drop(ffn(y)))
+//   inputs: emb[ids] * sqrt(d_model) + sinusoidal positions, then dropout (shared vocabulary)
+//   logits = y emb^T: the pre-softmax projection tied to the embedding (paper section 3.4)
+// Post-norm ("Add & Norm") as in the paper. Embedding N(0, d^-1/2) (so emb * sqrt(d) has unit
+// scale), linear layers Xavier-uniform, biases 0.
+//
+// Three graphs share the parameter names:
+//   transformer<C>          training: src [B, S], src_len [B], tgt_in [B, T], tgt_len [B], tgt_out [B, T]
+//                           -> logits [B, T, vocab], loss (label-smoothed cross-entropy, pad ignored)
+//   transformer_encoder<C>  inference: src, src_len -> per decoder layer the cross-attention keys
+//                           and values "cross.<l>.k/v" [B, heads, S, d_head], computed once
+//   transformer_step<C>     one incremental decoding step: ids [B, T] of new target tokens,
+//                           positions [T], src_len, the cross keys/values and the self-attention
+//                           caches "cache.<l>.k/v" [B, heads, past + T, d_head]
+//                           -> logits [B, T, vocab] and "present.<l>.k/v"
+// Symbols: Batch; Seq = target length; SeqKV = source length (training) or cache length (step);
+// Sym3 = source length in the step graph.
+#pragma once
+#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/models/layers/layers.hpp>
+
+namespace ctgrad::models {
+
+struct TransformerConfig {
+  int vocab = 8000, n_layer = 6, d_model = 512, heads = 8, d_ff = 2048;
+  double dropout = 0.1;
+  double label_smoothing = 0.1;
+  int pad = 0;  // the padding id: ignored by the loss, masked by the lengths
+};
+
+inline constexpr TransformerConfig kTransformerBase{.vocab = 8000, .n_layer = 6, .d_model = 512, .heads = 8, .d_ff = 2048};
+// Trains on 2 cores in minutes: the translation default.
+inline constexpr TransformerConfig kTransformerSmall{.vocab = 8000, .n_layer = 3, .d_model = 256, .heads = 4, .d_ff = 1024};
+// The Annotated Transformer's copy task: symbols 1..10, 0 pads.
+inline constexpr TransformerConfig kTransformerCopy{.vocab = 11, .n_layer = 2, .d_model = 64, .heads = 4, .d_ff = 128, .dropout = 0,
+                                                    .label_smoothing = 0};
+
+namespace detail {
+
+constexpr layers::MultiHeadAttentionOptions transformer_attention(const TransformerConfig& c, bool causal = false) {
+  return layers::MultiHeadAttentionOptions().heads(c.heads).dropout(c.dropout).causal(causal);
+}
+
+// emb[ids] * sqrt(d) + positions (at `positions` when given, else 0..T-1), dropout.
+constexpr Value transformer_embed(const TransformerConfig& c, Value emb, Value ids, const Value* positions, const Loc& loc) {
+  Value x = layers::embed(emb, ids, true, loc);
+  x = add(x, positions ? sinusoidal_positions_at(*positions, c.d_model, loc) : sinusoidal_positions(x, c.d_model, 1, loc), loc);
+  return dropout(x, c.dropout, loc);
+}
+
+constexpr Value post_norm(const Scope& s, Value x, Value sublayer, double p, const Loc& loc) {
+  return layers::norm(s, add(x, dropout(sublayer, p, loc), loc), {}, loc);
+}
+
+constexpr Value transformer_encode(Builder& g, const TransformerConfig& c, Value emb, Value src, Value src_len, const Loc& loc) {
+  using namespace layers;
+  Value x = transformer_embed(c, emb, src, nullptr, loc);               // [B, S, d]
+  const Value mask = key_padding_mask(src_len, x, 1, 2, loc);          // [B, 1, 1, S]
+  const auto ffn = FeedForwardOptions().d_ff(c.d_ff).activation(Act::relu);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Scope e = g.scope("enc", l);
+    x = post_norm(e.scope("ln_1"), x, multi_head_attention(e.scope("self"), x, x, mask, transformer_attention(c), nullptr, nullptr, loc),
+                  c.dropout, loc);
+    x = post_norm(e.scope("ln_2"), x, feed_forward(e.scope("ffn"), x, ffn, loc), c.dropout, loc);
+  }
+  return x;  // memory [B, S, d]
+}
+
+// The decoder layers. `self_mask`: target padding (training) or none (decoding, where the cache
+// holds only real tokens); `cross[l]` set: precomputed cross keys/values; `caches` set: decoding.
+constexpr Value transformer_decode(Builder& g, const TransformerConfig& c, Value y, std::optional<Value> self_mask, Value memory,
+                                   Value src_mask, layers::KvCache* cross, layers::KvCache* caches, const Loc& loc) {
+  using namespace layers;
+  const auto ffn = FeedForwardOptions().d_ff(c.d_ff).activation(Act::relu);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Scope d = g.scope("dec", l);
+    y = post_norm(d.scope("ln_1"), y,
+                  multi_head_attention(d.scope("self"), y, y, self_mask, transformer_attention(c, true), nullptr,
+                                       caches ? &caches[l] : nullptr, loc),
+                  c.dropout, loc);
+    y = post_norm(d.scope("ln_2"), y,
+                  multi_head_attention(d.scope("cross"), y, memory, src_mask, transformer_attention(c), nullptr, cross ? &cross[l] : nullptr, loc),
+                  c.dropout, loc);
+    y = post_norm(d.scope("ln_3"), y, feed_forward(d.scope("ffn"), y, ffn, loc), c.dropout, loc);
+  }
+  return y;
+}
+
+constexpr Value shared_embedding(Builder& g, const TransformerConfig& c, const Loc& loc) {
+  return layers::embedding_table(g.scope("emb"), c.vocab, c.d_model, init::normal(1 / ops::const_sqrt(double(c.d_model))), loc);
+}
+
+}  // namespace detail
+
+template <TransformerConfig C>
+constexpr auto transformer = [] {
+  const Loc loc = Loc::current();
+  Builder g;
+  Value src = g.input("src", {Batch, SeqKV}, {.dtype = DType::index});
+  Value src_len = g.input("src_len", {Batch}, {.dtype = DType::index});
+  Value tgt_in = g.input("tgt_in", {Batch, Seq}, {.dtype = DType::index});
+  Value tgt_len = g.input("tgt_len", {Batch}, {.dtype = DType::index});
+  Value tgt_out = g.input("tgt_out", {Batch, Seq}, {.dtype = DType::index});
+  Value emb = detail::shared_embedding(g, C, loc);
+  Value memory = detail::transformer_encode(g, C, emb, src, src_len, loc);
+  Value y = detail::transformer_embed(C, emb, tgt_in, nullptr, loc);
+  y = detail::transformer_decode(g, C, y, key_padding_mask(tgt_len, y, 1, 2, loc), memory, key_padding_mask(src_len, memory, 1, 2, loc),
+                                 nullptr, nullptr, loc);
+  Value logits = matmul(y, emb, {.trans_b = true}, loc);  // [B, T, vocab]
+  g.output(logits, "logits");
+  g.loss(cross_entropy(logits, tgt_out, {.ignore_index = C.pad, .label_smoothing = C.label_smoothing}, loc));
+  return g;
+};
+
+template <TransformerConfig C>
+constexpr auto transformer_encoder = [] {
+  const Loc loc = Loc::current();
+  Builder g;
+  Value src = g.input("src", {Batch, SeqKV}, {.dtype = DType::index});
+  Value src_len = g.input("src_len", {Batch}, {.dtype = DType::index});
+  Value emb = detail::shared_embedding(g, C, loc);
+  Value memory = detail::transformer_encode(g, C, emb, src, src_len, loc);
+  for (int l = 0; l < C.n_layer; ++l) {
+    const layers::KvCache kv = layers::project_kv(g.scope("dec", l).scope("cross"), memory, detail::transformer_attention(C), loc);
+    const Scope out = g.scope("cross", l);
+    g.output(kv.k, out.join("k"), loc);
+    g.output(kv.v, out.join("v"), loc);
+  }
+  return g;
+};
+
+template <TransformerConfig C>
+constexpr auto transformer_step = [] {
+  const Loc loc = Loc::current();
+  Builder g;
+  Value ids = g.input("ids", {Batch, Seq}, {.dtype = DType::index});
+  Value positions = g.input("positions", {Seq}, {.dtype = DType::index});
+  Value src_len = g.input("src_len", {Batch}, {.dtype = DType::index});
+  std::array<layers::KvCache, 64> cross{}, caches{};
+  const Shape self_kv{Batch, C.heads, SeqKV, C.d_model / C.heads}, cross_kv{Batch, C.heads, Sym3, C.d_model / C.heads};
+  for (int l = 0; l < C.n_layer; ++l) {
+    const Scope cr = g.scope("cross", l), ca = g.scope("cache", l);
+    cross[std::size_t(l)] = {cr.input("k", cross_kv, {}, loc), cr.input("v", cross_kv, {}, loc), true};
+    caches[std::size_t(l)] = {ca.input("k", self_kv, {}, loc), ca.input("v", self_kv, {}, loc)};
+  }
+  Value emb = detail::shared_embedding(g, C, loc);
+  Value y = detail::transformer_embed(C, emb, ids, &positions, loc);
+  const Value src_mask = key_padding_mask(src_len, cross[0].k, 2, 2, loc);  // [B, 1, 1, S]
+  y = detail::transformer_decode(g, C, y, std::nullopt, Value{}, src_mask, cross.data(), caches.data(), loc);
+  for (int l = 0; l < C.n_layer; ++l) {
+    const Scope out = g.scope("present", l);
+    g.output(caches[std::size_t(l)].k, out.join("k"), loc);
+    g.output(caches[std::size_t(l)].v, out.join("v"), loc);
+  }
+  g.output(matmul(y, emb, {.trans_b = true}, loc), "logits");
+  return g;
+};
+
+}  // namespace ctgrad::models
