@@ -22,7 +22,13 @@
 // Sym3 = source length in the step graph.
 #pragma once
 #include <ctgrad/ctgrad.hpp>
+#include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
 
 namespace ctgrad::models {
 
@@ -159,6 +165,140 @@ constexpr auto transformer_step = [] {
   }
   g.output(matmul(y, emb, {.trans_b = true}, loc), "logits");
   return g;
+};
+
+
+struct BeamOptions {
+  int beam_ = 4;         // 1: greedy
+  double alpha_ = 0.6;   // length penalty ((5 + |Y|) / 6)^alpha (GNMT; the paper's 0.6)
+  int max_len_ = 64;     // generated tokens at most (the end token included)
+  BeamOptions& beam(int v) { return beam_ = v, *this; }
+  BeamOptions& alpha(double v) { return alpha_ = v, *this; }
+  BeamOptions& max_len(int v) { return max_len_ = v, *this; }
+};
+
+// Translation by incremental decoding: the source is encoded once (cross-attention keys and values
+// of every decoder layer cached), then each step feeds one token per hypothesis over the cached
+// self-attention keys and values. greedy() is beam search with a beam of 1.
+template <TransformerConfig C>
+class Translator {
+ public:
+  static constexpr auto encoder_graph = freeze<transformer_encoder<C>>();
+  static constexpr auto step_graph = freeze<transformer_step<C>>();
+
+  explicit Translator(std::span<const Parameter<float>> weights, Options opts = {})
+      : enc_(opts), step_(opts), cache_(C.n_layer, C.heads, C.d_model / C.heads) {
+    copy_weights(weights, enc_, "Translator");
+    copy_weights(weights, step_, "Translator");
+  }
+
+  // The target tokens after `bos`, up to and without `eos`.
+  std::vector<std::int32_t> greedy(std::span<const std::int32_t> src, std::int32_t bos, std::int32_t eos, int max_len = 64) {
+    return search(src, bos, eos, BeamOptions().beam(1).alpha(0).max_len(max_len));
+  }
+  std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t bos, std::int32_t eos, const BeamOptions& o) {
+    if (src.empty()) throw std::invalid_argument("ctgrad: Translator: empty source");
+    if (o.beam_ < 1 || o.max_len_ < 1) throw std::invalid_argument("ctgrad: Translator: beam and max_len must be >= 1");
+    for (std::size_t i = 0; i < src.size(); ++i)
+      if (src[i] < 0 || src[i] >= C.vocab)
+        throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(src[i]) + " at position " + std::to_string(i) +
+                                    " is outside the vocabulary [0, " + std::to_string(C.vocab) + ")");
+    const std::int64_t S = std::int64_t(src.size()), dh = C.d_model / C.heads;
+    // Encode once; the cross keys/values are then replicated for each hypothesis.
+    const std::int32_t len = std::int32_t(S);
+    enc_.set_input("src", src, {1, S});
+    enc_.set_input("src_len", std::span<const std::int32_t>(&len, 1), {1});
+    enc_.forward(Mode::infer);
+    std::vector<std::vector<float>> cross(2 * std::size_t(C.n_layer));
+    for (int c = 0; c < 2 * C.n_layer; ++c) {
+      const auto t = enc_.output("cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k"));
+      cross[std::size_t(c)].assign(t.data, t.data + t.numel);
+    }
+    struct Hyp {
+      std::vector<std::int32_t> tokens;
+      double logp = 0;
+    };
+    std::vector<Hyp> alive{Hyp{{bos}, 0.0}}, done;
+    auto penalty = [&](std::size_t n) { return std::pow((5.0 + double(n)) / 6.0, o.alpha_); };
+    cache_.clear();
+    std::vector<float> rep;
+    for (int t = 0; t < o.max_len_ && !alive.empty(); ++t) {
+      const std::int64_t k = std::int64_t(alive.size());
+      ids_.resize(std::size_t(k));
+      for (std::int64_t b = 0; b < k; ++b) ids_[std::size_t(b)] = alive[std::size_t(b)].tokens.back();
+      const std::int32_t pos = std::int32_t(t);
+      lens_.assign(std::size_t(k), len);
+      step_.set_input("ids", std::span<const std::int32_t>(ids_), {k, 1});
+      step_.set_input("positions", std::span<const std::int32_t>(&pos, 1), {1});
+      step_.set_input("src_len", std::span<const std::int32_t>(lens_), {k});
+      for (int c = 0; c < 2 * C.n_layer; ++c) {
+        rep.resize(std::size_t(k) * cross[std::size_t(c)].size());
+        for (std::int64_t b = 0; b < k; ++b) std::copy(cross[std::size_t(c)].begin(), cross[std::size_t(c)].end(), rep.begin() + b * std::int64_t(cross[std::size_t(c)].size()));
+        step_.set_input("cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k"), std::span<const float>(rep), {k, C.heads, S, dh});
+      }
+      cache_.feed(step_, k, 1);
+      step_.forward(Mode::infer);
+      cache_.collect(step_);
+      const auto logits = step_.output("logits");  // [k, 1, vocab]
+      // Candidates: each hypothesis extended by each token, scored by total log-probability.
+      cand_.clear();
+      for (std::int64_t b = 0; b < k; ++b) {
+        const float* l = logits.data + b * C.vocab;
+        const double mx = *std::max_element(l, l + C.vocab);
+        double z = 0;
+        for (int v = 0; v < C.vocab; ++v) z += std::exp(double(l[v]) - mx);
+        const double lse = mx + std::log(z);
+        for (int v = 0; v < C.vocab; ++v) cand_.push_back({alive[std::size_t(b)].logp + double(l[v]) - lse, int(b), v});
+      }
+      const std::size_t keep = std::min<std::size_t>(cand_.size(), std::size_t(2 * o.beam_));
+      std::partial_sort(cand_.begin(), cand_.begin() + std::ptrdiff_t(keep), cand_.end(), [](const Cand& a, const Cand& b) {
+        return a.score > b.score || (a.score == b.score && (a.parent < b.parent || (a.parent == b.parent && a.token < b.token)));
+      });
+      std::vector<Hyp> next;
+      parents_.clear();
+      for (std::size_t i = 0; i < keep && int(next.size()) < o.beam_; ++i) {
+        Hyp h{alive[std::size_t(cand_[i].parent)].tokens, cand_[i].score};
+        h.tokens.push_back(cand_[i].token);
+        if (cand_[i].token == eos) {
+          if (int(done.size()) < o.beam_) done.push_back(std::move(h));
+        } else {
+          next.push_back(std::move(h));
+          parents_.push_back(cand_[i].parent);
+        }
+      }
+      // Stop when the beam is full of finished hypotheses and none alive can beat the best of them
+      // (log-probabilities only fall; the length penalty is at most the one at max_len).
+      if (int(done.size()) >= o.beam_ && !next.empty()) {
+        double best_done = -1e300;
+        for (const Hyp& h : done) best_done = std::max(best_done, h.logp / penalty(h.tokens.size() - 1));
+        if (next.front().logp / penalty(std::size_t(o.max_len_)) <= best_done) next.clear();
+      }
+      alive = std::move(next);
+      if (!alive.empty()) cache_.reorder(parents_);
+    }
+    for (Hyp& h : alive) done.push_back(std::move(h));  // max_len reached: unfinished ones compete too
+    const Hyp* best = nullptr;
+    double best_score = -1e300;
+    for (const Hyp& h : done) {
+      const double sc = h.logp / penalty(h.tokens.size() - 1);
+      if (!best || sc > best_score) best = &h, best_score = sc;
+    }
+    std::vector<std::int32_t> out(best->tokens.begin() + 1, best->tokens.end());
+    if (!out.empty() && out.back() == eos) out.pop_back();
+    return out;
+  }
+
+ private:
+  struct Cand {
+    double score;
+    int parent, token;
+  };
+  Program<encoder_graph> enc_;
+  Program<step_graph> step_;
+  KvCacheSet cache_;
+  std::vector<std::int32_t> ids_, lens_;
+  std::vector<int> parents_;
+  std::vector<Cand> cand_;
 };
 
 }  // namespace ctgrad::models

@@ -1,0 +1,140 @@
+// The encoder-decoder Transformer: the Annotated Transformer's copy task (train, then greedy
+// decoding reproduces held-out sequences exactly), decoding with caches against the full model,
+// beam search, and a gradcheck of the whole model in double precision.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/models/transformer.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+using namespace ctgrad;
+using namespace ctgrad::models;
+
+namespace {
+constexpr auto kCopyGraph = freeze<transformer<kTransformerCopy>>();
+constexpr TransformerConfig kMicro{.vocab = 9, .n_layer = 2, .d_model = 8, .heads = 2, .d_ff = 12, .dropout = 0.1, .label_smoothing = 0.1};
+constexpr auto kMicroGraph = freeze<transformer<kMicro>>();
+
+// Copy-task batch n: sequences of 10, start symbol 1, then 9 symbols from 1..10.
+struct CopyBatch {
+  std::vector<std::int32_t> src, tgt_in, tgt_out, src_len, tgt_len;
+  CopyBatch(std::uint64_t n, std::int64_t B) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      std::vector<std::int32_t> s{1};
+      for (int i = 1; i < 10; ++i) s.push_back(std::int32_t(1 + random::bits(random::key(n, std::uint64_t(b), 9), std::uint64_t(i)) % 10));
+      src.insert(src.end(), s.begin(), s.end());
+      tgt_in.insert(tgt_in.end(), s.begin(), s.end() - 1);
+      tgt_out.insert(tgt_out.end(), s.begin() + 1, s.end());
+      src_len.push_back(10);
+      tgt_len.push_back(9);
+    }
+  }
+  template <class P>
+  void feed(P& p, std::int64_t B) const {
+    p.set_input("src", std::span<const std::int32_t>(src), {B, 10});
+    p.set_input("src_len", std::span<const std::int32_t>(src_len), {B});
+    p.set_input("tgt_in", std::span<const std::int32_t>(tgt_in), {B, 9});
+    p.set_input("tgt_len", std::span<const std::int32_t>(tgt_len), {B});
+    p.set_input("tgt_out", std::span<const std::int32_t>(tgt_out), {B, 9});
+  }
+};
+}  // namespace
+
+TEST_CASE("Transformer: whole-model gradcheck in double precision (padding, dropout, label smoothing)", "[models][transformer]") {
+  auto r = gradcheck<kMicroGraph>([](auto& p) {
+    RandomInputs in{.seed = 3, .sym = {2, 5, 6, 1, 1, 1}, .index_range = 9};
+    fill_random_inputs(p, in);
+    const std::vector<std::int32_t> src_len{6, 4}, tgt_len{5, 3};  // padded rows in both
+    p.set_input("src_len", std::span<const std::int32_t>(src_len), {2});
+    p.set_input("tgt_len", std::span<const std::int32_t>(tgt_len), {2});
+  });
+  INFO(r.worst << "\n" << r.report);
+  CHECK(r.ok);
+}
+
+TEST_CASE("Transformer: the copy task trains, and greedy decoding copies held-out sequences exactly", "[models][transformer]") {
+  Program<kCopyGraph> model(Options().threads(2).seed(1));
+  optim::Adam<float> opt(model.parameters(), optim::AdamOptions().betas(0.9, 0.98).eps(1e-9));
+  const auto lr = optim::noam(kTransformerCopy.d_model, 400);
+  constexpr std::int64_t B = 32;
+  const auto t0 = std::chrono::steady_clock::now();
+  double loss = 0;
+  int step = 1;
+  for (; step <= 3000; ++step) {
+    CopyBatch(std::uint64_t(step), B).feed(model, B);
+    model.zero_grad();
+    model.forward();
+    model.backward();
+    opt.set_lr(lr(step));
+    opt.step();
+    loss = model.loss();
+    if (step % 100 == 0 && loss < 0.002) break;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO("stopped at step " << step << ", loss " << loss << ", " << secs << " s");
+  CHECK(loss < 0.05);
+  Translator<kTransformerCopy> tr(model.parameters());
+  const CopyBatch held_out(1u << 30, 50);  // batch numbers never trained on
+  int exact = 0;
+  for (int i = 0; i < 50; ++i) {
+    std::span<const std::int32_t> src(held_out.src.data() + i * 10, 10);
+    const auto out = tr.greedy(src, 1, -1, 9);
+    exact += std::equal(out.begin(), out.end(), src.begin() + 1, src.end()) && out.size() == 9;
+  }
+  CHECK(exact == 50);
+  // Beam search agrees on a task this certain.
+  std::span<const std::int32_t> first(held_out.src.data(), 10);
+  const auto beam = tr.search(first, 1, -1, BeamOptions().beam(4).max_len(9));
+  CHECK(std::equal(beam.begin(), beam.end(), first.begin() + 1, first.end()));
+}
+
+TEST_CASE("Transformer: the encoder and step graphs with caches give the training graph's logits", "[models][transformer]") {
+  constexpr TransformerConfig C = kTransformerCopy;
+  Program<kCopyGraph> full(Options().seed(4));
+  // Padded source: the second sentence has 6 real tokens of 10.
+  constexpr std::int64_t B = 2, S = 10, T = 9;
+  CopyBatch batch(77, B);
+  batch.src_len = {10, 6};
+  batch.feed(full, B);
+  full.forward(Mode::infer);
+  const auto want = full.output("logits");  // [B, T, vocab]
+  Program<Translator<C>::encoder_graph> enc;
+  Program<Translator<C>::step_graph> step;
+  copy_weights(full.parameters(), enc, "test");
+  copy_weights(full.parameters(), step, "test");
+  enc.set_input("src", std::span<const std::int32_t>(batch.src), {B, S});
+  enc.set_input("src_len", std::span<const std::int32_t>(batch.src_len), {B});
+  enc.forward(Mode::infer);
+  for (int c = 0; c < 2 * C.n_layer; ++c) {
+    const std::string name = "cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k");
+    const auto t = enc.output(name);
+    step.set_input(name, std::span<const float>(t.data, std::size_t(t.numel)), t.shape());
+  }
+  step.set_input("src_len", std::span<const std::int32_t>(batch.src_len), {B});
+  KvCacheSet cache(C.n_layer, C.heads, C.d_model / C.heads);
+  double worst = 0;
+  std::int64_t past = 0;
+  for (std::int64_t n : {3, 1, 1, 2, 1, 1}) {  // steps of several tokens and of one
+    std::vector<std::int32_t> ids, pos;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = past; t < past + n; ++t) ids.push_back(batch.tgt_in[std::size_t(b * T + t)]);
+    for (std::int64_t t = past; t < past + n; ++t) pos.push_back(std::int32_t(t));
+    step.set_input("ids", std::span<const std::int32_t>(ids), {B, n});
+    step.set_input("positions", std::span<const std::int32_t>(pos), {n});
+    cache.feed(step, B, n);
+    step.forward(Mode::infer);
+    cache.collect(step);
+    const auto got = step.output("logits");  // [B, n, vocab]
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < n; ++t)
+        for (int v = 0; v < C.vocab; ++v)
+          worst = std::max(worst, double(std::abs(got.data[(b * n + t) * C.vocab + v] - want.data[(b * T + past + t) * C.vocab + v])));
+    past += n;
+  }
+  CHECK(past == T);
+  CHECK(worst < 1e-5);
+}
