@@ -1,14 +1,15 @@
-// Writes what tests/models/gpt_parity.py checks against the PyTorch reference model: a small GPT's
+// Writes what tests/models/parity.py checks against the PyTorch reference model: a small GPT's
 // weights after a few AdamW steps (so they are no longer at their initial scale), one batch, and
 // ctgrad's fp32 logits, loss and every parameter gradient on that batch.
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/optim/optimizers.hpp>
+
+#include "parity_writer.hpp"
 
 using namespace ctgrad;
 
@@ -43,21 +44,8 @@ int main(int argc, char** argv) {
   model.zero_grad();
   model.forward();
   model.backward();
-  const float loss = model.loss();
-  std::vector<checkpoint::TensorView> out;
-  std::vector<std::string> names;
-  for (const auto& p : model.parameters()) {
-    std::vector<std::int64_t> shape(p.value.shape().begin(), p.value.shape().end());
-    out.push_back(checkpoint::view_of<float>(std::string(p.name), p.value.span(), shape));
-    out.push_back(checkpoint::view_of<float>("grad." + std::string(p.name), p.grad.span(), shape));
-  }
-  const auto logits = model.output("logits");
-  out.push_back(checkpoint::view_of<float>("out.logits", logits.span(), {B, T, kParity.vocab}));
-  out.push_back(checkpoint::view_of<float>("out.loss", std::span<const float>(&loss, 1), {1}));
-  out.push_back(checkpoint::view_of<std::int32_t>("in.ids", ids, {B, T}));
-  out.push_back(checkpoint::view_of<std::int32_t>("in.targets", targets, {B, T}));
-  checkpoint::save(argv[1], out,
-                   {{"config", "{\"vocab\": 64, \"n_layer\": 2, \"n_head\": 4, \"d_model\": 32, \"context\": 16}"}});
-  std::printf("ctgrad loss %.6f after 30 AdamW steps\n", loss);
+  testing::save_for_parity(argv[1], model, {{"ids", &ids, {B, T}}, {"targets", &targets, {B, T}}},
+                           "{\"vocab\": 64, \"n_layer\": 2, \"n_head\": 4, \"d_model\": 32, \"context\": 16}");
+  std::printf("ctgrad loss %.6f after 30 AdamW steps\n", double(model.loss()));
   return 0;
 }

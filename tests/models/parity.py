@@ -1,0 +1,59 @@
+"""Parity with PyTorch (as llm.c's test_gpt2): the weights ctgrad saved are loaded into the PyTorch
+reference model (bench/reference/gpt.py or transformer.py); on the same batch, in fp32:
+  loss within 1e-4 relative, every parameter gradient within 1e-4 relative (max |diff| over the
+  tensor / max |reference| over the tensor), logits within 1e-5 (max |diff|).
+A gradient that is zero in exact arithmetic (the key-projection biases: softmax ignores a constant
+added to a row of scores) is rounding noise in both; its scale is floored at 1e-3 of the largest
+gradient entry of the model.
+usage: /usr/bin/python3 parity.py gpt|transformer <writer program> <out.safetensors>"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "reference"))
+import torch  # noqa: E402
+from gpt import Gpt, read_safetensors  # noqa: E402
+from transformer import Transformer  # noqa: E402
+
+kind, writer, path = sys.argv[1:4]
+subprocess.run([writer, path], check=True)
+t, meta = read_safetensors(path)
+cfg = json.loads(meta["config"])
+torch.manual_seed(0)
+if kind == "gpt":
+    model = Gpt(cfg["vocab"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], cfg["context"])
+else:
+    model = Transformer(cfg["vocab"], cfg["n_layer"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["label_smoothing"], cfg["pad"])
+state = {k: torch.from_numpy(v) for k, v in t.items() if not k.startswith(("grad.", "out.", "in."))}
+missing = set(model.state_dict()) ^ set(state)
+if missing:
+    sys.exit(f"parameter names differ between ctgrad and the reference: {sorted(missing)}")
+model.load_state_dict(state)
+inputs = {k[3:]: torch.from_numpy(v).long() for k, v in t.items() if k.startswith("in.")}
+if kind == "gpt":
+    logits, loss = model(inputs["ids"], inputs["targets"])
+else:
+    logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_len"], inputs["tgt_out"])
+loss.backward()
+
+fails, report = 0, []
+def check(what, got, want, tol, relative, floor=0.0):
+    global fails
+    diff = (torch.as_tensor(got).double() - want.detach().double()).abs().max().item()
+    scale = max(want.detach().double().abs().max().item(), floor) if relative else 1.0
+    err = diff / max(scale, 1e-30)
+    ok = err <= tol
+    fails += not ok
+    report.append(f"{'ok  ' if ok else 'FAIL'} {what}: {'relative' if relative else 'absolute'} error {err:.2e} (tolerance {tol:g})")
+
+check("loss", t["out.loss"][0], loss, 1e-4, True)
+check("logits", t["out.logits"], logits, 1e-5, False)
+largest = max(p.grad.abs().max().item() for p in model.parameters())
+for name, p in model.named_parameters():
+    check(f"grad {name}", t["grad." + name], p.grad, 1e-4, True, 1e-3 * largest)
+print("\n".join(report))
+print(f"loss ctgrad {t['out.loss'][0]:.6f} torch {loss.item():.6f}; logits max |x| {logits.abs().max().item():.2f}")
+n = len(report)
+print(f"{n - fails} passed, {fails} failed")
+sys.exit(1 if fails else 0)
