@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake make pkg-config time
   python3-torch                              # the PyTorch oracle of the tests (Debian python3)
+  python3-nltk                               # the BLEU oracle of the tests
   libsentencepiece-dev sentencepiece         # tokenizers
   bible-kjv dataset-fashion-mnist trans-de-en  # data sets (see ../shared/DATA.md)
   r-cran-janeaustenr                         # the Jane Austen corpus (pulls in R, ~41 MB)
