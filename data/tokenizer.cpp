@@ -101,7 +101,8 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
   }
   std::ostringstream args;
   args << "--input=" << input << " --model_prefix=" << prefix.string() << " --vocab_size=" << o.vocab_size
-       << " --model_type=" << o.model_type << " --character_coverage=1.0 --minloglevel=2"
+       << " --model_type=" << o.model_type << " --character_coverage=1.0 --minloglevel=2" << " --unk_id=" << o.unk_id
+       << " --bos_id=" << o.bos_id << " --eos_id=" << o.eos_id << " --pad_id=" << o.pad_id
        << " --num_threads=1";
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));  // 0.1.97 has no trainer flag for it
   const auto status = sentencepiece::SentencePieceTrainer::Train(args.str());
@@ -137,6 +138,9 @@ std::string SentencePieceTokenizer::decode(const std::vector<std::int32_t>& ids)
 }
 
 std::int32_t SentencePieceTokenizer::vocab_size() const { return std::int32_t(impl_->sp.GetPieceSize()); }
+std::int32_t SentencePieceTokenizer::bos_id() const { return std::int32_t(impl_->sp.bos_id()); }
+std::int32_t SentencePieceTokenizer::eos_id() const { return std::int32_t(impl_->sp.eos_id()); }
+std::int32_t SentencePieceTokenizer::pad_id() const { return std::int32_t(impl_->sp.pad_id()); }
 
 void SentencePieceTokenizer::save(const std::filesystem::path& path) const {
   if (std::filesystem::exists(path) && std::filesystem::equivalent(impl_->model_file, path)) return;

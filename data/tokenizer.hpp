@@ -39,6 +39,8 @@ struct SentencePieceOptions {
   std::int32_t vocab_size = 2000;
   std::string model_type = "bpe";  // or "unigram"
   std::uint64_t seed = 0;
+  // Special ids (-1: none). SentencePiece's defaults: unk 0, bos 1, eos 2, no padding.
+  std::int32_t unk_id = 0, bos_id = 1, eos_id = 2, pad_id = -1;
 };
 
 class SentencePieceTokenizer : public Tokenizer {
@@ -52,6 +54,9 @@ class SentencePieceTokenizer : public Tokenizer {
   std::string decode(const std::vector<std::int32_t>& ids) const override;
   std::int32_t vocab_size() const override;
   std::string kind() const override { return "sentencepiece"; }
+  std::int32_t bos_id() const;  // -1 when the model has none
+  std::int32_t eos_id() const;
+  std::int32_t pad_id() const;
   void save(const std::filesystem::path& path) const override;  // copies the .model file
 
  private:

@@ -107,7 +107,7 @@ Bleu corpus_bleu(const std::vector<std::string>& hypotheses, const std::vector<s
       total[n - 1] += h.size() >= n ? (long long)(h.size() - n + 1) : 0;
     }
   }
-  if (r.hyp_len == 0) return r;
+  if (r.hyp_len == 0) return r.brevity_penalty = 0, r;
   // sacreBLEU "exp" smoothing: the k-th zero match count becomes 1 / 2^k.
   double log_sum = 0, smooth = 1;
   for (int n = 0; n < 4; ++n) {

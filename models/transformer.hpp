@@ -63,14 +63,17 @@ constexpr Value post_norm(const Scope& s, Value x, Value sublayer, double p, con
   return layers::norm(s, add(x, dropout(sublayer, p, loc), loc), {}, loc);
 }
 
-constexpr Value transformer_encode(Builder& g, const TransformerConfig& c, Value emb, Value src, Value src_len, const Loc& loc) {
+// `weights`, when given, receives each layer's attention probabilities (for heatmaps).
+constexpr Value transformer_encode(Builder& g, const TransformerConfig& c, Value emb, Value src, Value src_len, const Loc& loc,
+                                   Value* weights = nullptr) {
   using namespace layers;
   Value x = transformer_embed(c, emb, src, nullptr, loc);               // [B, S, d]
   const Value mask = key_padding_mask(src_len, x, 1, 2, loc);          // [B, 1, 1, S]
   const auto ffn = FeedForwardOptions().d_ff(c.d_ff).activation(Act::relu);
   for (int l = 0; l < c.n_layer; ++l) {
     const Scope e = g.scope("enc", l);
-    x = post_norm(e.scope("ln_1"), x, multi_head_attention(e.scope("self"), x, x, mask, transformer_attention(c), nullptr, nullptr, loc),
+    x = post_norm(e.scope("ln_1"), x,
+                  multi_head_attention(e.scope("self"), x, x, mask, transformer_attention(c), weights ? &weights[l] : nullptr, nullptr, loc),
                   c.dropout, loc);
     x = post_norm(e.scope("ln_2"), x, feed_forward(e.scope("ffn"), x, ffn, loc), c.dropout, loc);
   }
@@ -80,17 +83,19 @@ constexpr Value transformer_encode(Builder& g, const TransformerConfig& c, Value
 // The decoder layers. `self_mask`: target padding (training) or none (decoding, where the cache
 // holds only real tokens); `cross[l]` set: precomputed cross keys/values; `caches` set: decoding.
 constexpr Value transformer_decode(Builder& g, const TransformerConfig& c, Value y, std::optional<Value> self_mask, Value memory,
-                                   Value src_mask, layers::KvCache* cross, layers::KvCache* caches, const Loc& loc) {
+                                   Value src_mask, layers::KvCache* cross, layers::KvCache* caches, const Loc& loc,
+                                   Value* self_weights = nullptr, Value* cross_weights = nullptr) {
   using namespace layers;
   const auto ffn = FeedForwardOptions().d_ff(c.d_ff).activation(Act::relu);
   for (int l = 0; l < c.n_layer; ++l) {
     const Scope d = g.scope("dec", l);
     y = post_norm(d.scope("ln_1"), y,
-                  multi_head_attention(d.scope("self"), y, y, self_mask, transformer_attention(c, true), nullptr,
-                                       caches ? &caches[l] : nullptr, loc),
+                  multi_head_attention(d.scope("self"), y, y, self_mask, transformer_attention(c, true),
+                                       self_weights ? &self_weights[l] : nullptr, caches ? &caches[l] : nullptr, loc),
                   c.dropout, loc);
     y = post_norm(d.scope("ln_2"), y,
-                  multi_head_attention(d.scope("cross"), y, memory, src_mask, transformer_attention(c), nullptr, cross ? &cross[l] : nullptr, loc),
+                  multi_head_attention(d.scope("cross"), y, memory, src_mask, transformer_attention(c),
+                                       cross_weights ? &cross_weights[l] : nullptr, cross ? &cross[l] : nullptr, loc),
                   c.dropout, loc);
     y = post_norm(d.scope("ln_3"), y, feed_forward(d.scope("ffn"), y, ffn, loc), c.dropout, loc);
   }
@@ -120,6 +125,31 @@ constexpr auto transformer = [] {
   Value logits = matmul(y, emb, {.trans_b = true}, loc);  // [B, T, vocab]
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, tgt_out, {.ignore_index = C.pad, .label_smoothing = C.label_smoothing}, loc));
+  return g;
+};
+
+// The attention probabilities of every layer and head for a (source, target prefix) pair, as
+// outputs "weights.enc.<l>", "weights.dec.<l>", "weights.cross.<l>" [B, heads, Tq, Tk]: heatmaps.
+template <TransformerConfig C>
+constexpr auto transformer_attention_maps = [] {
+  const Loc loc = Loc::current();
+  Builder g;
+  Value src = g.input("src", {Batch, SeqKV}, {.dtype = DType::index});
+  Value src_len = g.input("src_len", {Batch}, {.dtype = DType::index});
+  Value tgt_in = g.input("tgt_in", {Batch, Seq}, {.dtype = DType::index});
+  Value tgt_len = g.input("tgt_len", {Batch}, {.dtype = DType::index});
+  std::array<Value, 64> enc_w{}, self_w{}, cross_w{};
+  Value emb = detail::shared_embedding(g, C, loc);
+  Value memory = detail::transformer_encode(g, C, emb, src, src_len, loc, enc_w.data());
+  Value y = detail::transformer_embed(C, emb, tgt_in, nullptr, loc);
+  detail::transformer_decode(g, C, y, key_padding_mask(tgt_len, y, 1, 2, loc), memory, key_padding_mask(src_len, memory, 1, 2, loc), nullptr,
+                             nullptr, loc, self_w.data(), cross_w.data());
+  for (int l = 0; l < C.n_layer; ++l) {
+    const Scope w = g.scope("weights");
+    g.output(enc_w[std::size_t(l)], w.scope("enc", l).prefix, loc);
+    g.output(self_w[std::size_t(l)], w.scope("dec", l).prefix, loc);
+    g.output(cross_w[std::size_t(l)], w.scope("cross", l).prefix, loc);
+  }
   return g;
 };
 
