@@ -151,7 +151,7 @@ class TrainingLog {
                   std::string(std::size_t(width - filled), '.').c_str(), (long long)step, (long long)steps_, avg_, rate, items_.c_str(),
                   fmt_time(eta).c_str());
     if (tty_) std::printf("\r%s", line), std::fflush(stdout);
-    else if (step % 100 == 0 && !val) std::printf("%s\n", line);
+    else if (step % 100 == 0 && !val) std::printf("%s\n", line), std::fflush(stdout);
     if (val) std::printf("%s%s  validation %.4f %s\n", tty_ ? "\n" : "", tty_ ? "" : line, *val, unit_.c_str()), std::fflush(stdout);
   }
   void close() {

@@ -207,9 +207,10 @@ int run_gpt(const Args& a, json cfg) {
     optim::clip_grad_norm(model.parameters(), cfg["clip"]);
     opt.set_lr(schedule(step));
     opt.step();
+    const double loss = model.loss();  // before validation runs the model on other batches
     std::optional<double> val;
     if (step % eval_every == 0 || step == steps) last_val = *(val = log.untimed(validation_loss));
-    log.step(step, model.loss(), opt.lr(), double(batch * context), val);
+    log.step(step, loss, opt.lr(), double(batch * context), val);
     if (val) log.untimed([&] { return save(), 0; });
     if (g_interrupted) {
       save();

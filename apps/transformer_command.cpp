@@ -174,7 +174,7 @@ void write_heatmaps(const P& prog, const fs::path& out, int layers, int heads, c
         }
       }
       std::ofstream script(out / "plot.gp");
-      script << "set terminal pngcairo size " << 360 * heads << ",420 font ',8'\nset output " << gnuplot_quote(png.string()) << "\n"
+      script << "set terminal pngcairo noenhanced size " << 360 * heads << ",420 font ',8'\nset output " << gnuplot_quote(png.string()) << "\n"
              << "set multiplot layout 1," << heads << " title " << gnuplot_quote(std::string(k.title) + ", layer " + std::to_string(l)) << "\n"
              << "set palette grey negative\nset cbrange [0:1]\nunset colorbox\nset yrange [" << R << "-0.5:-0.5]\nset xrange [-0.5:" << Cn << "-0.5]\n"
              << "set xtics rotate by 90 right " << tics(k.cols) << "\nset ytics " << tics(k.rows) << "\nset size ratio -1\n";
@@ -207,6 +207,7 @@ int run(const Args& a, const json& cfg) {
   const std::int64_t batch = cfg["batch"], max_len = cfg["max_len"], steps = cfg["steps"], eval_every = cfg["eval_every"];
   const std::uint64_t seed = cfg["seed"];
   if (batch < 1 || max_len < 4 || steps < 1 || eval_every < 1) throw usage_error("batch, steps, eval_every must be >= 1 and max_len >= 4");
+  if (cfg["beam"].get<std::int64_t>() < 1 || !(cfg["alpha"].get<double>() >= 0)) throw usage_error("beam must be >= 1 and alpha >= 0");
   Program<G> model(Options().threads(a.threads).seed(seed));
   optim::Adam<float> opt(model.parameters(), optim::AdamOptions().betas(0.9, 0.98).eps(1e-9));
   const bool from_checkpoint = a.command != "train" || a.resume;
@@ -230,8 +231,17 @@ int run(const Args& a, const json& cfg) {
       const Batch bt = make_batch(val, std::span<const std::int64_t>(idx).subspan(b, std::min(idx.size() - b, std::size_t(batch))));
       feed(model, bt);
       model.forward(Mode::infer);
-      total += double(model.loss()) * double(bt.tokens());
-      n += double(bt.tokens());
+      // The negative log-likelihood of the targets (the training loss adds label smoothing).
+      const auto logits = model.output("logits");  // [B, T, vocab]
+      for (std::int64_t r = 0; r < bt.B * bt.T; ++r) {
+        if (bt.tgt_out[std::size_t(r)] == P.pad) continue;
+        const float* l = logits.data + r * P.vocab;
+        const double mx = *std::max_element(l, l + P.vocab);
+        double z = 0;
+        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(l[v]) - mx);
+        total += mx + std::log(z) - double(l[bt.tgt_out[std::size_t(r)]]);
+        n += 1;
+      }
     }
     return total / n;
   };
@@ -248,7 +258,7 @@ int run(const Args& a, const json& cfg) {
       std::printf("copy task: %d of %zu held-out sequences copied exactly by greedy decoding\n", exact, copy_val.size());
       return 0;
     }
-    std::printf("validation loss %.4f nats/token\n", validation_loss());
+    std::printf("validation loss %.4f nats/token (negative log-likelihood)\n", validation_loss());
     const std::vector<Example>& test = tr.test;
     const std::size_t n = cfg["eval_sentences"].get<std::int64_t>() > 0 ? std::min<std::size_t>(test.size(), cfg["eval_sentences"]) : test.size();
     std::vector<std::string> refs, greedy, beam;
@@ -310,7 +320,7 @@ int run(const Args& a, const json& cfg) {
   if (first > 1) std::printf("resuming at step %lld from %s\n", (long long)first, ckpt.c_str());
   const auto schedule = optim::noam(P.d_model, cfg["warmup"], cfg["lr_factor"]);
   auto save = [&] { checkpoint::save_training<float>(ckpt, model, &opt, {{"config", cfg.dump()}, {"model", "transformer"}}); };
-  TrainingLog log(dir, a.resume, first, steps, "nats/token");
+  TrainingLog log(dir, a.resume, first, steps, "nats/token (NLL)");
   std::vector<std::vector<std::int64_t>> epoch;
   std::uint64_t epoch_no = ~0ull;
   std::vector<Example> copy_batch;
@@ -335,9 +345,10 @@ int run(const Args& a, const json& cfg) {
     model.backward();
     opt.set_lr(schedule(step));
     opt.step();
+    const double loss = model.loss();  // before validation runs the model on other batches
     std::optional<double> v;
     if (step % eval_every == 0 || step == steps) last_val = *(v = log.untimed(validation_loss));
-    log.step(step, model.loss(), opt.lr(), double(bt.tokens()), v);
+    log.step(step, loss, opt.lr(), double(bt.tokens()), v);
     if (v) log.untimed([&] { return save(), 0; });
     if (g_interrupted) {
       save();
@@ -372,7 +383,7 @@ int transformer_command(const Args& a) {
   json cfg = apply_sets(default_config(), a);
   if (a.command != "train" || a.resume) {
     const json saved = checkpoint_config(ckpt, "transformer");
-    if (a.command == "train") require_same(saved, cfg, {"task", "size"}, a.run_dir);
+    if (a.command == "train") require_same(saved, cfg, {"task", "size", "batch", "max_len", "seed"}, a.run_dir);
     else cfg = apply_sets(saved, a);  // eval follows the checkpoint
     if (saved["task"] != cfg["task"] || saved["size"] != cfg["size"])
       throw usage_error("the checkpoint in " + a.run_dir + " is a " + saved["task"].get<std::string>() + " model of size " +

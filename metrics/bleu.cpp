@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 
 namespace ctgrad::metrics {
@@ -24,10 +23,33 @@ bool is_split_punct(char c) {
          (u >= ':' && u <= '@') || u == '/';
 }
 
+// The length in bytes of a whitespace character at s[i] (0 if none): Python's str.split()
+// whitespace, which sacreBLEU splits on: ASCII space and controls, U+0085, U+00A0, U+1680,
+// U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000.
+std::size_t space_at(const std::string& s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  const unsigned c = b(0);
+  if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
+  if (c == 0xc2 && (b(1) == 0x85 || b(1) == 0xa0)) return 2;
+  if (c == 0xe1 && b(1) == 0x9a && b(2) == 0x80) return 3;
+  if (c == 0xe2 && b(1) == 0x80 && ((b(2) >= 0x80 && b(2) <= 0x8a) || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf)) return 3;
+  if (c == 0xe2 && b(1) == 0x81 && b(2) == 0x9f) return 3;
+  if (c == 0xe3 && b(1) == 0x80 && b(2) == 0x80) return 3;
+  return 0;
+}
+
 std::vector<std::string> words(const std::string& s) {
   std::vector<std::string> w;
-  std::istringstream in(s);
-  for (std::string t; in >> t;) w.push_back(t);
+  std::string cur;
+  for (std::size_t i = 0; i < s.size();) {
+    if (const std::size_t n = space_at(s, i)) {
+      if (!cur.empty()) w.push_back(std::move(cur)), cur.clear();
+      i += n;
+    } else {
+      cur += s[i++];
+    }
+  }
+  if (!cur.empty()) w.push_back(std::move(cur));
   return w;
 }
 

@@ -229,6 +229,7 @@ class Translator {
   std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t bos, std::int32_t eos, const BeamOptions& o) {
     if (src.empty()) throw std::invalid_argument("ctgrad: Translator: empty source");
     if (o.beam_ < 1 || o.max_len_ < 1) throw std::invalid_argument("ctgrad: Translator: beam and max_len must be >= 1");
+    if (!(o.alpha_ >= 0)) throw std::invalid_argument("ctgrad: Translator: the length penalty's alpha must be >= 0");
     for (std::size_t i = 0; i < src.size(); ++i)
       if (src[i] < 0 || src[i] >= C.vocab)
         throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(src[i]) + " at position " + std::to_string(i) +
@@ -290,14 +291,23 @@ class Translator {
         Hyp h{alive[std::size_t(cand_[i].parent)].tokens, cand_[i].score};
         h.tokens.push_back(cand_[i].token);
         if (cand_[i].token == eos) {
-          if (int(done.size()) < o.beam_) done.push_back(std::move(h));
+          // Finished: kept if among the `beam` best finished so far (by length-penalised score).
+          const double sc = h.logp / penalty(h.tokens.size() - 1);
+          if (int(done.size()) < o.beam_) {
+            done.push_back(std::move(h));
+          } else {
+            auto worst = std::min_element(done.begin(), done.end(), [&](const Hyp& x, const Hyp& y) {
+              return x.logp / penalty(x.tokens.size() - 1) < y.logp / penalty(y.tokens.size() - 1);
+            });
+            if (sc > worst->logp / penalty(worst->tokens.size() - 1)) *worst = std::move(h);
+          }
         } else {
           next.push_back(std::move(h));
           parents_.push_back(cand_[i].parent);
         }
       }
-      // Stop when the beam is full of finished hypotheses and none alive can beat the best of them
-      // (log-probabilities only fall; the length penalty is at most the one at max_len).
+      // Stop when the beam is full of finished hypotheses and no live one can beat the best of
+      // them (log-probabilities only fall; with alpha >= 0 the penalty is at most max_len's).
       if (int(done.size()) >= o.beam_ && !next.empty()) {
         double best_done = -1e300;
         for (const Hyp& h : done) best_done = std::max(best_done, h.logp / penalty(h.tokens.size() - 1));

@@ -89,5 +89,19 @@ expect_text "says there is nothing to train" "nothing to train"
 check "no checkpoint" 2 "$ctgrad" eval gpt --run nowhere
 printf '{"steps": 5, "wrong": 1}' > bad.json
 check "config file with unknown key" 2 "$ctgrad" train gpt --config bad.json
+# The Transformer: copy task end to end, a translation smoke run (BLEU, beam, heatmaps), its errors.
+check "transformer copy task" 0 "$ctgrad" train transformer --run copy --set task=copy --set steps=300 --set batch=32 --set eval_every=150 --set warmup=300 --threads 2
+check "transformer copy eval" 0 "$ctgrad" eval transformer --run copy
+expect_text "copy eval counts exact copies" "held-out sequences copied exactly"
+check "transformer translate smoke" 0 "$ctgrad" train transformer --run translate --set steps=4 --set eval_every=2 --set batch=16 --threads 2
+expect_text "translate prints the split" "sentence pairs:"
+check "transformer translate eval" 0 "$ctgrad" eval transformer --run translate --set eval_sentences=4 --set beam=2 --attention-png translate/att
+expect_text "eval prints BLEU for greedy" "greedy:        BLEU = "
+expect_text "eval prints BLEU for beam" "beam 2, a 0.6: BLEU = "
+for f in enc_layer0.png dec_layer2.png cross_layer1.png; do check "heatmap $f" 0 test -s "translate/att/$f"; done
+check "transformer on a gpt checkpoint" 2 "$ctgrad" eval transformer --run straight
+expect_text "names the model" "is a checkpoint of model 'gpt', not transformer"
+check "unknown task" 2 "$ctgrad" train transformer --run nothing --set task=summarize
+check "transformer cannot sample" 2 "$ctgrad" sample transformer --run copy
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 
-from nltk.translate.bleu_score import corpus_bleu
+from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 
 bleu_tool, pairs_file = sys.argv[1], sys.argv[2]
 RULES = [
@@ -36,7 +36,8 @@ with open(pairs_file, encoding="utf-8") as f:
             de, en = line.rstrip("\n").split("::", 1)
             sentences += [de.strip(), en.strip()]
 sentences += ["It costs $3.50, i.e. 3,000.5 (approx.)!", "1990-2000 - a decade.", 'He said: "No &amp; yes" &lt;b&gt;',
-              "e-mail: a/b@c.de; {x} [y] ~z~ `q` ^_^", "Dr. Smith's 2nd-hand car...", "  spaced   out  ", ""]
+              "e-mail: a/b@c.de; {x} [y] ~z~ `q` ^_^", "Dr. Smith's 2nd-hand car...", "  spaced   out  ", "",
+              "non\u00a0breaking\u2009thin\u3000ideographic\u2028line spaces", "tabs\tand\x1cseparators"]
 with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt") as f:
     f.write("\n".join(sentences) + "\n")
     f.flush()
@@ -66,6 +67,16 @@ with tempfile.NamedTemporaryFile("w", encoding="utf-8") as h, tempfile.NamedTemp
 ours = float(line.split()[2])
 nltk_score = 100 * corpus_bleu([[tok13a(r).split()] for r in refs], [tok13a(h).split() for h in hyps])
 print(f"ctgrad: {line}\nnltk corpus_bleu on 13a tokens: {nltk_score:.4f}")
-ok = not bad and abs(ours - nltk_score) < 0.01
+# Zero 3- and 4-gram matches: sacreBLEU's "exp" smoothing is NLTK's method3 (NIST geometric).
+short_refs = ["a b c d e", "f g h i"]
+short_hyps = ["a b x d e", "f y h z"]
+with tempfile.NamedTemporaryFile("w", encoding="utf-8") as h, tempfile.NamedTemporaryFile("w", encoding="utf-8") as r:
+    h.write("\n".join(short_hyps) + "\n"), r.write("\n".join(short_refs) + "\n")
+    h.flush(), r.flush()
+    line2 = subprocess.run([bleu_tool, h.name, r.name], capture_output=True, check=True, text=True).stdout.strip()
+smoothed = 100 * corpus_bleu([[r.split()] for r in short_refs], [h.split() for h in short_hyps],
+                             smoothing_function=SmoothingFunction().method3)
+print(f"ctgrad: {line2}\nnltk corpus_bleu, method3 smoothing: {smoothed:.4f}")
+ok = not bad and abs(ours - nltk_score) < 0.01 and abs(float(line2.split()[2]) - smoothed) < 0.01
 print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
 sys.exit(0 if ok else 1)

@@ -138,3 +138,74 @@ TEST_CASE("Transformer: the encoder and step graphs with caches give the trainin
   CHECK(past == T);
   CHECK(worst < 1e-5);
 }
+
+TEST_CASE("Transformer: beam search with a wide beam finds the best sequence an exhaustive search finds", "[models][transformer]") {
+  constexpr TransformerConfig C{.vocab = 7, .n_layer = 1, .d_model = 8, .heads = 2, .d_ff = 16, .dropout = 0, .label_smoothing = 0};
+  static constexpr auto G = freeze<transformer<C>>();
+  Program<G> model(Options().seed(21));
+  for (auto& p : model.parameters())  // sharper distributions than the initial ones, so the search matters
+    for (std::int64_t i = 0; i < p.value.numel; ++i) p.value.data[i] *= 3;
+  constexpr std::int32_t bos = 1, eos = 2;
+  constexpr int max_len = 4;
+  const std::vector<std::int32_t> src{4, 5, 6, 3, eos};
+  const std::int32_t src_len = 5;
+  // log p(y | src) of a whole target sequence, from the training graph.
+  auto logp = [&](const std::vector<std::int32_t>& y) {
+    const std::int64_t T = std::int64_t(y.size());
+    std::vector<std::int32_t> in{bos};
+    in.insert(in.end(), y.begin(), y.end() - 1);
+    const std::int32_t tl = std::int32_t(T);
+    model.set_input("src", std::span<const std::int32_t>(src), {1, 5});
+    model.set_input("src_len", std::span<const std::int32_t>(&src_len, 1), {1});
+    model.set_input("tgt_in", std::span<const std::int32_t>(in), {1, T});
+    model.set_input("tgt_len", std::span<const std::int32_t>(&tl, 1), {1});
+    model.set_input("tgt_out", std::span<const std::int32_t>(y), {1, T});
+    model.forward(Mode::infer);
+    const auto l = model.output("logits");
+    double s = 0;
+    for (std::int64_t t = 0; t < T; ++t) {
+      const float* r = l.data + t * C.vocab;
+      double z = 0;
+      for (int v = 0; v < C.vocab; ++v) z += std::exp(double(r[v]));
+      s += double(r[y[std::size_t(t)]]) - std::log(z);
+    }
+    return s;
+  };
+  for (double alpha : {0.0, 0.6, 2.0}) {
+    // Every candidate: finished (ends in eos, no eos before) up to max_len, or max_len long unfinished.
+    std::vector<std::int32_t> best;
+    double best_score = -1e300;
+    std::vector<std::vector<std::int32_t>> frontier{{}};
+    for (int len = 1; len <= max_len; ++len) {
+      std::vector<std::vector<std::int32_t>> next;
+      for (const auto& prefix : frontier)
+        for (std::int32_t v = 0; v < C.vocab; ++v) {
+          auto y = prefix;
+          y.push_back(v);
+          if (v == eos || len == max_len) {
+            const double sc = logp(y) / std::pow((5.0 + len) / 6.0, alpha);
+            if (sc > best_score) best_score = sc, best = y;
+          }
+          if (v != eos) next.push_back(std::move(y));
+        }
+      frontier = std::move(next);
+    }
+    if (!best.empty() && best.back() == eos) best.pop_back();
+    Translator<C> tr(model.parameters());
+    INFO("alpha " << alpha);
+    CHECK(tr.search(src, bos, eos, BeamOptions().beam(2000).alpha(alpha).max_len(max_len)) == best);
+    // Greedy: the argmax token at each step, from the full model.
+    std::vector<std::int32_t> greedy;
+    for (int t = 0; t < max_len; ++t) {
+      std::vector<std::int32_t> y = greedy;
+      y.push_back(0);
+      logp(y);
+      const auto l = model.output("logits");
+      const float* r = l.data + t * C.vocab;
+      const std::int32_t arg = std::int32_t(std::max_element(r, r + C.vocab) - r);
+      if (arg == eos) break;
+      greedy.push_back(arg);
+    }
+    CHECK(tr.greedy(src, bos, eos, max_len) == greedy);
+  }
+}

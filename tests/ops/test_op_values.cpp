@@ -205,6 +205,7 @@ constexpr auto positions = [] {
   Value x = g.input("x", {Batch, Seq, 6});
   g.output(sinusoidal_positions(x, 6), "pe");
   g.output(prefix_rows(g.param("pos", {4, 6}, init::normal(1.0)), x), "learned");
+  g.output(sinusoidal_positions_at(g.input("at", {SeqKV}, {.dtype = DType::index}), 6), "pe_at");
   return g;
 };
 static constexpr auto POSITIONS = freeze<positions>();
@@ -212,8 +213,17 @@ static constexpr auto POSITIONS = freeze<positions>();
 TEST_CASE("sinusoidal positions, learned positions and their length limit", "[ops][values]") {
   Program<POSITIONS, double> p;
   std::vector<double> x(2 * 3 * 6);
+  const std::vector<std::int32_t> at{2, 0, 7};  // decoding: the rows of given positions
   p.set_input("x", std::span<const double>(x), {2, 3, 6});
+  p.set_input("at", std::span<const std::int32_t>(at), {3});
   p.forward();
+  auto pe_at = out(p, "pe_at");
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 6; i += 2) {
+      const double w = 1 / std::pow(10000.0, double(i) / 6);
+      CHECK(pe_at[std::size_t(r * 6 + i)] == Approx(std::sin(at[std::size_t(r)] * w)));
+      CHECK(pe_at[std::size_t(r * 6 + i + 1)] == Approx(std::cos(at[std::size_t(r)] * w)));
+    }
   auto pe = out(p, "pe");
   for (int pos = 0; pos < 3; ++pos)
     for (int i = 0; i < 6; i += 2) {
