@@ -41,6 +41,22 @@ void TransposeOp::vjp(const OpArgs& a) {
   kernel::permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, swap_of(a.out.rank, x, y));  // a swap is its own inverse
 }
 
+template <class T>
+void BroadcastToOp::forward(const OpArgs& a) {
+  const auto st = kernel::broadcast_strides(a.in[0], a.out);
+  const T* x = a.in[0].as<T>();
+  T* y = a.out.as<T>();
+  kernel::parallel(a.out.numel, kernel::grain_for(4), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) y[i] = x[kernel::offset_of(i, a.out, st)];
+  });
+}
+template <class T>
+void BroadcastToOp::vjp(const OpArgs& a) {
+  const T* g = a.gout->as<T>();
+  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; });
+}
+
+CTGRAD_INSTANTIATE_OP(BroadcastToOp)
 CTGRAD_INSTANTIATE_OP(ReshapeOp)
 CTGRAD_INSTANTIATE_OP(TransposeOp)
 
