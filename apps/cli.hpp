@@ -170,5 +170,6 @@ class TrainingLog {
 
 int gpt_command(const Args& a);          // gpt_command.cpp
 int transformer_command(const Args& a);  // transformer_command.cpp
+int vit_command(const Args& a);          // vit_command.cpp
 
 }  // namespace ctgrad::cli

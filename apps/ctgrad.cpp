@@ -4,7 +4,7 @@
 //   ctgrad sample gpt [--run DIR] [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
 //                     [--seed S] [--end TEXT] [--slide]
 // Models: gpt (decoder-only LM on the KJV Bible, docs/models/gpt.md), transformer (encoder-decoder:
-// the copy task and EN->DE translation, docs/models/transformer.md).
+// the copy task and EN->DE translation, docs/models/transformer.md), vit (Fashion-MNIST, docs/models/vit.md).
 #include <cstdio>
 #include <fstream>
 
@@ -15,11 +15,12 @@ using namespace ctgrad::cli;
 namespace {
 
 Args parse(int argc, char** argv) {
-  if (argc < 3) throw usage_error("usage: ctgrad train|eval|sample <model> [options] (models: gpt, transformer)");
+  if (argc < 3) throw usage_error("usage: ctgrad train|eval|sample <model> [options] (models: gpt, transformer, vit)");
   Args a;
   a.command = argv[1], a.model = argv[2];
   if (a.command != "train" && a.command != "eval" && a.command != "sample") throw usage_error("unknown command '" + a.command + "'");
-  if (a.model != "gpt" && a.model != "transformer") throw usage_error("unknown model '" + a.model + "' (models: gpt, transformer)");
+  if (a.model != "gpt" && a.model != "transformer" && a.model != "vit")
+    throw usage_error("unknown model '" + a.model + "' (models: gpt, transformer, vit)");
   a.run_dir = "runs/" + a.model;
   for (int i = 3; i < argc; ++i) {
     const std::string o = argv[i];
@@ -70,7 +71,7 @@ Args parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
-    return a.model == "gpt" ? gpt_command(a) : transformer_command(a);
+    return a.model == "gpt" ? gpt_command(a) : a.model == "transformer" ? transformer_command(a) : vit_command(a);
   } catch (const usage_error& e) {
     std::fprintf(stderr, "ctgrad: %s\n", e.what());
     return 2;

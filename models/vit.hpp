@@ -15,8 +15,11 @@ struct VitConfig {
   bool mean_pool = false;  // d2l exercise 2: classify from the mean of the patch representations
 };
 
-// The benchmark shape of issue 8 and the Fashion-MNIST default.
+// The benchmark shape (7x7 patches of 4).
 inline constexpr VitConfig kVitSmall{};
+// 4x4 patches of 7: a quarter of the tokens, so about 3x the images per second on 2 cores; the
+// Fashion-MNIST default.
+inline constexpr VitConfig kVitFast{.patch = 7};
 inline constexpr VitConfig kVitTiny{.image = 28, .channels = 1, .patch = 7, .d_model = 32, .n_layer = 2, .heads = 2, .d_mlp = 64,
                                     .classes = 10, .dropout = 0};
 
