@@ -103,5 +103,12 @@ check "transformer on a gpt checkpoint" 2 "$ctgrad" eval transformer --run strai
 expect_text "names the model" "is a checkpoint of model 'gpt', not transformer"
 check "unknown task" 2 "$ctgrad" train transformer --run nothing --set task=summarize
 check "transformer cannot sample" 2 "$ctgrad" sample transformer --run copy
+# The ViT: a smoke run on a few hundred images, eval with a confusion matrix and a prediction grid.
+check "vit smoke" 0 "$ctgrad" train vit --run vit --set size=tiny --set epochs=2 --set train_images=512 --set batch=64 --threads 2
+expect_text "vit reports test accuracy per epoch" "epoch 2: train loss"
+check "vit eval" 0 "$ctgrad" eval vit --run vit
+expect_text "vit eval prints the confusion matrix" "confusion matrix (rows: true class, columns: predicted)"
+check "vit prediction grid" 0 test -s vit/predictions.png
+check "vit mean pooling needs its preset" 2 "$ctgrad" train vit --run vit2 --set size=tiny --set pool=mean
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
