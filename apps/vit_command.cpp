@@ -15,7 +15,7 @@ namespace ctgrad::cli {
 namespace {
 
 json default_config() {
-  return {{"size", "fast"}, {"pool", "cls"},       {"epochs", 20},   {"batch", 128}, {"lr", 1e-3},
+  return {{"size", "fast"}, {"pool", "cls"},       {"epochs", 25},   {"batch", 128}, {"lr", 1e-3},
           {"min_lr", 1e-5},  {"warmup_epochs", 1.0}, {"weight_decay", 0.05}, {"augment", 1}, {"seed", 1},
           {"train_images", 60000}};
 }
@@ -131,12 +131,12 @@ int run(const Args& a, const json& cfg) {
                 100 * accuracy_of(pred, test), (long long)test.count, secs);
     std::int64_t cm[10][10] = {};
     for (std::int64_t i = 0; i < test.count; ++i) ++cm[test.labels[std::size_t(i)]][pred[std::size_t(i)]];
-    std::printf("%12s", "");
+    std::printf("%13s", "");
     for (int c = 0; c < 10; ++c) std::printf(" %5d", c);
     std::printf("   recall\n");
     for (int r = 0; r < 10; ++r) {
       std::int64_t row = 0;
-      std::printf("%d %-10s", r, kClasses[r]);
+      std::printf("%d %-11s", r, kClasses[r]);
       for (int c = 0; c < 10; ++c) std::printf(" %5lld", (long long)cm[r][c]), row += cm[r][c];
       std::printf("   %5.1f%%\n", 100.0 * double(cm[r][r]) / double(std::max<std::int64_t>(row, 1)));
     }
@@ -169,6 +169,7 @@ int run(const Args& a, const json& cfg) {
   std::vector<std::int64_t> order;
   std::int64_t order_epoch = -1;
   double epoch_loss = 0, epoch_start = log.seconds();
+  std::int64_t epoch_steps = 0;  // of this epoch in this process (a resume may start mid-epoch)
   double last_acc = -1;
   for (std::int64_t step = first; step <= steps; ++step) {
     const std::int64_t epoch = (step - 1) / per_epoch, k = (step - 1) % per_epoch;
@@ -186,7 +187,7 @@ int run(const Args& a, const json& cfg) {
     opt.set_lr(schedule(step));
     opt.step();
     const double loss = model.loss();
-    epoch_loss += loss;
+    epoch_loss += loss, ++epoch_steps;
     std::optional<double> err;
     if (k == per_epoch - 1) {  // end of an epoch: test accuracy, checkpoint
       last_acc = log.untimed([&] { return accuracy_of(predict(model, test), test); });
@@ -196,12 +197,13 @@ int run(const Args& a, const json& cfg) {
     if (err) {
       const double secs = log.seconds() - epoch_start;
       epoch_start = log.seconds();
-      std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.0f s of training\n", (long long)(epoch + 1),
-                  epoch_loss / double(k + 1), 100 * last_acc, secs);
-      epochs_log << json{{"epoch", epoch + 1}, {"train_loss", epoch_loss / double(k + 1)}, {"test_accuracy", last_acc}, {"epoch_seconds", secs},
-                         {"train_seconds", log.seconds()}}.dump() << "\n";
+      const bool partial = epoch_steps < per_epoch;  // resumed mid-epoch: loss and time of the resumed part
+      std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.0f s of training%s\n", (long long)(epoch + 1),
+                  epoch_loss / double(epoch_steps), 100 * last_acc, secs, partial ? " (resumed mid-epoch: the part run here)" : "");
+      epochs_log << json{{"epoch", epoch + 1}, {"train_loss", epoch_loss / double(epoch_steps)}, {"test_accuracy", last_acc},
+                         {"epoch_seconds", secs}, {"partial", partial}, {"train_seconds_this_process", log.seconds()}}.dump() << "\n";
       epochs_log.flush();
-      epoch_loss = 0;
+      epoch_loss = 0, epoch_steps = 0;
       log.untimed([&] { return save(), 0; });
     }
     if (g_interrupted) {

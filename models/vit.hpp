@@ -17,8 +17,8 @@ struct VitConfig {
 
 // The benchmark shape (7x7 patches of 4).
 inline constexpr VitConfig kVitSmall{};
-// 4x4 patches of 7: a quarter of the tokens, so about 3x the images per second on 2 cores; the
-// Fashion-MNIST default.
+// 4x4 patches of 7: a third of the tokens; 1,030 against 224 training images/s for `small`
+// measured on 2 cores. The Fashion-MNIST default.
 inline constexpr VitConfig kVitFast{.patch = 7};
 inline constexpr VitConfig kVitTiny{.image = 28, .channels = 1, .patch = 7, .d_model = 32, .n_layer = 2, .heads = 2, .d_mlp = 64,
                                     .classes = 10, .dropout = 0};
