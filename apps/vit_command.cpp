@@ -16,7 +16,7 @@ namespace {
 
 json default_config() {
   return {{"size", "fast"}, {"pool", "cls"},       {"epochs", 25},   {"batch", 128}, {"lr", 1e-3},
-          {"min_lr", 1e-5},  {"warmup_epochs", 1.0}, {"weight_decay", 0.05}, {"augment", 1}, {"seed", 1},
+          {"min_lr", 1e-5},  {"warmup_epochs", 1.0}, {"weight_decay", 0.05}, {"augment", 0}, {"seed", 1},
           {"train_images", 60000}};
 }
 
