@@ -168,6 +168,15 @@ class TrainingLog {
   double paused_ = 0, items_done_ = 0, avg_ = -1;
 };
 
+// After a step: on Ctrl-C, saves and says how to go on; the caller then exits with 130.
+template <class Save>
+bool stop_on_interrupt(std::int64_t step, Save save, const fs::path& ckpt) {
+  if (!g_interrupted) return false;
+  save();
+  std::printf("\ninterrupted at step %lld: checkpoint saved to %s (continue with --resume)\n", (long long)step, ckpt.c_str());
+  return true;
+}
+
 int gpt_command(const Args& a);          // gpt_command.cpp
 int transformer_command(const Args& a);  // transformer_command.cpp
 int vit_command(const Args& a);          // vit_command.cpp

@@ -352,11 +352,7 @@ int run(const Args& a, const json& cfg) {
     if (step % eval_every == 0 || step == steps) last_val = *(v = log.untimed(validation_loss));
     log.step(step, loss, opt.lr(), double(bt.tokens()), v);
     if (v) log.untimed([&] { return save(), 0; });
-    if (g_interrupted) {
-      save();
-      std::printf("\ninterrupted at step %lld: checkpoint saved to %s (continue with --resume)\n", (long long)step, ckpt.c_str());
-      return 130;
-    }
+    if (stop_on_interrupt(step, save, ckpt)) return 130;
   }
   log.close();
   plot(dir / "metrics.csv", dir / "loss.png", "nats/token");

@@ -206,11 +206,7 @@ int run(const Args& a, const json& cfg) {
       epoch_loss = 0, epoch_steps = 0;
       log.untimed([&] { return save(), 0; });
     }
-    if (g_interrupted) {
-      save();
-      std::printf("\ninterrupted at step %lld: checkpoint saved to %s (continue with --resume)\n", (long long)step, ckpt.c_str());
-      return 130;
-    }
+    if (stop_on_interrupt(step, save, ckpt)) return 130;
   }
   log.close();
   plot(dir / "metrics.csv", dir / "loss.png", "nats; validation: test error");

@@ -106,22 +106,33 @@ constexpr Value shared_embedding(Builder& g, const TransformerConfig& c, const L
   return layers::embedding_table(g.scope("emb"), c.vocab, c.d_model, init::normal(1 / ops::const_sqrt(double(c.d_model))), loc);
 }
 
+// The teacher-forced model over inputs src, src_len, tgt_in, tgt_len: the shared embedding and
+// the decoder output [B, T, d]; per-layer attention probabilities into the arrays when given.
+struct TeacherForced {
+  Value emb, y;
+};
+constexpr TeacherForced transformer_teacher_forced(Builder& g, const TransformerConfig& c, const Loc& loc, Value* enc_w = nullptr,
+                                                   Value* self_w = nullptr, Value* cross_w = nullptr) {
+  Value src = g.input("src", {Batch, SeqKV}, {.dtype = DType::index});
+  Value src_len = g.input("src_len", {Batch}, {.dtype = DType::index});
+  Value tgt_in = g.input("tgt_in", {Batch, Seq}, {.dtype = DType::index});
+  Value tgt_len = g.input("tgt_len", {Batch}, {.dtype = DType::index});
+  Value emb = shared_embedding(g, c, loc);
+  Value memory = transformer_encode(g, c, emb, src, src_len, loc, enc_w);
+  Value y = transformer_embed(c, emb, tgt_in, nullptr, loc);
+  y = transformer_decode(g, c, y, key_padding_mask(tgt_len, y, 1, 2, loc), memory, key_padding_mask(src_len, memory, 1, 2, loc), nullptr,
+                         nullptr, loc, self_w, cross_w);
+  return {emb, y};
+}
+
 }  // namespace detail
 
 template <TransformerConfig C>
 constexpr auto transformer = [] {
   const Loc loc = Loc::current();
   Builder g;
-  Value src = g.input("src", {Batch, SeqKV}, {.dtype = DType::index});
-  Value src_len = g.input("src_len", {Batch}, {.dtype = DType::index});
-  Value tgt_in = g.input("tgt_in", {Batch, Seq}, {.dtype = DType::index});
-  Value tgt_len = g.input("tgt_len", {Batch}, {.dtype = DType::index});
+  const auto [emb, y] = detail::transformer_teacher_forced(g, C, loc);
   Value tgt_out = g.input("tgt_out", {Batch, Seq}, {.dtype = DType::index});
-  Value emb = detail::shared_embedding(g, C, loc);
-  Value memory = detail::transformer_encode(g, C, emb, src, src_len, loc);
-  Value y = detail::transformer_embed(C, emb, tgt_in, nullptr, loc);
-  y = detail::transformer_decode(g, C, y, key_padding_mask(tgt_len, y, 1, 2, loc), memory, key_padding_mask(src_len, memory, 1, 2, loc),
-                                 nullptr, nullptr, loc);
   Value logits = matmul(y, emb, {.trans_b = true}, loc);  // [B, T, vocab]
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, tgt_out, {.ignore_index = C.pad, .label_smoothing = C.label_smoothing}, loc));
@@ -134,16 +145,8 @@ template <TransformerConfig C>
 constexpr auto transformer_attention_maps = [] {
   const Loc loc = Loc::current();
   Builder g;
-  Value src = g.input("src", {Batch, SeqKV}, {.dtype = DType::index});
-  Value src_len = g.input("src_len", {Batch}, {.dtype = DType::index});
-  Value tgt_in = g.input("tgt_in", {Batch, Seq}, {.dtype = DType::index});
-  Value tgt_len = g.input("tgt_len", {Batch}, {.dtype = DType::index});
   std::array<Value, 64> enc_w{}, self_w{}, cross_w{};
-  Value emb = detail::shared_embedding(g, C, loc);
-  Value memory = detail::transformer_encode(g, C, emb, src, src_len, loc, enc_w.data());
-  Value y = detail::transformer_embed(C, emb, tgt_in, nullptr, loc);
-  detail::transformer_decode(g, C, y, key_padding_mask(tgt_len, y, 1, 2, loc), memory, key_padding_mask(src_len, memory, 1, 2, loc), nullptr,
-                             nullptr, loc, self_w.data(), cross_w.data());
+  detail::transformer_teacher_forced(g, C, loc, enc_w.data(), self_w.data(), cross_w.data());
   for (int l = 0; l < C.n_layer; ++l) {
     const Scope w = g.scope("weights");
     g.output(enc_w[std::size_t(l)], w.scope("enc", l).prefix, loc);
@@ -253,6 +256,7 @@ class Translator {
     auto penalty = [&](std::size_t n) { return std::pow((5.0 + double(n)) / 6.0, o.alpha_); };
     cache_.clear();
     std::vector<float> rep;
+    std::int64_t cross_rows = 0;  // hypotheses the cross K/V inputs are replicated for
     for (int t = 0; t < o.max_len_ && !alive.empty(); ++t) {
       const std::int64_t k = std::int64_t(alive.size());
       ids_.resize(std::size_t(k));
@@ -262,11 +266,12 @@ class Translator {
       step_.set_input("ids", std::span<const std::int32_t>(ids_), {k, 1});
       step_.set_input("positions", std::span<const std::int32_t>(&pos, 1), {1});
       step_.set_input("src_len", std::span<const std::int32_t>(lens_), {k});
-      for (int c = 0; c < 2 * C.n_layer; ++c) {
+      for (int c = 0; c < 2 * C.n_layer && k != cross_rows; ++c) {  // kept by the program until k changes
         rep.resize(std::size_t(k) * cross[std::size_t(c)].size());
         for (std::int64_t b = 0; b < k; ++b) std::copy(cross[std::size_t(c)].begin(), cross[std::size_t(c)].end(), rep.begin() + b * std::int64_t(cross[std::size_t(c)].size()));
         step_.set_input("cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k"), std::span<const float>(rep), {k, C.heads, S, dh});
       }
+      cross_rows = k;
       cache_.feed(step_, k, 1);
       step_.forward(Mode::infer);
       cache_.collect(step_);
