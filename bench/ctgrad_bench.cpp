@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "train_bench.hpp"
+
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
@@ -192,7 +194,10 @@ int simd_bench(int reps) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: ctgrad-bench gemm|simd|decode [--threads N] [--reps N]\n");
+  std::fprintf(stderr,
+               "usage: ctgrad-bench gemm|simd|decode [--threads N] [--reps N]\n"
+               "       ctgrad-bench gpt|vit|transformer [--config small|medium] [--peer libtorch] [--threads N]\n"
+               "                    [--warmup N] [--steps N] [--rounds N]\n");
   return 2;
 }
 
@@ -200,14 +205,27 @@ int usage() {
 
 int decode_bench(int threads, int reps);  // decode_bench.cpp
 
+// Timed steps per round: about 5-10 s of ctgrad on 2 cores.
+int default_steps(const std::string& model, const std::string& config) {
+  if (model == "gpt") return config == "medium" ? 10 : 100;
+  if (model == "vit") return 20;
+  return config == "medium" ? 10 : 40;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string cmd = argv[1];
   int threads = int(std::thread::hardware_concurrency()), reps = 3;
+  TrainBenchOptions train;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--config" && i + 1 < argc) train.config = argv[++i];
+    else if (a == "--peer" && i + 1 < argc) train.peer = argv[++i];
+    else if (a == "--warmup" && i + 1 < argc) train.warmup = std::atoi(argv[++i]);
+    else if (a == "--steps" && i + 1 < argc) train.steps = std::atoi(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc) train.rounds = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "ctgrad-bench: unknown option '%s'\n", a.c_str());
       return usage();
@@ -217,6 +235,16 @@ int main(int argc, char** argv) {
   if (cmd == "gemm") return gemm_bench(threads, reps);
   if (cmd == "simd") return simd_bench(reps);
   if (cmd == "decode") return decode_bench(threads, reps);
+  if (cmd == "gpt" || cmd == "vit" || cmd == "transformer") {
+    if (!train.peer.empty() && train.peer != "libtorch") {
+      std::fprintf(stderr, "ctgrad-bench: unknown peer '%s' (peers: libtorch)\n", train.peer.c_str());
+      return 2;
+    }
+    if (train.warmup < 0 || train.steps < 0 || train.rounds < 1) return usage();
+    train.threads = threads;
+    if (train.steps == 0) train.steps = default_steps(cmd, train.config);
+    return train_bench(cmd, train);
+  }
   std::fprintf(stderr, "ctgrad-bench: unknown benchmark '%s'\n", cmd.c_str());
   return usage();
 }

@@ -1,0 +1,199 @@
+// ctgrad-bench gpt|vit|transformer --config small|medium [--peer libtorch]: training steps of a
+// model, timed after warm-up, as JSON lines. With --peer libtorch the same model written in
+// libtorch's C++ frontend (bench/peer/) runs in the same invocation, alternating rounds with
+// ctgrad, in its own process (its own peak RSS) with OpenBLAS's OpenMP build.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <ctgrad/models/gpt.hpp>
+#include <ctgrad/models/transformer.hpp>
+#include <ctgrad/models/vit.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+
+#include "bench_util.hpp"
+#include "train_bench.hpp"
+
+using namespace ctgrad;
+using json = nlohmann::json;
+
+namespace {
+
+// The benchmark variants: the presets with dropout 0 (see bench::Shape).
+constexpr models::VitConfig kVit{.dropout = 0};
+constexpr models::TransformerConfig kTransformerS{.vocab = 8000, .n_layer = 3, .d_model = 256, .heads = 4, .d_ff = 1024, .dropout = 0};
+constexpr models::TransformerConfig kTransformerM{.vocab = 8000, .n_layer = 6, .d_model = 512, .heads = 8, .d_ff = 2048, .dropout = 0};
+
+template <auto G>
+struct Frozen {
+  static constexpr auto graph = freeze<G>();
+};
+
+// Deterministic synthetic batches, the same recipe as the peer (bench::Batches).
+struct Side {
+  std::vector<double> step_s;
+  long long allocs = 0, alloc_steps = 0;
+  double first_loss = 0, last_loss = 0;
+};
+
+template <class Model>
+void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, const bench::Batches& data, int warmup, int steps,
+                 Side& side) {
+  for (int i = 0; i < warmup + steps; ++i) {
+    const bench::Batch& b = data.at(i);
+    const long long a0 = bench::heap_allocations();
+    const double t0 = bench::now();
+    const std::int64_t B = s.batch, T = s.seq;
+    if (s.model == "gpt") {
+      model.set_input("ids", std::span<const std::int32_t>(b.ids), {B, T});
+      model.set_input("targets", std::span<const std::int32_t>(b.targets), {B, T});
+    } else if (s.model == "vit") {
+      model.set_input("images", std::span<const float>(b.images), {B, 1, s.image, s.image});
+      model.set_input("labels", std::span<const std::int32_t>(b.labels), {B});
+    } else {
+      model.set_input("src", std::span<const std::int32_t>(b.ids), {B, T});
+      model.set_input("src_len", std::span<const std::int32_t>(b.lengths), {B});
+      model.set_input("tgt_in", std::span<const std::int32_t>(b.tgt_in), {B, T});
+      model.set_input("tgt_len", std::span<const std::int32_t>(b.lengths), {B});
+      model.set_input("tgt_out", std::span<const std::int32_t>(b.targets), {B, T});
+    }
+    model.zero_grad();
+    model.forward();
+    model.backward();
+    optim::clip_grad_norm(model.parameters(), 1.0);
+    opt.step();
+    const double loss = model.loss();
+    const double t = bench::now() - t0;
+    if (i >= warmup) {
+      side.step_s.push_back(t);
+      side.allocs += bench::heap_allocations() - a0;
+      ++side.alloc_steps;
+    }
+    if (side.first_loss == 0) side.first_loss = loss;
+    side.last_loss = loss;
+  }
+}
+
+json report(const bench::Shape& s, const char* impl, const Side& side, double rss_mb, double peak_gflops) {
+  const bench::Timing t = bench::summarize(side.step_s);
+  const double per_step = s.model == "vit" ? s.batch : double(s.batch) * s.seq;
+  const double flops = bench::flops_per_step(s) / t.median;
+  json j{{"bench", "train"},
+         {"model", s.model},
+         {"config", s.config},
+         {"impl", impl},
+         {"batch", s.batch},
+         {"seq", s.seq},
+         {"steps", side.step_s.size()},
+         {s.model == "vit" ? "images_per_s" : "tokens_per_s", per_step / t.median},
+         {"step_ms_median", 1e3 * t.median},
+         {"step_ms_min", 1e3 * t.min},
+         {"step_ms_max", 1e3 * t.max},
+         {"model_gflops", flops / 1e9},
+         {"mfu", flops / 1e9 / peak_gflops},
+         {"peak_rss_mb", rss_mb},
+         {"allocs_per_step", side.alloc_steps ? double(side.allocs) / side.alloc_steps : 0.0},
+         {"loss_first", side.first_loss},
+         {"loss_last", side.last_loss}};
+  return j;
+}
+
+// Runs the peer executable for one round; returns its JSON line (step times inside).
+json run_peer(const std::string& peer, const bench::Shape& s, int warmup, int steps, int threads) {
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe").parent_path() / ("ctgrad-bench-" + peer);
+  if (!std::filesystem::exists(exe))
+    throw std::runtime_error("--peer " + peer + ": " + exe.string() +
+                             " was not built (it needs libtorch-dev: bash scripts/setup.sh, then re-run cmake)");
+  // libtorch at its best: OpenBLAS's OpenMP build, so BLAS and libtorch share one OpenMP pool.
+  const std::string cmd = "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS=" + std::to_string(threads) +
+                          " '" + exe.string() + "' " + s.model + " --config " + s.config + " --warmup " + std::to_string(warmup) +
+                          " --steps " + std::to_string(steps) + " --threads " + std::to_string(threads);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run " + cmd);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = pclose(p);
+  if (rc != 0) throw std::runtime_error("the peer failed (exit " + std::to_string(WEXITSTATUS(rc)) + "): " + cmd);
+  return json::parse(out.substr(out.rfind('{', out.size() - 2)));
+}
+
+template <class Model>
+int run(const bench::Shape& s, const TrainBenchOptions& o) {
+  const double peak = bench::fma_peak_gflops(o.threads);  // first: before any worker pool exists
+  Model model(Options().threads(o.threads).seed(1));
+  optim::AdamW<float> opt(model.parameters(), optim::AdamOptions().lr(3e-4).weight_decay(0.1), {optim::no_decay_group()});
+  const bench::Batches data(s, 8);
+  std::printf("%s\n", json{{"bench", "machine"},
+                           {"cpu", bench::cpu_name()},
+                           {"threads", o.threads},
+                           {"fma_peak_gflops", peak},
+                           {"peer", o.peer.empty() ? "none" : o.peer + " 1.13 (OpenBLAS OpenMP build, OMP_NUM_THREADS=" +
+                                                                  std::to_string(o.threads) + ")"}}
+                          .dump()
+                          .c_str());
+  std::fflush(stdout);
+  Side mine, peer;
+  double peer_rss = 0;
+  json peer_line;
+  for (int r = 0; r < o.rounds; ++r) {
+    train_steps(model, opt, s, data, o.warmup, o.steps, mine);
+    if (!o.peer.empty()) {
+      peer_line = run_peer(o.peer, s, o.warmup, o.steps, o.threads);
+      for (double ms : peer_line["step_ms"]) peer.step_s.push_back(ms / 1e3);
+      peer.allocs += peer_line["allocs"].get<long long>();
+      peer.alloc_steps += peer_line["alloc_steps"].get<long long>();
+      if (r == 0) peer.first_loss = peer_line["loss_first"];
+      peer.last_loss = peer_line["loss_last"];
+      peer_rss = std::max(peer_rss, peer_line["peak_rss_mb"].get<double>());
+    }
+  }
+  const json a = report(s, "ctgrad", mine, bench::peak_rss_mb(), peak);
+  std::printf("%s\n", a.dump().c_str());
+  if (o.peer.empty()) return 0;
+  json b = report(s, o.peer.c_str(), peer, peer_rss, peak);
+  b["blas"] = peer_line["blas"];
+  std::printf("%s\n", b.dump().c_str());
+  const double ratio = b["step_ms_median"].get<double>() / a["step_ms_median"].get<double>();
+  const double rss_ratio = a["peak_rss_mb"].get<double>() / b["peak_rss_mb"].get<double>();
+  // The targets, printed (not asserted: the host's speed swings).
+  const double speed_target = s.model == "vit" ? 2.0 : s.config == "small" ? 3.0 : 1.5;
+  json c{{"bench", "train"},
+         {"model", s.model},
+         {"config", s.config},
+         {"ratio", ratio},
+         {"speed_target", speed_target},
+         {"speed_met", ratio >= speed_target},
+         {"rss_ratio", rss_ratio},
+         {"rss_met", rss_ratio <= 0.7},
+         {"allocs_per_step", a["allocs_per_step"]},
+         {"allocs_met", a["allocs_per_step"].get<double>() == 0}};
+  if (s.model == "gpt" && s.config == "medium") c["mfu"] = a["mfu"], c["mfu_met"] = a["mfu"].get<double>() >= 0.5;
+  std::printf("%s\n", c.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int train_bench(const std::string& model, const TrainBenchOptions& o) {
+  bench::Shape s;
+  if (!bench::shape_of(model, o.config, s)) {
+    std::fprintf(stderr, "ctgrad-bench: no config '%s' for %s (gpt: small, medium; vit: small; transformer: small, medium)\n",
+                 o.config.c_str(), model.c_str());
+    return 2;
+  }
+  if (model == "gpt")
+    return o.config == "small" ? run<Program<Frozen<models::gpt<models::kGptSmall>>::graph>>(s, o)
+                               : run<Program<Frozen<models::gpt<models::kGptMedium>>::graph>>(s, o);
+  if (model == "vit") return run<Program<Frozen<models::vit<kVit>>::graph>>(s, o);
+  return o.config == "small" ? run<Program<Frozen<models::transformer<kTransformerS>>::graph>>(s, o)
+                             : run<Program<Frozen<models::transformer<kTransformerM>>::graph>>(s, o);
+}
