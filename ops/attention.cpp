@@ -1,8 +1,12 @@
 #include <ctgrad/ops/attention.hpp>
 #include <ctgrad/graph/random.hpp>
+#include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <limits>
 #include <vector>
 
@@ -81,87 +85,150 @@ T drop(const Geometry& g, std::uint64_t key, std::int64_t h, std::int64_t i, std
   return random::uniform(key, std::uint64_t((h * g.Tq + i) * g.Tk + j)) >= g.p ? T(1.0 / (1.0 - g.p)) : T(0);
 }
 
-constexpr std::int64_t kBlock = 64;  // keys per block of scores held on the stack
+// Queries per block: each block is a few GEMMs over all the keys it can see.
+constexpr std::int64_t kQueryBlock = 64;
+
+// Keys a block of queries [i0, i1) can see: under the causal mask, up to the last query's diagonal.
+std::int64_t keys_seen(const Geometry& g, std::int64_t i1) {
+  return g.causal ? std::clamp<std::int64_t>(i1 + (g.Tk - g.Tq), 0, g.Tk) : g.Tk;
+}
+
+// Per-thread work space, grown on first use and then reused: no allocation in a steady step.
+template <class T>
+T* workspace(int which, std::size_t n) {
+  thread_local std::vector<T> buf[2];
+  std::vector<T>& b = buf[which];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
+// The probabilities of queries [i0, i1) of head h over keys [0, n) into P [rows, n]: the scaled
+// scores S = Q K^T (one GEMM), masked, then softmax per row. Forward: lse is written; backward:
+// lse is read and P = exp(S - lse), the forward's probabilities exactly recomputed.
+template <class T>
+void probabilities(const Geometry& g, const T* Q, const T* K, T* lse, bool recompute, std::int64_t h, std::int64_t i0,
+                   std::int64_t i1, std::int64_t n, T* P) {
+  constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
+  const simd::Table& t = simd::best();
+  const std::int64_t rows = i1 - i0;
+  kernel::gemm(false, true, rows, n, g.d, Q + (h * g.Tq + i0) * g.d, g.d, K + h * g.Tk * g.d, g.d, P, n, false);
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t i = i0; i < i1; ++i) {
+    T* s = P + (i - i0) * n;
+    const std::int64_t r = h * g.Tq + i;
+    if (recompute && lse[r] == std::numeric_limits<T>::infinity()) {  // every key masked: p = 0
+      std::fill(s, s + n, T(0));
+      continue;
+    }
+    const std::int64_t last = g.causal ? std::min(n, i + (g.Tk - g.Tq) + 1) : n;  // keys [0, last) unmasked by causality
+    const T scale = T(g.scale);
+    for (std::int64_t j = 0; j < last; ++j) s[j] *= scale;
+    std::fill(s + std::max<std::int64_t>(last, 0), s + n, ninf);
+    bool any = last > 0;
+    if (g.mask) {
+      const std::int64_t mrow = mask_row(g, h, i);
+      any = false;
+      for (std::int64_t j = 0; j < last; ++j)
+        if (!kept<T>(g, mrow, i, j)) s[j] = ninf;
+        else any = true;
+    }
+    if (!any) {  // every key masked: zeros, and an infinite lse makes every p zero in the vjp
+      std::fill(s, s + n, T(0));
+      if (!recompute) lse[r] = std::numeric_limits<T>::infinity();
+      continue;
+    }
+    if (recompute) {
+      const T l = lse[r];
+      for (std::int64_t j = 0; j < n; ++j) s[j] -= l;
+      t.unary[simd::exp][ti](s, s, n, 0);
+    } else {
+      t.softmax_row[ti](s, s, n, false, &lse[r]);
+    }
+  }
+}
+
+// P * dropout factors, into D (a copy: the vjp needs both).
+template <class T>
+void apply_dropout(const Geometry& g, std::uint64_t key, std::int64_t h, std::int64_t i0, std::int64_t i1, std::int64_t n,
+                   const T* P, T* D) {
+  for (std::int64_t i = i0; i < i1; ++i)
+    for (std::int64_t j = 0; j < n; ++j) D[(i - i0) * n + j] = P[(i - i0) * n + j] * drop<T>(g, key, h, i, j);
+}
 
 }  // namespace
 
+// Forward: per (head, block of 64 queries), S = Q K^T, softmax rows, O = P V: two GEMMs.
 template <class T>
 void AttentionOp::forward(const OpArgs& a) {
   const Geometry g = geometry(a);
   const T *Q = a.in[0].as<T>(), *K = a.in[1].as<T>(), *V = a.in[2].as<T>();
   T *O = a.out.as<T>(), *lse = a.scratch.as<T>();
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
-  kernel::parallel(g.heads * g.Tq, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(1, g.Tk * g.d)),
-                   [&](std::int64_t r0, std::int64_t r1) {
-    T s[kBlock];
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t h = r / g.Tq, i = r % g.Tq, mrow = g.mask ? mask_row(g, h, i) : 0;
-      const T* q = Q + r * g.d;
-      T* o = O + r * g.dv;
-      std::fill(o, o + g.dv, T(0));
-      T m = -std::numeric_limits<T>::infinity(), l = 0;
-      for (std::int64_t j0 = 0; j0 < g.Tk; j0 += kBlock) {
-        const std::int64_t j1 = std::min(g.Tk, j0 + kBlock);
-        T bm = -std::numeric_limits<T>::infinity();
-        for (std::int64_t j = j0; j < j1; ++j) {
-          s[j - j0] = kept<T>(g, mrow, i, j) ? T(g.scale) * dot(q, K + (h * g.Tk + j) * g.d, g.d)
-                                            : -std::numeric_limits<T>::infinity();
-          bm = std::max(bm, s[j - j0]);
-        }
-        if (bm == -std::numeric_limits<T>::infinity()) continue;  // all masked in this block
-        const T m_new = std::max(m, bm), c = std::exp(m - m_new);  // rescale what was summed so far
-        l *= c;
-        for (std::int64_t t = 0; t < g.dv; ++t) o[t] *= c;
-        for (std::int64_t j = j0; j < j1; ++j) {
-          const T pj = std::exp(s[j - j0] - m_new);
-          l += pj;
-          const T w = pj * drop<T>(g, key, h, i, j);
-          if (w == T(0)) continue;
-          const T* vj = V + (h * g.Tk + j) * g.dv;
-          for (std::int64_t t = 0; t < g.dv; ++t) o[t] += w * vj[t];
-        }
-        m = m_new;
-      }
-      if (l == T(0)) {  // every key masked: zeros, and an infinite lse makes every p zero in the vjp
-        lse[r] = std::numeric_limits<T>::infinity();
+  const std::int64_t blocks = (g.Tq + kQueryBlock - 1) / kQueryBlock;
+  kernel::parallel(g.heads * blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t h = b / blocks, i0 = (b % blocks) * kQueryBlock, i1 = std::min(g.Tq, i0 + kQueryBlock);
+      const std::int64_t n = keys_seen(g, i1), rows = i1 - i0;
+      T* out = O + (h * g.Tq + i0) * g.dv;
+      if (n == 0) {
+        std::fill(out, out + rows * g.dv, T(0));
+        for (std::int64_t i = i0; i < i1; ++i) lse[h * g.Tq + i] = std::numeric_limits<T>::infinity();
         continue;
       }
-      for (std::int64_t t = 0; t < g.dv; ++t) o[t] /= l;
-      lse[r] = m + std::log(l);
+      T* P = workspace<T>(0, std::size_t(rows * n));
+      probabilities(g, Q, K, lse, false, h, i0, i1, n, P);
+      if (g.p > 0) {
+        T* D = workspace<T>(1, std::size_t(rows * n));
+        apply_dropout(g, key, h, i0, i1, n, P, D);
+        P = D;
+      }
+      kernel::gemm(false, false, rows, g.dv, n, P, n, V + h * g.Tk * g.dv, g.dv, out, g.dv, false);
     }
   });
 }
 
+// VJP, per head (its query blocks in order, so dK and dV add up in a fixed order): recompute P
+// from lse, then dV += P'^T dO, dP = dO V^T, dS = P (z dP - rowsum(dO O)) scale, dQ += dS K,
+// dK += dS^T Q: five GEMMs per block.
 template <class T>
 void AttentionOp::vjp(const OpArgs& a) {
   const Geometry g = geometry(a);
-  const T *Q = a.in[0].as<T>(), *K = a.in[1].as<T>(), *V = a.in[2].as<T>(), *O = a.out.as<T>(), *lse = a.scratch.as<T>();
+  const T *Q = a.in[0].as<T>(), *K = a.in[1].as<T>(), *V = a.in[2].as<T>(), *O = a.out.as<T>();
+  T* lse = a.scratch.as<T>();
   const T* G = a.gout->as<T>();
   T *gQ = a.gin[0].as<T>(), *gK = a.gin[1].as<T>(), *gV = a.gin[2].as<T>();
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
-  // Heads in parallel; within a head, query rows in order, so dK and dV add up deterministically.
   kernel::parallel(g.heads, 1, [&](std::int64_t h0, std::int64_t h1) {
     for (std::int64_t h = h0; h < h1; ++h) {
-      for (std::int64_t i = 0; i < g.Tq; ++i) {
-        const std::int64_t r = h * g.Tq + i, mrow = g.mask ? mask_row(g, h, i) : 0;
-        if (lse[r] == std::numeric_limits<T>::infinity()) continue;  // fully masked row
-        const T *q = Q + r * g.d, *dO = G + r * g.dv;
-        const T Di = dot(dO, O + r * g.dv, g.dv);  // = sum_j p_ij dp_ij
-        for (std::int64_t j = 0; j < g.Tk; ++j) {
-          if (!kept<T>(g, mrow, i, j)) continue;
-          const T* kj = K + (h * g.Tk + j) * g.d;
-          const T* vj = V + (h * g.Tk + j) * g.dv;
-          const T p = std::exp(T(g.scale) * dot(q, kj, g.d) - lse[r]);
-          const T z = drop<T>(g, key, h, i, j);
-          if (gV && z != T(0))
-            for (std::int64_t t = 0; t < g.dv; ++t) gV[(h * g.Tk + j) * g.dv + t] += p * z * dO[t];
-          const T ds = p * (z * dot(dO, vj, g.dv) - Di) * T(g.scale);
-          if (ds == T(0)) continue;
-          if (gQ)
-            for (std::int64_t t = 0; t < g.d; ++t) gQ[r * g.d + t] += ds * kj[t];
-          if (gK)
-            for (std::int64_t t = 0; t < g.d; ++t) gK[(h * g.Tk + j) * g.d + t] += ds * q[t];
+      for (std::int64_t i0 = 0; i0 < g.Tq; i0 += kQueryBlock) {
+        const std::int64_t i1 = std::min(g.Tq, i0 + kQueryBlock), rows = i1 - i0, n = keys_seen(g, i1);
+        if (n == 0) continue;
+        T* P = workspace<T>(0, std::size_t(rows * n));
+        T* dP = workspace<T>(1, std::size_t(2 * rows * n));
+        T* Pd = dP + rows * n;  // P with dropout applied
+        probabilities(g, Q, K, lse, true, h, i0, i1, n, P);
+        if (g.p > 0) apply_dropout(g, key, h, i0, i1, n, P, Pd);
+        const T* Pdrop = g.p > 0 ? Pd : P;
+        const T* dO = G + (h * g.Tq + i0) * g.dv;
+        if (gV) kernel::gemm(true, false, n, g.dv, rows, Pdrop, n, dO, g.dv, gV + h * g.Tk * g.dv, g.dv, true);
+        if (!gQ && !gK) continue;
+        kernel::gemm(false, true, rows, n, g.dv, dO, g.dv, V + h * g.Tk * g.dv, g.dv, dP, n, false);
+        for (std::int64_t i = i0; i < i1; ++i) {
+          const std::int64_t r = h * g.Tq + i;
+          const T Di = dot(dO + (i - i0) * g.dv, O + r * g.dv, g.dv);  // = sum_j p_ij z_ij dp_ij
+          T* ds = dP + (i - i0) * n;
+          const T* p = P + (i - i0) * n;
+          const T scale = T(g.scale);
+          if (g.p > 0) {
+            const T* pd = Pd + (i - i0) * n;
+            // p z dp = pd dp (z = pd / p where p > 0; where p = 0 the term is 0 either way)
+            for (std::int64_t j = 0; j < n; ++j) ds[j] = (pd[j] * ds[j] - p[j] * Di) * scale;
+          } else {
+            for (std::int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - Di) * scale;
+          }
         }
+        if (gQ) kernel::gemm(false, false, rows, g.d, n, dP, n, K + h * g.Tk * g.d, g.d, gQ + (h * g.Tq + i0) * g.d, g.d, true);
+        if (gK) kernel::gemm(true, false, n, g.d, rows, dP, n, Q + (h * g.Tq + i0) * g.d, g.d, gK + h * g.Tk * g.d, g.d, true);
       }
     }
   });
