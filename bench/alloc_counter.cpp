@@ -19,33 +19,44 @@ namespace {
 std::atomic<long long> g_allocations{0};
 inline void count() { g_allocations.fetch_add(1, std::memory_order_relaxed); }
 }  // namespace
+// Set by the benchmark loops during timed steps: a debugger breakpoint on bench_steady_malloc
+// shows who allocates in a steady step.
+extern "C" volatile int bench_in_timed_step;
+volatile int bench_in_timed_step = 0;
+extern "C" __attribute__((noinline)) void bench_steady_malloc() { asm volatile(""); }
+namespace {
+inline void count_and_flag() {
+  count();
+  if (bench_in_timed_step) bench_steady_malloc();
+}
+}  // namespace
 
 long long bench::heap_allocations() { return g_allocations.load(std::memory_order_relaxed); }
 
 extern "C" {
 void* malloc(std::size_t n) {
-  count();
+  count_and_flag();
   return __libc_malloc(n);
 }
 void* calloc(std::size_t n, std::size_t size) {
-  count();
+  count_and_flag();
   return __libc_calloc(n, size);
 }
 void* realloc(void* p, std::size_t n) {
-  count();
+  count_and_flag();
   return __libc_realloc(p, n);
 }
 void free(void* p) { __libc_free(p); }
 void* memalign(std::size_t align, std::size_t n) {
-  count();
+  count_and_flag();
   return __libc_memalign(align, n);
 }
 void* aligned_alloc(std::size_t align, std::size_t n) {
-  count();
+  count_and_flag();
   return __libc_memalign(align, n);
 }
 int posix_memalign(void** out, std::size_t align, std::size_t n) {
-  count();
+  count_and_flag();
   void* p = __libc_memalign(align, n);
   if (!p && n) return ENOMEM;
   *out = p;

@@ -24,6 +24,7 @@
 
 using namespace ctgrad;
 using json = nlohmann::json;
+extern "C" volatile int bench_in_timed_step;  // alloc_counter.cpp
 
 namespace {
 
@@ -49,6 +50,7 @@ void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, 
                  Side& side) {
   for (int i = 0; i < warmup + steps; ++i) {
     const bench::Batch& b = data.at(i);
+    bench_in_timed_step = i >= warmup;
     const long long a0 = bench::heap_allocations();
     const double t0 = bench::now();
     const std::int64_t B = s.batch, T = s.seq;
@@ -72,9 +74,11 @@ void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, 
     opt.step();
     const double loss = model.loss();
     const double t = bench::now() - t0;
+    const long long allocs = bench::heap_allocations() - a0;
+    bench_in_timed_step = 0;
     if (i >= warmup) {
       side.step_s.push_back(t);
-      side.allocs += bench::heap_allocations() - a0;
+      side.allocs += allocs;
       ++side.alloc_steps;
     }
     if (side.first_loss == 0) side.first_loss = loss;
@@ -128,14 +132,14 @@ json run_peer(const std::string& peer, const bench::Shape& s, int warmup, int st
 
 template <class Model>
 int run(const bench::Shape& s, const TrainBenchOptions& o) {
-  const double peak = bench::fma_peak_gflops(o.threads);  // first: before any worker pool exists
+  const double peak0 = bench::fma_peak_gflops(o.threads);  // before any worker pool exists
   Model model(Options().threads(o.threads).seed(1));
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions().lr(3e-4).weight_decay(0.1), {optim::no_decay_group()});
   const bench::Batches data(s, 8);
   std::printf("%s\n", json{{"bench", "machine"},
                            {"cpu", bench::cpu_name()},
                            {"threads", o.threads},
-                           {"fma_peak_gflops", peak},
+                           {"fma_peak_gflops_at_start", peak0},
                            {"peer", o.peer.empty() ? "none" : o.peer + " 1.13 (OpenBLAS OpenMP build, OMP_NUM_THREADS=" +
                                                                   std::to_string(o.threads) + ")"}}
                           .dump()
@@ -144,8 +148,14 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   Side mine, peer;
   double peer_rss = 0;
   json peer_line;
+  double peak = 0;
+  auto measure_peak = [&] {  // several times, the best: a busy spell of the host only lowers one
+    usleep(50000);           // let the worker pool of what ran before go to sleep
+    peak = std::max(peak, bench::fma_peak_gflops(o.threads));
+  };
   for (int r = 0; r < o.rounds; ++r) {
     train_steps(model, opt, s, data, o.warmup, o.steps, mine);
+    measure_peak();
     if (!o.peer.empty()) {
       peer_line = run_peer(o.peer, s, o.warmup, o.steps, o.threads);
       for (double ms : peer_line["step_ms"]) peer.step_s.push_back(ms / 1e3);
@@ -154,8 +164,11 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
       if (r == 0) peer.first_loss = peer_line["loss_first"];
       peer.last_loss = peer_line["loss_last"];
       peer_rss = std::max(peer_rss, peer_line["peak_rss_mb"].get<double>());
+      measure_peak();
     }
   }
+  peak = std::max(peak, peak0);
+  std::printf("%s\n", json{{"bench", "machine"}, {"fma_peak_gflops", peak}, {"note", "best of the measurements between rounds: MFU's denominator"}}.dump().c_str());
   const json a = report(s, "ctgrad", mine, bench::peak_rss_mb(), peak);
   std::printf("%s\n", a.dump().c_str());
   if (o.peer.empty()) return 0;

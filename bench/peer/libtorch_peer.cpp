@@ -115,6 +115,16 @@ struct GptImpl : nn::Module {
 };
 TORCH_MODULE(Gpt);
 
+// ctgrad's linear layers: Xavier-uniform weights, zero biases (models/layers/linear.hpp).
+void xavier_linears(nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  for (auto& child : m.modules(/*include_self=*/false))
+    if (auto* l = child->as<nn::Linear>()) {
+      nn::init::xavier_uniform_(l->weight);
+      l->bias.zero_();
+    }
+}
+
 // ViT (models/vit.hpp): conv patch embedding, <cls>, learned positions, pre-norm blocks.
 struct VitImpl : nn::Module {
   nn::Conv2d patch{nullptr};
@@ -129,8 +139,10 @@ struct VitImpl : nn::Module {
     for (int l = 0; l < s.n_layer; ++l) blocks.push_back(register_module("vit" + std::to_string(l), Block(s.d_model, s.heads, s.d_ff, false, "gelu")));
     head_norm = register_module("head_norm", nn::LayerNorm(nn::LayerNormOptions({s.d_model})));
     head = register_module("head", nn::Linear(s.d_model, s.classes));
+    xavier_linears(*this);
     torch::NoGradGuard no_grad;
-    nn::init::xavier_uniform_(patch->weight);
+    const double bound = std::sqrt(6.0 / (s.patch * s.patch + s.d_model));  // Xavier of the [d, p*p] matrix ctgrad holds
+    patch->weight.uniform_(-bound, bound);
     patch->bias.zero_();
   }
   Tensor forward(const Tensor& images, const Tensor& labels) {
@@ -204,6 +216,7 @@ struct TransformerImpl : nn::Module {
     }
     pe = sinusoidal(s.seq, s.d_model);
     causal = torch::ones({s.seq, s.seq}, torch::kBool).tril();
+    xavier_linears(*this);
     torch::NoGradGuard no_grad;
     emb->weight.normal_(0, 1 / scale);
   }
