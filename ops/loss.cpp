@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ctgrad {
 
@@ -24,16 +25,13 @@ void CrossEntropyOp::forward(const OpArgs& a) {
     for (std::int64_t r = b; r < e; ++r) lse[r] = T(logsumexp(x + r * C, C));
   });
   const T eps = static_cast<T>(a.attr.f[0]);
+  const auto row_sum = simd::best().row_sum[std::is_same_v<T, double>];
   T total = 0;
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore) continue;
     T nll = lse[r] - x[r * C + t[r]];
-    if (eps > T(0)) {
-      T mean_x = 0;
-      for (std::int64_t j = 0; j < C; ++j) mean_x += x[r * C + j];
-      nll = (T(1) - eps) * nll + eps * (lse[r] - mean_x / T(C));
-    }
+    if (eps > T(0)) nll = (T(1) - eps) * nll + eps * (lse[r] - T(row_sum(x + r * C, C)) / T(C));
     total += nll;
     ++count;
   }
@@ -52,11 +50,20 @@ void CrossEntropyOp::vjp(const OpArgs& a) {
   if (!count) return;
   const T g = *a.gout->as<T>() / T(count), eps = static_cast<T>(a.attr.f[0]);
   T* gx = a.gin[0].as<T>();
+  const simd::Table& tab = simd::best();
+  constexpr int ti = std::is_same_v<T, double>;
   kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
+    thread_local std::vector<T> p;  // one row of probabilities; grown once, reused every step
+    if (p.size() < std::size_t(C)) p.resize(std::size_t(C));
     for (std::int64_t r = b; r < e; ++r) {
       if (t[r] == ignore) continue;
-      for (std::int64_t j = 0; j < C; ++j) gx[r * C + j] += g * (std::exp(x[r * C + j] - lse[r]) - eps / T(C));
-      gx[r * C + t[r]] -= g * (T(1) - eps);
+      const T* xr = x + r * C;
+      T* gr = gx + r * C;
+      const T l = lse[r], off = g * eps / T(C);
+      for (std::int64_t j = 0; j < C; ++j) p[std::size_t(j)] = xr[j] - l;
+      tab.unary[simd::exp][ti](p.data(), p.data(), C, 0);  // softmax row
+      for (std::int64_t j = 0; j < C; ++j) gr[j] += g * p[std::size_t(j)] - off;
+      gr[t[r]] -= g * (T(1) - eps);
     }
   });
 }

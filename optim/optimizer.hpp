@@ -4,6 +4,7 @@
 // ("<param>.exp_avg", ...) so checkpoints can save and restore them.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <span>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include <ctgrad/graph/tensor.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 namespace ctgrad::optim {
 
@@ -94,18 +97,33 @@ class Optimizer {
 
 // Global L2 norm of all gradients, then scales them so it is at most max_norm (as
 // torch.nn.utils.clip_grad_norm_). Returns the norm before clipping. Summed in a fixed order.
+// SIMD sums over chunks of 4096 (in the working precision), added in double in chunk order; the
+// chunks of a parameter run in parallel, written to a fixed slot each, so the sum is the same on
+// any thread count. The scaling is SIMD and parallel too.
 template <class T>
 double clip_grad_norm(std::span<const Parameter<T>> params, double max_norm) {
+  constexpr std::int64_t kChunk = 4096;
+  constexpr int ti = std::is_same_v<T, double>;
+  const simd::Table& t = simd::best();
   double total = 0;
-  for (const auto& p : params) {
-    double s = 0;
-    for (std::int64_t i = 0; i < p.grad.numel; ++i) s += double(p.grad[i]) * double(p.grad[i]);
-    total += s;
-  }
+  std::array<double, 256> partial;  // chunks of one parameter at a time, in slices of 256
+  for (const auto& p : params)
+    for (std::int64_t c0 = 0; c0 * kChunk < p.grad.numel; c0 += std::int64_t(partial.size())) {
+      const std::int64_t chunks = std::min<std::int64_t>(std::int64_t(partial.size()), (p.grad.numel - c0 * kChunk + kChunk - 1) / kChunk);
+      kernel::parallel(chunks, 8, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t c = b; c < e; ++c) {
+          const std::int64_t lo = (c0 + c) * kChunk, n = std::min(kChunk, p.grad.numel - lo);
+          partial[std::size_t(c)] = t.row_sq_dev[ti](p.grad.data + lo, n, 0.0);
+        }
+      });
+      for (std::int64_t c = 0; c < chunks; ++c) total += partial[std::size_t(c)];
+    }
   const double norm = std::sqrt(total), factor = max_norm / (norm + 1e-6);
   if (factor < 1)
     for (const auto& p : params)
-      for (std::int64_t i = 0; i < p.grad.numel; ++i) p.grad[i] = T(double(p.grad[i]) * factor);
+      kernel::parallel(p.grad.numel, 32768, [&](std::int64_t b, std::int64_t e) {
+        t.unary[simd::scale][ti](p.grad.data + b, p.grad.data + b, e - b, factor);
+      });
   return norm;
 }
 

@@ -91,16 +91,10 @@ class Adam : public Optimizer<T> {
       const T wd = T(this->decay_[k]), step = T(lr / bc1), shrink = T(1 - lr * this->decay_[k]);
       T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
       const T* g = p.grad.data;
-      for (std::int64_t i = 0; i < p.value.numel; ++i) {
-        T gi = g[i];
-        if (decoupled_)
-          w[i] *= shrink;
-        else
-          gi += wd * w[i];
-        m[i] = b1 * m[i] + (T(1) - b1) * gi;
-        v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-        w[i] -= step * m[i] / (std::sqrt(v[i]) / sq_bc2 + eps);
-      }
+      // SIMD, in fixed chunks over both cores: elementwise, so the same bits on any thread count.
+      const double c[8] = {double(shrink), double(wd), double(b1), double(b2), double(step), double(sq_bc2), double(eps), decoupled_ ? 1.0 : 0.0};
+      const auto adam = simd::best().adam[std::is_same_v<T, double>];
+      kernel::parallel(p.value.numel, 16384, [&](std::int64_t b, std::int64_t e) { adam(w + b, g + b, m + b, v + b, e - b, c); });
     }
   }
 

@@ -37,6 +37,10 @@ struct Table {
   void (*norm_vjp_sums[2])(const void* x, const void* g, const void* gamma, std::int64_t n, double mean, double* sums);
   void (*norm_vjp_apply[2])(const void* x, const void* g, const void* gamma, void* gx, std::int64_t n, double mean,
                             double inv, double a, double c);
+  // Adam's update of n elements (optim/optimizers.hpp). c = {shrink, weight decay, beta1, beta2,
+  // lr / bias correction 1, sqrt(bias correction 2), eps, decoupled}: decoupled: w *= shrink, else
+  // g += wd w; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= step m / (sqrt(v) / sq + eps).
+  void (*adam[2])(void* w, const void* g, void* m, void* v, std::int64_t n, const double* c);
   // One row: y = (x - mean) * inv * gamma + beta  (beta may be null).
   void (*norm_row[2])(const void* x, void* y, std::int64_t n, double mean, double inv, const void* gamma, const void* beta);
 };
