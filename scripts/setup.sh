@@ -15,6 +15,7 @@ packages=(
   xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev zlib1g-dev nlohmann-json3-dev
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)
   libopenblas0-openmp libdnnl-dev            # reference points for ctgrad-bench gemm
+  libtorch-dev                               # the libtorch peer of ctgrad-bench gpt|vit|transformer
 )
 
 missing=()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Smoke test of `ctgrad-bench gpt|vit|transformer`: a few steps of each model, with the libtorch
+# peer when it was built. Checks the JSON lines: figures present and finite, losses finite,
+# 0 heap allocations per steady step for ctgrad, a ratio line when the peer ran.
+set -euo pipefail
+bench="$1"
+peer=()
+[ -x "$(dirname "$bench")/ctgrad-bench-libtorch" ] && peer=(--peer libtorch)
+for run in "gpt small" "gpt medium" "vit small" "transformer small"; do
+  set -- $run
+  steps=2
+  echo "+ $bench $1 --config $2 --warmup 1 --steps $steps --rounds 1 ${peer[*]}"
+  "$bench" "$1" --config "$2" --warmup 1 --steps $steps --rounds 1 "${peer[@]}" | python3 -c '
+import json, math, sys
+model, with_peer = sys.argv[1], sys.argv[2] == "1"
+lines = [json.loads(l) for l in sys.stdin]
+for l in lines: print(json.dumps(l))
+runs = {l["impl"]: l for l in lines if l.get("bench") == "train" and "impl" in l}
+rate = "images_per_s" if model == "vit" else "tokens_per_s"
+for impl in ["ctgrad"] + (["libtorch"] if with_peer else []):
+    r = runs[impl]
+    for k in (rate, "step_ms_median", "model_gflops", "mfu", "peak_rss_mb", "loss_first", "loss_last"):
+        assert math.isfinite(r[k]) and r[k] > 0, (impl, k, r[k])
+    assert r["step_ms_min"] <= r["step_ms_median"] <= r["step_ms_max"], r
+assert runs["ctgrad"]["allocs_per_step"] == 0, "ctgrad allocated in a steady step: %s" % runs["ctgrad"]["allocs_per_step"]
+if with_peer:
+    ratio = [l for l in lines if "ratio" in l][0]
+    assert math.isfinite(ratio["ratio"]) and ratio["ratio"] > 0, ratio
+    assert "openblas-openmp" in runs["libtorch"]["blas"], runs["libtorch"]["blas"]
+' "$1" "$([ ${#peer[@]} -gt 0 ] && echo 1 || echo 0)"
+done
+echo "train bench smoke: ok"
