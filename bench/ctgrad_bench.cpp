@@ -205,11 +205,11 @@ int usage() {
 
 int decode_bench(int threads, int reps);  // decode_bench.cpp
 
-// Timed steps per round: about 5-10 s of ctgrad on 2 cores.
+// Timed steps per round (of 3 by default): about 1-5 s of ctgrad on 2 cores.
 int default_steps(const std::string& model, const std::string& config) {
-  if (model == "gpt") return config == "medium" ? 10 : 100;
-  if (model == "vit") return 20;
-  return config == "medium" ? 10 : 40;
+  if (model == "gpt") return config == "medium" ? 3 : 30;
+  if (model == "vit") return 8;
+  return config == "medium" ? 3 : 12;
 }
 
 int main(int argc, char** argv) {

@@ -1,11 +1,16 @@
 // ctgrad-bench gpt|vit|transformer --config small|medium [--peer libtorch]: training steps of a
 // model, timed after warm-up, as JSON lines. With --peer libtorch the same model written in
-// libtorch's C++ frontend (bench/peer/) runs in the same invocation, alternating rounds with
-// ctgrad, in its own process (its own peak RSS) with OpenBLAS's OpenMP build.
+// libtorch's C++ frontend (bench/peer/) runs in the same invocation, in its own process (its own
+// peak RSS) with OpenBLAS's OpenMP build; the two sides alternate every --steps steps, --rounds
+// times, so both see the same spells of a busy host.
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -49,7 +54,7 @@ template <class Model>
 void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, const bench::Batches& data, int warmup, int steps,
                  Side& side) {
   for (int i = 0; i < warmup + steps; ++i) {
-    const bench::Batch& b = data.at(i);
+    const bench::Batch& b = data.at(int(model.steps()));
     bench_in_timed_step = i >= warmup;
     const long long a0 = bench::heap_allocations();
     const double t0 = bench::now();
@@ -110,25 +115,61 @@ json report(const bench::Shape& s, const char* impl, const Side& side, double rs
   return j;
 }
 
-// Runs the peer executable for one round; returns its JSON line (step times inside).
-json run_peer(const std::string& peer, const bench::Shape& s, int warmup, int steps, int threads) {
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe").parent_path() / ("ctgrad-bench-" + peer);
-  if (!std::filesystem::exists(exe))
-    throw std::runtime_error("--peer " + peer + ": " + exe.string() +
-                             " was not built (it needs libtorch-dev: bash scripts/setup.sh, then re-run cmake)");
-  // libtorch at its best: OpenBLAS's OpenMP build, so BLAS and libtorch share one OpenMP pool.
-  const std::string cmd = "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS=" + std::to_string(threads) +
-                          " '" + exe.string() + "' " + s.model + " --config " + s.config + " --warmup " + std::to_string(warmup) +
-                          " --steps " + std::to_string(steps) + " --threads " + std::to_string(threads);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run " + cmd);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int rc = pclose(p);
-  if (rc != 0) throw std::runtime_error("the peer failed (exit " + std::to_string(WEXITSTATUS(rc)) + "): " + cmd);
-  return json::parse(out.substr(out.rfind('{', out.size() - 2)));
-}
+// The peer: a child process (its own peak RSS, its own OpenMP runtime) that builds its model
+// once and then runs "steps N" requests from its stdin, answering each with one JSON line. So the
+// two sides alternate every few steps and a busy spell of the host hits both alike.
+class Peer {
+ public:
+  Peer(const std::string& name, const bench::Shape& s, int threads) {
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe").parent_path() / ("ctgrad-bench-" + name);
+    if (!std::filesystem::exists(exe))
+      throw std::runtime_error("--peer " + name + ": " + exe.string() +
+                               " was not built (it needs libtorch-dev: bash scripts/setup.sh, then re-run cmake)");
+    // libtorch at its best: OpenBLAS's OpenMP build, so BLAS and libtorch share one OpenMP pool.
+    std::vector<std::string> env{"LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp", "OMP_NUM_THREADS=" + std::to_string(threads)};
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env.emplace_back(*e);
+    std::vector<std::string> args{exe.string(), s.model, "--config", s.config, "--threads", std::to_string(threads), "--serve"};
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    for (auto& e : env) envp.push_back(e.data());
+    argv.push_back(nullptr), envp.push_back(nullptr);
+    int to[2], from[2];
+    if (pipe(to) != 0 || pipe(from) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+    posix_spawn_file_actions_addclose(&fa, to[1]);
+    posix_spawn_file_actions_addclose(&fa, from[0]);
+    const int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    close(to[0]), close(from[1]);
+    if (rc != 0) throw std::runtime_error("cannot start " + exe.string() + ": " + std::strerror(rc));
+    in_ = fdopen(to[1], "w"), out_ = fdopen(from[0], "r");
+  }
+  ~Peer() {
+    if (in_) std::fputs("quit\n", in_), std::fclose(in_);
+    if (out_) std::fclose(out_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  json steps(int n) {
+    std::fprintf(in_, "steps %d\n", n);
+    std::fflush(in_);
+    std::string line;
+    char buf[1 << 16];
+    while (std::fgets(buf, sizeof buf, out_)) {
+      line += buf;
+      if (!line.empty() && line.back() == '\n') break;
+    }
+    if (line.empty()) throw std::runtime_error("the peer stopped answering (it crashed or was killed)");
+    return json::parse(line);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE *in_ = nullptr, *out_ = nullptr;
+};
 
 template <class Model>
 int run(const bench::Shape& s, const TrainBenchOptions& o) {
@@ -153,20 +194,29 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
     usleep(50000);           // let the worker pool of what ran before go to sleep
     peak = std::max(peak, bench::fma_peak_gflops(o.threads));
   };
+  std::unique_ptr<Peer> other;
+  if (!o.peer.empty()) other = std::make_unique<Peer>(o.peer, s, o.threads);
+  // Warm-up, then rounds alternating the two sides; every step of a round is timed.
+  Side discard;
+  train_steps(model, opt, s, data, 0, o.warmup, discard);
+  if (other && o.warmup > 0) peer.first_loss = other->steps(o.warmup)["loss_first"];
   for (int r = 0; r < o.rounds; ++r) {
-    train_steps(model, opt, s, data, o.warmup, o.steps, mine);
-    measure_peak();
-    if (!o.peer.empty()) {
-      peer_line = run_peer(o.peer, s, o.warmup, o.steps, o.threads);
+    train_steps(model, opt, s, data, 0, o.steps, mine);
+    if (other) {
+      usleep(20000);  // let oneTBB's workers go to sleep before the peer runs
+      peer_line = other->steps(o.steps);
       for (double ms : peer_line["step_ms"]) peer.step_s.push_back(ms / 1e3);
       peer.allocs += peer_line["allocs"].get<long long>();
-      peer.alloc_steps += peer_line["alloc_steps"].get<long long>();
-      if (r == 0) peer.first_loss = peer_line["loss_first"];
+      peer.alloc_steps += o.steps;
+      if (peer.first_loss == 0) peer.first_loss = peer_line["loss_first"];
       peer.last_loss = peer_line["loss_last"];
       peer_rss = std::max(peer_rss, peer_line["peak_rss_mb"].get<double>());
-      measure_peak();
+      usleep(20000);
     }
+    if (r == 0 || r == o.rounds - 1) measure_peak();
   }
+  if (o.warmup > 0) mine.first_loss = discard.first_loss;
+  other.reset();
   peak = std::max(peak, peak0);
   std::printf("%s\n", json{{"bench", "machine"}, {"fma_peak_gflops", peak}, {"note", "best of the measurements between rounds: MFU's denominator"}}.dump().c_str());
   const json a = report(s, "ctgrad", mine, bench::peak_rss_mb(), peak);

@@ -3,7 +3,7 @@
 
 struct TrainBenchOptions {
   std::string config = "small", peer;  // peer: "" or "libtorch"
-  int threads = 2, warmup = 5, steps = 0, rounds = 3;  // steps 0: the model's default
+  int threads = 2, warmup = 3, steps = 0, rounds = 4;  // steps: per round per side; 0: the model's default
 };
 
 int train_bench(const std::string& model, const TrainBenchOptions& o);

@@ -1,13 +1,14 @@
 // The libtorch peer of ctgrad-bench: the benchmark models written in PyTorch's C++ frontend
 // (Debian libtorch-dev 1.13), same architecture, init scheme, optimizer, threads and data as the
-// ctgrad side (bench/train_bench.cpp). ctgrad-bench runs it; it prints one JSON line with its
-// step times, allocations and peak RSS. Written the way a libtorch user would at their best:
-// fused QKV where ctgrad fuses it, masks built once, no autograd on the data.
+// ctgrad side (bench/train_bench.cpp). ctgrad-bench starts it and asks it for steps (the protocol:
+// serve() below). Written the way a libtorch user would at their best: fused QKV where ctgrad
+// fuses it, masks built once, no autograd on the data.
 #include <torch/torch.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "../bench_util.hpp"
@@ -262,33 +263,44 @@ torch::optim::AdamW make_optimizer(M& model) {
   return torch::optim::AdamW(std::move(groups), torch::optim::AdamWOptions(3e-4));
 }
 
+// Serves "steps N" lines from stdin (until "quit" or end of input), answering each with one
+// JSON line: the time of each step, heap allocations, first and last loss, peak RSS so far.
 template <class M, class Loss>
-int train(M model, const bench::Shape& s, int warmup, int steps, Loss loss_of) {
+int serve(M model, const bench::Shape& s, Loss loss_of) {
   auto opt = make_optimizer(model);
   const bench::Batches data(s, 8);
+  const std::string blas = loaded_blas();
   std::vector<double> ms;
-  long long allocs = 0;
-  double first = 0, last = 0;
-  for (int i = 0; i < warmup + steps; ++i) {
-    const long long a0 = bench::heap_allocations();
-    const double t0 = bench::now();
-    opt.zero_grad();
-    Tensor loss = loss_of(model, data.at(i));
-    loss.backward();
-    nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-    opt.step();
-    const double v = loss.item<double>();
-    const double t = bench::now() - t0;
-    if (i >= warmup) ms.push_back(1e3 * t), allocs += bench::heap_allocations() - a0;
-    if (i == 0) first = v;
-    last = v;
+  std::string cmd;
+  int n = 0, step = 0;
+  while (std::cin >> cmd && cmd == "steps" && std::cin >> n) {
+    ms.clear();
+    ms.reserve(std::size_t(n));
+    long long allocs = 0;
+    double first = 0, last = 0;
+    for (int i = 0; i < n; ++i, ++step) {
+      const long long a0 = bench::heap_allocations();
+      const double t0 = bench::now();
+      opt.zero_grad();
+      Tensor loss = loss_of(model, data.at(step));
+      loss.backward();
+      nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+      opt.step();
+      const double v = loss.item<double>();
+      const double t = bench::now() - t0;
+      allocs += bench::heap_allocations() - a0;
+      ms.push_back(1e3 * t);
+      if (i == 0) first = v;
+      last = v;
+    }
+    std::string out = "{\"impl\":\"libtorch\",\"blas\":\"" + blas + "\",\"torch_threads\":" + std::to_string(torch::get_num_threads()) +
+                      ",\"step_ms\":[";
+    for (std::size_t i = 0; i < ms.size(); ++i) out += (i ? "," : "") + std::to_string(ms[i]);
+    out += "],\"allocs\":" + std::to_string(allocs) + ",\"loss_first\":" + std::to_string(first) + ",\"loss_last\":" +
+           std::to_string(last) + ",\"peak_rss_mb\":" + std::to_string(bench::peak_rss_mb()) + "}";
+    std::printf("%s\n", out.c_str());
+    std::fflush(stdout);
   }
-  std::string out = "{\"impl\":\"libtorch\",\"blas\":\"" + loaded_blas() + "\",\"torch_threads\":" + std::to_string(torch::get_num_threads()) +
-                    ",\"step_ms\":[";
-  for (std::size_t i = 0; i < ms.size(); ++i) out += (i ? "," : "") + std::to_string(ms[i]);
-  out += "],\"allocs\":" + std::to_string(allocs) + ",\"alloc_steps\":" + std::to_string(steps) + ",\"loss_first\":" + std::to_string(first) +
-         ",\"loss_last\":" + std::to_string(last) + ",\"peak_rss_mb\":" + std::to_string(bench::peak_rss_mb()) + "}";
-  std::printf("%s\n", out.c_str());
   return 0;
 }
 
@@ -298,13 +310,15 @@ int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const std::string model = argv[1];
   std::string config = "small";
-  int warmup = 5, steps = 20, threads = 2;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  int threads = 2;
+  for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--config") config = argv[i + 1];
-    else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
-    else if (a == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    if (a == "--config" && i + 1 < argc) config = argv[++i];
+    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a != "--serve") {
+      std::fprintf(stderr, "ctgrad-bench-libtorch: unknown option '%s' (run by ctgrad-bench --peer libtorch)\n", a.c_str());
+      return 2;
+    }
   }
   bench::Shape s;
   if (!bench::shape_of(model, config, s)) {
@@ -315,12 +329,12 @@ int main(int argc, char** argv) {
   torch::manual_seed(1);
   const std::int64_t B = s.batch, T = s.seq;
   if (model == "gpt")
-    return train(Gpt(s), s, warmup, steps, [&](Gpt& m, const bench::Batch& b) { return m(ints(b.ids, {B, T}), ints(b.targets, {B, T})); });
+    return serve(Gpt(s), s, [&](Gpt& m, const bench::Batch& b) { return m(ints(b.ids, {B, T}), ints(b.targets, {B, T})); });
   if (model == "vit")
-    return train(Vit(s), s, warmup, steps, [&](Vit& m, const bench::Batch& b) {
+    return serve(Vit(s), s, [&](Vit& m, const bench::Batch& b) {
       return m(torch::from_blob(const_cast<float*>(b.images.data()), {B, 1, s.image, s.image}), ints(b.labels, {B}));
     });
-  return train(Transformer(s), s, warmup, steps, [&](Transformer& m, const bench::Batch& b) {
+  return serve(Transformer(s), s, [&](Transformer& m, const bench::Batch& b) {
     return m(ints(b.ids, {B, T}), ints(b.lengths, {B}), ints(b.tgt_in, {B, T}), ints(b.lengths, {B}), ints(b.targets, {B, T}));
   });
 }
