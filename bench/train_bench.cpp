@@ -51,11 +51,11 @@ struct Side {
 };
 
 template <class Model>
-void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, const bench::Batches& data, int warmup, int steps,
+void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, const bench::Batches& data, int steps, bool timed,
                  Side& side) {
-  for (int i = 0; i < warmup + steps; ++i) {
+  for (int i = 0; i < steps; ++i) {
     const bench::Batch& b = data.at(int(model.steps()));
-    bench_in_timed_step = i >= warmup;
+    bench_in_timed_step = timed;
     const long long a0 = bench::heap_allocations();
     const double t0 = bench::now();
     const std::int64_t B = s.batch, T = s.seq;
@@ -81,7 +81,7 @@ void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, 
     const double t = bench::now() - t0;
     const long long allocs = bench::heap_allocations() - a0;
     bench_in_timed_step = 0;
-    if (i >= warmup) {
+    if (timed) {
       side.step_s.push_back(t);
       side.allocs += allocs;
       ++side.alloc_steps;
@@ -198,10 +198,10 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   if (!o.peer.empty()) other = std::make_unique<Peer>(o.peer, s, o.threads);
   // Warm-up, then rounds alternating the two sides; every step of a round is timed.
   Side discard;
-  train_steps(model, opt, s, data, 0, o.warmup, discard);
+  train_steps(model, opt, s, data, o.warmup, false, discard);
   if (other && o.warmup > 0) peer.first_loss = other->steps(o.warmup)["loss_first"];
   for (int r = 0; r < o.rounds; ++r) {
-    train_steps(model, opt, s, data, 0, o.steps, mine);
+    train_steps(model, opt, s, data, o.steps, true, mine);
     if (other) {
       usleep(20000);  // let oneTBB's workers go to sleep before the peer runs
       peer_line = other->steps(o.steps);

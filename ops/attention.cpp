@@ -85,18 +85,22 @@ T drop(const Geometry& g, std::uint64_t key, std::int64_t h, std::int64_t i, std
   return random::uniform(key, std::uint64_t((h * g.Tq + i) * g.Tk + j)) >= g.p ? T(1.0 / (1.0 - g.p)) : T(0);
 }
 
-// Queries per block: each block is a few GEMMs over all the keys it can see.
-constexpr std::int64_t kQueryBlock = 64;
+// Work space of one task on its stack (no heap in a step, whichever thread runs it): a block of
+// queries holds its scores over all the keys it can see, so blocks have up to 64 queries and at
+// most kWork scores. Over kWork keys a block is one query and a per-thread heap buffer.
+constexpr std::int64_t kWork = 16384;
+std::int64_t query_block(const Geometry& g) { return std::clamp<std::int64_t>(kWork / std::max<std::int64_t>(g.Tk, 1), 1, 64); }
 
 // Keys a block of queries [i0, i1) can see: under the causal mask, up to the last query's diagonal.
 std::int64_t keys_seen(const Geometry& g, std::int64_t i1) {
   return g.causal ? std::clamp<std::int64_t>(i1 + (g.Tk - g.Tq), 0, g.Tk) : g.Tk;
 }
 
-// Per-thread work space, grown on first use and then reused: no allocation in a steady step.
+// A task's work space: `local` (on its stack) when n fits, else a per-thread heap buffer.
 template <class T>
-T* workspace(int which, std::size_t n) {
-  thread_local std::vector<T> buf[2];
+T* workspace(T* local, int which, std::size_t n) {
+  if (n <= std::size_t(kWork)) return local;
+  thread_local std::vector<T> buf[3];
   std::vector<T>& b = buf[which];
   if (b.size() < n) b.resize(n);
   return b.data();
@@ -157,17 +161,18 @@ void apply_dropout(const Geometry& g, std::uint64_t key, std::int64_t h, std::in
 
 }  // namespace
 
-// Forward: per (head, block of 64 queries), S = Q K^T, softmax rows, O = P V: two GEMMs.
+// Forward: per (head, block of up to 64 queries), S = Q K^T, softmax rows, O = P V: two GEMMs.
 template <class T>
 void AttentionOp::forward(const OpArgs& a) {
   const Geometry g = geometry(a);
   const T *Q = a.in[0].as<T>(), *K = a.in[1].as<T>(), *V = a.in[2].as<T>();
   T *O = a.out.as<T>(), *lse = a.scratch.as<T>();
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
-  const std::int64_t blocks = (g.Tq + kQueryBlock - 1) / kQueryBlock;
+  const std::int64_t qb = query_block(g), blocks = (g.Tq + qb - 1) / qb;
   kernel::parallel(g.heads * blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    alignas(64) T local[2][kWork];
     for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int64_t h = b / blocks, i0 = (b % blocks) * kQueryBlock, i1 = std::min(g.Tq, i0 + kQueryBlock);
+      const std::int64_t h = b / blocks, i0 = (b % blocks) * qb, i1 = std::min(g.Tq, i0 + qb);
       const std::int64_t n = keys_seen(g, i1), rows = i1 - i0;
       T* out = O + (h * g.Tq + i0) * g.dv;
       if (n == 0) {
@@ -175,10 +180,10 @@ void AttentionOp::forward(const OpArgs& a) {
         for (std::int64_t i = i0; i < i1; ++i) lse[h * g.Tq + i] = std::numeric_limits<T>::infinity();
         continue;
       }
-      T* P = workspace<T>(0, std::size_t(rows * n));
+      T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
       probabilities(g, Q, K, lse, false, h, i0, i1, n, P);
       if (g.p > 0) {
-        T* D = workspace<T>(1, std::size_t(rows * n));
+        T* D = workspace<T>(local[1], 1, std::size_t(rows * n));
         apply_dropout(g, key, h, i0, i1, n, P, D);
         P = D;
       }
@@ -198,14 +203,16 @@ void AttentionOp::vjp(const OpArgs& a) {
   const T* G = a.gout->as<T>();
   T *gQ = a.gin[0].as<T>(), *gK = a.gin[1].as<T>(), *gV = a.gin[2].as<T>();
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
+  const std::int64_t qb = query_block(g);
   kernel::parallel(g.heads, 1, [&](std::int64_t h0, std::int64_t h1) {
+    alignas(64) T local[3][kWork];
     for (std::int64_t h = h0; h < h1; ++h) {
-      for (std::int64_t i0 = 0; i0 < g.Tq; i0 += kQueryBlock) {
-        const std::int64_t i1 = std::min(g.Tq, i0 + kQueryBlock), rows = i1 - i0, n = keys_seen(g, i1);
+      for (std::int64_t i0 = 0; i0 < g.Tq; i0 += qb) {
+        const std::int64_t i1 = std::min(g.Tq, i0 + qb), rows = i1 - i0, n = keys_seen(g, i1);
         if (n == 0) continue;
-        T* P = workspace<T>(0, std::size_t(rows * n));
-        T* dP = workspace<T>(1, std::size_t(2 * rows * n));
-        T* Pd = dP + rows * n;  // P with dropout applied
+        T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
+        T* dP = workspace<T>(local[1], 1, std::size_t(rows * n));
+        T* Pd = workspace<T>(local[2], 2, std::size_t(rows * n));  // P with dropout applied
         probabilities(g, Q, K, lse, true, h, i0, i1, n, P);
         if (g.p > 0) apply_dropout(g, key, h, i0, i1, n, P, Pd);
         const T* Pdrop = g.p > 0 ? Pd : P;

@@ -53,16 +53,19 @@ void CrossEntropyOp::vjp(const OpArgs& a) {
   const simd::Table& tab = simd::best();
   constexpr int ti = std::is_same_v<T, double>;
   kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
-    thread_local std::vector<T> p;  // one row of probabilities; grown once, reused every step
-    if (p.size() < std::size_t(C)) p.resize(std::size_t(C));
+    constexpr std::int64_t kChunk = 512;
+    alignas(64) T p[kChunk];  // softmax of a chunk of the row, on the stack: no heap in a step
     for (std::int64_t r = b; r < e; ++r) {
       if (t[r] == ignore) continue;
       const T* xr = x + r * C;
       T* gr = gx + r * C;
       const T l = lse[r], off = g * eps / T(C);
-      for (std::int64_t j = 0; j < C; ++j) p[std::size_t(j)] = xr[j] - l;
-      tab.unary[simd::exp][ti](p.data(), p.data(), C, 0);  // softmax row
-      for (std::int64_t j = 0; j < C; ++j) gr[j] += g * p[std::size_t(j)] - off;
+      for (std::int64_t j0 = 0; j0 < C; j0 += kChunk) {
+        const std::int64_t n = std::min(kChunk, C - j0);
+        for (std::int64_t j = 0; j < n; ++j) p[j] = xr[j0 + j] - l;
+        tab.unary[simd::exp][ti](p, p, n, 0);
+        for (std::int64_t j = 0; j < n; ++j) gr[j0 + j] += g * p[j] - off;
+      }
       gr[t[r]] -= g * (T(1) - eps);
     }
   });

@@ -48,23 +48,27 @@ static constexpr auto UNFUSED = freeze<unfused_only>();
 
 namespace {
 template <class P>
-void set_inputs(P& p, std::vector<double> mask) {
-  fill_random_inputs(p, {.seed = 4, .sym = {2, 70, 90, 1, 1, 1}});  // 90 keys: more than one block of 64
-  p.set_input("m", std::span<const double>(mask), {2, 1, 1, 90});
+void set_inputs(P& p, std::vector<double> mask, std::int64_t queries = 70, std::int64_t keys = 90) {
+  fill_random_inputs(p, {.seed = 4, .sym = {2, queries, keys, 1, 1, 1}});  // 70 queries: more than one block of 64
+  p.set_input("m", std::span<const double>(mask), {2, 1, 1, keys});
 }
-std::vector<double> mask_with_lengths(int a, int b) {
-  std::vector<double> m(180, 0.0);
+std::vector<double> mask_with_lengths(int a, int b, int keys = 90) {
+  std::vector<double> m(std::size_t(2 * keys), 0.0);
   for (int j = 0; j < a; ++j) m[std::size_t(j)] = 1;
-  for (int j = 0; j < b; ++j) m[std::size_t(90 + j)] = 1;
+  for (int j = 0; j < b; ++j) m[std::size_t(keys + j)] = 1;
   return m;
 }
 }  // namespace
 
 TEST_CASE("fused attention equals attention from separate ops, with its gradients", "[ops][attention]") {
+  // 90 keys: blocks of 64 queries; 20,000 keys: more scores than a block keeps on its stack, so
+  // one query per block and a heap work space.
+  const int keys = GENERATE(90, 20000), queries = keys > 1000 ? 3 : 70;
+  CAPTURE(keys);
   Program<FUSED, double> f;
   Program<UNFUSED, double> u;
-  set_inputs(f, mask_with_lengths(90, 37));
-  set_inputs(u, mask_with_lengths(90, 37));
+  set_inputs(f, mask_with_lengths(keys, keys * 2 / 5, keys), queries, keys);
+  set_inputs(u, mask_with_lengths(keys, keys * 2 / 5, keys), queries, keys);
   f.forward();
   f.backward();
   u.forward();
