@@ -204,9 +204,11 @@ int run_gpt(const Args& a, json cfg) {
     model.zero_grad();
     model.forward();
     model.backward();
-    optim::clip_grad_norm(model.parameters(), cfg["clip"]);
     opt.set_lr(schedule(step));
-    opt.step();
+    model.execute([&] {  // on the model's --threads
+      optim::clip_grad_norm(model.parameters(), cfg["clip"]);
+      opt.step();
+    });
     const double loss = model.loss();  // before validation runs the model on other batches
     std::optional<double> val;
     if (step % eval_every == 0 || step == steps) last_val = *(val = log.untimed(validation_loss));

@@ -346,7 +346,7 @@ int run(const Args& a, const json& cfg) {
     model.forward();
     model.backward();
     opt.set_lr(schedule(step));
-    opt.step();
+    model.execute([&] { opt.step(); });  // on the model's --threads
     const double loss = model.loss();  // before validation runs the model on other batches
     std::optional<double> v;
     if (step % eval_every == 0 || step == steps) last_val = *(v = log.untimed(validation_loss));

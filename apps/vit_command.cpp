@@ -185,7 +185,7 @@ int run(const Args& a, const json& cfg) {
     model.forward();
     model.backward();
     opt.set_lr(schedule(step));
-    opt.step();
+    model.execute([&] { opt.step(); });  // on the model's --threads
     const double loss = model.loss();
     epoch_loss += loss, ++epoch_steps;
     std::optional<double> err;

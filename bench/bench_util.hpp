@@ -22,10 +22,16 @@ inline double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Peak resident set of this process image: VmHWM. (Not getrusage's ru_maxrss, which a child
+// started by posix_spawn inherits from its parent's high-water mark at exec.)
 inline double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  return double(u.ru_maxrss) / 1024.0;
 }
 
 inline std::string cpu_name() {

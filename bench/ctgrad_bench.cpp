@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -205,7 +206,7 @@ int usage() {
 
 int decode_bench(int threads, int reps);  // decode_bench.cpp
 
-// Timed steps per round (of 3 by default): about 1-5 s of ctgrad on 2 cores.
+// Timed steps per round and side (4 rounds by default): about 1-5 s of ctgrad on 2 cores.
 int default_steps(const std::string& model, const std::string& config) {
   if (model == "gpt") return config == "medium" ? 3 : 30;
   if (model == "vit") return 8;
@@ -243,7 +244,13 @@ int main(int argc, char** argv) {
     if (train.warmup < 0 || train.steps < 0 || train.rounds < 1) return usage();
     train.threads = threads;
     if (train.steps == 0) train.steps = default_steps(cmd, train.config);
-    return train_bench(cmd, train);
+    std::signal(SIGPIPE, SIG_IGN);  // a peer that dies is reported, not a silent exit 141
+    try {
+      return train_bench(cmd, train);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ctgrad-bench %s: %s\n", cmd.c_str(), e.what());
+      return 1;
+    }
   }
   std::fprintf(stderr, "ctgrad-bench: unknown benchmark '%s'\n", cmd.c_str());
   return usage();

@@ -105,6 +105,11 @@ int Executor<T>::threads() const {
 }
 
 template <class T>
+void Executor<T>::execute(const std::function<void()>& f) {
+  impl_->arena.execute(f);
+}
+
+template <class T>
 std::int64_t Executor<T>::symbol(Dim s) const {
   for (int i = 0; i < kMaxSymbols; ++i)
     if (s == ctgrad::symbol(i)) return sym_[static_cast<std::size_t>(i)] > 0 ? sym_[static_cast<std::size_t>(i)] : -1;

@@ -1,6 +1,7 @@
 // The executor: runs a planned graph. It is not a template over the graph — Program<G> hands it
 // views of the compile-time tables — so it is compiled once, in the library, for float and double.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -87,6 +88,9 @@ class Executor {
   void init_parameters(std::uint64_t seed);
 
   int threads() const;
+  // Runs f on this program's threads (its oneTBB arena): an optimizer step or other parallel work
+  // between steps then uses Options::threads too, not every core of the machine.
+  void execute(const std::function<void()>& f);
   std::int64_t symbol(Dim s) const;  // bound value of a runtime symbol, -1 if unbound
   std::size_t arena_bytes() const { return arena_bytes_; }
   // Bytes the plan of a mode needs at the currently bound dims.

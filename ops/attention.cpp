@@ -3,6 +3,7 @@
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
+#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <cmath>
@@ -87,9 +88,21 @@ T drop(const Geometry& g, std::uint64_t key, std::int64_t h, std::int64_t i, std
 
 // Work space of one task on its stack (no heap in a step, whichever thread runs it): a block of
 // queries holds its scores over all the keys it can see, so blocks have up to 64 queries and at
-// most kWork scores. Over kWork keys a block is one query and a per-thread heap buffer.
-constexpr std::int64_t kWork = 16384;
-std::int64_t query_block(const Geometry& g) { return std::clamp<std::int64_t>(kWork / std::max<std::int64_t>(g.Tk, 1), 1, 64); }
+// most 64 KB of scores. Over that many keys a block is one query and a per-thread heap buffer.
+// Each task runs isolated (see run_isolated), so a thread never holds two tasks' frames at once.
+template <class T>
+constexpr std::int64_t kWork = 65536 / sizeof(T);
+template <class T>
+std::int64_t query_block(const Geometry& g) {
+  return std::clamp<std::int64_t>(kWork<T> / std::max<std::int64_t>(g.Tk, 1), 1, 64);
+}
+
+// A task's GEMMs may split and wait for their halves; while waiting, a thread must not start
+// another attention task (it would reuse this thread's work space, and stack a second frame).
+template <class F>
+void run_isolated(F&& f) {
+  tbb::this_task_arena::isolate(std::forward<F>(f));
+}
 
 // Keys a block of queries [i0, i1) can see: under the causal mask, up to the last query's diagonal.
 std::int64_t keys_seen(const Geometry& g, std::int64_t i1) {
@@ -99,7 +112,7 @@ std::int64_t keys_seen(const Geometry& g, std::int64_t i1) {
 // A task's work space: `local` (on its stack) when n fits, else a per-thread heap buffer.
 template <class T>
 T* workspace(T* local, int which, std::size_t n) {
-  if (n <= std::size_t(kWork)) return local;
+  if (n <= std::size_t(kWork<T>)) return local;
   thread_local std::vector<T> buf[3];
   std::vector<T>& b = buf[which];
   if (b.size() < n) b.resize(n);
@@ -168,9 +181,9 @@ void AttentionOp::forward(const OpArgs& a) {
   const T *Q = a.in[0].as<T>(), *K = a.in[1].as<T>(), *V = a.in[2].as<T>();
   T *O = a.out.as<T>(), *lse = a.scratch.as<T>();
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
-  const std::int64_t qb = query_block(g), blocks = (g.Tq + qb - 1) / qb;
-  kernel::parallel(g.heads * blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
-    alignas(64) T local[2][kWork];
+  const std::int64_t qb = query_block<T>(g), blocks = (g.Tq + qb - 1) / qb;
+  kernel::parallel(g.heads * blocks, 1, [&](std::int64_t b0, std::int64_t b1) { run_isolated([&] {
+    alignas(64) T local[2][kWork<T>];
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t h = b / blocks, i0 = (b % blocks) * qb, i1 = std::min(g.Tq, i0 + qb);
       const std::int64_t n = keys_seen(g, i1), rows = i1 - i0;
@@ -189,7 +202,7 @@ void AttentionOp::forward(const OpArgs& a) {
       }
       kernel::gemm(false, false, rows, g.dv, n, P, n, V + h * g.Tk * g.dv, g.dv, out, g.dv, false);
     }
-  });
+  }); });
 }
 
 // VJP, per head (its query blocks in order, so dK and dV add up in a fixed order): recompute P
@@ -203,9 +216,9 @@ void AttentionOp::vjp(const OpArgs& a) {
   const T* G = a.gout->as<T>();
   T *gQ = a.gin[0].as<T>(), *gK = a.gin[1].as<T>(), *gV = a.gin[2].as<T>();
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
-  const std::int64_t qb = query_block(g);
-  kernel::parallel(g.heads, 1, [&](std::int64_t h0, std::int64_t h1) {
-    alignas(64) T local[3][kWork];
+  const std::int64_t qb = query_block<T>(g);
+  kernel::parallel(g.heads, 1, [&](std::int64_t h0, std::int64_t h1) { run_isolated([&] {
+    alignas(64) T local[3][kWork<T>];
     for (std::int64_t h = h0; h < h1; ++h) {
       for (std::int64_t i0 = 0; i0 < g.Tq; i0 += qb) {
         const std::int64_t i1 = std::min(g.Tq, i0 + qb), rows = i1 - i0, n = keys_seen(g, i1);
@@ -238,7 +251,7 @@ void AttentionOp::vjp(const OpArgs& a) {
         if (gK) kernel::gemm(true, false, n, g.d, rows, dP, n, Q + (h * g.Tq + i0) * g.d, g.d, gK + h * g.Tk * g.d, g.d, true);
       }
     }
-  });
+  }); });
 }
 
 CTGRAD_INSTANTIATE_OP(AttentionOp)

@@ -2,9 +2,10 @@
 // probabilities. q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv], optional mask broadcasting to
 // [..., Tq, Tk] (0 = masked); the leading dims (batch, heads) must agree.
 //
-// No Tq x Tk buffer is kept: the forward walks each query row over the keys with an online
-// softmax and stores only the row's log-sum-exp (scratch); the vjp recomputes the probabilities
-// from it, key by key. A fully masked row gives zeros and passes no gradient. For visualisation,
+// No Tq x Tk buffer is kept: per head and block of queries, the forward computes the block's
+// scores with one GEMM, softmax rows, then P V, and stores only each row's log-sum-exp (scratch);
+// the vjp recomputes the block's probabilities from it (ops/attention.cpp). A fully masked row
+// gives zeros and passes no gradient. For visualisation,
 // attention_weights() computes the same probabilities (without dropout) as an explicit tensor.
 #pragma once
 #include <ctgrad/ops/common.hpp>

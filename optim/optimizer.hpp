@@ -1,7 +1,9 @@
 // Optimizers over named parameters. An optimizer sees (name, value, grad) triples only: nothing of
 // the model. Parameter groups are chosen by name (e.g. no weight decay on biases and norms), each
 // with its own learning-rate factor and weight decay. State tensors are named
-// ("<param>.exp_avg", ...) so checkpoints can save and restore them.
+// ("<param>.exp_avg", ...) so checkpoints can save and restore them. Updates run SIMD kernels in
+// parallel on the calling oneTBB arena: call step() inside model.execute(...) to keep them on the
+// model's threads (Options::threads).
 #pragma once
 #include <algorithm>
 #include <array>

@@ -250,8 +250,8 @@ std::string loaded_blas() {
   return "unknown";
 }
 
-// AdamW with weight decay on matrices only (ctgrad's no_decay_group: biases, norms, embeddings'
-// positions are not decayed), global-norm clipping at 1.
+// AdamW with ctgrad's no_decay_group: no decay on biases and norms (what is 2-D and not a norm
+// is decayed, including the position tables and <cls>, as in ctgrad); clipping at 1 by the caller.
 template <class M>
 torch::optim::AdamW make_optimizer(M& model) {
   std::vector<Tensor> decay, no_decay;
@@ -296,8 +296,9 @@ int serve(M model, const bench::Shape& s, Loss loss_of) {
     std::string out = "{\"impl\":\"libtorch\",\"blas\":\"" + blas + "\",\"torch_threads\":" + std::to_string(torch::get_num_threads()) +
                       ",\"step_ms\":[";
     for (std::size_t i = 0; i < ms.size(); ++i) out += (i ? "," : "") + std::to_string(ms[i]);
-    out += "],\"allocs\":" + std::to_string(allocs) + ",\"loss_first\":" + std::to_string(first) + ",\"loss_last\":" +
-           std::to_string(last) + ",\"peak_rss_mb\":" + std::to_string(bench::peak_rss_mb()) + "}";
+    auto number = [](double v) { return std::isfinite(v) ? std::to_string(v) : std::string("null"); };  // JSON has no NaN
+    out += "],\"allocs\":" + std::to_string(allocs) + ",\"loss_first\":" + number(first) + ",\"loss_last\":" + number(last) +
+           ",\"peak_rss_mb\":" + std::to_string(bench::peak_rss_mb()) + "}";
     std::printf("%s\n", out.c_str());
     std::fflush(stdout);
   }
