@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "train_bench.hpp"
 
 #include <ctgrad/graph/random.hpp>
@@ -33,17 +34,8 @@
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string cpu_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
+using bench::cpu_name;
+using bench::now;
 
 using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 using dnnl_fn = int (*)(char, char, long, long, long, float, const float*, long, const float*, long, float, float*, long);

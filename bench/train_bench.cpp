@@ -35,18 +35,22 @@ namespace {
 
 // The benchmark variants: the presets with dropout 0 (see bench::Shape).
 constexpr models::VitConfig kVit{.dropout = 0};
-constexpr models::TransformerConfig kTransformerS{.vocab = 8000, .n_layer = 3, .d_model = 256, .heads = 4, .d_ff = 1024, .dropout = 0};
-constexpr models::TransformerConfig kTransformerM{.vocab = 8000, .n_layer = 6, .d_model = 512, .heads = 8, .d_ff = 2048, .dropout = 0};
+constexpr models::TransformerConfig without_dropout(models::TransformerConfig c) {
+  c.dropout = 0;
+  return c;
+}
+constexpr models::TransformerConfig kTransformerS = without_dropout(models::kTransformerSmall);
+constexpr models::TransformerConfig kTransformerM = without_dropout(models::kTransformerBase);
 
 template <auto G>
 struct Frozen {
   static constexpr auto graph = freeze<G>();
 };
 
-// Deterministic synthetic batches, the same recipe as the peer (bench::Batches).
+// What one side measured over its timed steps.
 struct Side {
   std::vector<double> step_s;
-  long long allocs = 0, alloc_steps = 0;
+  long long allocs = 0;
   double first_loss = 0, last_loss = 0;
 };
 
@@ -86,7 +90,6 @@ void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, 
     if (timed) {
       side.step_s.push_back(t);
       side.allocs += allocs;
-      ++side.alloc_steps;
     }
     if (side.first_loss == 0) side.first_loss = loss;
     side.last_loss = loss;
@@ -111,7 +114,7 @@ json report(const bench::Shape& s, const char* impl, const Side& side, double rs
          {"model_gflops", flops / 1e9},
          {"mfu", flops / 1e9 / peak_gflops},
          {"peak_rss_mb", rss_mb},
-         {"allocs_per_step", side.alloc_steps ? double(side.allocs) / side.alloc_steps : 0.0},
+         {"allocs_per_step", side.step_s.empty() ? 0.0 : double(side.allocs) / double(side.step_s.size())},
          {"loss_first", side.first_loss},
          {"loss_last", side.last_loss}};
   return j;
@@ -218,7 +221,6 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
       peer_line = other->steps(o.steps);
       for (double ms : peer_line["step_ms"]) peer.step_s.push_back(ms / 1e3);
       peer.allocs += peer_line["allocs"].get<long long>();
-      peer.alloc_steps += o.steps;
       if (peer.first_loss == 0) peer.first_loss = peer_line["loss_first"];
       peer.last_loss = peer_line["loss_last"];
       peer_rss = std::max(peer_rss, peer_line["peak_rss_mb"].get<double>());

@@ -97,6 +97,15 @@ class Optimizer {
   std::int64_t t_ = 0;
 };
 
+// Gradients *= factor (SIMD, in parallel). Gradient accumulation: after k backward passes of a
+// mean loss, scale by 1/k before step(); clip_grad_norm scales with it too.
+template <class T>
+void scale_grads(std::span<const Parameter<T>> params, double factor) {
+  const auto scale = simd::best().unary[simd::scale][std::is_same_v<T, double>];
+  for (const auto& p : params)
+    kernel::parallel(p.grad.numel, 32768, [&](std::int64_t b, std::int64_t e) { scale(p.grad.data + b, p.grad.data + b, e - b, factor); });
+}
+
 // Global L2 norm of all gradients, then scales them so it is at most max_norm (as
 // torch.nn.utils.clip_grad_norm_). Returns the norm before clipping. Summed in a fixed order.
 // SIMD sums over chunks of 4096 (in the working precision), added in double in chunk order; the
@@ -121,19 +130,9 @@ double clip_grad_norm(std::span<const Parameter<T>> params, double max_norm) {
       for (std::int64_t c = 0; c < chunks; ++c) total += partial[std::size_t(c)];
     }
   const double norm = std::sqrt(total), factor = max_norm / (norm + 1e-6);
-  if (factor < 1)
-    for (const auto& p : params)
-      kernel::parallel(p.grad.numel, 32768, [&](std::int64_t b, std::int64_t e) {
-        t.unary[simd::scale][ti](p.grad.data + b, p.grad.data + b, e - b, factor);
-      });
+  if (factor < 1) scale_grads(params, factor);
   return norm;
 }
 
-// Gradient accumulation: after k backward passes of a mean loss, scale by 1/k before step().
-template <class T>
-void scale_grads(std::span<const Parameter<T>> params, double factor) {
-  for (const auto& p : params)
-    for (std::int64_t i = 0; i < p.grad.numel; ++i) p.grad[i] = T(double(p.grad[i]) * factor);
-}
 
 }  // namespace ctgrad::optim
