@@ -34,14 +34,6 @@ inline double peak_rss_mb() {
   return double(u.ru_maxrss) / 1024.0;
 }
 
-inline std::string cpu_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
 // The shapes of the training benchmarks. Dropout is 0 on both sides: the benchmark times the
 // arithmetic every variant shares, and the two sides then run the same computation.
 struct Shape {
@@ -157,7 +149,8 @@ inline double fma128(long iters) {
 
 inline double fma_peak_gflops(int threads) {
   __builtin_cpu_init();
-  const int width = __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("fma") ? 8 : 4;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const int width = __builtin_cpu_supports("avx512f") ? 16 : avx2 ? 8 : 4;
   const long iters = 20'000'000 / (width / 4);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {

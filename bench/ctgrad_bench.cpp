@@ -28,13 +28,13 @@
 #include "train_bench.hpp"
 
 #include <ctgrad/graph/random.hpp>
+#include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
 #include <oneapi/tbb/task_arena.h>
 
 namespace {
 
-using bench::cpu_name;
 using bench::now;
 
 using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
@@ -48,9 +48,17 @@ struct Impl {
 
 void* open_isolated(const std::string& path) { return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND); }
 
+// OpenBLAS through ctgrad's loader, which keeps it to kernels this CPU runs; null with a note.
+void* open_openblas(const std::string& path, int threads) {
+  std::string why;
+  void* h = ctgrad::kernel::load_openblas(path, threads, why);
+  if (!h) std::printf("{\"bench\":\"gemm\",\"note\":\"%s, skipped\"}\n", why.c_str());
+  return h;
+}
+
 // ctgrad itself loads OpenBLAS's pthread build (one thread per call); a reference run of the same
 // build with its own threads needs its own instance, so it is loaded from a private copy.
-void* open_private_copy(const std::string& path) {
+void* open_private_copy(const std::string& path, int threads) {
   char dir[] = "/tmp/ctgrad-bench-XXXXXX";
   if (!mkdtemp(dir)) return nullptr;
   const std::string copy = std::string(dir) + "/libopenblas-reference.so.0";
@@ -60,7 +68,7 @@ void* open_private_copy(const std::string& path) {
     std::ofstream out(copy, std::ios::binary);
     out << in.rdbuf();
   }
-  void* h = open_isolated(copy);
+  void* h = open_openblas(copy, threads);
   std::remove(copy.c_str());  // the mapping stays valid
   rmdir(dir);
   return h;
@@ -78,11 +86,12 @@ int gemm_bench(int threads, int reps) {
   const std::string dir = "/usr/lib/x86_64-linux-gnu/";
   for (const char* variant : {"openblas-pthread", "openblas-openmp"}) {
     const std::string path = dir + variant + "/libopenblas.so.0";
-    void* h = std::string(variant) == "openblas-pthread" ? open_private_copy(path) : open_isolated(path);
-    if (!h) {
+    if (!std::ifstream(path)) {
       std::printf("{\"bench\":\"gemm\",\"note\":\"%s not installed, skipped\"}\n", variant);
       continue;
     }
+    void* h = std::string(variant) == "openblas-pthread" ? open_private_copy(path, threads) : open_openblas(path, threads);
+    if (!h) continue;
     auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
     if (set_threads) set_threads(threads);
     auto sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cblas_sgemm"));
@@ -99,7 +108,7 @@ int gemm_bench(int threads, int reps) {
     std::printf("{\"bench\":\"gemm\",\"note\":\"oneDNN (libdnnl-dev) not installed, skipped\"}\n");
   }
   std::printf("{\"bench\":\"machine\",\"cpu\":\"%s\",\"cores\":%u,\"threads\":%d,\"ctgrad_backend\":\"%s\"}\n",
-              cpu_name().c_str(), std::thread::hardware_concurrency(), threads, backend.c_str());
+              ctgrad::cpu::describe().c_str(), std::thread::hardware_concurrency(), threads, backend.c_str());
 
   struct Shape {
     int M, N, K;

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/models/vit.hpp>
@@ -192,7 +193,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions().lr(3e-4).weight_decay(0.1), {optim::no_decay_group()});
   const bench::Batches data(s, 8);
   std::printf("%s\n", json{{"bench", "machine"},
-                           {"cpu", bench::cpu_name()},
+                           {"cpu", ctgrad::cpu::describe()},
                            {"threads", o.threads},
                            {"fma_peak_gflops_at_start", peak0},
                            {"peer", o.peer.empty() ? "none" : o.peer + " 1.13 (OpenBLAS OpenMP build, OMP_NUM_THREADS=" +

@@ -1,3 +1,4 @@
+#include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
 
@@ -6,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace ctgrad::kernel {
 namespace {
@@ -15,6 +17,26 @@ using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int
 using dgemm_fn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double, double*,
                           int);
 
+// Sets (or, with null, unsets) an environment variable until the end of the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 struct Blas {
   sgemm_fn sgemm = nullptr;
   dgemm_fn dgemm = nullptr;
@@ -22,19 +44,11 @@ struct Blas {
 
   Blas() {
 #ifdef CTGRAD_OPENBLAS
-    const char* path = CTGRAD_OPENBLAS;
-    // OpenBLAS reads OPENBLAS_NUM_THREADS while it loads: with 1 it starts no worker threads, and
-    // every call runs in the calling (oneTBB) thread. Set only around the load, then restored.
-    const char* old = std::getenv("OPENBLAS_NUM_THREADS");
-    const std::string saved = old ? old : "";
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    // DEEPBIND: its own symbols first, even if another BLAS is already loaded.
-    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    if (old) setenv("OPENBLAS_NUM_THREADS", saved.c_str(), 1);
-    else unsetenv("OPENBLAS_NUM_THREADS");
+    std::string why;
+    void* h = load_openblas(CTGRAD_OPENBLAS, 1, why);
     if (!h) {
-      name = std::string("reference (could not load ") + path + ": " + dlerror() + "; run scripts/setup.sh)";
-      std::fprintf(stderr, "ctgrad: warning: matmul uses the slow reference kernel: %s\n", name.c_str());
+      name = "reference (" + why + ")";
+      std::fprintf(stderr, "ctgrad: warning: matmul uses the slow reference kernel: %s\n", why.c_str());
       return;
     }
     auto config = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_config"));
@@ -45,7 +59,7 @@ struct Blas {
     dgemm = reinterpret_cast<dgemm_fn>(dlsym(h, "cblas_dgemm"));
     if (!sgemm || !dgemm || !get_threads || !set_threads) {
       sgemm = nullptr, dgemm = nullptr;
-      name = std::string("reference (") + path + " lacks the cblas/OpenBLAS entry points)";
+      name = std::string("reference (") + CTGRAD_OPENBLAS + " lacks the cblas/OpenBLAS entry points)";
       std::fprintf(stderr, "ctgrad: warning: matmul uses the slow reference kernel: %s\n", name.c_str());
       return;
     }
@@ -94,6 +108,47 @@ void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
 }
 
 }  // namespace
+
+void* load_openblas(const std::string& path, int threads, std::string& why) {
+  const cpu::Features& cpu = cpu::features();
+  // OPENBLAS_CORETYPE makes OpenBLAS skip its own CPU detection and run that core's kernels
+  // whatever the CPU: a value set for another machine (a shared environment, a container image)
+  // would execute instructions this CPU lacks. Such a value is ignored for the load.
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (forced && !*forced) forced = nullptr;  // set but empty: OpenBLAS detects the CPU
+  std::optional<std::string> keep;
+  if (forced) {
+    const std::string lacks = cpu::openblas_core_lacks(forced, cpu);
+    if (lacks.empty()) keep = forced;
+    else
+      std::fprintf(stderr, "ctgrad: warning: ignoring OPENBLAS_CORETYPE=%s (%s on this CPU); OpenBLAS detects the CPU itself\n",
+                   forced, lacks == "unknown core" ? "an unknown core" : ("needs " + lacks + ", absent").c_str());
+  }
+  void* h = nullptr;
+  {
+    // OpenBLAS reads both variables while it loads; with 1 thread it starts no worker threads.
+    const std::string n = std::to_string(threads);
+    ScopedEnv core_type("OPENBLAS_CORETYPE", keep ? keep->c_str() : nullptr);
+    ScopedEnv num_threads("OPENBLAS_NUM_THREADS", n.c_str());
+    // DEEPBIND: its own symbols first, even if another BLAS is already loaded.
+    h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  }
+  if (!h) {
+    why = "could not load " + path + ": " + dlerror() + "; run scripts/setup.sh";
+    return nullptr;
+  }
+  // The kernels it chose must run here (the same library may have been loaded before us, with
+  // another environment). Its own detection checks the OS's register state, so an unknown core
+  // name it chose itself (a newer OpenBLAS) is trusted.
+  auto corename = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
+  const std::string core = corename ? corename() : "";
+  const std::string lacks = cpu::openblas_core_lacks(core, cpu);
+  if (!lacks.empty() && !(lacks == "unknown core" && !forced)) {
+    why = path + " runs its " + core + " kernels, which need " + lacks + " (this CPU: " + cpu.flags() + ")";
+    return nullptr;  // left loaded: unloading OpenBLAS is not safe, and nothing calls it
+  }
+  return h;
+}
 
 template <class T>
 void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda, const T* B,

@@ -1,3 +1,4 @@
+#include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
 #define CTGRAD_SIMD_ISA isa_scalar
 #include <ctgrad/ops/detail/simd_kernels.hpp>
@@ -19,9 +20,8 @@ struct Tables {
   const Table* chosen = nullptr;
 
   Tables() {
-    const auto cpu = xsimd::available_architectures();
-    has_avx2 = cpu.fma3_avx2;
-    has_avx512 = cpu.avx512f && cpu.avx512bw && cpu.avx512dq && cpu.avx512cd;
+    has_avx2 = cpu::features().runs_avx2();
+    has_avx512 = cpu::features().runs_avx512();
     sse2 = table_sse2();
     if (has_avx2) avx2 = table_avx2();
     if (has_avx512) avx512 = table_avx512();

@@ -2,11 +2,14 @@
 // block splits, and bitwise determinism across thread counts.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include <ctgrad/graph/random.hpp>
+#include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 #include <oneapi/tbb/task_arena.h>
 
 using namespace ctgrad;
@@ -23,6 +26,46 @@ TEST_CASE("matmul runs on OpenBLAS with one thread per call and starts no thread
   INFO(kernel::gemm_backend());
   CHECK(kernel::gemm_uses_blas());
   CHECK(kernel::gemm_backend().find("1 thread per call") != std::string::npos);
+}
+
+TEST_CASE("the kernels chosen at run time need nothing this CPU lacks", "[ops][gemm][portability]") {
+  const cpu::Features& f = cpu::features();
+  INFO(cpu::describe() << "; " << kernel::gemm_backend());
+  // ctgrad's own SIMD table: the best set the CPU runs.
+  const std::string arch = simd::best().arch;
+  if (!std::getenv("CTGRAD_SIMD")) CHECK(arch == (f.runs_avx512() ? "avx512" : f.runs_avx2() ? "avx2" : "sse2"));
+  if (!f.runs_avx2()) CHECK(simd::table("avx2") == nullptr);
+  if (!f.runs_avx512()) CHECK(simd::table("avx512") == nullptr);
+  // OpenBLAS's kernels, whatever OPENBLAS_CORETYPE says (the no-AVX CTest runs set it to Haswell).
+  const std::string backend = kernel::gemm_backend();
+  const auto at = backend.rfind(", core ");
+  REQUIRE(at != std::string::npos);
+  const std::string core = backend.substr(at + 7, backend.size() - at - 8);
+  const std::string lacks = cpu::openblas_core_lacks(core, f);
+  CHECK((lacks.empty() || lacks == "unknown core"));
+}
+
+TEST_CASE("OpenBLAS cores are matched against what a CPU runs", "[ops][gemm][portability]") {
+  cpu::Features nehalem;  // SSE up to 4.2, no AVX (qemu's Nehalem model)
+  nehalem.sse2 = nehalem.sse3 = nehalem.ssse3 = nehalem.sse4_1 = nehalem.sse4_2 = true;
+  CHECK(cpu::openblas_core_lacks("Nehalem", nehalem).empty());
+  CHECK(cpu::openblas_core_lacks("PRESCOTT", nehalem).empty());
+  CHECK(cpu::openblas_core_lacks("Haswell", nehalem) == "avx2, fma");
+  CHECK(cpu::openblas_core_lacks("Sandybridge", nehalem) == "avx");
+  CHECK(cpu::openblas_core_lacks("Barcelona", nehalem) == "sse4a");
+  cpu::Features zen3 = nehalem;  // AVX2, no AVX-512
+  zen3.avx = zen3.fma = zen3.avx2 = zen3.sse4a = true;
+  CHECK(cpu::openblas_core_lacks("Zen", zen3).empty());
+  CHECK(cpu::openblas_core_lacks("haswell", zen3).empty());
+  CHECK(cpu::openblas_core_lacks("SkylakeX", zen3) == "avx512f, avx512cd, avx512dq, avx512bw, avx512vl");
+  cpu::Features zen4 = zen3;  // AVX-512 with BF16, no AMX
+  zen4.avx512f = zen4.avx512cd = zen4.avx512dq = zen4.avx512bw = zen4.avx512vl = zen4.avx512bf16 = true;
+  CHECK(cpu::openblas_core_lacks("Cooperlake", zen4).empty());
+  CHECK(cpu::openblas_core_lacks("SapphireRapids", zen4) == "amx");
+  CHECK(cpu::openblas_core_lacks("Zen9", zen4) == "unknown core");
+  CHECK(!zen3.runs_avx512());
+  CHECK(zen4.runs_avx512());
+  CHECK(!nehalem.runs_avx2());
 }
 
 TEST_CASE("concurrent gemm calls from oneTBB tasks give the serial results", "[ops][gemm]") {
