@@ -59,9 +59,10 @@ void* open_openblas(const std::string& path, int threads) {
 // ctgrad itself loads OpenBLAS's pthread build (one thread per call); a reference run of the same
 // build with its own threads needs its own instance, so it is loaded from a private copy.
 void* open_private_copy(const std::string& path, int threads) {
-  char dir[] = "/tmp/ctgrad-bench-XXXXXX";
-  if (!mkdtemp(dir)) return nullptr;
-  const std::string copy = std::string(dir) + "/libopenblas-reference.so.0";
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/ctgrad-bench-XXXXXX";
+  if (!mkdtemp(dir.data())) return nullptr;
+  const std::string copy = dir + "/libopenblas-reference.so.0";
   {
     std::ifstream in(path, std::ios::binary);
     if (!in) return nullptr;
@@ -70,7 +71,8 @@ void* open_private_copy(const std::string& path, int threads) {
   }
   void* h = open_openblas(copy, threads);
   std::remove(copy.c_str());  // the mapping stays valid
-  rmdir(dir);
+  rmdir(dir.c_str());
+
   return h;
 }
 

@@ -6,6 +6,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 #include <sstream>
+#include <unordered_map>
 
 namespace ctgrad::data {
 
@@ -98,14 +99,25 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
   {
     std::ofstream out(input);
     out << text;
+    out.flush();
+    if (!out) throw data_error("ctgrad: cannot write the SentencePiece training text " + input);
   }
-  std::ostringstream args;
-  args << "--input=" << input << " --model_prefix=" << prefix.string() << " --vocab_size=" << o.vocab_size
-       << " --model_type=" << o.model_type << " --character_coverage=1.0 --minloglevel=2" << " --unk_id=" << o.unk_id
-       << " --bos_id=" << o.bos_id << " --eos_id=" << o.eos_id << " --pad_id=" << o.pad_id
-       << " --num_threads=1";
+  // Flags as a map, not one command line: a path with a space stays one value.
+  const std::unordered_map<std::string, std::string> args{
+      {"input", input},
+      {"model_prefix", prefix.string()},
+      {"vocab_size", std::to_string(o.vocab_size)},
+      {"model_type", o.model_type},
+      {"character_coverage", "1.0"},
+      {"minloglevel", "2"},
+      {"unk_id", std::to_string(o.unk_id)},
+      {"bos_id", std::to_string(o.bos_id)},
+      {"eos_id", std::to_string(o.eos_id)},
+      {"pad_id", std::to_string(o.pad_id)},
+      {"num_threads", "1"}};
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));  // 0.1.97 has no trainer flag for it
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args.str());
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args);
+
   std::filesystem::remove(input);
   if (!status.ok()) throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
   return load(prefix.string() + ".model");

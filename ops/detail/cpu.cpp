@@ -111,14 +111,16 @@ std::string openblas_core_lacks(std::string_view core, const Features& f) {
       {"skylakex",
        {{"avx2", &Features::avx2}, {"fma", &Features::fma}, {"avx512f", &Features::avx512f}, {"avx512cd", &Features::avx512cd},
         {"avx512dq", &Features::avx512dq}, {"avx512bw", &Features::avx512bw}, {"avx512vl", &Features::avx512vl}}},
+      // These two add BF16 and AMX kernels for sbgemm only; sgemm and dgemm (all ctgrad calls) are
+      // SkylakeX's. Requiring BF16 or AMX here would refuse OpenBLAS on a Sapphire Rapids guest
+      // whose OS has not enabled AMX.
       {"cooperlake",
        {{"avx2", &Features::avx2}, {"fma", &Features::fma}, {"avx512f", &Features::avx512f}, {"avx512cd", &Features::avx512cd},
-        {"avx512dq", &Features::avx512dq}, {"avx512bw", &Features::avx512bw}, {"avx512vl", &Features::avx512vl},
-        {"avx512bf16", &Features::avx512bf16}}},
+        {"avx512dq", &Features::avx512dq}, {"avx512bw", &Features::avx512bw}, {"avx512vl", &Features::avx512vl}}},
       {"sapphirerapids",
        {{"avx2", &Features::avx2}, {"fma", &Features::fma}, {"avx512f", &Features::avx512f}, {"avx512cd", &Features::avx512cd},
-        {"avx512dq", &Features::avx512dq}, {"avx512bw", &Features::avx512bw}, {"avx512vl", &Features::avx512vl},
-        {"avx512bf16", &Features::avx512bf16}, {"amx", &Features::amx}}},
+        {"avx512dq", &Features::avx512dq}, {"avx512bw", &Features::avx512bw}, {"avx512vl", &Features::avx512vl}}},
+
   };
   std::string lower(core);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });

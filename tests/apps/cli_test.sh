@@ -44,14 +44,24 @@ long=(--set size=tiny --set steps=300 --set eval_every=100 --set batch=8 --set c
 check "train long" 0 "$ctgrad" train gpt --run straight_long "${long[@]}"
 "$ctgrad" train gpt --run interrupted "${long[@]}" > interrupted.log 2>&1 &
 pid=$!
-for _ in $(seq 1 400); do
-  [ -f interrupted/metrics.csv ] && [ "$(wc -l < interrupted/metrics.csv)" -ge 12 ] && break
+# Signalled once it is training (its metrics have 11 steps): not before its handler is installed,
+# however slow or loaded the machine; a generous deadline only catches a run that never starts.
+started=0
+for _ in $(seq 1 6000); do
+  if [ -f interrupted/metrics.csv ] && [ "$(wc -l < interrupted/metrics.csv)" -ge 12 ]; then started=1; break; fi
+  kill -0 "$pid" 2>/dev/null || break
   sleep 0.02
 done
-kill -INT "$pid"
-wait "$pid"
-rc=$?
-if [ "$rc" -eq 130 ] && grep -q "checkpoint saved" interrupted.log; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL ctrl-c: exit $rc"; cat interrupted.log; fi
+if [ "$started" -eq 1 ]; then
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  if [ "$rc" -eq 130 ] && grep -q "checkpoint saved" interrupted.log; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL ctrl-c: exit $rc"; cat interrupted.log; fi
+else
+  kill "$pid" 2>/dev/null; wait "$pid"
+  fail=$((fail + 1)); echo "FAIL ctrl-c: the run ended or did not reach step 11 within 120 s before it could be interrupted"; cat interrupted.log
+fi
+
 check "resume" 0 "$ctgrad" train gpt --run interrupted --resume "${long[@]}"
 expect_text "resume says where it starts" "resuming at step"
 check "resumed run ends bit-identical" 0 cmp straight_long/checkpoint.safetensors interrupted/checkpoint.safetensors

@@ -1,7 +1,10 @@
 // Checkpoints: round trip, bad files, atomic writes under a crash, bit-exact resume.
 #include <catch2/catch.hpp>
 
+#include "../scratch.hpp"
+
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,11 +27,7 @@ using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("ctgrad-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using ctgrad::testing::scratch;
 void truncate_to(const fs::path& p, std::uintmax_t size) { fs::resize_file(p, size); }
 }  // namespace
 
@@ -104,17 +103,29 @@ TEST_CASE("a crash in the middle of a write leaves the previous checkpoint intac
   std::vector<checkpoint::TensorView> t = {checkpoint::view_of<float>("w", small, {10})};
   checkpoint::save(p, t);
   const pid_t child = ::fork();
+  REQUIRE(child >= 0);
   if (child == 0) {
     // Writes a 16 MiB checkpoint over the same path with a file-size limit of 1 MiB: the kernel
     // kills the writer (SIGXFSZ) in the middle of its write, whatever the machine's speed or load.
-    std::vector<float> big(std::size_t(1) << 22, 3.0f);
-    std::vector<checkpoint::TensorView> tb = {checkpoint::view_of<float>("w", big, {std::int64_t(big.size())})};
-    std::signal(SIGXFSZ, SIG_DFL);
-    const rlimit limit{1 << 20, 1 << 20};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    checkpoint::save(p, tb);
+    // No core file; the signal's default action, unblocked, whatever the parent inherited.
+    try {
+      ::prctl(PR_SET_DUMPABLE, 0);
+      std::signal(SIGXFSZ, SIG_DFL);
+      sigset_t xfsz;
+      sigemptyset(&xfsz);
+      sigaddset(&xfsz, SIGXFSZ);
+      ::sigprocmask(SIG_UNBLOCK, &xfsz, nullptr);
+      std::vector<float> big(std::size_t(1) << 22, 3.0f);
+      std::vector<checkpoint::TensorView> tb = {checkpoint::view_of<float>("w", big, {std::int64_t(big.size())})};
+      const rlimit limit{1 << 20, 1 << 20};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+      checkpoint::save(p, tb);
+    } catch (...) {
+      ::_exit(2);  // never back into the test runner
+    }
     ::_exit(0);
   }
+
   int status = 0;
   ::waitpid(child, &status, 0);
   REQUIRE(WIFSIGNALED(status));

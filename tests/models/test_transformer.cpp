@@ -61,10 +61,25 @@ TEST_CASE("Transformer: the copy task trains, and greedy decoding copies held-ou
   optim::Adam<float> opt(model.parameters(), optim::AdamOptions().betas(0.9, 0.98).eps(1e-9));
   const auto lr = optim::noam(kTransformerCopy.d_model, 400);
   constexpr std::int64_t B = 32;
+  // Sequences greedy decoding copies exactly, of `n` from batch number `id` (never trained on).
+  auto copied = [&](std::uint64_t id, int n) {
+    Translator<kTransformerCopy> tr(model.parameters());
+    const CopyBatch set(id, n);
+    int exact = 0;
+    for (int i = 0; i < n; ++i) {
+      std::span<const std::int32_t> src(set.src.data() + i * 10, 10);
+      const auto out = tr.greedy(src, 1, -1, 9);
+      exact += std::equal(out.begin(), out.end(), src.begin() + 1, src.end()) && out.size() == 9;
+    }
+    return exact;
+  };
   const auto t0 = std::chrono::steady_clock::now();
   double loss = 0;
   int step = 1;
-  for (; step <= 3000; ++step) {
+  // A fixed number of steps, past where every CPU's kernels converge: with an early stop on a low
+  // batch loss the stopping step, between 700 and 1700 depending on the kernels' rounding, left
+  // some machines' models copying only 47 of the 50.
+  for (; step <= 2500; ++step) {
     CopyBatch(std::uint64_t(step), B).feed(model, B);
     model.zero_grad();
     model.forward();
@@ -72,20 +87,15 @@ TEST_CASE("Transformer: the copy task trains, and greedy decoding copies held-ou
     opt.set_lr(lr(step));
     opt.step();
     loss = model.loss();
-    if (step % 100 == 0 && loss < 0.002) break;
   }
+
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO("stopped at step " << step << ", loss " << loss << ", " << secs << " s");
   CHECK(loss < 0.05);
+  CHECK(copied(1u << 30, 50) == 50);
   Translator<kTransformerCopy> tr(model.parameters());
-  const CopyBatch held_out(1u << 30, 50);  // batch numbers never trained on
-  int exact = 0;
-  for (int i = 0; i < 50; ++i) {
-    std::span<const std::int32_t> src(held_out.src.data() + i * 10, 10);
-    const auto out = tr.greedy(src, 1, -1, 9);
-    exact += std::equal(out.begin(), out.end(), src.begin() + 1, src.end()) && out.size() == 9;
-  }
-  CHECK(exact == 50);
+  const CopyBatch held_out(1u << 30, 50);
+
   // Beam search agrees on a task this certain.
   std::span<const std::int32_t> first(held_out.src.data(), 10);
   const auto beam = tr.search(first, 1, -1, BeamOptions().beam(4).max_len(9));
