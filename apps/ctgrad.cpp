@@ -1,82 +1,247 @@
 // The ctgrad command:
-//   ctgrad train <model> [--config file.json] [--set key=value ...] [--run DIR] [--resume] [--threads N]
-//   ctgrad eval <model> [--run DIR] [--set key=value ...] [--threads N] [--attention-png DIR] [--sentence TEXT]
-//   ctgrad sample gpt [--run DIR] [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
-//                     [--seed S] [--end TEXT] [--slide]
-// Models: gpt (decoder-only LM on the KJV Bible, docs/models/gpt.md), transformer (encoder-decoder:
-// the copy task and EN->DE translation, docs/models/transformer.md), vit (Fashion-MNIST, docs/models/vit.md).
+//   ctgrad train <model> [--config file.json] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]
+//   ctgrad eval <model> [--run DIR] [--set key=value ...] [--threads N] [model's eval options]
+//   ctgrad <command> <model> [--run DIR] [options]      a model's own commands: sample, translate, ...
+//   ctgrad help [<model>]                               models, commands, config keys and options
+// The models are the tasks registered in apps/tasks/ (apps/task.hpp). Exit codes: 0 done, 1 a
+// runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
+// interrupted (Ctrl-C or SIGTERM, after saving).
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 
-#include "cli.hpp"
+#include <ctgrad/checkpoint/training.hpp>
 
-using namespace ctgrad::cli;
+#include "task.hpp"
 
+namespace ctgrad::cli {
 namespace {
 
+struct Args {
+  std::string command, model, run_dir, config_file;
+  std::vector<std::string> sets;
+  std::vector<std::pair<std::string, std::string>> options;  // a command's own --options
+  bool resume = false, overwrite = false, help = false;
+  int threads = 0;
+};
+
+const Task* find_task(const std::string& name) {
+  for (const Task& t : tasks())
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::string model_list() {
+  std::string s;
+  for (const Task& t : tasks()) s += (s.empty() ? "" : ", ") + t.name;
+  return s;
+}
+
+const Command* find_command(const Task& t, const std::string& name) {
+  for (const Command& c : t.commands)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+std::string command_list(const Task& t) {
+  std::string s = "train, eval";
+  for (const Command& c : t.commands)
+    if (c.name != "eval") s += ", " + c.name;
+  return s;
+}
+
+int usage(const Task* t) {
+  std::printf("usage: ctgrad <command> <model> [options]\n\n"
+              "  train <model>   [--config FILE] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]\n"
+              "  eval <model>    [--run DIR] [--set key=value ...] [--threads N]\n"
+              "  help [<model>]  this text, or a model's commands, config keys and options\n\nmodels:\n");
+  for (const Task& task : tasks())
+    if (!t || &task == t) std::printf("  %-12s %s (commands: %s)\n", task.name.c_str(), task.summary.c_str(), command_list(task).c_str());
+  if (t) {
+    std::printf("\nconfig keys of %s (--set key=value; a run folder's checkpoint keeps them):\n%s", t->name.c_str(), t->schema.describe().c_str());
+    for (const Command& c : t->commands) {
+      std::printf("\nctgrad %s %s: %s\n", c.name.c_str(), t->name.c_str(), c.help.c_str());
+      std::string opts = c.options.describe();
+      std::printf("%s", opts.c_str());
+    }
+  }
+  return 0;
+}
+
 Args parse(int argc, char** argv) {
-  if (argc < 3) throw usage_error("usage: ctgrad train|eval|sample <model> [options] (models: gpt, transformer, vit)");
   Args a;
-  a.command = argv[1], a.model = argv[2];
-  if (a.command != "train" && a.command != "eval" && a.command != "sample") throw usage_error("unknown command '" + a.command + "'");
-  if (a.model != "gpt" && a.model != "transformer" && a.model != "vit")
-    throw usage_error("unknown model '" + a.model + "' (models: gpt, transformer, vit)");
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) rest.emplace_back(argv[i]);
+  if (rest.empty() || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") {
+    a.help = true;
+    if (rest.size() > 1) a.model = rest[1];
+    return a;
+  }
+  if (rest.size() < 2) throw config_error("usage: ctgrad <command> <model> [options] (models: " + model_list() + "; ctgrad help)");
+  a.command = rest[0], a.model = rest[1];
+  const Task* t = find_task(a.model);
+  if (!t) {
+    std::vector<std::string> names;
+    for (const Task& task : tasks()) names.push_back(task.name);
+    const std::string near = train::closest(a.model, names);
+    throw config_error("unknown model '" + a.model + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") + " (models: " + model_list() + ")");
+  }
+  const Command* own = find_command(*t, a.command);
+  if (a.command != "train" && a.command != "eval" && !own)
+    throw config_error(a.model + " has no command '" + a.command + "' (commands: " + command_list(*t) + ")");
   a.run_dir = "runs/" + a.model;
-  for (int i = 3; i < argc; ++i) {
-    const std::string o = argv[i];
-    try {
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw usage_error(o + " needs a value");
-        return argv[++i];
-      };
-      if (o == "--config") a.config_file = value();
-      else if (o == "--set") a.sets.push_back(value());
-      else if (o == "--run") a.run_dir = value();
-      else if (o == "--resume") a.resume = true;
-      else if (o == "--threads") a.threads = std::stoi(value());
-      else if (o == "--prompt") a.prompt = value();
-      else if (o == "--tokens") a.tokens = std::stoi(value());
-      else if (o == "--temperature") a.temperature = std::stod(value());
-      else if (o == "--top-k") a.top_k = std::stoi(value());
-      else if (o == "--top-p") a.top_p = std::stod(value());
-      else if (o == "--end") a.end = value();
-      else if (o == "--slide") a.slide = true;
-      else if (o == "--seed") a.seed = std::stoull(value());
-      else if (o == "--attention-png") a.attention_png = value();
-      else if (o == "--sentence") a.sentence = value();
-      else throw usage_error("unknown option '" + o + "'");
-    } catch (const std::logic_error&) {  // std::stoi and friends
-      throw usage_error("option " + o + " expects a number, got '" + argv[i] + "'");
+  for (std::size_t i = 2; i < rest.size(); ++i) {
+    const std::string& o = rest[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= rest.size()) throw config_error(o + " needs a value");
+      return rest[++i];
+    };
+    if (o == "--help" || o == "-h") a.help = true;
+    else if (o == "--config") a.config_file = value();
+    else if (o == "--set") a.sets.push_back(value());
+    else if (o == "--run") a.run_dir = value();
+    else if (o == "--resume" && a.command == "train") a.resume = true;
+    else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
+    else if (o == "--threads") a.threads = int(train::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
+    else if (own && o.rfind("--", 0) == 0 && own->options.find(o.substr(2))) {
+      const train::Key& k = *own->options.find(o.substr(2));
+      a.options.emplace_back(k.name, k.kind == train::Kind::flag ? "true" : value());
+    } else {
+      std::vector<std::string> known = {"--config", "--set", "--run", "--threads", "--help"};
+      if (a.command == "train") known.insert(known.end(), {"--resume", "--overwrite"});
+      if (own)
+        for (const train::Key& k : own->options.keys()) known.push_back("--" + k.name);
+      const std::string near = train::closest(o, known);
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw config_error("unknown option '" + o + "' for ctgrad " + a.command + " " + a.model + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                         "; options: " + list);
     }
   }
-  if (!a.config_file.empty()) {
-    std::ifstream in(a.config_file);
-    if (!in) throw usage_error("cannot open config file " + a.config_file);
-    json file;
-    try {
-      in >> file;
-    } catch (const std::exception& e) {
-      throw usage_error("config file " + a.config_file + " is not valid JSON: " + e.what());
-    }
-    // Before the --set values, which win; eval and sample apply both over the checkpoint's config.
-    std::vector<std::string> from_file;
-    for (auto it = file.begin(); it != file.end(); ++it) from_file.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
-    a.sets.insert(a.sets.begin(), from_file.begin(), from_file.end());
-  }
+  if (a.resume && a.overwrite) throw config_error("--resume continues the run in the folder, --overwrite replaces it: give one");
   return a;
 }
 
+std::string read_file(const std::string& path, std::size_t limit) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw config_error("cannot open config file " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  if (text.size() > limit) throw config_error("config file " + path + " is larger than " + std::to_string(limit) + " bytes");
+  return text;
+}
+
+// The config of this command: the checkpoint's (when one is read) or the defaults, then the
+// --config file, then each --set; the keys a checkpoint pins must keep its values.
+Config make_config(const Task& t, const Args& a, const Context& ctx, std::optional<Config>& saved) {
+  Config cfg = t.schema.defaults();
+  if (ctx.from_checkpoint) {
+    const checkpoint::File peek(ctx.folder.checkpoint());  // reads and validates the whole file
+    const auto& meta = peek.metadata();
+    const auto model = meta.find("model"), config = meta.find("config");
+    if (model == meta.end() || config == meta.end())
+      throw config_error(ctx.folder.checkpoint().string() + " was not written by `ctgrad train` (no model or config in its metadata)");
+    if (model->second != t.name)
+      throw config_error(ctx.folder.checkpoint().string() + " is a checkpoint of model '" + model->second + "', not " + t.name);
+    saved = t.schema.defaults();
+    saved->merge_json(config->second, "the config in " + ctx.folder.checkpoint().string());
+    cfg = *saved;
+  }
+  if (!a.config_file.empty()) cfg.merge_json(read_file(a.config_file, 1 << 20), "config file " + a.config_file);
+  for (const auto& s : a.sets) cfg.set(s, "--set");
+  if (saved) {
+    const train::Role pinned = a.command == "train" ? train::Role::run : train::Role::model;
+    const auto diff = cfg.differences(*saved, pinned);
+    if (!diff.empty()) {
+      std::string list;
+      for (const auto& d : diff) list += (list.empty() ? "" : "; ") + d;
+      throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with " + list +
+                         (a.command == "train" ? " (resume with the same config, or start a new run)" : ""));
+    }
+    if (t.check_against_checkpoint) t.check_against_checkpoint(cfg, *saved, ctx);
+  }
+  return cfg;
+}
+
+int run(const Args& a) {
+  const Task& t = *find_task(a.model);
+  Context ctx{a.command, train::RunFolder(a.run_dir), a.command != "train" || a.resume, a.threads};
+  if (ctx.from_checkpoint) ctx.folder.require_checkpoint();
+  std::optional<Config> saved;
+  const Config cfg = make_config(t, a, ctx, saved);
+  train::install_interrupt_handlers();
+  std::unique_ptr<Session> session = t.open(cfg, ctx);
+  if (ctx.from_checkpoint) {
+    const auto meta = checkpoint::load_training<float>(ctx.folder.checkpoint(), session->model(), &session->optimizer());
+    // A tokenizer swapped or edited since training would silently give garbage: its hash is checked.
+    const auto file = meta.find("tokenizer"), hash = meta.find("tokenizer_hash");
+    if (file != meta.end() && hash != meta.end()) {
+      const auto path = ctx.folder.file(file->second);
+      if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
+      if (file_hash(path) != hash->second)
+        throw config_error("the tokenizer " + path.string() + " is not the one " + ctx.folder.checkpoint().string() +
+                           " was trained with (its hash differs): restore it, or train a new run");
+    }
+  } else {
+    ctx.folder.start_new(a.overwrite);
+  }
+  session->prepare();
+
+  if (a.command != "train") {
+    static const Schema none;
+    const Command* c = find_command(t, a.command);
+    Config opts = (c ? c->options : none).defaults();
+    for (const auto& [k, v] : a.options) opts.set(k, v, "--" + k);
+    return a.command == "eval" ? session->eval(opts) : session->command(a.command, opts);
+  }
+  train::LoopOptions loop = session->loop();
+  loop.metadata = session->metadata();
+  loop.metadata["config"] = cfg.to_json();
+  loop.metadata["model"] = t.name;
+  if (session->optimizer().steps() >= loop.steps) {
+    std::printf("the checkpoint in %s is already at step %lld of %lld: nothing to train (raise --set steps=)\n", ctx.folder.dir().c_str(),
+                (long long)session->optimizer().steps(), (long long)loop.steps);
+    return 0;
+  }
+  if (session->optimizer().steps() > 0)
+    std::printf("resuming at step %lld from %s\n", (long long)session->optimizer().steps() + 1, ctx.folder.checkpoint().c_str());
+  train::Trainer trainer(ctx.folder, loop);
+  train::Run r = session->run();
+  const train::Outcome out = trainer.fit(r);
+  if (out.interrupted) return 130;
+  if (out.diverged) return 3;
+  train::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
+  std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s, plot %s\n",
+              train::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), ctx.folder.checkpoint().c_str(),
+              ctx.folder.file("metrics.jsonl").c_str(), ctx.folder.file("loss.png").c_str());
+  return session->after_training(out);
+}
+
 }  // namespace
+}  // namespace ctgrad::cli
 
 int main(int argc, char** argv) {
+  using namespace ctgrad::cli;
   try {
     const Args a = parse(argc, argv);
-    return a.model == "gpt" ? gpt_command(a) : a.model == "transformer" ? transformer_command(a) : vit_command(a);
-  } catch (const usage_error& e) {
+    if (a.help) {
+      const Task* t = a.model.empty() ? nullptr : find_task(a.model);
+      if (!a.model.empty() && !t) throw config_error("unknown model '" + a.model + "' (models: " + model_list() + ")");
+      return usage(t);
+    }
+    return run(a);
+  } catch (const ctgrad::hyper_error& e) {  // a --set value an op refused
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  } catch (const config_error& e) {
+
     std::fprintf(stderr, "ctgrad: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+    const std::string m = e.what();
+    std::fprintf(stderr, "%s%s\n", m.rfind("ctgrad: ", 0) == 0 ? "" : "ctgrad: ", m.c_str());
     return 1;
   }
 }

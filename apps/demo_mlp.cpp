@@ -110,8 +110,8 @@ int main(int argc, char** argv) {
   const Teacher teacher;
   Data batch_data, test;
   teacher.sample(test, n_test, 2, 0);
-  Program<G> model(Options().threads(threads).seed(42));
-  optim::SGD<float> opt(model.parameters(), optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
+  Program<G> model(Options{.threads = threads, .seed = 42});
+  optim::SGD<float> opt(model.parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true});
 
   std::size_t n_params = 0;
   for (const auto& p : model.parameters()) n_params += std::size_t(p.value.numel);

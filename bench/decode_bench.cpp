@@ -20,15 +20,15 @@ struct Graphs {
 
 template <models::GptConfig C>
 void run(const char* name, int threads, int reps) {
-  Program<Graphs<C>::train> full(Options().threads(threads).seed(1));
-  models::GptGenerator<C> gen(full.parameters(), Options().threads(threads));
+  Program<Graphs<C>::train> full(Options{.threads = threads, .seed = 1});
+  models::GptGenerator<C> gen(full.parameters(), Options{.threads = threads});
   std::vector<std::int32_t> prompt{1};
   // With the cache: time each step of one generation of the whole context (best of reps).
   std::vector<double> cached(std::size_t(C.context), 1e30), rerun(std::size_t(C.context), 1e30);
   for (int r = 0; r < reps; ++r) {
     std::vector<std::int32_t> tokens = prompt;
     auto last = std::chrono::steady_clock::now();
-    gen.generate(tokens, C.vocab, models::SamplingOptions().seed(std::uint64_t(r)).max_tokens(C.context - 1), [&](std::int32_t) {
+    gen.generate(tokens, C.vocab, models::SamplingOptions{.seed = std::uint64_t(r), .max_tokens = C.context - 1}, [&](std::int32_t) {
       const auto now = std::chrono::steady_clock::now();
       auto& slot = cached[tokens.size() - 1];  // the step that read tokens.size() - 1 tokens
       slot = std::min(slot, std::chrono::duration<double>(now - last).count());
@@ -38,8 +38,8 @@ void run(const char* name, int threads, int reps) {
     for (std::int64_t n = 1; n < C.context; ++n) {
       std::span<const std::int32_t> ids(tokens.data(), std::size_t(n));
       const auto t0 = std::chrono::steady_clock::now();
-      full.set_input("ids", ids, {1, n});
-      full.set_input("targets", ids, {1, n});
+      full.set_input(models::gpt_inputs::ids, ids, {1, n});
+      full.set_input(models::gpt_inputs::targets, ids, {1, n});
       full.forward(Mode::infer);
       rerun[std::size_t(n)] = std::min(rerun[std::size_t(n)], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }

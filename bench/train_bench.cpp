@@ -34,14 +34,10 @@ extern "C" volatile int bench_in_timed_step;  // alloc_counter.cpp
 
 namespace {
 
-// The benchmark variants: the presets with dropout 0 (see bench::Shape).
-constexpr models::VitConfig kVit{.dropout = 0};
-constexpr models::TransformerConfig without_dropout(models::TransformerConfig c) {
-  c.dropout = 0;
-  return c;
-}
-constexpr models::TransformerConfig kTransformerS = without_dropout(models::kTransformerSmall);
-constexpr models::TransformerConfig kTransformerM = without_dropout(models::kTransformerBase);
+// The benchmark runs the presets with dropout 0 (see bench::Shape), the peer likewise.
+constexpr models::VitConfig kVit{};
+constexpr models::TransformerConfig kTransformerS = models::kTransformerSmall;
+constexpr models::TransformerConfig kTransformerM = models::kTransformerBase;
 
 template <auto G>
 struct Frozen {
@@ -65,17 +61,17 @@ void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, 
     const double t0 = bench::now();
     const std::int64_t B = s.batch, T = s.seq;
     if (s.model == "gpt") {
-      model.set_input("ids", std::span<const std::int32_t>(b.ids), {B, T});
-      model.set_input("targets", std::span<const std::int32_t>(b.targets), {B, T});
+      model.set_input(models::gpt_inputs::ids, std::span<const std::int32_t>(b.ids), {B, T});
+      model.set_input(models::gpt_inputs::targets, std::span<const std::int32_t>(b.targets), {B, T});
     } else if (s.model == "vit") {
-      model.set_input("images", std::span<const float>(b.images), {B, 1, s.image, s.image});
-      model.set_input("labels", std::span<const std::int32_t>(b.labels), {B});
+      model.set_input(models::vit_inputs::images, std::span<const float>(b.images), {B, 1, s.image, s.image});
+      model.set_input(models::vit_inputs::labels, std::span<const std::int32_t>(b.labels), {B});
     } else {
-      model.set_input("src", std::span<const std::int32_t>(b.ids), {B, T});
-      model.set_input("src_len", std::span<const std::int32_t>(b.lengths), {B});
-      model.set_input("tgt_in", std::span<const std::int32_t>(b.tgt_in), {B, T});
-      model.set_input("tgt_len", std::span<const std::int32_t>(b.lengths), {B});
-      model.set_input("tgt_out", std::span<const std::int32_t>(b.targets), {B, T});
+      model.set_input(models::transformer_inputs::src, std::span<const std::int32_t>(b.ids), {B, T});
+      model.set_input(models::transformer_inputs::src_len, std::span<const std::int32_t>(b.lengths), {B});
+      model.set_input(models::transformer_inputs::tgt_in, std::span<const std::int32_t>(b.tgt_in), {B, T});
+      model.set_input(models::transformer_inputs::tgt_len, std::span<const std::int32_t>(b.lengths), {B});
+      model.set_input(models::transformer_inputs::tgt_out, std::span<const std::int32_t>(b.targets), {B, T});
     }
     model.zero_grad();
     model.forward();
@@ -195,8 +191,8 @@ class Peer {
 template <class Model>
 int run(const bench::Shape& s, const TrainBenchOptions& o) {
   const double peak0 = bench::fma_peak_gflops(o.threads);  // before any worker pool exists
-  Model model(Options().threads(o.threads).seed(1));
-  optim::AdamW<float> opt(model.parameters(), optim::AdamOptions().lr(3e-4).weight_decay(0.1), {optim::no_decay_group()});
+  Model model(Options{.threads = o.threads, .seed = 1, .hypers = {{"dropout", 0.0}}});
+  optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-4, .weight_decay = 0.1}, {optim::no_decay_group()});
   const bench::Batches data(s, 8);
   std::printf("%s\n", json{{"bench", "machine"},
                            {"cpu", ctgrad::cpu::describe()},

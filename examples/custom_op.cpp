@@ -80,7 +80,7 @@ int main() {
     return 1;
   }
 
-  Program<MODEL> p(Options().seed(1));
+  Program<MODEL> p(Options{.seed = 1});
   std::vector<float> x(64 * 16);
   std::vector<std::int32_t> y(64);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i));

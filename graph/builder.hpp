@@ -5,6 +5,7 @@
 // evaluation.
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <source_location>
 #include <string>
 #include <string_view>
@@ -17,28 +18,45 @@ namespace ctgrad {
 
 using Loc = std::source_location;
 
-enum class NodeKind : std::uint8_t { op, input, param };
+enum class NodeKind : std::uint8_t { op, input, param, hyper };
 
 // How a parameter is initialised. Reproducible: the value of element k depends only on
-// (seed, parameter name, k), not on order, threads or the other parameters.
+// (seed, parameter name, k), not on order, threads or the other parameters. The numbers may be
+// hyperparameters (an init scale set from a config); `scale` multiplies a and b (GPT-2 scales
+// its residual projections by 1/sqrt(2 layers)).
 struct Init {
   enum Kind : std::uint8_t { zeros, ones, constant, normal, uniform, xavier_uniform } kind = zeros;
-  double a = 0, b = 0;
+  Real a = 0, b = 0;
+  double scale = 1;
+  constexpr Init scaled(double f) const {
+    Init i = *this;
+    i.scale *= f;
+    return i;
+  }
 };
 namespace init {
 constexpr Init zeros() { return {Init::zeros}; }
 constexpr Init ones() { return {Init::ones}; }
-constexpr Init constant(double c) { return {Init::constant, c}; }
-constexpr Init normal(double stddev) { return {Init::normal, stddev}; }
-constexpr Init uniform(double lo, double hi) { return {Init::uniform, lo, hi}; }
+constexpr Init constant(Real c) { return {Init::constant, c}; }
+constexpr Init normal(Real stddev) { return {Init::normal, stddev}; }
+constexpr Init uniform(Real lo, Real hi) { return {Init::uniform, lo, hi}; }
 // U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)); fans from the last two dims.
-constexpr Init xavier_uniform(double gain = 1.0) { return {Init::xavier_uniform, gain}; }
+constexpr Init xavier_uniform(Real gain = 1.0) { return {Init::xavier_uniform, gain}; }
 }  // namespace init
 
 // Options of an input value.
 struct In {
   DType dtype = DType::real;
   bool grad = false;  // keep a gradient for it (for gradcheck, saliency, ...)
+};
+
+// A model's input, named once: a model header declares each of its inputs as one of these, and
+// the graph (Scope::input), the apps, the benchmarks and the tests use the constant, so a typo is a
+// compile error and the dtype travels with the name. Converts to the name for Program::set_input.
+struct InputName {
+  std::string_view name;
+  DType dtype = DType::real;
+  constexpr operator std::string_view() const { return name; }  // NOLINT
 };
 
 struct Node {
@@ -49,7 +67,7 @@ struct Node {
   Shape shape;
   DType dtype = DType::real;
   Dim scratch = 0;
-  Attrs attr;
+  AttrWords attr;  // an op's options (graph/attrs.hpp); a hyperparameter's default value in w[0]
   Init init;
   bool requires_grad = false;  // inputs marked In{.grad=true}; parameters always
   bool is_output = false;
@@ -70,25 +88,52 @@ struct Value {
   constexpr DType dtype() const;
 };
 
-// A naming scope: parameters and ops created through it are named "<prefix>.<name>".
+// Sets the builder's location for the ops a layer function creates, so that their errors name
+// the user's line (where the layer was called), not the layer's header. The outermost wins.
+class LocationGuard {
+ public:
+  constexpr LocationGuard(Builder* b, const Loc& loc);
+  constexpr ~LocationGuard();
+  LocationGuard(const LocationGuard&) = delete;
+  LocationGuard& operator=(const LocationGuard&) = delete;
+
+ private:
+  Builder* b_;
+  bool set_;
+};
+
+// A naming scope: parameters and ops created through it are named "<prefix>.<name>". It records
+// where it was made (`loc`): a layer function given a scope reports errors at that line.
 struct Scope {
   Builder* b = nullptr;
   std::string prefix;
+  Loc loc = Loc::current();
 
-  constexpr Scope scope(std::string_view name) const { return {b, join(name)}; }
-  constexpr Scope scope(std::string_view name, int index) const {
+  constexpr Scope scope(std::string_view name, Loc at = Loc::current()) const { return {b, join(name), at}; }
+  constexpr Scope scope(std::string_view name, int index, Loc at = Loc::current()) const {
     std::string s(name);
     s += '.';
     s += digits(index);
-    return {b, join(s)};
+    return {b, join(s), at};
   }
+  // For the body of a layer function: its ops and parameters report errors at this scope's line.
+  constexpr LocationGuard enter() const { return {b, loc}; }
 
   constexpr Value input(std::string_view name, Shape shape, In opts = {},
                         Loc loc = Loc::current()) const;
+  constexpr Value input(InputName in, Shape shape, Loc loc = Loc::current()) const {
+    return input(in.name, shape, In{.dtype = in.dtype}, loc);
+  }
+
   constexpr Value param(std::string_view name, Shape shape, Init init,
                         Loc loc = Loc::current()) const;
+  // A named runtime hyperparameter (dropout, label smoothing, an init scale, ...) with its default:
+  // pass it wherever an option takes a Real; Program::set_hyper(name, v) changes it between steps,
+  // and the ops using it check the new value with their shape rules. Asking twice for one name
+  // gives the same hyperparameter.
+  constexpr Real hyper(std::string_view name, double value, Loc loc = Loc::current()) const;
   template <OpType Op>
-  constexpr Value apply(std::initializer_list<Value> inputs, Attrs attr = {},
+  constexpr Value apply(std::initializer_list<Value> inputs, const options_t<Op>& options = {},
                         Loc loc = Loc::current()) const;
 
   constexpr std::string join(std::string_view name) const {
@@ -121,9 +166,16 @@ struct Builder : Scope {
   std::vector<Leaf> leaves;  // parameters and inputs
   std::vector<int> files;    // nodes whose file_off/file_len name each distinct file
 
-  constexpr Builder() : Scope{this, {}} {}
+  std::vector<int> hypers;    // hyperparameter nodes
+  Loc user_loc;               // set by a LocationGuard: where the layer being built was called
+  bool has_user_loc = false;
+
+  constexpr Builder(Loc at = Loc::current()) : Scope{this, {}, at} {}
   constexpr Builder(const Builder& o)
-      : Scope{this, o.prefix}, nodes(o.nodes), names(o.names), error(o.error), leaves(o.leaves), files(o.files) {}
+      : Scope{this, o.prefix, o.loc}, nodes(o.nodes), names(o.names), error(o.error), leaves(o.leaves), files(o.files),
+        hypers(o.hypers), user_loc(o.user_loc), has_user_loc(o.has_user_loc) {}
+  // The location an op or parameter reports: the active layer call's, else its own.
+  constexpr const Loc& where(const Loc& own) const { return has_user_loc ? user_loc : own; }
   constexpr Builder& operator=(const Builder&) = delete;
 
   // Marks v as a named output, readable after forward().
@@ -192,6 +244,25 @@ struct Builder : Scope {
       error.add(std::string_view(names.data() + n.file_off, static_cast<std::size_t>(n.file_len))).add(":").add(n.line).add(")");
       return;
     }
+    // Runtime symbols come from the inputs: one that only an op's shape names (a tensor-creating
+    // op given Sym3, say) could never be bound.
+    std::array<bool, kMaxSymbols> bound{};
+    for (const Node& n : nodes)
+      if (n.kind == NodeKind::input)
+        for (int d = 0; d < n.shape.rank; ++d)
+          for (int s = 0; s < kMaxSymbols; ++s) bound[std::size_t(s)] |= n.shape[d] == symbol(s);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      if (n.kind != NodeKind::op) continue;
+      for (int d = 0; d < n.shape.rank; ++d)
+        for (int s = 0; s < kMaxSymbols; ++s)
+          if (n.shape[d].exp[std::size_t(s)] && !bound[std::size_t(s)]) {
+            error = Msg("op ").add(n.op->name).add(": its shape ").add(n.shape).add(" uses ").add(kSymbolNames[std::size_t(s)])
+                        .add(", which no input carries as a dim (");
+            error.add(std::string_view(names.data() + n.file_off, static_cast<std::size_t>(n.file_len))).add(":").add(n.line).add(")");
+            return;
+          }
+    }
     // Output names: few, so a plain pairwise check.
     std::vector<int> outs;
     for (std::size_t i = 0; i < nodes.size(); ++i)
@@ -241,7 +312,15 @@ struct Builder : Scope {
 constexpr Shape Value::shape() const { return b->nodes[static_cast<std::size_t>(id)].shape; }
 constexpr DType Value::dtype() const { return b->nodes[static_cast<std::size_t>(id)].dtype; }
 
+constexpr LocationGuard::LocationGuard(Builder* b, const Loc& loc) : b_(b), set_(!b->has_user_loc) {
+  if (set_) b_->user_loc = loc, b_->has_user_loc = true;
+}
+constexpr LocationGuard::~LocationGuard() {
+  if (set_) b_->has_user_loc = false;
+}
+
 constexpr Value Scope::input(std::string_view name, Shape shape, In opts, Loc loc) const {
+  loc = b->where(loc);
   Node n;
   n.kind = NodeKind::input;
   n.shape = shape;
@@ -254,7 +333,11 @@ constexpr Value Scope::input(std::string_view name, Shape shape, In opts, Loc lo
 }
 
 constexpr Value Scope::param(std::string_view name, Shape shape, Init init, Loc loc) const {
+  loc = b->where(loc);
   std::string full = join(name);
+  for (const Real* r : {&init.a, &init.b})
+    if (r->is_hyper() && (r->hyper >= int(b->nodes.size()) || b->nodes[std::size_t(r->hyper)].kind != NodeKind::hyper))
+      b->fail(Msg("parameter '").add(full).add("': its init names a hyperparameter of another graph"), loc);
   if (!shape.is_static())
     b->fail(Msg("parameter '").add(full).add("' needs static dims, got ").add(shape), loc);
   Node n;
@@ -267,13 +350,36 @@ constexpr Value Scope::param(std::string_view name, Shape shape, Init init, Loc 
   return {b, int(b->nodes.size()) - 1};
 }
 
+constexpr Real Scope::hyper(std::string_view name, double value, Loc loc) const {
+  loc = b->where(loc);
+  const std::string full = join(name);
+  for (int h : b->hypers)
+    if (b->name_of(h) == full) {
+      const double had = std::bit_cast<double>(b->nodes[std::size_t(h)].attr.w[0]);
+      if (had != value) b->fail(Msg("hyperparameter '").add(full).add("' is declared twice with different defaults"), loc);
+      Real r = value;
+      r.hyper = h;
+      return r;
+    }
+  Node n;
+  n.kind = NodeKind::hyper;
+  n.attr = encode_attrs(value);
+  b->add_node(n, full, loc);
+  const int id = int(b->nodes.size()) - 1;
+  b->hypers.push_back(id);
+  Real r = value;
+  r.hyper = id;
+  return r;
+}
+
 template <OpType Op>
-constexpr Value Scope::apply(std::initializer_list<Value> inputs, Attrs attr, Loc loc) const {
+constexpr Value Scope::apply(std::initializer_list<Value> inputs, const options_t<Op>& options, Loc loc) const {
+  loc = b->where(loc);
   constexpr const OpDef* def = &op_def<Op>;
   Node n;
   n.kind = NodeKind::op;
   n.op = def;
-  n.attr = attr;
+  n.attr = encode_attrs(options);
   std::array<Shape, kMaxInputs> shapes{};
   std::array<DType, kMaxInputs> dtypes{};
   for (const Value& v : inputs) {
@@ -288,13 +394,21 @@ constexpr Value Scope::apply(std::initializer_list<Value> inputs, Attrs attr, Lo
     if (!prefix.empty()) m.add(" in '").add(prefix).add("'");
     return m.add(": ");
   };
-  if (Op::arity >= 0 ? n.n_in != Op::arity : (n.n_in < 1 || int(inputs.size()) > kMaxInputs)) {
+  for (int k = 0; k + 1 < n.attr.n; ++k)
+    if (n.attr.real_at & (1u << k)) {
+      const std::int64_t h = std::int64_t(n.attr.w[std::size_t(k + 1)]) - 1;
+      if (h >= 0 && (h >= std::int64_t(b->nodes.size()) || b->nodes[std::size_t(h)].kind != NodeKind::hyper))
+        b->fail(where().add("an option names a hyperparameter of another graph"), loc);
+    }
+  if (n.attr.overflow) {
+    b->fail(where().add("its options need more than ").add(kAttrWords).add(" words"), loc);
+  } else if (Op::arity >= 0 ? n.n_in != Op::arity : (n.n_in < 1 || int(inputs.size()) > kMaxInputs)) {
     if (Op::arity >= 0)
       b->fail(where().add("takes ").add(Op::arity).add(" inputs, got ").add(int(inputs.size())), loc);
     else
       b->fail(where().add("takes 1 to ").add(kMaxInputs).add(" inputs, got ").add(int(inputs.size())), loc);
   } else {
-    ShapeResult r = Op::shape(ShapeCtx{shapes.data(), dtypes.data(), n.n_in, attr});
+    ShapeResult r = def->shape(ShapeCtx{shapes.data(), dtypes.data(), n.n_in, n.attr});
     if (!r.error.empty()) b->fail(where().add(r.error.view()), loc);
     n.shape = r.shape;
     n.dtype = r.dtype;

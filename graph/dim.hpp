@@ -117,6 +117,43 @@ struct Msg {
     return *this;
   }
   constexpr Msg& add(int v) { return add(std::int64_t(v)); }
+  // A real number with up to 6 significant digits (0.1, 2.5e-07, -inf).
+  constexpr Msg& add_number(double v) {
+    if (v != v) return add("nan");
+    if (v < 0) add("-"), v = -v;
+    if (v > 1.7e308) return add("inf");
+    if (v == 0) return add("0");
+    int e10 = 0;
+    while (v >= 10) v /= 10, ++e10;
+    while (v < 1) v *= 10, --e10;
+    std::int64_t digits = std::int64_t(v * 100000 + 0.5);  // 6 significant digits, d.ddddd
+    if (digits >= 1000000) digits /= 10, ++e10;
+    const bool sci = e10 >= 6 || e10 < -4;
+    const int point = sci ? 0 : e10;  // digits before the decimal point, minus one
+    char buf[32]{};
+    int k = 0;
+    if (point < 0) {
+      buf[k++] = '0', buf[k++] = '.';
+      for (int z = -1; z > point; --z) buf[k++] = '0';
+    }
+    for (int i = 0; i < 6; ++i) {
+      std::int64_t div = 100000;
+      for (int j = 0; j < i; ++j) div /= 10;
+      buf[k++] = char('0' + (digits / div) % 10);
+      if (i == point && i < 5) buf[k++] = '.';
+    }
+    {  // trim trailing zeros after a decimal point
+
+      bool has_point = false;
+      for (int i = 0; i < k; ++i) has_point |= buf[i] == '.';
+      while (has_point && k > 0 && buf[k - 1] == '0') --k;
+      if (k > 0 && buf[k - 1] == '.') --k;
+    }
+    add(std::string_view(buf, std::size_t(k)));
+    if (sci) add("e").add(std::int64_t(e10));
+    return *this;
+  }
+
   constexpr Msg& add(const Dim& d) {
     bool first = true;
     if (d.coef != 1 || d.is_static()) {

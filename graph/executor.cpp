@@ -2,7 +2,9 @@
 #include <ctgrad/graph/random.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -20,6 +22,40 @@ std::string format_shape(std::span<const std::int64_t> dims) {
     s += std::to_string(dims[i]);
   }
   return s + "]";
+}
+
+std::string_view closest_name(std::string_view name, std::span<const std::string_view> known) {
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string_view best;
+  std::size_t best_d = std::max<std::size_t>(2, name.size() / 3) + 1;
+  for (std::string_view k : known)
+    if (const std::size_t d = distance(name, k); d < best_d) best = k, best_d = d;
+  return best;
+}
+
+std::string suggest(std::string_view name, std::span<const std::string_view> known, const char* what) {
+  const std::string_view best = closest_name(name, known);
+  std::string s = " (";
+
+  if (!best.empty()) s += "did you mean '" + std::string(best) + "'? ";
+  if (known.empty()) return s + "the graph has no " + what + ")";
+  s += std::string(what) + ": ";
+  for (std::size_t i = 0; i < known.size() && i < 20; ++i) s += (i ? ", '" : "'") + std::string(known[i]) + "'";
+  if (known.size() > 20) s += ", ... (" + std::to_string(known.size()) + " in all)";
+  return s + ")";
 }
 
 namespace {
@@ -55,8 +91,19 @@ struct Executor<T>::Impl {
 
 template <class T>
 Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
-    : g_(g), plan_{train, infer}, opts_(opts), impl_(std::make_unique<Impl>(opts.threads_)) {
+    : g_(g), plan_{train, infer}, opts_(opts), dropout_seed_(opts.dropout_seed.value_or(opts.seed)),
+      impl_(std::make_unique<Impl>(opts.threads)) {
   std::size_t n = static_cast<std::size_t>(g_.n);
+  // Hyperparameters at their defaults, and every node's options as the ops will read them.
+  hyper_index_.assign(n, -1);
+  attrs_.resize(n);
+  for (int i = 0; i < g_.n; ++i) {
+    attrs_[std::size_t(i)] = g_.nodes[i].attr;
+    if (g_.nodes[i].kind != NodeKind::hyper) continue;
+    const double v = std::bit_cast<double>(g_.nodes[i].attr.w[0]);
+    hyper_index_[std::size_t(i)] = int(hypers_.size());
+    hypers_.push_back({g_.name(i), v, v});
+  }
   param_index_.assign(n, -1);
   inputs_.resize(n);
   seeds_.resize(n);
@@ -77,7 +124,7 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
   std::fill_n(param_grads_.get(), param_total_, T(0));
   for (int i = 0; i < g_.n; ++i)
     if (g_.nodes[i].kind == NodeKind::param)
-      param_names_.push_back(opts_.prefix_.empty() ? std::string(g_.name(i)) : opts_.prefix_ + "." + std::string(g_.name(i)));
+      param_names_.push_back(opts_.prefix.empty() ? std::string(g_.name(i)) : opts_.prefix + "." + std::string(g_.name(i)));
   std::size_t k = 0;
   for (int i = 0; i < g_.n; ++i) {
     if (g_.nodes[i].kind != NodeKind::param) continue;
@@ -93,7 +140,72 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
     grad_[static_cast<std::size_t>(i)] = rg;
     ++k;
   }
-  init_parameters(opts_.seed_);
+  for (const auto& [name, value] : opts_.hypers) set_hyper(name, value);
+  init_parameters(opts_.init_seed.value_or(opts_.seed));
+}
+
+template <class T>
+int Executor<T>::find_hyper(std::string_view name) const {
+  for (std::size_t h = 0; h < hypers_.size(); ++h)
+    if (hypers_[h].name == name) return int(h);
+  std::vector<std::string_view> known;
+  for (const Hyper& h : hypers_) known.push_back(h.name);
+  throw hyper_error("ctgrad: no hyperparameter named '" + std::string(name) + "'" + suggest(name, known, "hyperparameters"));
+}
+
+template <class T>
+double Executor<T>::hyper(std::string_view name) const {
+  return hypers_[std::size_t(find_hyper(name))].value;
+}
+
+template <class T>
+double Executor<T>::resolve(const Real& r) const {
+  if (r.hyper < 0) return r.value;
+  const int h = hyper_index_[std::size_t(r.hyper)];
+  return h >= 0 ? hypers_[std::size_t(h)].value : r.value;
+}
+
+template <class T>
+void Executor<T>::set_hyper(std::string_view name, double value) {
+  const int h = find_hyper(name);
+  const std::string what = "ctgrad: hyperparameter '" + std::string(name) + "' = " + std::string(Msg().add_number(value).view());
+  if (!std::isfinite(value)) throw hyper_error(what + ": not a finite number");
+  int node = -1;
+  for (int i = 0; i < g_.n; ++i)
+    if (hyper_index_[std::size_t(i)] == h) node = i;
+  // Every op that reads it checks the new value with its shape rule, before anything changes.
+  std::vector<AttrWords> next(attrs_.size());
+  std::vector<int> touched;
+  for (int i = 0; i < g_.n; ++i) {
+    const Node& n = g_.nodes[i];
+    AttrWords w = attrs_[std::size_t(i)];
+    bool uses = false;
+    for (int k = 0; k + 1 < w.n; ++k)
+      if ((w.real_at >> k & 1u) && std::int64_t(n.attr.w[std::size_t(k + 1)]) - 1 == node) {
+        w.w[std::size_t(k)] = std::bit_cast<std::uint64_t>(value);
+        uses = true;
+      }
+    if (!uses) continue;
+    if (n.kind == NodeKind::op) {
+      std::array<Shape, kMaxInputs> shapes{};
+      std::array<DType, kMaxInputs> dtypes{};
+      for (int k = 0; k < n.n_in; ++k) {
+        shapes[std::size_t(k)] = g_.nodes[n.in[std::size_t(k)]].shape;
+        dtypes[std::size_t(k)] = g_.nodes[n.in[std::size_t(k)]].dtype;
+      }
+      const ShapeResult r = n.op->shape(ShapeCtx{shapes.data(), dtypes.data(), n.n_in, w});
+      if (!r.error.empty()) {
+        std::string where = "op " + std::string(n.op->name);
+        if (n.name_len) where += " in '" + std::string(g_.name(i)) + "'";
+        throw hyper_error(what + ": " + where + " (" + std::string(g_.str(n.file_off, n.file_len)) + ":" +
+                                    std::to_string(n.line) + "): " + std::string(r.error.view()));
+      }
+    }
+    next[std::size_t(i)] = w;
+    touched.push_back(i);
+  }
+  for (int i : touched) attrs_[std::size_t(i)] = next[std::size_t(i)];
+  hypers_[std::size_t(h)].value = value;
 }
 
 template <class T>
@@ -124,6 +236,7 @@ void Executor<T>::init_parameters(std::uint64_t seed) {
     const Node& n = g_.nodes[node];
     const std::uint64_t key = random::key(seed, p.name);
     const Init& in = n.init;
+    const double ia = resolve(in.a) * in.scale, ib = resolve(in.b) * in.scale;
     double fan_in = n.shape.rank >= 1 ? double(n.shape.back(1).coef) : 1.0;
     double fan_out = n.shape.rank >= 2 ? double(n.shape.back(2).coef) : 1.0;
     for (std::int64_t e = 0; e < p.value.numel; ++e) {
@@ -131,11 +244,11 @@ void Executor<T>::init_parameters(std::uint64_t seed) {
       switch (in.kind) {
         case Init::zeros: v = 0; break;
         case Init::ones: v = 1; break;
-        case Init::constant: v = in.a; break;
-        case Init::normal: v = in.a * random::normal(key, std::uint64_t(e)); break;
-        case Init::uniform: v = in.a + (in.b - in.a) * random::uniform(key, std::uint64_t(e)); break;
+        case Init::constant: v = ia; break;
+        case Init::normal: v = ia * random::normal(key, std::uint64_t(e)); break;
+        case Init::uniform: v = ia + (ib - ia) * random::uniform(key, std::uint64_t(e)); break;
         case Init::xavier_uniform: {
-          double a = in.a * std::sqrt(6.0 / (fan_in + fan_out));
+          double a = ia * std::sqrt(6.0 / (fan_in + fan_out));
           v = -a + 2 * a * random::uniform(key, std::uint64_t(e));
           break;
         }
@@ -164,19 +277,22 @@ template <class T>
 int Executor<T>::find_input(std::string_view name) const {
   for (int i = 0; i < g_.n; ++i)
     if (g_.nodes[i].kind == NodeKind::input && g_.name(i) == name) return i;
-  std::string known;
+  std::vector<std::string_view> known;
   for (int i = 0; i < g_.n; ++i)
-    if (g_.nodes[i].kind == NodeKind::input) known += (known.empty() ? "'" : ", '") + std::string(g_.name(i)) + "'";
-  throw std::invalid_argument("ctgrad: no input named '" + std::string(name) + "' (inputs: " + known + ")");
+    if (g_.nodes[i].kind == NodeKind::input) known.push_back(g_.name(i));
+  throw std::invalid_argument("ctgrad: no input named '" + std::string(name) + "'" + suggest(name, known, "inputs"));
 }
 
 template <class T>
 int Executor<T>::find_output(std::string_view name) const {
+  std::vector<std::string_view> known;
   for (int i = 0; i < g_.n; ++i) {
     const Node& n = g_.nodes[i];
-    if (n.is_output && g_.str(n.out_name_off, n.out_name_len) == name) return i;
+    if (!n.is_output) continue;
+    if (g_.str(n.out_name_off, n.out_name_len) == name) return i;
+    known.push_back(g_.str(n.out_name_off, n.out_name_len));
   }
-  throw std::invalid_argument("ctgrad: no output named '" + std::string(name) + "'");
+  throw std::invalid_argument("ctgrad: no output named '" + std::string(name) + "'" + suggest(name, known, "outputs"));
 }
 
 template <class T>
@@ -373,8 +489,9 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
       in[static_cast<std::size_t>(k)] = val_[static_cast<std::size_t>(src)];
       if (vjp && p.needs_grad[src]) gin[static_cast<std::size_t>(k)] = grad_[static_cast<std::size_t>(src)];
     }
-    OpArgs a{n.attr, in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
-    a.seed = opts_.seed_;
+    OpArgs a{attrs_[static_cast<std::size_t>(i)], in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
+    a.seed = dropout_seed_;
+
     a.step = static_cast<std::uint64_t>(vjp ? step_ - 1 : step_);  // forward() counts after running
     a.node = i;
     a.training = placed_mode_ == Mode::train;
@@ -488,7 +605,18 @@ TensorView<T> Executor<T>::output(std::string_view name) const {
 }
 
 template <class T>
+TensorView<const std::int32_t> Executor<T>::index_output(std::string_view name) const {
+  int i = find_output(name);
+  if (!placed_) throw std::logic_error("ctgrad: index_output('" + std::string(name) + "') before any forward()");
+  if (g_.nodes[i].dtype != DType::index)
+    throw std::logic_error("ctgrad: output '" + std::string(name) + "' holds real values: read it with output()");
+  const TensorRef& r = val_[static_cast<std::size_t>(i)];
+  return {r.as<const std::int32_t>(), r.dim, r.rank, r.numel};
+}
+
+template <class T>
 T Executor<T>::loss() const {
+
   if (g_.loss < 0) throw std::logic_error("ctgrad: the graph has no loss");
   if (!placed_) throw std::logic_error("ctgrad: loss() before any forward()");
   return *val_[static_cast<std::size_t>(g_.loss)].template as<T>();
@@ -523,9 +651,12 @@ std::vector<std::string_view> Executor<T>::grad_inputs() const {
 
 template <class T>
 const Parameter<T>& Executor<T>::parameter(std::string_view name) const {
-  for (const auto& p : params_)
+  std::vector<std::string_view> known;
+  for (const auto& p : params_) {
     if (p.name == name) return p;
-  throw std::invalid_argument("ctgrad: no parameter named '" + std::string(name) + "'");
+    known.push_back(p.name);
+  }
+  throw std::invalid_argument("ctgrad: no parameter named '" + std::string(name) + "'" + suggest(name, known, "parameters"));
 }
 
 template class Executor<float>;

@@ -73,6 +73,8 @@ class Executor {
   void zero_grad();
 
   TensorView<T> output(std::string_view name) const;
+  TensorView<const std::int32_t> index_output(std::string_view name) const;  // an int32 output (a mask, ids)
+
   T loss() const;
   TensorView<T> input_grad(std::string_view name) const;  // inputs declared In{.grad = true}
   // The stored data of a real input, writable in place (after a set_input).
@@ -87,6 +89,17 @@ class Executor {
   std::span<T> parameter_grads() { return {param_grads_.get(), param_total_}; }
   void init_parameters(std::uint64_t seed);
 
+  // Hyperparameters (Scope::hyper): named numbers the ops read at run time. set_hyper checks the
+  // value with the shape rule of every op that uses it (dropout in [0, 1), ...) and throws
+  // std::invalid_argument naming the op, keeping the old value, if one refuses it.
+  struct Hyper {
+    std::string_view name;
+    double value, default_value;
+  };
+  std::span<const Hyper> hypers() const { return hypers_; }
+  double hyper(std::string_view name) const;
+  void set_hyper(std::string_view name, double value);
+
   int threads() const;
   // Runs f on this program's threads (its oneTBB arena): an optimizer step or other parallel work
   // between steps then uses Options::threads too, not every core of the machine.
@@ -100,8 +113,8 @@ class Executor {
   std::int64_t steps() const { return step_; }
   void set_steps(std::int64_t s) { step_ = s; }
   // The seed of the random ops (dropout); with steps() it is the whole RNG state.
-  std::uint64_t seed() const { return opts_.seed_; }
-  void set_seed(std::uint64_t s) { opts_.seed_ = s; }
+  std::uint64_t seed() const { return dropout_seed_; }
+  void set_seed(std::uint64_t s) { dropout_seed_ = s; }
 
  private:
   struct Impl;
@@ -116,10 +129,18 @@ class Executor {
   TensorRef ref(int node, void* data) const;
   [[noreturn]] void fail_input(int node, const std::string& why) const;
 
+  int find_hyper(std::string_view name) const;
+  double resolve(const Real& r) const;
+
   GraphView g_;
   PlanView plan_[2];  // [train, infer]
   Options opts_;
+  std::uint64_t dropout_seed_ = 0;
   std::unique_ptr<Impl> impl_;
+  std::vector<Hyper> hypers_;
+  std::vector<int> hyper_index_;  // node -> index in hypers_, -1
+  std::vector<AttrWords> attrs_;  // each node's options with the hyperparameters' current values
+
 
   std::vector<std::string> param_names_;
   std::vector<Parameter<T>> params_;

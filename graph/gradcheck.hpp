@@ -72,7 +72,7 @@ GradcheckResult gradcheck(Executor<double>& program, const GradcheckOptions& opt
 template <const auto& G, class Setup>
   requires std::invocable<Setup&, Program<G, double>&>
 GradcheckResult gradcheck(Setup&& set_inputs, const GradcheckOptions& opts = {}) {
-  Program<G, double> p(Options().seed(opts.seed));
+  Program<G, double> p(Options{.seed = opts.seed});
   set_inputs(p);
   return gradcheck(static_cast<Executor<double>&>(p), opts);
 }

@@ -1,10 +1,12 @@
 // The op contract. An op is a struct with:
 //   static constexpr const char* name;          // shown in errors and traces
 //   static constexpr int arity;                 // number of inputs; -1: 1 to kMaxInputs
-//   static constexpr ShapeResult shape(const ShapeCtx&);  // shape rule, runs at compile time
+//   static constexpr ShapeResult shape(const ShapeCtx&[, const Options&]);  // shape rule, compile time
 //   template <class T> static void forward(const OpArgs&);
 //   template <class T> static void vjp(const OpArgs&);    // adds input gradients (+=)
 // and optionally:
+//   using Options = MyOptions;                     // its attributes: an aggregate (graph/attrs.hpp),
+//                                                  // read back with args.attrs<MyOp>()
 //   static constexpr bool differentiable = false;  // then vjp may be omitted
 //   static constexpr unsigned saves = ...;         // what vjp reads (kSaveInput(k) | kSaveOutput)
 //   template <class T> static void reference_forward(const OpArgs&);  // plain loops, for the harness
@@ -15,26 +17,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <ctgrad/graph/attrs.hpp>
 #include <ctgrad/graph/dim.hpp>
 
 namespace ctgrad {
 
 enum class DType : std::uint8_t { real, index };  // real = the program's T; index = int32
 
-// Per-node attributes: a few numbers an op reads (axis, scale, transpose flags, ...).
-struct Attrs {
-  std::array<double, 4> f{};
-  std::array<std::int64_t, 4> i{};
-  Shape shape{};  // a target shape (reshape, ...)
-};
-
-inline constexpr int kMaxInputs = 4;
+inline constexpr int kMaxInputs = 5;
 
 struct ShapeCtx {
   const Shape* in;
   const DType* dtype;
   int n_in;
-  const Attrs& attr;
+  const AttrWords& attr;
 };
 
 struct ShapeResult {
@@ -73,7 +69,7 @@ struct TensorRef {
 };
 
 struct OpArgs {
-  const Attrs& attr;
+  const AttrWords& attr;  // the op's options, hyperparameters resolved: read with attrs<Op>()
   const TensorRef* in;  // n_in inputs
   int n_in;
   const TensorRef& out;
@@ -87,6 +83,11 @@ struct OpArgs {
   std::uint64_t step = 0;
   int node = 0;
   bool training = true;  // false in Mode::infer: dropout is the identity
+
+  template <class Op>
+  options_t<Op> attrs() const {
+    return decode_attrs<options_t<Op>>(attr);
+  }
 };
 
 using KernelFn = void (*)(const OpArgs&);
@@ -107,11 +108,20 @@ struct OpDef {
 };
 
 template <class Op>
-concept OpType = requires(const ShapeCtx& c) {
+concept OpType = requires(const ShapeCtx& c, const options_t<Op>& o) {
   { Op::name } -> std::convertible_to<const char*>;
   { Op::arity } -> std::convertible_to<int>;
-  { Op::shape(c) } -> std::same_as<ShapeResult>;
-};
+} && (requires(const ShapeCtx& c) { { Op::shape(c) } -> std::same_as<ShapeResult>; } ||
+      requires(const ShapeCtx& c, const options_t<Op>& o) { { Op::shape(c, o) } -> std::same_as<ShapeResult>; });
+
+// The shape rule with the node's options decoded (ops without options take the context only).
+template <class Op>
+constexpr ShapeResult run_shape_rule(const ShapeCtx& c) {
+  if constexpr (requires { Op::shape(c); })
+    return Op::shape(c);
+  else
+    return Op::shape(c, decode_attrs<options_t<Op>>(c.attr));
+}
 
 template <class Op>
 concept HasVjp = requires(const OpArgs& a) {
@@ -146,7 +156,7 @@ consteval OpDef make_op_def() {
     d.saves = Op::saves;
   else
     d.saves = kSaveAll;
-  d.shape = &Op::shape;
+  d.shape = &run_shape_rule<Op>;
   d.forward[0] = &Op::template forward<float>;
   d.forward[1] = &Op::template forward<double>;
   if constexpr (requires(const OpArgs& a) { Op::template reference_forward<float>(a); }) {

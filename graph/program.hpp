@@ -1,7 +1,7 @@
 // Program<G>: forward, backward and a memory plan for a frozen graph G.
 //
 //   static constexpr auto G = ctgrad::freeze<my_model>();
-//   ctgrad::Program<G> model(ctgrad::Options().threads(2).seed(1));
+//   ctgrad::Program<G> model(ctgrad::Options{.threads = 2, .seed = 1});
 //   model.set_input("x", data, {batch, 64});
 //   model.forward(); model.backward();
 //

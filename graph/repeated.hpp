@@ -33,7 +33,7 @@ class Repeated {
     if (layers < 1) throw std::invalid_argument("ctgrad: Repeated needs at least one layer, got " + std::to_string(layers));
     for (int i = 0; i < layers; ++i) {
       Options o = opts;
-      o.prefix(prefix + "." + std::to_string(i));
+      o.prefix = prefix + "." + std::to_string(i);
       layers_.push_back(std::make_unique<Program<Block, T>>(o));
       for (const auto& p : layers_.back()->parameters()) params_.push_back(p);
     }

@@ -2,6 +2,10 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -15,6 +19,12 @@ namespace ctgrad {
 struct shape_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A hyperparameter's name or value is refused (Program::set_hyper): names it and the op that refused.
+struct hyper_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 
 // A non-owning view of a dense row-major tensor held by a Program.
 template <class T>
@@ -38,29 +48,28 @@ struct Parameter {
   TensorView<T> grad;
 };
 
-// Options with chained setters: Options().threads(2).seed(7).
+// How a Program runs: Options{.threads = 2, .seed = 7, .hypers = {{"dropout", 0.1}}}.
 struct Options {
-  int threads_ = 0;  // 0: all cores
-  std::uint64_t seed_ = 0;
-  Options& threads(int n) {
-    threads_ = n;
-    return *this;
-  }
-  Options& seed(std::uint64_t s) {
-    seed_ = s;
-    return *this;
-  }
+  int threads = 0;  // 0: all cores
+  // seed sets both random streams; init_seed / dropout_seed set one (parameter init; dropout masks).
+  std::uint64_t seed = 0;
+  std::optional<std::uint64_t> init_seed, dropout_seed;
+  std::vector<std::pair<std::string, double>> hypers;  // set before the parameters are initialised
   // Prepended to every parameter name ("layers.3" + "." + "fc1.weight"); init is keyed on the
   // full name, so instance 3 of a block starts where layer 3 of an unrolled model would.
-  std::string prefix_;
-  Options& prefix(std::string p) {
-    prefix_ = std::move(p);
-    return *this;
-  }
+  std::string prefix;
 };
 
 enum class Mode { train, infer };  // infer: forward only, no activations kept for backward
 
 std::string format_shape(std::span<const std::int64_t> dims);
+
+// For "no X named 'name'" errors: " (did you mean 'closest'? <what>: 'a', 'b', ...)" — the closest
+// known name by edit distance when it is close, then the known names (the first 20).
+std::string suggest(std::string_view name, std::span<const std::string_view> known, const char* what);
+// The closest of `known` to `name` by edit distance if it is close (a typo), else empty.
+std::string_view closest_name(std::string_view name, std::span<const std::string_view> known);
+
+
 
 }  // namespace ctgrad

@@ -3,8 +3,11 @@
 //   per block h.<l>:  x += drop(attn(ln_1(x)))   causal, fused QKV     [Batch, Seq, d]
 //                     x += drop(mlp(ln_2(x)))    GELU (tanh), 4d wide
 //   logits = ln_f(x) wte^T                       tied to the embedding [Batch, Seq, vocab]
-// GPT-2's initialisation: weights N(0, 0.02), the projections that write into the residual stream
-// (attn.wo, mlp.fc2) N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1.
+// GPT-2's initialisation: weights N(0, init_std), the projections that write into the residual
+// stream (attn.wo, mlp.fc2) N(0, init_std / sqrt(2 n_layer)), biases 0, norms 1.
+//
+// Hyperparameters (set at run time, Program::set_hyper or `--set`): dropout (embeddings,
+// attention probabilities, residual branches; 0), init_std (0.02), norm_eps (1e-5).
 //
 // Two graphs share the parameter names, so one checkpoint serves both:
 //   gpt<C>          training/evaluation: ids, targets -> logits, loss
@@ -27,10 +30,10 @@
 
 namespace ctgrad::models {
 
+// Shapes and topology only: everything else is a hyperparameter.
 struct GptConfig {
   int vocab = 256, n_layer = 4, n_head = 4, d_model = 128, context = 64;
-  double dropout = 0;  // embeddings, attention probabilities, residual branches (training only)
-  bool bias = true;    // biases in the linear layers (GPT-2 has them)
+  bool bias = true;  // biases in the linear layers (GPT-2 has them)
 };
 
 // The presets `ctgrad train gpt --set size=...` chooses from.
@@ -39,35 +42,41 @@ inline constexpr GptConfig kGptTiny{.vocab = 256, .n_layer = 2, .n_head = 2, .d_
 inline constexpr GptConfig kGptSmall{.vocab = 256, .n_layer = 4, .n_head = 4, .d_model = 128, .context = 64};
 inline constexpr GptConfig kGptMedium{.vocab = 8192, .n_layer = 6, .n_head = 8, .d_model = 512, .context = 256};
 
+namespace gpt_inputs {
+inline constexpr InputName ids{"ids", DType::index};              // [Batch, Seq] token ids
+inline constexpr InputName targets{"targets", DType::index};      // [Batch, Seq] the next token at each position
+inline constexpr InputName positions{"positions", DType::index};  // decoder: [Seq] positions of the new tokens
+}  // namespace gpt_inputs
+
 namespace detail {
 
 // The blocks and the final norm. With `decode`, each layer's attention reads and writes its caches.
-constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, bool decode, Loc loc) {
+constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, bool decode) {
   using namespace layers;
-  const double resid_std = 0.02 / ops::const_sqrt(2.0 * c.n_layer);
-  const auto attn = MultiHeadAttentionOptions().heads(c.n_head).fused_qkv(true).causal(true).dropout(c.dropout).bias(c.bias)
-                        .init(init::normal(0.02)).out_init(init::normal(resid_std));
-  const auto mlp = FeedForwardOptions().d_ff(4 * c.d_model).activation(Act::gelu_tanh).bias(c.bias)
-                       .init(init::normal(0.02)).out_init(init::normal(resid_std));
+  const Real p = g.hyper("dropout", 0), init_std = g.hyper("init_std", 0.02), eps = g.hyper("norm_eps", 1e-5);
+  const Init w = init::normal(init_std), resid = w.scaled(1 / ops::const_sqrt(2.0 * c.n_layer));
+  const TransformerBlockOptions block{
+      .attention = {.heads = c.n_head, .dropout = p, .causal = true, .bias = c.bias, .fused_qkv = true, .init = w, .out_init = resid},
+      .ffn = {.d_ff = 4 * c.d_model, .activation = Act::gelu_tanh, .bias = c.bias, .init = w, .out_init = resid},
+      .placement = Norm::pre,
+      .norm = {.eps = eps},
+      .dropout = p};
   for (int l = 0; l < c.n_layer; ++l) {
-    const Scope h = g.scope("h", l);
-    KvCache cache;
+    BlockInputs in{.x = x};
     if (decode) {
-      const Scope in = g.scope("cache", l);
+      const Scope cache = g.scope("cache", l);
       const Shape kv{Batch, c.n_head, SeqKV, c.d_model / c.n_head};
-      cache = {in.input("k", kv, {}, loc), in.input("v", kv, {}, loc)};
+      in.cache = KvCache{cache.input("k", kv), cache.input("v", kv)};
     }
-    Value a = norm(h.scope("ln_1"), x, {}, loc);
-    x = add(x, ctgrad::dropout(multi_head_attention(h.scope("attn"), a, a, std::nullopt, attn, nullptr, decode ? &cache : nullptr, loc),
-                             c.dropout, loc), loc);
+    const BlockResult r = transformer_block(g.scope("h", l), in, block);
     if (decode) {
-      const Scope out = g.scope("present", l);
-      g.output(cache.k, out.join("k"), loc);
-      g.output(cache.v, out.join("v"), loc);
+      const Scope present = g.scope("present", l);
+      g.output(r.cache->k, present.join("k"));
+      g.output(r.cache->v, present.join("v"));
     }
-    x = add(x, ctgrad::dropout(feed_forward(h.scope("mlp"), norm(h.scope("ln_2"), x, {}, loc), mlp, loc), c.dropout, loc), loc);
+    x = r.x;
   }
-  return norm(g.scope("ln_f"), x, {}, loc);
+  return norm(g.scope("ln_f"), x, {.eps = eps});
 }
 
 }  // namespace detail
@@ -75,31 +84,33 @@ constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, bool decode,
 // Training and evaluation: next-token cross-entropy over every position.
 template <GptConfig C>
 constexpr auto gpt = [] {
-  const Loc loc = Loc::current();
+  using namespace layers;
   Builder g;
-  Value ids = g.input("ids", {Batch, Seq}, {.dtype = DType::index});          // [B, T]
-  Value targets = g.input("targets", {Batch, Seq}, {.dtype = DType::index});  // [B, T]
-  Value wte = layers::embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(0.02), loc);
-  Value x = layers::add_learned_positions(g.scope("wpe"), layers::embed(wte, ids), C.context, init::normal(0.02), loc);
-  x = detail::gpt_blocks(g, C, ctgrad::dropout(x, C.dropout, loc), false, loc);
-  Value logits = matmul(x, wte, {.trans_b = true}, loc);  // [B, T, vocab]
+  Value ids = g.input(gpt_inputs::ids, {Batch, Seq});
+  Value targets = g.input(gpt_inputs::targets, {Batch, Seq});
+  const Real init_std = g.hyper("init_std", 0.02);
+  Value wte = embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(init_std));
+  Value x = add_learned_positions(g.scope("wpe"), embed(wte, ids), C.context, init::normal(init_std));
+  x = detail::gpt_blocks(g, C, dropout(x, g.hyper("dropout", 0)), false);
+  Value logits = tied_logits(x, wte);  // [B, T, vocab]
   g.output(logits, "logits");
-  g.loss(cross_entropy(logits, targets, {}, loc));
+  g.loss(cross_entropy(logits, targets));
   return g;
 };
 
 // One incremental decoding step (inference only).
 template <GptConfig C>
 constexpr auto gpt_decoder = [] {
-  const Loc loc = Loc::current();
+  using namespace layers;
   Builder g;
-  Value ids = g.input("ids", {Batch, Seq}, {.dtype = DType::index});     // [B, T] the new tokens
-  Value positions = g.input("positions", {Seq}, {.dtype = DType::index});  // [T] past .. past+T-1
-  Value wte = layers::embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(0.02), loc);
-  Value wpe = layers::embedding_table(g.scope("wpe"), C.context, C.d_model, init::normal(0.02), loc);
-  Value x = add(layers::embed(wte, ids), embedding(wpe, positions, loc), loc);
-  x = detail::gpt_blocks(g, C, x, true, loc);
-  g.output(matmul(x, wte, {.trans_b = true}, loc), "logits");  // [B, T, vocab]
+  Value ids = g.input(gpt_inputs::ids, {Batch, Seq});                   // [B, T] the new tokens
+  Value positions = g.input(gpt_inputs::positions, {Seq});              // [T] past .. past+T-1
+  const Real init_std = g.hyper("init_std", 0.02);
+  Value wte = embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(init_std));
+  Value wpe = embedding_table(g.scope("wpe"), C.context, C.d_model, init::normal(init_std));
+  Value x = add(embed(wte, ids), ctgrad::embedding(wpe, positions));
+  x = detail::gpt_blocks(g, C, x, true);
+  g.output(tied_logits(x, wte), "logits");  // [B, T, vocab]
   return g;
 };
 
@@ -117,13 +128,13 @@ class GptGenerator {
     copy_weights(weights, prog_, "GptGenerator");
   }
 
-  // Appends up to o.max_tokens_ sampled tokens to `tokens` (a non-empty prompt) and calls
-  // on_token(id) for each. Ids >= n_valid (padding of the vocabulary) are never drawn. The window
-  // read is at most o.context_ tokens (the trained context; 0: the model's C.context).
+  // Appends up to o.max_tokens sampled tokens to `tokens` (a non-empty prompt) and calls
+  // on_token(id) for each (one that returns bool stops the generation by returning false). Ids >= n_valid (padding of the vocabulary) are never drawn. The window
+  // read is at most o.context tokens (the trained context; 0: the model's C.context).
   template <class OnToken>
   void generate(std::vector<std::int32_t>& tokens, std::int32_t n_valid, const SamplingOptions& o, OnToken on_token) {
     check(o);
-    const std::size_t limit = std::size_t(o.context_ > 0 ? o.context_ : C.context);
+    const std::size_t limit = std::size_t(o.context > 0 ? o.context : C.context);
     if (limit > std::size_t(C.context))
       throw std::invalid_argument("ctgrad: GptGenerator: context " + std::to_string(limit) + " exceeds the model's " + std::to_string(C.context));
     if (tokens.empty()) throw std::invalid_argument("ctgrad: GptGenerator: the prompt is empty");
@@ -137,9 +148,9 @@ class GptGenerator {
     std::size_t base = 0;   // tokens[base..] is the window the cache holds, at positions 0..
     std::int64_t past = 0;  // tokens of the window whose keys and values are cached
     std::vector<std::pair<double, std::int32_t>> work;
-    for (int made = 0; made < o.max_tokens_; ++made) {
+    for (int made = 0; made < o.max_tokens; ++made) {
       if (tokens.size() - base > limit) {  // the window would not fit
-        if (!o.slide_) return;
+        if (!o.slide) return;
         base = tokens.size() - limit / 2;  // re-read the last half of it at positions 0.. and go on
         past = 0;
       }
@@ -149,8 +160,12 @@ class GptGenerator {
       const std::int32_t next =
           sample_token({logits.data + (logits.numel - C.vocab), std::size_t(C.vocab)}, n_valid, o, std::uint64_t(made), work);
       tokens.push_back(next);
-      on_token(next);
-      if (next == o.end_token_) return;
+      if constexpr (std::is_same_v<decltype(on_token(next)), bool>) {
+        if (!on_token(next)) return;  // the caller stops it (Ctrl-C)
+      } else {
+        on_token(next);
+      }
+      if (next == o.end_token) return;
     }
   }
 
@@ -162,8 +177,8 @@ class GptGenerator {
     const std::int64_t T = std::int64_t(ids.size());
     positions_.resize(std::size_t(T));
     for (std::int64_t t = 0; t < T; ++t) positions_[std::size_t(t)] = std::int32_t(past + t);
-    prog_.set_input("ids", ids, {1, T});
-    prog_.set_input("positions", std::span<const std::int32_t>(positions_), {T});
+    prog_.set_input(gpt_inputs::ids, ids, {1, T});
+    prog_.set_input(gpt_inputs::positions, std::span<const std::int32_t>(positions_), {T});
     if (past == 0) cache_.clear();
     cache_.feed(prog_, 1, T);
     prog_.forward(Mode::infer);

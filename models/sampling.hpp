@@ -8,22 +8,14 @@
 namespace ctgrad::models {
 
 struct SamplingOptions {
-  double temperature_ = 1.0;  // 0: greedy (argmax)
-  int top_k_ = 0;             // keep the k most likely tokens; 0: all
-  double top_p_ = 1.0;        // keep the smallest set whose probability reaches p; 1: all
-  std::uint64_t seed_ = 1;
-  int max_tokens_ = 200;      // new tokens at most
-  int end_token_ = -1;        // stop after generating this token; -1: none
-  bool slide_ = false;        // at the context limit: re-read the last half of the context and go on (else stop)
-  int context_ = 0;           // the context the model was trained with (0: the model's whole table)
-  SamplingOptions& temperature(double v) { return temperature_ = v, *this; }
-  SamplingOptions& top_k(int v) { return top_k_ = v, *this; }
-  SamplingOptions& top_p(double v) { return top_p_ = v, *this; }
-  SamplingOptions& seed(std::uint64_t v) { return seed_ = v, *this; }
-  SamplingOptions& max_tokens(int v) { return max_tokens_ = v, *this; }
-  SamplingOptions& end_token(int v) { return end_token_ = v, *this; }
-  SamplingOptions& slide(bool v) { return slide_ = v, *this; }
-  SamplingOptions& context(int v) { return context_ = v, *this; }
+  double temperature = 1.0;  // 0: greedy (argmax)
+  int top_k = 0;             // keep the k most likely tokens; 0: all
+  double top_p = 1.0;        // keep the smallest set whose probability reaches p; 1: all
+  std::uint64_t seed = 1;
+  int max_tokens = 200;      // new tokens at most
+  int end_token = -1;        // stop after generating this token; -1: none
+  bool slide = false;        // at the context limit: re-read the last half of the context and go on (else stop)
+  int context = 0;           // the context the model was trained with (0: the model's whole table)
 };
 
 // Throws std::invalid_argument naming the option that is out of range.

@@ -14,61 +14,60 @@
 namespace ctgrad {
 namespace {
 
+// A tensor broadcast against the scores [lead..., Tq, Tk] (the mask, the bias): its strides over
+// (leading dims, query, key), 0 where broadcast.
+struct Broadcast {
+  const TensorRef* t = nullptr;
+  int in = -1;  // input position
+  std::array<std::int64_t, kMaxRank> stride{};
+};
+
 struct Geometry {
   std::int64_t heads, Tq, Tk, d, dv;  // heads = product of the leading dims
   double scale, p;
   bool causal;
-  // Mask strides over (head index split into leading dims, query, key): 0 where broadcast.
-  const TensorRef* mask = nullptr;
-  std::array<std::int64_t, kMaxRank> mstride{};
+  Broadcast mask, bias;
   std::array<std::int64_t, kMaxRank> lead{};  // leading dims
   int n_lead = 0;
+
+  // Offset of row (head h, query i) of a broadcast tensor; key j adds j * stride[n_lead + 1].
+  std::int64_t row(const Broadcast& m, std::int64_t h, std::int64_t i) const {
+    std::int64_t off = 0, q = h;
+    for (int l = n_lead - 1; l >= 0; --l) {
+      off += (q % lead[std::size_t(l)]) * m.stride[std::size_t(l)];
+      q /= lead[std::size_t(l)];
+    }
+    return off + i * m.stride[std::size_t(n_lead)];
+  }
+  std::int64_t key_stride(const Broadcast& m) const { return m.stride[std::size_t(n_lead + 1)]; }
 };
 
 Geometry geometry(const OpArgs& a) {
   const TensorRef &q = a.in[0], &k = a.in[1], &v = a.in[2];
+  const AttentionOptions o = a.attrs<AttentionOp>();
   Geometry g;
   g.Tq = q.size(-2), g.d = q.size(-1), g.Tk = k.size(-2), g.dv = v.size(-1);
   g.heads = q.rows(2);
-  g.scale = a.attr.f[0] != 0 ? a.attr.f[0] : 1.0 / std::sqrt(double(g.d));
-  g.p = a.training ? a.attr.f[1] : 0.0;
-  g.causal = a.attr.i[0] != 0;
+  g.scale = o.scale != 0 ? double(o.scale) : 1.0 / std::sqrt(double(g.d));
+  g.p = a.training ? double(o.dropout) : 0.0;
+  g.causal = o.causal;
   g.n_lead = q.rank - 2;
   for (int i = 0; i < g.n_lead; ++i) g.lead[std::size_t(i)] = q.dim[std::size_t(i)];
-  if (a.n_in == 4) {
-    g.mask = &a.in[3];
-    // Scores have dims lead..., Tq, Tk; the mask is right-aligned against them.
-    std::array<std::int64_t, kMaxRank> sdim{};
-    for (int i = 0; i < g.n_lead; ++i) sdim[std::size_t(i)] = g.lead[std::size_t(i)];
-    sdim[std::size_t(g.n_lead)] = g.Tq, sdim[std::size_t(g.n_lead + 1)] = g.Tk;
+  for (int in = 3; in < a.n_in; ++in) {
+    Broadcast& b = a.in[in].dtype == DType::index ? g.mask : g.bias;
+    b.t = &a.in[in];
+    b.in = in;
+    // Right-aligned against the scores' dims lead..., Tq, Tk.
     std::int64_t s = 1;
-    const TensorRef& m = a.in[3];
+    const TensorRef& m = a.in[in];
     for (int i = q.rank - 1; i >= 0; --i) {
       const int mi = m.rank - q.rank + i;
       const std::int64_t md = mi >= 0 ? m.dim[std::size_t(mi)] : 1;
-      g.mstride[std::size_t(i)] = md == 1 ? 0 : s;
+      b.stride[std::size_t(i)] = md == 1 ? 0 : s;
       s *= md;
     }
   }
   return g;
-}
-
-// Offset of the mask row for (head h, query i); key j adds j * mstride[last].
-std::int64_t mask_row(const Geometry& g, std::int64_t h, std::int64_t i) {
-  std::int64_t off = 0, q = h;
-  for (int l = g.n_lead - 1; l >= 0; --l) {
-    off += (q % g.lead[std::size_t(l)]) * g.mstride[std::size_t(l)];
-    q /= g.lead[std::size_t(l)];
-  }
-  return off + i * g.mstride[std::size_t(g.n_lead)];
-}
-
-template <class T>
-bool kept(const Geometry& g, std::int64_t mrow, std::int64_t i, std::int64_t j) {
-  if (g.causal && j > i + (g.Tk - g.Tq)) return false;
-  if (!g.mask) return true;
-  const std::int64_t off = mrow + j * g.mstride[std::size_t(g.n_lead + 1)];
-  return g.mask->dtype == DType::index ? g.mask->as<std::int32_t>()[off] != 0 : g.mask->as<T>()[off] != T(0);
 }
 
 template <class T>
@@ -137,18 +136,23 @@ void probabilities(const Geometry& g, const T* Q, const T* K, T* lse, bool recom
       std::fill(s, s + n, T(0));
       continue;
     }
-    const std::int64_t last = g.causal ? std::min(n, i + (g.Tk - g.Tq) + 1) : n;  // keys [0, last) unmasked by causality
+    const std::int64_t last = std::max<std::int64_t>(0, g.causal ? std::min(n, i + (g.Tk - g.Tq) + 1) : n);  // keys [0, last) unmasked by causality
     const T scale = T(g.scale);
     for (std::int64_t j = 0; j < last; ++j) s[j] *= scale;
-    std::fill(s + std::max<std::int64_t>(last, 0), s + n, ninf);
-    bool any = last > 0;
-    if (g.mask) {
-      const std::int64_t mrow = mask_row(g, h, i);
-      any = false;
-      for (std::int64_t j = 0; j < last; ++j)
-        if (!kept<T>(g, mrow, i, j)) s[j] = ninf;
-        else any = true;
+    if (g.bias.t) {
+      const T* b = g.bias.t->as<T>() + g.row(g.bias, h, i);
+      const std::int64_t bs = g.key_stride(g.bias);
+      for (std::int64_t j = 0; j < last; ++j) s[j] += b[j * bs];
     }
+    std::fill(s + last, s + n, ninf);
+    if (g.mask.t) {
+      const std::int32_t* m = g.mask.t->as<std::int32_t>() + g.row(g.mask, h, i);
+      const std::int64_t ms = g.key_stride(g.mask);
+      for (std::int64_t j = 0; j < last; ++j)
+        if (m[j * ms] == 0) s[j] = ninf;
+    }
+    bool any = false;  // a key left with a finite score (a -inf bias masks too)
+    for (std::int64_t j = 0; j < last && !any; ++j) any = s[j] > ninf;
     if (!any) {  // every key masked: zeros, and an infinite lse makes every p zero in the vjp
       std::fill(s, s + n, T(0));
       if (!recompute) lse[r] = std::numeric_limits<T>::infinity();
@@ -215,11 +219,29 @@ void AttentionOp::vjp(const OpArgs& a) {
   T* lse = a.scratch.as<T>();
   const T* G = a.gout->as<T>();
   T *gQ = a.gin[0].as<T>(), *gK = a.gin[1].as<T>(), *gV = a.gin[2].as<T>();
+  T* gB = g.bias.t ? a.gin[g.bias.in].as<T>() : nullptr;
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
   const std::int64_t qb = query_block<T>(g);
-  kernel::parallel(g.heads, 1, [&](std::int64_t h0, std::int64_t h1) { run_isolated([&] {
+  // Heads that share a slice of the bias (it broadcasts over some leading dims, e.g. T5's over
+  // the batch) run in one task, in order, so its gradient adds up in a fixed order; tasks run
+  // over the other leading dims. Without a bias gradient every head is its own task.
+  auto shared = [&](int l) { return gB && g.bias.stride[std::size_t(l)] == 0; };
+  std::int64_t groups = 1, members = 1;
+  for (int l = 0; l < g.n_lead; ++l) (shared(l) ? members : groups) *= g.lead[std::size_t(l)];
+  auto head_of = [&](std::int64_t group, std::int64_t member) {
+    std::int64_t h = 0, mult = 1;
+    for (int l = g.n_lead - 1; l >= 0; --l) {
+      const std::int64_t L = g.lead[std::size_t(l)];
+      std::int64_t& from = shared(l) ? member : group;
+      h += (from % L) * mult;
+      from /= L, mult *= L;
+    }
+    return h;
+  };
+  kernel::parallel(groups, 1, [&](std::int64_t g0, std::int64_t g1) { run_isolated([&] {
     alignas(64) T local[3][kWork<T>];
-    for (std::int64_t h = h0; h < h1; ++h) {
+    for (std::int64_t hg = g0 * members; hg < g1 * members; ++hg) {
+      const std::int64_t h = head_of(hg / members, hg % members);
       for (std::int64_t i0 = 0; i0 < g.Tq; i0 += qb) {
         const std::int64_t i1 = std::min(g.Tq, i0 + qb), rows = i1 - i0, n = keys_seen(g, i1);
         if (n == 0) continue;
@@ -231,21 +253,29 @@ void AttentionOp::vjp(const OpArgs& a) {
         const T* Pdrop = g.p > 0 ? Pd : P;
         const T* dO = G + (h * g.Tq + i0) * g.dv;
         if (gV) kernel::gemm(true, false, n, g.dv, rows, Pdrop, n, dO, g.dv, gV + h * g.Tk * g.dv, g.dv, true);
-        if (!gQ && !gK) continue;
+        if (!gQ && !gK && !gB) continue;
         kernel::gemm(false, true, rows, n, g.dv, dO, g.dv, V + h * g.Tk * g.dv, g.dv, dP, n, false);
         for (std::int64_t i = i0; i < i1; ++i) {
           const std::int64_t r = h * g.Tq + i;
           const T Di = dot(dO + (i - i0) * g.dv, O + r * g.dv, g.dv);  // = sum_j p_ij z_ij dp_ij
           T* ds = dP + (i - i0) * n;
           const T* p = P + (i - i0) * n;
-          const T scale = T(g.scale);
+          // dz: the gradient of the scaled, biased scores; the raw scores' is dz * scale.
           if (g.p > 0) {
             const T* pd = Pd + (i - i0) * n;
             // p z dp = pd dp (z = pd / p where p > 0; where p = 0 the term is 0 either way)
-            for (std::int64_t j = 0; j < n; ++j) ds[j] = (pd[j] * ds[j] - p[j] * Di) * scale;
+            for (std::int64_t j = 0; j < n; ++j) ds[j] = pd[j] * ds[j] - p[j] * Di;
           } else {
-            for (std::int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - Di) * scale;
+            for (std::int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - Di);
           }
+          if (gB) {
+            T* gb = gB + g.row(g.bias, h, i);
+            const std::int64_t bs = g.key_stride(g.bias);
+            for (std::int64_t j = 0; j < n; ++j) gb[j * bs] += ds[j];
+          }
+          const T scale = T(g.scale);
+          for (std::int64_t j = 0; j < n; ++j) ds[j] *= scale;
+
         }
         if (gQ) kernel::gemm(false, false, rows, g.d, n, dP, n, K + h * g.Tk * g.d, g.d, gQ + (h * g.Tq + i0) * g.d, g.d, true);
         if (gK) kernel::gemm(true, false, n, g.d, rows, dP, n, Q + (h * g.Tq + i0) * g.d, g.d, gK + h * g.Tk * g.d, g.d, true);

@@ -6,8 +6,8 @@ namespace ctgrad::ops {
 
 // Applies Op to values of one graph; the node is named after no scope (errors carry file:line).
 template <class Op>
-constexpr Value apply(std::initializer_list<Value> in, Attrs attr, const Loc& loc) {
-  return Scope{in.begin()->b, {}}.template apply<Op>(in, attr, loc);
+constexpr Value apply(std::initializer_list<Value> in, const options_t<Op>& o, const Loc& loc) {
+  return Scope{in.begin()->b, {}, loc}.template apply<Op>(in, o, loc);
 }
 
 constexpr Msg shapes_msg(const ShapeCtx& c) {

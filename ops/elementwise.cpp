@@ -162,15 +162,15 @@ void ReluOp::vjp(const OpArgs& a) {
 
 template <class T>
 void ScaleOp::forward(const OpArgs& a) {
-  unary_table<T>(a, simd::scale, a.attr.f[0], simd::best(), kernel::grain_for());
+  unary_table<T>(a, simd::scale, double(a.attrs<ScaleOp>().factor), simd::best(), kernel::grain_for());
 }
 template <class T>
 void ScaleOp::reference_forward(const OpArgs& a) {
-  unary_table<T>(a, simd::scale, a.attr.f[0], *simd::table("scalar"), a.out.numel + 1);
+  unary_table<T>(a, simd::scale, double(a.attrs<ScaleOp>().factor), *simd::table("scalar"), a.out.numel + 1);
 }
 template <class T>
 void ScaleOp::vjp(const OpArgs& a) {
-  unary_table_vjp<T>(a, simd::scale, a.attr.f[0], nullptr, nullptr);
+  unary_table_vjp<T>(a, simd::scale, double(a.attrs<ScaleOp>().factor), nullptr, nullptr);
 }
 
 template <class T>

@@ -54,8 +54,13 @@ struct ReluOp {
   template <class T> static void reference_forward(const OpArgs&);
 };
 
-// y = attr.f[0] * x
+struct ScaleOptions {
+  Real factor = 1;
+};
+
+// y = factor * x
 struct ScaleOp {
+  using Options = ScaleOptions;
   static constexpr const char* name = "scale";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
@@ -84,18 +89,21 @@ constexpr Value sub(Value a, Value b, Loc loc = Loc::current()) { return ops::ap
 constexpr Value mul(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<MulOp>({a, b}, {}, loc); }
 constexpr Value div(Value a, Value b, Loc loc = Loc::current()) { return ops::apply<DivOp>({a, b}, {}, loc); }
 constexpr Value relu(Value x, Loc loc = Loc::current()) { return ops::apply<ReluOp>({x}, {}, loc); }
-constexpr Value scale(Value x, double s, Loc loc = Loc::current()) {
-  Attrs a;
-  a.f[0] = s;
-  return ops::apply<ScaleOp>({x}, a, loc);
-}
+constexpr Value scale(Value x, Real s, Loc loc = Loc::current()) { return ops::apply<ScaleOp>({x}, {.factor = s}, loc); }
 constexpr Value detach(Value x, Loc loc = Loc::current()) { return ops::apply<DetachOp>({x}, {}, loc); }
 
-constexpr Value operator+(Value a, Value b) { return add(a, b); }
-constexpr Value operator-(Value a, Value b) { return sub(a, b); }
-constexpr Value operator*(Value a, Value b) { return mul(a, b); }
-constexpr Value operator/(Value a, Value b) { return div(a, b); }
-constexpr Value operator*(Value a, double s) { return scale(a, s); }
-constexpr Value operator*(double s, Value a) { return scale(a, s); }
+// Operators take one operand as a ValueAt, whose converting constructor's default argument is
+// evaluated where the expression is written: an error in `a + b` names the user's line.
+struct ValueAt {
+  Value v;
+  Loc loc;
+  constexpr ValueAt(Value value, Loc at = Loc::current()) : v(value), loc(at) {}  // NOLINT
+};
+constexpr Value operator+(ValueAt a, Value b) { return add(a.v, b, a.loc); }
+constexpr Value operator-(ValueAt a, Value b) { return sub(a.v, b, a.loc); }
+constexpr Value operator*(ValueAt a, Value b) { return mul(a.v, b, a.loc); }
+constexpr Value operator/(ValueAt a, Value b) { return div(a.v, b, a.loc); }
+constexpr Value operator*(ValueAt a, double s) { return scale(a.v, s, a.loc); }
+constexpr Value operator*(double s, ValueAt a) { return scale(a.v, s, a.loc); }
 
 }  // namespace ctgrad

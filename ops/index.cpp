@@ -10,11 +10,7 @@ namespace {
 
 std::size_t elem_size(const TensorRef& t, std::size_t real_size) { return t.dtype == DType::index ? 4 : real_size; }
 
-std::array<int, kMaxRank> perm_of(const OpArgs& a) {
-  std::array<int, kMaxRank> p{};
-  for (int i = 0; i < a.attr.shape.rank; ++i) p[std::size_t(i)] = int(a.attr.shape[i].coef);
-  return p;
-}
+std::array<int, kMaxRank> perm_of(const OpArgs& a) { return a.attrs<PermuteOp>().axes; }
 
 // (outer, axis length, inner) of a tensor around an axis.
 struct Around {
@@ -55,7 +51,7 @@ void PermuteOp::vjp(const OpArgs& a) {
 
 template <class T>
 void ConcatOp::forward(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.out.rank);
+  const int ax = ops::norm_axis(a.attrs<ConcatOp>().axis, a.out.rank);
   const Around o = around(a.out, ax);
   const std::size_t es = elem_size(a.out, sizeof(T));
   auto* out = static_cast<char*>(a.out.data);
@@ -73,7 +69,7 @@ void ConcatOp::forward(const OpArgs& a) {
 }
 template <class T>
 void ConcatOp::vjp(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.out.rank);
+  const int ax = ops::norm_axis(a.attrs<ConcatOp>().axis, a.out.rank);
   const Around o = around(a.out, ax);
   const T* g = a.gout->as<T>();
   kernel::parallel(o.outer, 1, [&](std::int64_t b, std::int64_t e) {
@@ -90,9 +86,9 @@ void ConcatOp::vjp(const OpArgs& a) {
 
 template <class T>
 void SliceOp::forward(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const int ax = ops::norm_axis(a.attrs<SliceOp>().axis, a.in[0].rank);
   const Around x = around(a.in[0], ax);
-  const std::int64_t start = a.attr.i[1], len = a.attr.i[2];
+  const std::int64_t start = a.attrs<SliceOp>().start, len = a.attrs<SliceOp>().length;
   if (start + len > x.len)
     throw shape_error("ctgrad: op slice: range [" + std::to_string(start) + ", " + std::to_string(start + len) +
                       ") does not fit dim " + std::to_string(ax) + " of size " + std::to_string(x.len));
@@ -106,9 +102,9 @@ void SliceOp::forward(const OpArgs& a) {
 }
 template <class T>
 void SliceOp::vjp(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const int ax = ops::norm_axis(a.attrs<SliceOp>().axis, a.in[0].rank);
   const Around x = around(a.in[0], ax);
-  const std::int64_t start = a.attr.i[1], len = a.attr.i[2];
+  const std::int64_t start = a.attrs<SliceOp>().start, len = a.attrs<SliceOp>().length;
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
   kernel::parallel(x.outer, 1, [&](std::int64_t b, std::int64_t e) {
@@ -127,7 +123,7 @@ void check_indices(const char* op, const std::int32_t* idx, std::int64_t n, std:
 
 template <class T>
 void IndexSelectOp::forward(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const int ax = ops::norm_axis(a.attrs<IndexSelectOp>().axis, a.in[0].rank);
   const Around x = around(a.in[0], ax);
   const std::int32_t* idx = a.in[1].as<std::int32_t>();
   const std::int64_t n = a.in[1].numel;
@@ -144,7 +140,7 @@ void IndexSelectOp::forward(const OpArgs& a) {
 }
 template <class T>
 void IndexSelectOp::vjp(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const int ax = ops::norm_axis(a.attrs<IndexSelectOp>().axis, a.in[0].rank);
   const Around x = around(a.in[0], ax);
   const std::int32_t* idx = a.in[1].as<std::int32_t>();
   const std::int64_t n = a.in[1].numel;
@@ -184,7 +180,7 @@ void EmbeddingOp::vjp(const OpArgs& a) {
 
 template <class T>
 void OverwriteTailOp::forward(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const int ax = ops::norm_axis(a.attrs<OverwriteTailOp>().axis, a.in[0].rank);
   const Around x = around(a.in[0], ax), t = around(a.in[1], ax);
   if (t.len > x.len)
     throw shape_error("ctgrad: op overwrite_tail: tail of " + std::to_string(t.len) + " along axis " + std::to_string(ax) +
@@ -203,7 +199,7 @@ void OverwriteTailOp::forward(const OpArgs& a) {
 }
 template <class T>
 void OverwriteTailOp::vjp(const OpArgs& a) {
-  const int ax = ops::norm_axis(a.attr.i[0], a.in[0].rank);
+  const int ax = ops::norm_axis(a.attrs<OverwriteTailOp>().axis, a.in[0].rank);
   const Around x = around(a.in[0], ax), t = around(a.in[1], ax);
   const std::int64_t keep = x.len - t.len;
   const T* g = a.gout->as<T>();

@@ -6,25 +6,34 @@
 
 namespace ctgrad {
 
-// attr.shape holds the permutation: output axis i is input axis attr.shape[i].
+// Output axis i is input axis axes[i].
+struct PermuteOptions {
+  int rank = 0;
+  std::array<int, kMaxRank> axes{};
+};
+
 struct PermuteOp {
+  using Options = PermuteOptions;
   static constexpr const char* name = "permute";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const PermuteOptions& p) {
     const Shape& x = c.in[0];
-    const Shape& p = c.attr.shape;
-    if (p.rank != x.rank) return ShapeResult::fail(Msg("permutation of ").add(p.rank).add(" axes for ").add(x));
+    auto perm = [&] {
+      Msg m("(");
+      for (int i = 0; i < p.rank; ++i) (i ? m.add(", ") : m).add(p.axes[std::size_t(i)]);
+      return m.add(")");
+    };
+    if (p.rank != x.rank) return ShapeResult::fail(Msg("permutation ").add(perm()).add(" of ").add(p.rank).add(" axes for ").add(x));
     bool seen[kMaxRank] = {};
     ShapeResult r;
     r.shape.rank = x.rank;
     r.dtype = c.dtype[0];
     for (int i = 0; i < p.rank; ++i) {
-      const std::int64_t ax = p[i].coef;
-      if (!p[i].is_static() || ax < 0 || ax >= x.rank || seen[ax])
-        return ShapeResult::fail(Msg("not a permutation of the axes of ").add(x).add(": ").add(p));
+      const int ax = p.axes[std::size_t(i)];
+      if (ax < 0 || ax >= x.rank || seen[ax]) return ShapeResult::fail(Msg("not a permutation of the axes of ").add(x).add(": ").add(perm()));
       seen[ax] = true;
-      r.shape[i] = x[int(ax)];
+      r.shape[i] = x[ax];
     }
     return r;
   }
@@ -32,15 +41,20 @@ struct PermuteOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-// Concatenation of 1 to 4 tensors along attr.i[0]; the other dims must agree.
+struct AxisOptions {
+  int axis = 0;
+};
+
+// Concatenation of 1 to kMaxInputs tensors along an axis; the other dims must agree.
 struct ConcatOp {
+  using Options = AxisOptions;
   static constexpr const char* name = "concat";
   static constexpr int arity = -1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const AxisOptions& o) {
     const Shape& x = c.in[0];
-    const int ax = ops::norm_axis(c.attr.i[0], x.rank);
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(x));
+    const int ax = ops::norm_axis(o.axis, x.rank);
+    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(o.axis).add(" out of range for ").add(x));
     ShapeResult r;
     r.shape = x;
     r.dtype = c.dtype[0];
@@ -62,16 +76,22 @@ struct ConcatOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-// x[..., start : start + length, ...] along attr.i[0]; attr.i[1] = start, attr.i[2] = length.
+struct SliceOptions {
+  int axis = 0;
+  std::int64_t start = 0, length = 1;
+};
+
+// x[..., start : start + length, ...] along an axis.
 struct SliceOp {
+  using Options = SliceOptions;
   static constexpr const char* name = "slice";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const SliceOptions& o) {
     const Shape& x = c.in[0];
-    const int ax = ops::norm_axis(c.attr.i[0], x.rank);
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(x));
-    const std::int64_t start = c.attr.i[1], len = c.attr.i[2];
+    const int ax = ops::norm_axis(o.axis, x.rank);
+    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(o.axis).add(" out of range for ").add(x));
+    const std::int64_t start = o.start, len = o.length;
     if (start < 0 || len < 1 || (x[ax].is_static() && start + len > x[ax].coef))
       return ShapeResult::fail(Msg("range [").add(start).add(", ").add(start + len).add(") does not fit dim ").add(ax)
                                    .add(" of ").add(x));
@@ -85,16 +105,17 @@ struct SliceOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-// x with its last n entries along attr.i[0] replaced by tail (n = tail's length there): the write
+// x with its last n entries along an axis replaced by tail (n = tail's length there): the write
 // of a key/value cache in incremental decoding, where x holds the past plus room for the new rows.
 struct OverwriteTailOp {
+  using Options = AxisOptions;
   static constexpr const char* name = "overwrite_tail";
   static constexpr int arity = 2;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const AxisOptions& o) {
     const Shape &x = c.in[0], &t = c.in[1];
-    const int ax = ops::norm_axis(c.attr.i[0], x.rank);
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(x));
+    const int ax = ops::norm_axis(o.axis, x.rank);
+    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(o.axis).add(" out of range for ").add(x));
     if (t.rank != x.rank || c.dtype[0] != c.dtype[1])
       return ShapeResult::fail(Msg("x and tail differ in rank or dtype: ").add(ops::shapes_msg(c)));
     for (int i = 0; i < x.rank; ++i)
@@ -111,15 +132,16 @@ struct OverwriteTailOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-// x gathered along attr.i[0] at int32 indices idx [n]: the axis becomes n long.
+// x gathered along an axis at int32 indices idx [n]: the axis becomes n long.
 struct IndexSelectOp {
+  using Options = AxisOptions;
   static constexpr const char* name = "index_select";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(1);
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const AxisOptions& o) {
     const Shape &x = c.in[0], &idx = c.in[1];
-    const int ax = ops::norm_axis(c.attr.i[0], x.rank);
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(x));
+    const int ax = ops::norm_axis(o.axis, x.rank);
+    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(o.axis).add(" out of range for ").add(x));
     if (c.dtype[1] != DType::index || idx.rank != 1)
       return ShapeResult::fail(Msg("indices must be a 1-D int32 tensor, got ").add(idx));
     ShapeResult r;
@@ -151,20 +173,17 @@ struct EmbeddingOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-constexpr Value permute(Value x, Shape perm, Loc loc = Loc::current()) {
-  Attrs a;
-  a.shape = perm;
-  return ops::apply<PermuteOp>({x}, a, loc);
+constexpr Value permute(Value x, std::initializer_list<int> axes, Loc loc = Loc::current()) {
+  PermuteOptions o;
+  for (int a : axes)
+    if (o.rank < kMaxRank) o.axes[std::size_t(o.rank++)] = a;
+  return ops::apply<PermuteOp>({x}, o, loc);
 }
 constexpr Value concat(std::initializer_list<Value> xs, int axis, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = axis;
-  return Scope{xs.begin()->b, {}}.apply<ConcatOp>(xs, a, loc);
+  return ops::apply<ConcatOp>(xs, {.axis = axis}, loc);
 }
 constexpr Value slice(Value x, int axis, std::int64_t start, std::int64_t length, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = axis, a.i[1] = start, a.i[2] = length;
-  return ops::apply<SliceOp>({x}, a, loc);
+  return ops::apply<SliceOp>({x}, {.axis = axis, .start = start, .length = length}, loc);
 }
 // N equal parts along a static axis (e.g. a fused QKV projection into q, k, v).
 template <int N>
@@ -180,14 +199,10 @@ constexpr std::array<Value, N> split(Value x, int axis, Loc loc = Loc::current()
   return parts;
 }
 constexpr Value overwrite_tail(Value x, Value tail, int axis, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = axis;
-  return ops::apply<OverwriteTailOp>({x, tail}, a, loc);
+  return ops::apply<OverwriteTailOp>({x, tail}, {.axis = axis}, loc);
 }
 constexpr Value index_select(Value x, int axis, Value indices, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = axis;
-  return ops::apply<IndexSelectOp>({x, indices}, a, loc);
+  return ops::apply<IndexSelectOp>({x, indices}, {.axis = axis}, loc);
 }
 constexpr Value embedding(Value table, Value ids, Loc loc = Loc::current()) {
   return ops::apply<EmbeddingOp>({table, ids}, {}, loc);

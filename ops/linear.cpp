@@ -33,7 +33,7 @@ struct Patches {
 };
 Patches patches_of(const OpArgs& a) {
   const TensorRef& x = a.in[0];
-  Patches s{x.size(0), x.size(1), x.size(2), x.size(3), a.attr.i[0], 0, 0, 0, 0};
+  Patches s{x.size(0), x.size(1), x.size(2), x.size(3), a.attrs<PatchEmbedOp>().patch, 0, 0, 0, 0};
   s.ph = s.H / s.p, s.pw = s.W / s.p, s.n = s.ph * s.pw, s.cpp = s.C * s.p * s.p;
   return s;
 }

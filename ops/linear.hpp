@@ -29,14 +29,19 @@ struct LinearOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
+struct PatchEmbedOptions {
+  int patch = 1;
+};
+
 struct PatchEmbedOp {
+  using Options = PatchEmbedOptions;
   static constexpr const char* name = "patch_embed";
-  static constexpr int arity = 3;  // images [B, C, H, W], W [D, C*p*p], b [D]; attr.i[0] = p
+  static constexpr int arity = 3;  // images [B, C, H, W], W [D, C*p*p], b [D]
   static constexpr unsigned saves = kSaveInput(1);  // patches are kept in scratch
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const PatchEmbedOptions& o) {
     if (!ops::all_real(c)) return ShapeResult::fail("expects real inputs");
     const Shape &x = c.in[0], &w = c.in[1], &b = c.in[2];
-    const std::int64_t p = c.attr.i[0];
+    const std::int64_t p = o.patch;
     if (x.rank != 4 || !x[1].is_static() || !x[2].is_static() || !x[3].is_static())
       return ShapeResult::fail(Msg("images must be [Batch, C, H, W] with static C, H, W, got ").add(x));
     if (p < 1 || x[2].coef % p || x[3].coef % p)
@@ -57,9 +62,7 @@ struct PatchEmbedOp {
 
 constexpr Value linear(Value x, Value w, Value b, Loc loc = Loc::current()) { return ops::apply<LinearOp>({x, w, b}, {}, loc); }
 constexpr Value patch_embed(Value images, Value w, Value b, int patch, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = patch;
-  return ops::apply<PatchEmbedOp>({images, w, b}, a, loc);
+  return ops::apply<PatchEmbedOp>({images, w, b}, {.patch = patch}, loc);
 }
 
 }  // namespace ctgrad

@@ -14,7 +14,8 @@ void CrossEntropyOp::forward(const OpArgs& a) {
   const T* x = a.in[0].as<T>();
   const std::int32_t* t = a.in[1].as<std::int32_t>();
   T* lse = a.scratch.as<T>();
-  const std::int64_t ignore = a.attr.i[0];
+  const CrossEntropyOptions o = a.attrs<CrossEntropyOp>();
+  const std::int64_t ignore = o.ignore_index;
   for (std::int64_t r = 0; r < rows; ++r)
     if (t[r] != ignore && (t[r] < 0 || t[r] >= C))
       throw std::out_of_range("ctgrad: op cross_entropy: target " + std::to_string(t[r]) + " at row " +
@@ -23,7 +24,7 @@ void CrossEntropyOp::forward(const OpArgs& a) {
   kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) lse[r] = T(logsumexp(x + r * C, C));
   });
-  const T eps = static_cast<T>(a.attr.f[0]);
+  const T eps = static_cast<T>(double(o.label_smoothing));
   const auto row_sum = simd::best().row_sum[std::is_same_v<T, double>];
   T total = 0;
   std::int64_t count = 0;
@@ -43,11 +44,12 @@ void CrossEntropyOp::vjp(const OpArgs& a) {
   const T* x = a.in[0].as<T>();
   const std::int32_t* t = a.in[1].as<std::int32_t>();
   const T* lse = a.scratch.as<T>();
-  const std::int64_t ignore = a.attr.i[0];
+  const CrossEntropyOptions o = a.attrs<CrossEntropyOp>();
+  const std::int64_t ignore = o.ignore_index;
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < rows; ++r) count += t[r] != ignore;
   if (!count) return;
-  const T g = *a.gout->as<T>() / T(count), eps = static_cast<T>(a.attr.f[0]);
+  const T g = *a.gout->as<T>() / T(count), eps = static_cast<T>(double(o.label_smoothing));
   T* gx = a.gin[0].as<T>();
   const simd::Table& tab = simd::best();
   constexpr int ti = std::is_same_v<T, double>;

@@ -4,14 +4,20 @@
 
 namespace ctgrad {
 
-// logits [..., C] real, targets [...] int32 class ids; attr.i[0] = ignore_index, attr.f[0] = label
-// smoothing eps: per row (1 - eps) * -log p[target] + eps * mean_c(-log p[c]) (PyTorch's), averaged
-// over the rows whose target is not ignore_index.
+struct CrossEntropyOptions {
+  std::int64_t ignore_index = -100;  // rows with this target count for nothing (padding, unmasked tokens)
+  Real label_smoothing = 0;
+};
+
+// logits [..., C] real, targets [...] int32 class ids; label smoothing eps: per row
+// (1 - eps) * -log p[target] + eps * mean_c(-log p[c]) (PyTorch's), averaged over the rows whose
+// target is not ignore_index.
 struct CrossEntropyOp {
+  using Options = CrossEntropyOptions;
   static constexpr const char* name = "cross_entropy";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const CrossEntropyOptions& o) {
     const Shape &x = c.in[0], &t = c.in[1];
     if (c.dtype[0] != DType::real || c.dtype[1] != DType::index)
       return ShapeResult::fail("expects real logits and int32 (index) targets");
@@ -22,7 +28,8 @@ struct CrossEntropyOp {
       if (!(t[i] == x[i]))
         return ShapeResult::fail(Msg("dim ").add(i).add(" differs: ").add(x[i]).add(" vs ").add(t[i])
                                      .add(" in ").add(ops::shapes_msg(c)));
-    if (!(c.attr.f[0] >= 0 && c.attr.f[0] <= 1)) return ShapeResult::fail("label smoothing must be in [0, 1]");
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
+      return ShapeResult::fail(Msg("label smoothing must be in [0, 1], got ").add_number(o.label_smoothing));
     ShapeResult r;
     r.shape = Shape{};
     r.scratch = t.numel();  // per-row log-sum-exp, kept for the vjp
@@ -45,17 +52,10 @@ struct MseOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-struct CrossEntropyOptions {
-  std::int64_t ignore_index = -100;
-  double label_smoothing = 0;
-};
-
 constexpr Value cross_entropy(Value logits, Value targets, CrossEntropyOptions o = {}, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = o.ignore_index;
-  a.f[0] = o.label_smoothing;
-  return ops::apply<CrossEntropyOp>({logits, targets}, a, loc);
+  return ops::apply<CrossEntropyOp>({logits, targets}, o, loc);
 }
+
 constexpr Value mse(Value pred, Value target, Loc loc = Loc::current()) {
   return ops::apply<MseOp>({pred, target}, {}, loc);
 }

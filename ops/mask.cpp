@@ -28,7 +28,7 @@ template <class T>
 void MaskedFillOp::forward(const OpArgs& a) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
-  const T v = static_cast<T>(a.attr.f[0]);
+  const T v = static_cast<T>(a.attrs<MaskedFillOp>().value);
   for_each_masked<T>(a, [&](std::int64_t i, bool keep) { y[i] = keep ? x[i] : v; });
 }
 
@@ -41,11 +41,11 @@ void MaskedFillOp::vjp(const OpArgs& a) {
 
 template <class T>
 void CausalMaskOp::forward(const OpArgs& a) {
-  const std::int64_t n = a.out.size(0);
-  T* m = a.out.as<T>();
-  kernel::parallel(n, std::max<std::int64_t>(1, 16384 / n), [&](std::int64_t b, std::int64_t e) {
+  const std::int64_t tq = a.out.size(0), tk = a.out.size(1), shift = tk - tq;
+  std::int32_t* m = a.out.as<std::int32_t>();
+  kernel::parallel(tq, std::max<std::int64_t>(1, 16384 / tk), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i)
-      for (std::int64_t j = 0; j < n; ++j) m[i * n + j] = j <= i ? T(1) : T(0);
+      for (std::int64_t j = 0; j < tk; ++j) m[i * tk + j] = j <= i + shift ? 1 : 0;
   });
 }
 
@@ -53,12 +53,13 @@ template <class T>
 void KeyPaddingMaskOp::forward(const OpArgs& a) {
   const std::int64_t B = a.out.size(0), n = a.out.size(-1);
   const std::int32_t* len = a.in[0].as<std::int32_t>();
-  T* m = a.out.as<T>();
+  std::int32_t* m = a.out.as<std::int32_t>();
   for (std::int64_t b = 0; b < B; ++b) {
     if (len[b] < 0 || len[b] > n)
       throw std::out_of_range("ctgrad: op key_padding_mask: length " + std::to_string(len[b]) + " of sequence " +
                               std::to_string(b) + " is outside [0, " + std::to_string(n) + "]");
-    for (std::int64_t j = 0; j < n; ++j) m[b * n + j] = j < len[b] ? T(1) : T(0);
+    for (std::int64_t j = 0; j < n; ++j) m[b * n + j] = j < len[b] ? 1 : 0;
+
   }
 }
 

@@ -1,11 +1,21 @@
-// masked_fill(x, mask, value): x where mask != 0, value elsewhere; mask broadcasts to x
-// (e.g. a key-padding mask [Batch,1,SeqKV] over attention scores [Batch,Seq,SeqKV]).
+// Masks, and filling by a mask. Masks are int32 (index) tensors of 0 and 1, ctgrad's booleans:
+// attention() selects with them, where a real tensor in the same place would add.
+//   masked_fill(x, mask, value): x where mask != 0, value elsewhere; mask broadcasts to x
+//     (a key-padding mask [Batch,1,1,SeqKV] over attention scores [Batch,heads,Seq,SeqKV]).
+//   causal_mask(g, Tq, Tk): [Tq, Tk], 1 where key j <= query i + (Tk - Tq) (aligned at the end,
+//     as in incremental decoding where the keys hold the past).
+//   key_padding_mask(lengths, Tk): [Batch, 1, ..., 1, Tk] from lengths [Batch], 1 where j < length.
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
 namespace ctgrad {
 
+struct MaskedFillOptions {
+  Real value = 0;
+};
+
 struct MaskedFillOp {
+  using Options = MaskedFillOptions;
   static constexpr const char* name = "masked_fill";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(1);
@@ -28,62 +38,62 @@ struct MaskedFillOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-// Causal mask [T, T] (1 where key j <= query i), T taken from axis attr.i[0] of the input (only
-// its shape is read). Broadcasts over scores [Batch, heads, T, T].
+struct CausalMaskOptions {
+  Dim queries = 1, keys = 1;
+};
+
 struct CausalMaskOp {
+  using Options = CausalMaskOptions;
   static constexpr const char* name = "causal_mask";
+  static constexpr int arity = 0;
+  static constexpr bool differentiable = false;
+  static constexpr ShapeResult shape(const ShapeCtx&, const CausalMaskOptions& o) {
+    ShapeResult r;
+    r.shape = Shape{o.queries, o.keys};
+    r.dtype = DType::index;
+    return r;
+  }
+  template <class T> static void forward(const OpArgs&);
+};
+
+struct KeyPaddingMaskOptions {
+  Dim keys = 1;
+  int singleton_dims = 2;  // between Batch and the keys: 2 for scores [Batch, heads, Tq, Tk]
+};
+
+struct KeyPaddingMaskOp {
+  using Options = KeyPaddingMaskOptions;
+  static constexpr const char* name = "key_padding_mask";
   static constexpr int arity = 1;
   static constexpr bool differentiable = false;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
-    const int ax = ops::norm_axis(c.attr.i[0], c.in[0].rank);
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(c.in[0]));
-    ShapeResult r;
-    r.shape = Shape{c.in[0][ax], c.in[0][ax]};
-    return r;
-  }
-  template <class T> static void forward(const OpArgs&);
-};
-
-// Key-padding mask from valid lengths: lengths [Batch] int32, `like` a tensor whose axis attr.i[0]
-// is the key axis; out [Batch, 1, ..., 1, T] with attr.i[1] singleton dims (2: over [B, heads,
-// Tq, Tk] scores), 1 where key j < length[b].
-struct KeyPaddingMaskOp {
-  static constexpr const char* name = "key_padding_mask";
-  static constexpr int arity = 2;
-  static constexpr bool differentiable = false;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
-    const Shape &len = c.in[0], &like = c.in[1];
+  static constexpr ShapeResult shape(const ShapeCtx& c, const KeyPaddingMaskOptions& o) {
+    const Shape& len = c.in[0];
     if (c.dtype[0] != DType::index || len.rank != 1) return ShapeResult::fail(Msg("lengths must be int32 [Batch], got ").add(len));
-    const int ax = ops::norm_axis(c.attr.i[0], like.rank);
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(like));
-    if (c.attr.i[1] < 0 || c.attr.i[1] > kMaxRank - 2) return ShapeResult::fail("bad number of singleton dims");
+    if (o.singleton_dims < 0 || o.singleton_dims > kMaxRank - 2) return ShapeResult::fail("bad number of singleton dims");
     ShapeResult r;
-    r.shape.rank = int(c.attr.i[1]) + 2;
+    r.shape.rank = o.singleton_dims + 2;
     r.shape[0] = len[0];
-    for (int i = 1; i <= c.attr.i[1]; ++i) r.shape[i] = 1;
-    r.shape[r.shape.rank - 1] = like[ax];
+    for (int i = 1; i <= o.singleton_dims; ++i) r.shape[i] = 1;
+    r.shape[r.shape.rank - 1] = o.keys;
+    r.dtype = DType::index;
     return r;
   }
   template <class T> static void forward(const OpArgs&);
 };
 
-constexpr Value causal_mask(Value like, int seq_axis = 1, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = seq_axis;
-  return ops::apply<CausalMaskOp>({like}, a, loc);
+// [queries, keys] (default: keys = queries); `s` names the graph (any scope of it).
+constexpr Value causal_mask(const Scope& s, Dim queries, Dim keys, Loc loc = Loc::current()) {
+  return s.apply<CausalMaskOp>({}, {.queries = queries, .keys = keys}, loc);
 }
-constexpr Value key_padding_mask(Value lengths, Value like, int key_axis = 1, int singleton_dims = 2,
-                                 Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = key_axis;
-  a.i[1] = singleton_dims;
-  return ops::apply<KeyPaddingMaskOp>({lengths, like}, a, loc);
+constexpr Value causal_mask(const Scope& s, Dim length, Loc loc = Loc::current()) {
+  return s.apply<CausalMaskOp>({}, {.queries = length, .keys = length}, loc);
+}
+constexpr Value key_padding_mask(Value lengths, Dim keys, int singleton_dims = 2, Loc loc = Loc::current()) {
+  return ops::apply<KeyPaddingMaskOp>({lengths}, {.keys = keys, .singleton_dims = singleton_dims}, loc);
 }
 
-constexpr Value masked_fill(Value x, Value mask, double value, Loc loc = Loc::current()) {
-  Attrs a;
-  a.f[0] = value;
-  return ops::apply<MaskedFillOp>({x, mask}, a, loc);
+constexpr Value masked_fill(Value x, Value mask, Real value, Loc loc = Loc::current()) {
+  return ops::apply<MaskedFillOp>({x, mask}, {.value = value}, loc);
 }
 
 }  // namespace ctgrad

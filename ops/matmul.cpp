@@ -14,8 +14,8 @@ struct Dims {
 Dims dims_of(const OpArgs& a) {
   const TensorRef &x = a.in[0], &y = a.in[1];
   Dims d;
-  d.ta = a.attr.i[0] != 0;
-  d.tb = a.attr.i[1] != 0;
+  d.ta = a.attrs<MatmulOp>().trans_a;
+  d.tb = a.attrs<MatmulOp>().trans_b;
   d.M = d.ta ? x.size(-1) : x.size(-2);
   d.K = d.ta ? x.size(-2) : x.size(-1);
   d.N = d.tb ? y.size(-2) : y.size(-1);

@@ -6,13 +6,18 @@
 
 namespace ctgrad {
 
+struct MatmulOptions {
+  bool trans_a = false, trans_b = false;
+};
+
 struct MatmulOp {
+  using Options = MatmulOptions;
   static constexpr const char* name = "matmul";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const MatmulOptions& o) {
     const Shape &a = c.in[0], &b = c.in[1];
-    const bool ta = c.attr.i[0] != 0, tb = c.attr.i[1] != 0;
+    const bool ta = o.trans_a, tb = o.trans_b;
     if (!ops::all_real(c)) return ShapeResult::fail("expects real inputs, got an index tensor");
     if (a.rank < 2 || b.rank < 2)
       return ShapeResult::fail(Msg("needs operands of rank >= 2, got ").add(ops::shapes_msg(c)));
@@ -39,15 +44,9 @@ struct MatmulOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-struct MatmulOptions {
-  bool trans_a = false, trans_b = false;
-};
-
 constexpr Value matmul(Value a, Value b, MatmulOptions o = {}, Loc loc = Loc::current()) {
-  Attrs at;
-  at.i[0] = o.trans_a;
-  at.i[1] = o.trans_b;
-  return ops::apply<MatmulOp>({a, b}, at, loc);
+  return ops::apply<MatmulOp>({a, b}, o, loc);
 }
+
 
 }  // namespace ctgrad

@@ -34,8 +34,9 @@ void layer_norm_rows(const OpArgs& a, const simd::Table& t, bool parallel) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *beta = a.in[2].as<T>();
   T *y = a.out.as<T>(), *stats = a.scratch.as<T>();
-  const double eps = a.attr.f[0];
-  const bool std_form = a.attr.i[0] == std::int64_t(NormForm::std_plus_eps);
+  const LayerNormOptions o = a.attrs<LayerNormOp>();
+  const double eps = o.eps;
+  const bool std_form = o.form == NormForm::std_plus_eps;
   constexpr int ti = std::is_same_v<T, double>;
   kernel::parallel(rows, parallel ? kernel::grain_for(5 * D) : rows + 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
@@ -60,9 +61,11 @@ void rms_norm_rows(const OpArgs& a, const simd::Table& t, bool parallel) {
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>();
   T *y = a.out.as<T>(), *stats = a.scratch.as<T>();
   constexpr int ti = std::is_same_v<T, double>;
+  const T eps = T(double(a.attrs<RmsNormOp>().eps));
   kernel::parallel(rows, parallel ? kernel::grain_for(3 * D) : rows + 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
-      const T inv = T(1) / std::sqrt(T(t.row_sq_dev[ti](x + r * D, D, 0.0)) / T(D) + T(a.attr.f[0]));
+      const T inv = T(1) / std::sqrt(T(t.row_sq_dev[ti](x + r * D, D, 0.0)) / T(D) + eps);
+
       stats[3 * r + 1] = inv;
       t.norm_row[ti](x + r * D, y + r * D, D, 0.0, double(inv), gamma, nullptr);
     }
@@ -83,7 +86,7 @@ template <class T>
 void LayerNormOp::vjp(const OpArgs& a) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *g = a.gout->as<T>(), *stats = a.scratch.as<T>();
-  const bool std_form = a.attr.i[0] == std::int64_t(NormForm::std_plus_eps);
+  const bool std_form = a.attrs<LayerNormOp>().form == NormForm::std_plus_eps;
   if (T* gx = a.gin[0].as<T>()) {
     const auto& t = simd::best();
     constexpr int ti = std::is_same_v<T, double>;

@@ -23,11 +23,12 @@ int relative_position_bucket(std::int64_t relative, bool bidirectional, int buck
   return bucket + std::min(large, buckets - 1);
 }
 
+namespace {
+// Rows of the encoding at positions at[r] (or r when at is null).
 template <class T>
-void SinusoidalPositionsOp::forward(const OpArgs& a) {
+void sinusoidal_rows(const OpArgs& a, const std::int32_t* at) {
   const std::int64_t len = a.out.size(0), d = a.out.size(1);
   T* pe = a.out.as<T>();
-  const std::int32_t* at = a.attr.i[2] ? a.in[0].as<std::int32_t>() : nullptr;
   kernel::parallel(len, 16, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       const double p = at ? double(at[r]) : double(r);
@@ -38,6 +39,16 @@ void SinusoidalPositionsOp::forward(const OpArgs& a) {
       }
     }
   });
+}
+}  // namespace
+
+template <class T>
+void SinusoidalPositionsOp::forward(const OpArgs& a) {
+  sinusoidal_rows<T>(a, nullptr);
+}
+template <class T>
+void SinusoidalPositionsAtOp::forward(const OpArgs& a) {
+  sinusoidal_rows<T>(a, a.in[0].as<std::int32_t>());
 }
 
 template <class T>
@@ -60,8 +71,9 @@ void PrefixRowsOp::vjp(const OpArgs& a) {
 template <class T>
 void RelativePositionBiasOp::forward(const OpArgs& a) {
   const std::int64_t H = a.out.size(1), Tq = a.out.size(2), Tk = a.out.size(3);
-  const int buckets = int(a.attr.i[0]), maxd = int(a.attr.i[1]);
-  const bool bi = a.attr.i[2] != 0;
+  const RelativeBiasOptions o = a.attrs<RelativePositionBiasOp>().relative;
+  const int buckets = o.buckets, maxd = o.max_distance;
+  const bool bi = o.bidirectional;
   const T* table = a.in[0].as<T>();
   T* out = a.out.as<T>();
   kernel::parallel(Tq, 8, [&](std::int64_t b, std::int64_t e) {
@@ -75,8 +87,9 @@ void RelativePositionBiasOp::forward(const OpArgs& a) {
 template <class T>
 void RelativePositionBiasOp::vjp(const OpArgs& a) {
   const std::int64_t H = a.out.size(1), Tq = a.out.size(2), Tk = a.out.size(3);
-  const int buckets = int(a.attr.i[0]), maxd = int(a.attr.i[1]);
-  const bool bi = a.attr.i[2] != 0;
+  const RelativeBiasOptions o = a.attrs<RelativePositionBiasOp>().relative;
+  const int buckets = o.buckets, maxd = o.max_distance;
+  const bool bi = o.bidirectional;
   const T* g = a.gout->as<T>();
   T* gt = a.gin[0].as<T>();
   // Heads in parallel; within a head, positions in order: repeated buckets add deterministically.
@@ -89,6 +102,9 @@ void RelativePositionBiasOp::vjp(const OpArgs& a) {
 
 template void SinusoidalPositionsOp::forward<float>(const OpArgs&);
 template void SinusoidalPositionsOp::forward<double>(const OpArgs&);
+template void SinusoidalPositionsAtOp::forward<float>(const OpArgs&);
+template void SinusoidalPositionsAtOp::forward<double>(const OpArgs&);
+
 CTGRAD_INSTANTIATE_OP(PrefixRowsOp)
 CTGRAD_INSTANTIATE_OP(RelativePositionBiasOp)
 

@@ -1,95 +1,118 @@
 // Position ops.
-//   sinusoidal_positions(like): [T, d] with T = like's axis attr.i[0], d static (attr.i[1]);
-//   sinusoidal_positions_at(positions [T]): the rows at those positions (attr.i[2] = 1; decoding):
+//   sinusoidal_positions(g, T, d): [T, d], rows 0..T-1 of the paper's encoding;
+//   sinusoidal_positions_at(positions [T], d): the rows at those positions (decoding):
 //     pe[p, 2i] = sin(p * w_i), pe[p, 2i+1] = cos(p * w_i), w_i = exp(-2i ln(10000) / d) (log space,
 //     as in the paper's reference code); no gradient.
-//   prefix_rows(table [L, d], like): the first T rows, T = like's axis attr.i[0]; T > L is a runtime
-//     error naming both (a sequence longer than the positions the model was built for).
-//   relative_position_bias(table [buckets, heads], q, k): T5's bias [1, heads, Tq, Tk] from bucketed
-//     relative positions (attr.i[0] buckets, attr.i[1] max distance, attr.i[2] bidirectional).
+//   prefix_rows(table [L, d], T): the first T rows; T > L is a runtime error naming both (a
+//     sequence longer than the positions the model was built for).
+//   relative_position_bias(table [buckets, heads], Tq, Tk): T5's bias [1, heads, Tq, Tk] from
+//     bucketed relative positions (key - query).
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
 namespace ctgrad {
 
+struct SinusoidalPositionsOptions {
+  Dim length = 1;
+  int d = 2;
+};
+
 struct SinusoidalPositionsOp {
+  using Options = SinusoidalPositionsOptions;
   static constexpr const char* name = "sinusoidal_positions";
-  static constexpr int arity = 1;
+  static constexpr int arity = 0;
   static constexpr bool differentiable = false;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
-    const int ax = ops::norm_axis(c.attr.i[0], c.in[0].rank);
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(c.in[0]));
-    if (c.attr.i[1] < 2 || c.attr.i[1] % 2) return ShapeResult::fail(Msg("d must be even and >= 2, got ").add(c.attr.i[1]));
-    if (c.attr.i[2] && (c.dtype[0] != DType::index || c.in[0].rank != 1))
-      return ShapeResult::fail(Msg("positions must be a 1-D int32 tensor, got ").add(c.in[0]));
+  static constexpr ShapeResult shape(const ShapeCtx&, const SinusoidalPositionsOptions& o) {
+    if (o.d < 2 || o.d % 2) return ShapeResult::fail(Msg("d must be even and >= 2, got ").add(o.d));
     ShapeResult r;
-    r.shape = Shape{c.in[0][ax], Dim(c.attr.i[1])};
+    r.shape = Shape{o.length, Dim(o.d)};
     return r;
   }
   template <class T> static void forward(const OpArgs&);
+};
+
+struct SinusoidalPositionsAtOptions {
+  int d = 2;
+};
+
+struct SinusoidalPositionsAtOp {
+  using Options = SinusoidalPositionsAtOptions;
+  static constexpr const char* name = "sinusoidal_positions_at";
+  static constexpr int arity = 1;
+  static constexpr bool differentiable = false;
+  static constexpr ShapeResult shape(const ShapeCtx& c, const SinusoidalPositionsAtOptions& o) {
+    if (o.d < 2 || o.d % 2) return ShapeResult::fail(Msg("d must be even and >= 2, got ").add(o.d));
+    if (c.dtype[0] != DType::index || c.in[0].rank != 1)
+      return ShapeResult::fail(Msg("positions must be a 1-D int32 tensor, got ").add(c.in[0]));
+    ShapeResult r;
+    r.shape = Shape{c.in[0][0], Dim(o.d)};
+    return r;
+  }
+  template <class T> static void forward(const OpArgs&);
+};
+
+struct PrefixRowsOptions {
+  Dim rows = 1;
 };
 
 struct PrefixRowsOp {
+  using Options = PrefixRowsOptions;
   static constexpr const char* name = "prefix_rows";
-  static constexpr int arity = 2;
+  static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const PrefixRowsOptions& o) {
     const Shape& t = c.in[0];
-    const int ax = ops::norm_axis(c.attr.i[0], c.in[1].rank);
     if (c.dtype[0] != DType::real || t.rank != 2) return ShapeResult::fail(Msg("table must be real [L, d], got ").add(t));
-    if (ax < 0) return ShapeResult::fail(Msg("axis ").add(c.attr.i[0]).add(" out of range for ").add(c.in[1]));
-    const Dim len = c.in[1][ax];
-    if (len.is_static() && t[0].is_static() && len.coef > t[0].coef)
-      return ShapeResult::fail(Msg("sequence length ").add(len).add(" exceeds the table's ").add(t[0]).add(" rows"));
+    if (o.rows.is_static() && t[0].is_static() && o.rows.coef > t[0].coef)
+      return ShapeResult::fail(Msg("sequence length ").add(o.rows).add(" exceeds the table's ").add(t[0]).add(" rows"));
     ShapeResult r;
-    r.shape = Shape{len, t[1]};
+    r.shape = Shape{o.rows, t[1]};
     return r;
   }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
 };
 
-struct RelativePositionBiasOp {
-  static constexpr const char* name = "relative_position_bias";
-  static constexpr int arity = 3;  // table [buckets, heads], q [..., Tq, d], k [..., Tk, d] (shapes only)
-  static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
-    const Shape &t = c.in[0], &q = c.in[1], &k = c.in[2];
-    if (c.dtype[0] != DType::real || t.rank != 2 || !(t[0] == Dim(c.attr.i[0])))
-      return ShapeResult::fail(Msg("table must be [").add(c.attr.i[0]).add(", heads], got ").add(t));
-    if (q.rank < 2 || k.rank < 2) return ShapeResult::fail("q and k need rank >= 2");
-    if (c.attr.i[1] <= 0) return ShapeResult::fail("max distance must be positive");
-    ShapeResult r;
-    r.shape = Shape{1, t[1], q.back(2), k.back(2)};
-    return r;
-  }
-  template <class T> static void forward(const OpArgs&);
-  template <class T> static void vjp(const OpArgs&);
-};
-
-constexpr Value sinusoidal_positions(Value like, int d, int seq_axis = 1, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = seq_axis, a.i[1] = d;
-  return ops::apply<SinusoidalPositionsOp>({like}, a, loc);
-}
-constexpr Value sinusoidal_positions_at(Value positions, int d, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = 0, a.i[1] = d, a.i[2] = 1;
-  return ops::apply<SinusoidalPositionsOp>({positions}, a, loc);
-}
-constexpr Value prefix_rows(Value table, Value like, int seq_axis = 1, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = seq_axis;
-  return ops::apply<PrefixRowsOp>({table, like}, a, loc);
-}
 struct RelativeBiasOptions {
   int buckets = 32, max_distance = 128;
   bool bidirectional = true;  // encoder: true; decoder self-attention: false
 };
-constexpr Value relative_position_bias(Value table, Value q, Value k, RelativeBiasOptions o = {}, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = o.buckets, a.i[1] = o.max_distance, a.i[2] = o.bidirectional;
-  return ops::apply<RelativePositionBiasOp>({table, q, k}, a, loc);
+
+struct RelativePositionBiasOptions {
+  Dim queries = 1, keys = 1;
+  RelativeBiasOptions relative{};
+};
+
+struct RelativePositionBiasOp {
+  using Options = RelativePositionBiasOptions;
+  static constexpr const char* name = "relative_position_bias";
+  static constexpr int arity = 1;  // table [buckets, heads]
+  static constexpr unsigned saves = 0;
+  static constexpr ShapeResult shape(const ShapeCtx& c, const RelativePositionBiasOptions& o) {
+    const Shape& t = c.in[0];
+    if (c.dtype[0] != DType::real || t.rank != 2 || !(t[0] == Dim(o.relative.buckets)))
+      return ShapeResult::fail(Msg("table must be [").add(o.relative.buckets).add(", heads], got ").add(t));
+    if (o.relative.max_distance <= 0) return ShapeResult::fail("max distance must be positive");
+    ShapeResult r;
+    r.shape = Shape{1, t[1], o.queries, o.keys};
+    return r;
+  }
+  template <class T> static void forward(const OpArgs&);
+  template <class T> static void vjp(const OpArgs&);
+};
+
+// [length, d]; `s` names the graph (any scope of it).
+constexpr Value sinusoidal_positions(const Scope& s, Dim length, int d, Loc loc = Loc::current()) {
+  return s.apply<SinusoidalPositionsOp>({}, {.length = length, .d = d}, loc);
+}
+constexpr Value sinusoidal_positions_at(Value positions, int d, Loc loc = Loc::current()) {
+  return ops::apply<SinusoidalPositionsAtOp>({positions}, {.d = d}, loc);
+}
+constexpr Value prefix_rows(Value table, Dim rows, Loc loc = Loc::current()) {
+  return ops::apply<PrefixRowsOp>({table}, {.rows = rows}, loc);
+}
+constexpr Value relative_position_bias(Value table, Dim queries, Dim keys, RelativeBiasOptions o = {}, Loc loc = Loc::current()) {
+  return ops::apply<RelativePositionBiasOp>({table}, {.queries = queries, .keys = keys, .relative = o}, loc);
 }
 
 // T5's bucket of a relative position (key - query), as in Mesh TensorFlow / HF T5.

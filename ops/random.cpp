@@ -1,31 +1,46 @@
 #include <ctgrad/ops/random.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
+
+#include <cstring>
+
 
 namespace ctgrad {
 namespace {
+bool active(const OpArgs& a) { return a.training && a.attrs<DropoutOp>().p > 0; }
+
 template <class T, class F>
 void masked(const OpArgs& a, F f) {
-  const double p = a.attr.f[0];
+  const double p = a.attrs<DropoutOp>().p;
   const T scale = T(1.0 / (1.0 - p));
-  const bool active = a.training && p > 0;
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
   kernel::parallel(a.out.numel, kernel::grain_for(8), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) f(i, !active ? T(1) : random::uniform(key, std::uint64_t(i)) >= p ? scale : T(0));
+    for (std::int64_t i = b; i < e; ++i) f(i, random::uniform(key, std::uint64_t(i)) >= p ? scale : T(0));
   });
 }
 }  // namespace
 
+// Inactive (inference, or p = 0 from a hyperparameter): a copy, and the gradient passes through.
 template <class T>
 void DropoutOp::forward(const OpArgs& a) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
+  if (!active(a)) {
+    kernel::parallel(a.out.numel, 1 << 16, [&](std::int64_t b, std::int64_t e) { std::memcpy(y + b, x + b, std::size_t(e - b) * sizeof(T)); });
+    return;
+  }
   masked<T>(a, [&](std::int64_t i, T m) { y[i] = x[i] * m; });
 }
 template <class T>
 void DropoutOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
+  if (!active(a)) {
+    const auto axpy = simd::best().axpy[std::is_same_v<T, double>];
+    kernel::parallel(a.out.numel, 1 << 15, [&](std::int64_t b, std::int64_t e) { axpy(g + b, nullptr, gx + b, e - b, 1.0); });
+    return;
+  }
   masked<T>(a, [&](std::int64_t i, T m) { gx[i] += g[i] * m; });
 }
 

@@ -6,24 +6,30 @@
 
 namespace ctgrad {
 
+struct DropoutOptions {
+  Real p = 0;  // probability of zeroing an element
+};
+
 struct DropoutOp {
+  using Options = DropoutOptions;
   static constexpr const char* name = "dropout";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
-    if (!(c.attr.f[0] >= 0 && c.attr.f[0] < 1)) return ShapeResult::fail("probability must be in [0, 1)");
+  static constexpr ShapeResult shape(const ShapeCtx& c, const DropoutOptions& o) {
+    if (!(o.p >= 0 && o.p < 1)) return ShapeResult::fail(Msg("probability must be in [0, 1), got ").add_number(o.p));
+
     return ops::same_shape(c);
   }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
 };
 
-// p == 0 adds no node (layers pass their dropout option straight through).
-constexpr Value dropout(Value x, double p, Loc loc = Loc::current()) {
-  if (p == 0) return x;
-  Attrs a;
-  a.f[0] = p;
-  return ops::apply<DropoutOp>({x}, a, loc);
+// A constant p == 0 adds no node (layers pass their dropout option straight through); a
+// hyperparameter always does, since it may be raised at run time (at 0 the op copies).
+constexpr Value dropout(Value x, Real p, Loc loc = Loc::current()) {
+  if (!p.is_hyper() && p.value == 0) return x;
+  return ops::apply<DropoutOp>({x}, {.p = p}, loc);
 }
+
 
 }  // namespace ctgrad

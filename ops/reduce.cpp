@@ -9,20 +9,29 @@ struct Split {
   std::int64_t outer, len, inner;
 };
 
-// The reduced axis as (outer, len, inner); a full reduction is one axis of length numel.
-Split split_of(const OpArgs& a) {
+// The reduced axis as (outer, len, inner); a full reduction is one axis of length numel. And the
+// variance's correction.
+struct Reduction {
+  Split s;
+  std::int64_t correction = 0;
+};
+template <class Op>
+Reduction reduction_of(const OpArgs& a) {
+  const auto o = a.attrs<Op>();
   const TensorRef& x = a.in[0];
-  if (a.attr.i[2]) return {1, x.numel, 1};
-  int ax = ops::norm_axis(a.attr.i[0], x.rank);
-  Split s{1, x.dim[static_cast<std::size_t>(ax)], 1};
-  for (int i = 0; i < ax; ++i) s.outer *= x.dim[static_cast<std::size_t>(i)];
-  for (int i = ax + 1; i < x.rank; ++i) s.inner *= x.dim[static_cast<std::size_t>(i)];
-  return s;
+  Reduction r{{1, x.numel, 1}, 0};
+  if constexpr (requires { o.correction; }) r.correction = o.correction;
+  if constexpr (requires { o.axis; }) {
+    const int ax = ops::norm_axis(o.axis, x.rank);
+    r.s = {1, x.dim[static_cast<std::size_t>(ax)], 1};
+    for (int i = 0; i < ax; ++i) r.s.outer *= x.dim[static_cast<std::size_t>(i)];
+    for (int i = ax + 1; i < x.rank; ++i) r.s.inner *= x.dim[static_cast<std::size_t>(i)];
+  }
+  return r;
 }
 
 template <class T>
-void reduce_forward(const OpArgs& a, bool mean, const simd::Table& t = simd::best(), bool parallel = true) {
-  const Split s = split_of(a);
+void reduce_forward(const OpArgs& a, const Split s, bool mean, const simd::Table& t = simd::best(), bool parallel = true) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
   const T norm = mean ? T(1) / T(s.len) : T(1);
@@ -59,8 +68,7 @@ void reduce_forward(const OpArgs& a, bool mean, const simd::Table& t = simd::bes
 }
 
 template <class T>
-void reduce_vjp(const OpArgs& a, bool mean) {
-  const Split s = split_of(a);
+void reduce_vjp(const OpArgs& a, const Split s, bool mean) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
   const T norm = mean ? T(1) / T(s.len) : T(1);
@@ -72,32 +80,6 @@ void reduce_vjp(const OpArgs& a, bool mean) {
   });
 }
 
-}  // namespace
-
-template <class T>
-void SumOp::forward(const OpArgs& a) {
-  reduce_forward<T>(a, false);
-}
-template <class T>
-void SumOp::reference_forward(const OpArgs& a) {
-  reduce_forward<T>(a, false, *simd::table("scalar"), false);
-}
-template <class T>
-void MeanOp::reference_forward(const OpArgs& a) {
-  reduce_forward<T>(a, true, *simd::table("scalar"), false);
-}
-template <class T>
-void SumOp::vjp(const OpArgs& a) {
-  reduce_vjp<T>(a, false);
-}
-template <class T>
-void MeanOp::forward(const OpArgs& a) {
-  reduce_forward<T>(a, true);
-}
-template <class T>
-void MeanOp::vjp(const OpArgs& a) {
-  reduce_vjp<T>(a, true);
-}
 
 // out[o] for each (outer, inner) position, reading the `len` elements of the reduced axis.
 template <class F>
@@ -108,21 +90,7 @@ void for_each_lane(const Split& s, std::int64_t cost, F f) {
 }
 
 template <class T>
-void max_forward(const OpArgs& a, bool simd_lanes);
-template <class T>
-void var_forward(const OpArgs& a, bool simd_lanes);
-
-template <class T>
-void MaxOp::forward(const OpArgs& a) {
-  max_forward<T>(a, true);
-}
-template <class T>
-void MaxOp::reference_forward(const OpArgs& a) {
-  max_forward<T>(a, false);
-}
-template <class T>
-void max_forward(const OpArgs& a, bool simd_lanes) {
-  const Split s = split_of(a);
+void max_forward(const OpArgs& a, const Split s, bool simd_lanes) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
   if (s.inner == 1 && simd_lanes) {  // contiguous lanes: SIMD
@@ -139,8 +107,7 @@ void max_forward(const OpArgs& a, bool simd_lanes) {
   });
 }
 template <class T>
-void MaxOp::vjp(const OpArgs& a) {
-  const Split s = split_of(a);
+void max_vjp(const OpArgs& a, const Split s) {
   const T *x = a.in[0].as<T>(), *y = a.out.as<T>(), *g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
   for_each_lane(s, 1, [&](std::int64_t o, std::int64_t base) {
@@ -153,19 +120,10 @@ void MaxOp::vjp(const OpArgs& a) {
 }
 
 template <class T>
-void VarOp::forward(const OpArgs& a) {
-  var_forward<T>(a, true);
-}
-template <class T>
-void VarOp::reference_forward(const OpArgs& a) {
-  var_forward<T>(a, false);
-}
-template <class T>
-void var_forward(const OpArgs& a, bool simd_lanes) {
-  const Split s = split_of(a);
+void var_forward(const OpArgs& a, const Split s, std::int64_t correction, bool simd_lanes) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
-  const T denom = T(std::max<std::int64_t>(1, s.len - a.attr.i[3]));
+  const T denom = T(std::max<std::int64_t>(1, s.len - correction));
   if (s.inner == 1 && simd_lanes) {  // contiguous lanes: SIMD
     const auto& t = simd::best();
     constexpr int ti = std::is_same_v<T, double>;
@@ -186,11 +144,10 @@ void var_forward(const OpArgs& a, bool simd_lanes) {
   });
 }
 template <class T>
-void VarOp::vjp(const OpArgs& a) {
-  const Split s = split_of(a);
+void var_vjp(const OpArgs& a, const Split s, std::int64_t correction) {
   const T *x = a.in[0].as<T>(), *g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
-  const T denom = T(std::max<std::int64_t>(1, s.len - a.attr.i[3]));
+  const T denom = T(std::max<std::int64_t>(1, s.len - correction));
   for_each_lane(s, 3, [&](std::int64_t o, std::int64_t base) {
     T mean = 0;
     for (std::int64_t r = 0; r < s.len; ++r) mean += x[base + r * s.inner];
@@ -199,17 +156,65 @@ void VarOp::vjp(const OpArgs& a) {
   });
 }
 
-CTGRAD_INSTANTIATE_OP(SumOp)
-template void SumOp::reference_forward<float>(const OpArgs&);
-template void SumOp::reference_forward<double>(const OpArgs&);
-template void MeanOp::reference_forward<float>(const OpArgs&);
-template void MeanOp::reference_forward<double>(const OpArgs&);
-CTGRAD_INSTANTIATE_OP(MaxOp)
-CTGRAD_INSTANTIATE_OP(VarOp)
-template void MaxOp::reference_forward<float>(const OpArgs&);
-template void MaxOp::reference_forward<double>(const OpArgs&);
-template void VarOp::reference_forward<float>(const OpArgs&);
-template void VarOp::reference_forward<double>(const OpArgs&);
-CTGRAD_INSTANTIATE_OP(MeanOp)
+// Both op templates dispatch here: the kernel of kind K over the reduction r.
+template <reduce::Kind K, class T>
+void forward_of(const OpArgs& a, const Reduction& r, bool reference) {
+  const simd::Table& t = reference ? *simd::table("scalar") : simd::best();
+  if constexpr (K == reduce::sum || K == reduce::mean) reduce_forward<T>(a, r.s, K == reduce::mean, t, !reference);
+  else if constexpr (K == reduce::max) max_forward<T>(a, r.s, !reference);
+  else var_forward<T>(a, r.s, r.correction, !reference);
+}
+template <reduce::Kind K, class T>
+void vjp_of(const OpArgs& a, const Reduction& r) {
+  if constexpr (K == reduce::sum || K == reduce::mean) reduce_vjp<T>(a, r.s, K == reduce::mean);
+  else if constexpr (K == reduce::max) max_vjp<T>(a, r.s);
+  else var_vjp<T>(a, r.s, r.correction);
+}
+
+}  // namespace
+
+template <reduce::Kind K>
+template <class T>
+void ReduceAxisOp<K>::forward(const OpArgs& a) {
+  forward_of<K, T>(a, reduction_of<ReduceAxisOp<K>>(a), false);
+}
+template <reduce::Kind K>
+template <class T>
+void ReduceAxisOp<K>::reference_forward(const OpArgs& a) {
+  forward_of<K, T>(a, reduction_of<ReduceAxisOp<K>>(a), true);
+}
+template <reduce::Kind K>
+template <class T>
+void ReduceAxisOp<K>::vjp(const OpArgs& a) {
+  vjp_of<K, T>(a, reduction_of<ReduceAxisOp<K>>(a));
+}
+template <reduce::Kind K>
+template <class T>
+void ReduceAllOp<K>::forward(const OpArgs& a) {
+  forward_of<K, T>(a, reduction_of<ReduceAllOp<K>>(a), false);
+}
+template <reduce::Kind K>
+template <class T>
+void ReduceAllOp<K>::reference_forward(const OpArgs& a) {
+  forward_of<K, T>(a, reduction_of<ReduceAllOp<K>>(a), true);
+}
+template <reduce::Kind K>
+template <class T>
+void ReduceAllOp<K>::vjp(const OpArgs& a) {
+  vjp_of<K, T>(a, reduction_of<ReduceAllOp<K>>(a));
+}
+
+#define CTGRAD_INSTANTIATE_REDUCE(Op)                                 \
+  CTGRAD_INSTANTIATE_OP(Op)                                           \
+  template void Op::reference_forward<float>(const OpArgs&);          \
+  template void Op::reference_forward<double>(const OpArgs&);
+CTGRAD_INSTANTIATE_REDUCE(SumOp)
+CTGRAD_INSTANTIATE_REDUCE(MeanOp)
+CTGRAD_INSTANTIATE_REDUCE(MaxOp)
+CTGRAD_INSTANTIATE_REDUCE(VarOp)
+CTGRAD_INSTANTIATE_REDUCE(SumAllOp)
+CTGRAD_INSTANTIATE_REDUCE(MeanAllOp)
+CTGRAD_INSTANTIATE_REDUCE(MaxAllOp)
+CTGRAD_INSTANTIATE_REDUCE(VarAllOp)
 
 }  // namespace ctgrad

@@ -28,7 +28,8 @@ void ReshapeOp::vjp(const OpArgs& a) {
 
 template <class T>
 void TransposeOp::forward(const OpArgs& a) {
-  int x = ops::norm_axis(a.attr.i[0], a.in[0].rank), y = ops::norm_axis(a.attr.i[1], a.in[0].rank);
+  const TransposeOptions o = a.attrs<TransposeOp>();
+  int x = ops::norm_axis(o.axis_a, a.in[0].rank), y = ops::norm_axis(o.axis_b, a.in[0].rank);
   const auto p = swap_of(a.in[0].rank, x, y);
   if (a.in[0].dtype == DType::index)
     kernel::permute_copy<std::int32_t, false>(a.in[0].as<std::int32_t>(), a.out.as<std::int32_t>(), a.in[0], p);
@@ -37,7 +38,8 @@ void TransposeOp::forward(const OpArgs& a) {
 }
 template <class T>
 void TransposeOp::vjp(const OpArgs& a) {
-  int x = ops::norm_axis(a.attr.i[0], a.in[0].rank), y = ops::norm_axis(a.attr.i[1], a.in[0].rank);
+  const TransposeOptions o = a.attrs<TransposeOp>();
+  int x = ops::norm_axis(o.axis_a, a.in[0].rank), y = ops::norm_axis(o.axis_b, a.in[0].rank);
   kernel::permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, swap_of(a.out.rank, x, y));  // a swap is its own inverse
 }
 

@@ -1,21 +1,26 @@
 // Shape ops: reshape (same elements, new dims), transpose (swap two axes), broadcast_to (x
-// repeated to the shape of `like`, NumPy rules: a class token for every image of a batch).
+// repeated to a shape, NumPy rules: a class token for every image of a batch, [Batch, 1, d]).
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
 namespace ctgrad {
 
+struct ReshapeOptions {
+  Shape to;
+};
+
 struct ReshapeOp {
+  using Options = ReshapeOptions;
   static constexpr const char* name = "reshape";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
-    if (!(c.in[0].numel() == c.attr.shape.numel()))
+  static constexpr ShapeResult shape(const ShapeCtx& c, const ReshapeOptions& o) {
+    if (!(c.in[0].numel() == o.to.numel()))
       return ShapeResult::fail(Msg("cannot reshape ").add(c.in[0]).add(" (").add(c.in[0].numel())
-                                   .add(" elements) to ").add(c.attr.shape).add(" (")
-                                   .add(c.attr.shape.numel()).add(" elements)"));
+                                   .add(" elements) to ").add(o.to).add(" (")
+                                   .add(o.to.numel()).add(" elements)"));
     ShapeResult r;
-    r.shape = c.attr.shape;
+    r.shape = o.to;
     r.dtype = c.dtype[0];
     return r;
   }
@@ -23,16 +28,21 @@ struct ReshapeOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-// attr.i[0], attr.i[1]: the two axes (negative counts from the end).
+// The two axes to swap (negative counts from the end).
+struct TransposeOptions {
+  int axis_a = -2, axis_b = -1;
+};
+
 struct TransposeOp {
+  using Options = TransposeOptions;
   static constexpr const char* name = "transpose";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
+  static constexpr ShapeResult shape(const ShapeCtx& c, const TransposeOptions& o) {
     const Shape& x = c.in[0];
-    int a = ops::norm_axis(c.attr.i[0], x.rank), b = ops::norm_axis(c.attr.i[1], x.rank);
+    int a = ops::norm_axis(o.axis_a, x.rank), b = ops::norm_axis(o.axis_b, x.rank);
     if (a < 0 || b < 0)
-      return ShapeResult::fail(Msg("axes ").add(c.attr.i[0]).add(", ").add(c.attr.i[1]).add(" out of range for ").add(x));
+      return ShapeResult::fail(Msg("axes ").add(o.axis_a).add(", ").add(o.axis_b).add(" out of range for ").add(x));
     ShapeResult r;
     r.shape = x;
     r.shape[a] = x[b];
@@ -44,12 +54,17 @@ struct TransposeOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
+struct BroadcastToOptions {
+  Shape to;
+};
+
 struct BroadcastToOp {
+  using Options = BroadcastToOptions;
   static constexpr const char* name = "broadcast_to";
-  static constexpr int arity = 2;  // x, like (only its shape is read)
+  static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
-  static constexpr ShapeResult shape(const ShapeCtx& c) {
-    const Shape &x = c.in[0], &like = c.in[1];
+  static constexpr ShapeResult shape(const ShapeCtx& c, const BroadcastToOptions& o) {
+    const Shape &x = c.in[0], &like = o.to;
     if (c.dtype[0] != DType::real) return ShapeResult::fail("x must be real");
     if (x.rank > like.rank) return ShapeResult::fail(Msg("x ").add(x).add(" has more dims than ").add(like));
     for (int i = 0; i < x.rank; ++i) {
@@ -65,17 +80,10 @@ struct BroadcastToOp {
   template <class T> static void vjp(const OpArgs&);
 };
 
-constexpr Value reshape(Value x, Shape to, Loc loc = Loc::current()) {
-  Attrs a;
-  a.shape = to;
-  return ops::apply<ReshapeOp>({x}, a, loc);
-}
-constexpr Value broadcast_to(Value x, Value like, Loc loc = Loc::current()) { return ops::apply<BroadcastToOp>({x, like}, {}, loc); }
+constexpr Value reshape(Value x, Shape to, Loc loc = Loc::current()) { return ops::apply<ReshapeOp>({x}, {.to = to}, loc); }
+constexpr Value broadcast_to(Value x, Shape to, Loc loc = Loc::current()) { return ops::apply<BroadcastToOp>({x}, {.to = to}, loc); }
 constexpr Value transpose(Value x, int axis_a = -2, int axis_b = -1, Loc loc = Loc::current()) {
-  Attrs a;
-  a.i[0] = axis_a;
-  a.i[1] = axis_b;
-  return ops::apply<TransposeOp>({x}, a, loc);
+  return ops::apply<TransposeOp>({x}, {.axis_a = axis_a, .axis_b = axis_b}, loc);
 }
 
 }  // namespace ctgrad

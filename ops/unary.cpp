@@ -10,7 +10,8 @@ void run_unary(const OpArgs& a, const simd::Table& t, std::int64_t grain) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
   const auto f = t.unary[F::id][std::is_same_v<T, double>];
-  kernel::parallel(a.out.numel, grain, [&](std::int64_t b, std::int64_t e) { f(x + b, y + b, e - b, a.attr.f[0]); });
+  const double param = a.attrs<UnaryOp<F>>().param;
+  kernel::parallel(a.out.numel, grain, [&](std::int64_t b, std::int64_t e) { f(x + b, y + b, e - b, param); });
 }
 
 }  // namespace
@@ -36,8 +37,9 @@ void UnaryOp<F>::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
   const auto d = simd::best().unary_vjp[F::id][std::is_same_v<T, double>];
+  const double param = a.attrs<UnaryOp<F>>().param;
   kernel::parallel(a.out.numel, kernel::grain_for(8), [&](std::int64_t b, std::int64_t e) {
-    d(x ? x + b : nullptr, y ? y + b : nullptr, g + b, gx + b, e - b, a.attr.f[0]);
+    d(x ? x + b : nullptr, y ? y + b : nullptr, g + b, gx + b, e - b, param);
   });
 }
 

@@ -2,6 +2,7 @@
 // derivative, from x and/or y); UnaryOp<F> turns it into an op.
 #pragma once
 #include <ctgrad/ops/common.hpp>
+#include <ctgrad/ops/elementwise.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
 
 namespace ctgrad {
@@ -18,11 +19,17 @@ struct Sigmoid { static constexpr int id = simd::sigmoid; static constexpr const
 struct Silu { static constexpr int id = simd::silu; static constexpr const char* name = "silu"; static constexpr unsigned saves = kSaveInput(0); };
 struct Gelu { static constexpr int id = simd::gelu; static constexpr const char* name = "gelu"; static constexpr unsigned saves = kSaveInput(0); };  // erf form
 struct GeluTanh { static constexpr int id = simd::gelu_tanh; static constexpr const char* name = "gelu_tanh"; static constexpr unsigned saves = kSaveInput(0); };
-struct Pow { static constexpr int id = simd::pow; static constexpr const char* name = "pow"; static constexpr unsigned saves = kSaveInput(0); };  // x^attr.f[0]
+struct Pow { static constexpr int id = simd::pow; static constexpr const char* name = "pow"; static constexpr unsigned saves = kSaveInput(0); };  // x^param
+
 }  // namespace unary
 
+// The number a function takes (pow's exponent).
+struct UnaryOptions {
+  Real param = 0;
+};
 template <class F>
 struct UnaryOp {
+  using Options = UnaryOptions;
   static constexpr const char* name = F::name;
   static constexpr int arity = 1;
   static constexpr unsigned saves = F::saves;
@@ -35,10 +42,8 @@ struct UnaryOp {
 
 namespace ops {
 template <class F>
-constexpr Value unary(Value x, const Loc& loc, double attr = 0) {
-  Attrs a;
-  a.f[0] = attr;
-  return apply<UnaryOp<F>>({x}, a, loc);
+constexpr Value unary(Value x, const Loc& loc, Real param = 0) {
+  return apply<UnaryOp<F>>({x}, {.param = param}, loc);
 }
 }  // namespace ops
 
@@ -54,8 +59,8 @@ constexpr Value silu(Value x, Loc loc = Loc::current()) { return ops::unary<unar
 constexpr Value gelu(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Gelu>(x, loc); }
 // GELU, tanh approximation (GPT-2): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 constexpr Value gelu_tanh(Value x, Loc loc = Loc::current()) { return ops::unary<unary::GeluTanh>(x, loc); }
-constexpr Value pow(Value x, double p, Loc loc = Loc::current()) { return ops::unary<unary::Pow>(x, loc, p); }
+constexpr Value pow(Value x, Real p, Loc loc = Loc::current()) { return ops::unary<unary::Pow>(x, loc, p); }
 
-constexpr Value operator-(Value x) { return neg(x); }
+constexpr Value operator-(ValueAt x) { return neg(x.v, x.loc); }
 
 }  // namespace ctgrad

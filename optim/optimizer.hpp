@@ -15,25 +15,44 @@
 #include <vector>
 
 #include <ctgrad/graph/tensor.hpp>
-#include <ctgrad/ops/detail/kernel.hpp>
-#include <ctgrad/ops/detail/simd.hpp>
+#include <ctgrad/ops/kernels.hpp>
 
 namespace ctgrad::optim {
+
+// What a group's rule sees of a parameter.
+struct ParamInfo {
+  std::string_view name;  // "h.3.attn.qkv.weight"
+  int rank = 0;
+};
 
 // Which parameters a group holds, and what it changes.
 struct Group {
   std::string name;
-  std::function<bool(std::string_view)> match;  // first matching group wins; unmatched: the default
+  std::function<bool(const ParamInfo&)> match;  // first matching group wins; unmatched: the default
   double lr_factor = 1.0;
   double weight_decay = -1;  // < 0: the optimizer's own
 };
 
-// The usual split: no decay on biases, norms and embeddings of positions.
-inline Group no_decay_group() {
+// True when one of the dot-separated components of `name` is `component` ("h.0.attn" has "attn").
+inline bool has_component(std::string_view name, std::string_view component) {
+  for (std::size_t at = 0; at <= name.size();) {
+    const std::size_t dot = std::min(name.find('.', at), name.size());
+    if (name.substr(at, dot - at) == component) return true;
+    at = dot + 1;
+  }
+  return false;
+}
+
+// The usual split (GPT-2, nanoGPT, BERT): no weight decay on parameters of rank < 2, which are the
+// biases and the norms' gains and shifts, whatever they are called; plus, by name, the parameters
+// with a component in `also` (ViT: its class token "cls" and position table "pos").
+inline Group no_decay_group(std::vector<std::string> also = {}) {
   return {"no_decay",
-          [](std::string_view n) {
-            auto ends = [&](std::string_view s) { return n.size() >= s.size() && n.substr(n.size() - s.size()) == s; };
-            return ends(".bias") || n.find("ln") != std::string_view::npos || n.find("norm") != std::string_view::npos;
+          [also = std::move(also)](const ParamInfo& p) {
+            if (p.rank < 2) return true;
+            for (const std::string& c : also)
+              if (has_component(p.name, c)) return true;
+            return false;
           },
           1.0, 0.0};
 }
@@ -62,7 +81,8 @@ class Optimizer {
     for (const auto& p : params_) {
       double lr_factor = 1, wd = weight_decay;
       for (const Group& g : groups)
-        if (g.match(p.name)) {
+        if (g.match(ParamInfo{p.name, p.value.rank})) {
+
           lr_factor = g.lr_factor;
           if (g.weight_decay >= 0) wd = g.weight_decay;
           break;
@@ -101,9 +121,8 @@ class Optimizer {
 // mean loss, scale by 1/k before step(); clip_grad_norm scales with it too.
 template <class T>
 void scale_grads(std::span<const Parameter<T>> params, double factor) {
-  const auto scale = simd::best().unary[simd::scale][std::is_same_v<T, double>];
   for (const auto& p : params)
-    kernel::parallel(p.grad.numel, 32768, [&](std::int64_t b, std::int64_t e) { scale(p.grad.data + b, p.grad.data + b, e - b, factor); });
+    parallel(p.grad.numel, 32768, [&](std::int64_t b, std::int64_t e) { vec::scale(p.grad.data + b, e - b, factor); });
 }
 
 // Global L2 norm of all gradients, then scales them so it is at most max_norm (as
@@ -114,17 +133,15 @@ void scale_grads(std::span<const Parameter<T>> params, double factor) {
 template <class T>
 double clip_grad_norm(std::span<const Parameter<T>> params, double max_norm) {
   constexpr std::int64_t kChunk = 4096;
-  constexpr int ti = std::is_same_v<T, double>;
-  const simd::Table& t = simd::best();
   double total = 0;
   std::array<double, 256> partial;  // chunks of one parameter at a time, in slices of 256
   for (const auto& p : params)
     for (std::int64_t c0 = 0; c0 * kChunk < p.grad.numel; c0 += std::int64_t(partial.size())) {
       const std::int64_t chunks = std::min<std::int64_t>(std::int64_t(partial.size()), (p.grad.numel - c0 * kChunk + kChunk - 1) / kChunk);
-      kernel::parallel(chunks, 8, [&](std::int64_t b, std::int64_t e) {
+      parallel(chunks, 8, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t c = b; c < e; ++c) {
           const std::int64_t lo = (c0 + c) * kChunk, n = std::min(kChunk, p.grad.numel - lo);
-          partial[std::size_t(c)] = t.row_sq_dev[ti](p.grad.data + lo, n, 0.0);
+          partial[std::size_t(c)] = vec::sum_squares(p.grad.data + lo, n);
         }
       });
       for (std::int64_t c = 0; c < chunks; ++c) total += partial[std::size_t(c)];

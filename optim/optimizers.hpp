@@ -1,7 +1,7 @@
 // SGD, Adam, AdamW, Adafactor, LAMB. Each follows a reference to the letter: PyTorch's update for
 // those it has (SGD, Adam, AdamW; tests compare first steps against PyTorch), the paper's
 // equations otherwise (Adafactor: Shazeer & Stern 2018 as used for T5; LAMB: You et al. 2019).
-// Options structs have chained setters: AdamWOptions().lr(1e-3).betas(0.9, 0.99).
+// Options are aggregates: AdamOptions{.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1}.
 #pragma once
 #include <algorithm>
 
@@ -9,20 +9,9 @@
 
 namespace ctgrad::optim {
 
-#define CTGRAD_OPTION(Type, type, name) \
-  Type& name(type v) {                  \
-    name##_ = v;                        \
-    return *this;                       \
-  }
-
 struct SGDOptions {
-  double lr_ = 0.01, momentum_ = 0, dampening_ = 0, weight_decay_ = 0;
-  bool nesterov_ = false;
-  CTGRAD_OPTION(SGDOptions, double, lr)
-  CTGRAD_OPTION(SGDOptions, double, momentum)
-  CTGRAD_OPTION(SGDOptions, double, dampening)
-  CTGRAD_OPTION(SGDOptions, double, weight_decay)
-  CTGRAD_OPTION(SGDOptions, bool, nesterov)
+  double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
 };
 
 // PyTorch's SGD: g += wd w; b = mu b + (1 - dampening) g (b = g at the first step);
@@ -31,24 +20,24 @@ template <class T>
 class SGD : public Optimizer<T> {
  public:
   SGD(std::span<const Parameter<T>> params, SGDOptions o, std::vector<Group> groups = {})
-      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o) {
-    if (o.momentum_ != 0) buf_ = this->add_state("momentum_buffer");
+      : Optimizer<T>(params, o.lr, o.weight_decay, std::move(groups)), o_(o) {
+    if (o.momentum != 0) buf_ = this->add_state("momentum_buffer");
   }
   void step() override {
     ++this->t_;
-    const T mu = T(o_.momentum_), damp = T(1 - o_.dampening_);
+    const T mu = T(o_.momentum), damp = T(1 - o_.dampening);
     for (std::size_t k = 0; k < this->params_.size(); ++k) {
       const auto& p = this->params_[k];
       const T lr = T(this->lr_ * this->lr_factor_[k]), wd = T(this->decay_[k]);
       T* w = p.value.data;
       const T* g = p.grad.data;
-      T* b = o_.momentum_ != 0 ? this->state_[buf_ + k].data.data() : nullptr;
+      T* b = o_.momentum != 0 ? this->state_[buf_ + k].data.data() : nullptr;
       const bool first = this->t_ == 1;
       for (std::int64_t i = 0; i < p.value.numel; ++i) {
         T d = g[i] + wd * w[i];
         if (b) {
           b[i] = first ? d : mu * b[i] + damp * d;
-          d = o_.nesterov_ ? d + mu * b[i] : b[i];
+          d = o_.nesterov ? d + mu * b[i] : b[i];
         }
         w[i] -= lr * d;
       }
@@ -61,14 +50,7 @@ class SGD : public Optimizer<T> {
 };
 
 struct AdamOptions {
-  double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
-  CTGRAD_OPTION(AdamOptions, double, lr)
-  CTGRAD_OPTION(AdamOptions, double, eps)
-  CTGRAD_OPTION(AdamOptions, double, weight_decay)
-  AdamOptions& betas(double b1, double b2) {
-    beta1_ = b1, beta2_ = b2;
-    return *this;
-  }
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
 };
 
 // Adam (decoupled = false: L2 added to the gradient, as torch.optim.Adam) and AdamW (decoupled:
@@ -77,14 +59,14 @@ template <class T>
 class Adam : public Optimizer<T> {
  public:
   Adam(std::span<const Parameter<T>> params, AdamOptions o, std::vector<Group> groups = {}, bool decoupled = false)
-      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o), decoupled_(decoupled) {
+      : Optimizer<T>(params, o.lr, o.weight_decay, std::move(groups)), o_(o), decoupled_(decoupled) {
     m_ = this->add_state("exp_avg");
     v_ = this->add_state("exp_avg_sq");
   }
   void step() override {
     ++this->t_;
-    const double bc1 = 1 - std::pow(o_.beta1_, double(this->t_)), bc2 = 1 - std::pow(o_.beta2_, double(this->t_));
-    const T b1 = T(o_.beta1_), b2 = T(o_.beta2_), eps = T(o_.eps_), sq_bc2 = T(std::sqrt(bc2));
+    const double bc1 = 1 - std::pow(o_.beta1, double(this->t_)), bc2 = 1 - std::pow(o_.beta2, double(this->t_));
+    const T b1 = T(o_.beta1), b2 = T(o_.beta2), eps = T(o_.eps), sq_bc2 = T(std::sqrt(bc2));
     for (std::size_t k = 0; k < this->params_.size(); ++k) {
       const auto& p = this->params_[k];
       const double lr = this->lr_ * this->lr_factor_[k];
@@ -92,9 +74,9 @@ class Adam : public Optimizer<T> {
       T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
       const T* g = p.grad.data;
       // SIMD, in fixed chunks over both cores: elementwise, so the same bits on any thread count.
-      const double c[8] = {double(shrink), double(wd), double(b1), double(b2), double(step), double(sq_bc2), double(eps), decoupled_ ? 1.0 : 0.0};
-      const auto adam = simd::best().adam[std::is_same_v<T, double>];
-      kernel::parallel(p.value.numel, 16384, [&](std::int64_t b, std::int64_t e) { adam(w + b, g + b, m + b, v + b, e - b, c); });
+      const vec::AdamStep s{.shrink = double(shrink), .weight_decay = double(wd), .beta1 = double(b1), .beta2 = double(b2),
+                            .step = double(step), .sqrt_bc2 = double(sq_bc2), .eps = double(eps), .decoupled = decoupled_};
+      parallel(p.value.numel, 16384, [&](std::int64_t b, std::int64_t e) { vec::adam(w + b, g + b, m + b, v + b, e - b, s); });
     }
   }
 
@@ -112,17 +94,9 @@ class AdamW : public Adam<T> {
 };
 
 struct AdafactorOptions {
-  double lr_ = 0;  // 0 with relative_step: lr_t = min(1e-2, 1/sqrt(t)) * max(eps2, RMS(w))
-  bool relative_step_ = true, scale_parameter_ = true, warmup_init_ = false;
-  double eps1_ = 1e-30, eps2_ = 1e-3, clip_threshold_ = 1.0, decay_rate_ = -0.8, beta1_ = 0, weight_decay_ = 0;
-  CTGRAD_OPTION(AdafactorOptions, double, lr)
-  CTGRAD_OPTION(AdafactorOptions, bool, relative_step)
-  CTGRAD_OPTION(AdafactorOptions, bool, scale_parameter)
-  CTGRAD_OPTION(AdafactorOptions, bool, warmup_init)
-  CTGRAD_OPTION(AdafactorOptions, double, clip_threshold)
-  CTGRAD_OPTION(AdafactorOptions, double, decay_rate)
-  CTGRAD_OPTION(AdafactorOptions, double, beta1)
-  CTGRAD_OPTION(AdafactorOptions, double, weight_decay)
+  double lr = 0;  // 0 with relative_step: lr_t = min(1e-2, 1/sqrt(t)) * max(eps2, RMS(w))
+  bool relative_step = true, scale_parameter = true, warmup_init = false;
+  double eps1 = 1e-30, eps2 = 1e-3, clip_threshold = 1.0, decay_rate = -0.8, beta1 = 0, weight_decay = 0;
 };
 
 // Adafactor (Shazeer & Stern 2018, the T5 setting): second moments factored into row and column
@@ -133,31 +107,31 @@ template <class T>
 class Adafactor : public Optimizer<T> {
  public:
   Adafactor(std::span<const Parameter<T>> params, AdafactorOptions o, std::vector<Group> groups = {})
-      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o) {
+      : Optimizer<T>(params, o.lr, o.weight_decay, std::move(groups)), o_(o) {
     row_ = this->add_state("exp_avg_sq_row", [](const Parameter<T>& p) { return factored(p) ? std::size_t(p.value.numel / p.value.size(-1)) : 1; });
     col_ = this->add_state("exp_avg_sq_col", [](const Parameter<T>& p) {
       return factored(p) ? std::size_t(p.value.numel / p.value.size(-2)) : 1;
     });
     v_ = this->add_state("exp_avg_sq", [](const Parameter<T>& p) { return factored(p) ? 1 : std::size_t(p.value.numel); });
-    if (o.beta1_ > 0) m_ = this->add_state("exp_avg");
+    if (o.beta1 > 0) m_ = this->add_state("exp_avg");
   }
   static bool factored(const Parameter<T>& p) { return p.value.rank >= 2; }
 
   void step() override {
     ++this->t_;
     const double t = double(this->t_);
-    const double beta2 = 1 - std::pow(t, o_.decay_rate_);
+    const double beta2 = 1 - std::pow(t, o_.decay_rate);
     for (std::size_t k = 0; k < this->params_.size(); ++k) {
       const auto& p = this->params_[k];
       const std::int64_t n = p.value.numel;
       T* w = p.value.data;
       const T* g = p.grad.data;
       double lr = this->lr_;
-      if (o_.relative_step_) {
-        const double min_step = o_.warmup_init_ ? 1e-6 * t : 1e-2;
+      if (o_.relative_step) {
+        const double min_step = o_.warmup_init ? 1e-6 * t : 1e-2;
         lr = std::min(min_step, 1 / std::sqrt(t));
       }
-      if (o_.scale_parameter_) lr *= std::max(o_.eps2_, rms(w, n));
+      if (o_.scale_parameter) lr *= std::max(o_.eps2, rms(w, n));
       lr *= this->lr_factor_[k];
       std::vector<double>& u = this->work();  // the update, before clipping
       if (factored(p)) {
@@ -169,12 +143,12 @@ class Adafactor : public Optimizer<T> {
           const T* gq = g + q * rows * cols;
           for (std::int64_t i = 0; i < rows; ++i) {
             double s = 0;
-            for (std::int64_t j = 0; j < cols; ++j) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1_;
+            for (std::int64_t j = 0; j < cols; ++j) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
             rq[i] = T(beta2 * rq[i] + (1 - beta2) * s / double(cols));
           }
           for (std::int64_t j = 0; j < cols; ++j) {
             double s = 0;
-            for (std::int64_t i = 0; i < rows; ++i) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1_;
+            for (std::int64_t i = 0; i < rows; ++i) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
             cq[j] = T(beta2 * cq[j] + (1 - beta2) * s / double(rows));
           }
           double row_mean = 0;
@@ -188,19 +162,19 @@ class Adafactor : public Optimizer<T> {
       } else {
         T* v = this->state_[v_ + k].data.data();
         for (std::int64_t i = 0; i < n; ++i) {
-          v[i] = T(beta2 * v[i] + (1 - beta2) * (double(g[i]) * g[i] + o_.eps1_));
+          v[i] = T(beta2 * v[i] + (1 - beta2) * (double(g[i]) * g[i] + o_.eps1));
           u[std::size_t(i)] = g[i] / std::sqrt(double(v[i]));
         }
       }
       double u_rms = 0;
       for (std::int64_t i = 0; i < n; ++i) u_rms += u[std::size_t(i)] * u[std::size_t(i)] / double(n);
       u_rms = std::sqrt(u_rms);
-      const double clip = std::max(1.0, u_rms / o_.clip_threshold_);
-      T* m = o_.beta1_ > 0 ? this->state_[m_ + k].data.data() : nullptr;
+      const double clip = std::max(1.0, u_rms / o_.clip_threshold);
+      T* m = o_.beta1 > 0 ? this->state_[m_ + k].data.data() : nullptr;
       const double wd = this->decay_[k];
       for (std::int64_t i = 0; i < n; ++i) {
         double ui = u[std::size_t(i)] / clip;
-        if (m) ui = m[i] = T(o_.beta1_ * m[i] + (1 - o_.beta1_) * ui);
+        if (m) ui = m[i] = T(o_.beta1 * m[i] + (1 - o_.beta1) * ui);
         if (wd != 0) w[i] = T(w[i] - wd * lr * w[i]);
         w[i] = T(w[i] - lr * ui);
       }
@@ -218,14 +192,7 @@ class Adafactor : public Optimizer<T> {
 };
 
 struct LambOptions {
-  double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-6, weight_decay_ = 0;
-  CTGRAD_OPTION(LambOptions, double, lr)
-  CTGRAD_OPTION(LambOptions, double, eps)
-  CTGRAD_OPTION(LambOptions, double, weight_decay)
-  LambOptions& betas(double b1, double b2) {
-    beta1_ = b1, beta2_ = b2;
-    return *this;
-  }
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weight_decay = 0;
 };
 
 // LAMB (You et al. 2019, algorithm 2): Adam direction r = m_hat / (sqrt(v_hat) + eps) + wd w,
@@ -234,13 +201,13 @@ template <class T>
 class Lamb : public Optimizer<T> {
  public:
   Lamb(std::span<const Parameter<T>> params, LambOptions o, std::vector<Group> groups = {})
-      : Optimizer<T>(params, o.lr_, o.weight_decay_, std::move(groups)), o_(o) {
+      : Optimizer<T>(params, o.lr, o.weight_decay, std::move(groups)), o_(o) {
     m_ = this->add_state("exp_avg");
     v_ = this->add_state("exp_avg_sq");
   }
   void step() override {
     ++this->t_;
-    const double bc1 = 1 - std::pow(o_.beta1_, double(this->t_)), bc2 = 1 - std::pow(o_.beta2_, double(this->t_));
+    const double bc1 = 1 - std::pow(o_.beta1, double(this->t_)), bc2 = 1 - std::pow(o_.beta2, double(this->t_));
     for (std::size_t k = 0; k < this->params_.size(); ++k) {
       const auto& p = this->params_[k];
       const std::int64_t n = p.value.numel;
@@ -250,9 +217,9 @@ class Lamb : public Optimizer<T> {
       std::vector<double>& r = this->work();
       double wn = 0, rn = 0;
       for (std::int64_t i = 0; i < n; ++i) {
-        m[i] = T(o_.beta1_ * m[i] + (1 - o_.beta1_) * g[i]);
-        v[i] = T(o_.beta2_ * v[i] + (1 - o_.beta2_) * double(g[i]) * g[i]);
-        const double ri = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + o_.eps_) + wd * w[i];
+        m[i] = T(o_.beta1 * m[i] + (1 - o_.beta1) * g[i]);
+        v[i] = T(o_.beta2 * v[i] + (1 - o_.beta2) * double(g[i]) * g[i]);
+        const double ri = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + o_.eps) + wd * w[i];
         r[std::size_t(i)] = ri;
         wn += double(w[i]) * w[i];
         rn += ri * ri;
@@ -269,6 +236,5 @@ class Lamb : public Optimizer<T> {
   std::size_t m_ = 0, v_ = 0;
 };
 
-#undef CTGRAD_OPTION
 
 }  // namespace ctgrad::optim

@@ -33,13 +33,13 @@ constexpr Value multi_head_attention(const Scope& s, Value q_in, Value kv_in, Va
   const Shape qs = q_in.shape();
   const Dim d = qs.back(1);
   const int dh = int(d.coef) / heads;
-  Value q = detail::split_heads(linear(s.scope("wq"), q_in, d, {}, loc), heads, loc);
-  Value k = detail::split_heads(linear(s.scope("wk"), kv_in, d, {}, loc), heads, loc);
-  Value v = detail::split_heads(linear(s.scope("wv"), kv_in, d, {}, loc), heads, loc);
+  Value q = detail::split_heads(linear(s.scope("wq"), q_in, d), heads, loc);
+  Value k = detail::split_heads(linear(s.scope("wk"), kv_in, d), heads, loc);
+  Value v = detail::split_heads(linear(s.scope("wv"), kv_in, d), heads, loc);
   Value scores = scale(matmul(q, k, {.trans_b = true}, loc), detail::inv_sqrt(dh), loc);
   Value p = softmax(masked_fill(scores, mask, -1e9, loc), loc);
   Value o = transpose(matmul(p, v, {}, loc), 1, 2, loc);  // [B, Tq, heads, dh]
-  return linear(s.scope("wo"), reshape(o, {qs[0], qs[1], d}, loc), d, {}, loc);
+  return linear(s.scope("wo"), reshape(o, {qs[0], qs[1], d}, loc), d);
 }
 
 }  // namespace layers
@@ -49,16 +49,16 @@ constexpr Value ffn(const Scope& g, Value x, int d, int d_ff) {
 }
 
 constexpr Value encoder_layer(const Scope& g, Value x, Value mask, int d, int heads, int d_ff) {
-  Value a = layers::layer_norm(g.scope("ln1"), x + layers::multi_head_attention(g.scope("attn"), x, x, mask, heads));
-  return layers::layer_norm(g.scope("ln2"), a + ffn(g, a, d, d_ff));
+  Value a = layers::norm(g.scope("ln1"), x + layers::multi_head_attention(g.scope("attn"), x, x, mask, heads));
+  return layers::norm(g.scope("ln2"), a + ffn(g, a, d, d_ff));
 }
 
 constexpr Value decoder_layer(const Scope& g, Value y, Value memory, Value causal, Value src_mask, int d, int heads,
                               int d_ff) {
-  Value a = layers::layer_norm(g.scope("ln1"), y + layers::multi_head_attention(g.scope("self"), y, y, causal, heads));
-  Value c = layers::layer_norm(g.scope("ln2"),
+  Value a = layers::norm(g.scope("ln1"), y + layers::multi_head_attention(g.scope("self"), y, y, causal, heads));
+  Value c = layers::norm(g.scope("ln2"),
                                a + layers::multi_head_attention(g.scope("cross"), a, memory, src_mask, heads));
-  return layers::layer_norm(g.scope("ln3"), c + ffn(g, c, d, d_ff));
+  return layers::norm(g.scope("ln3"), c + ffn(g, c, d, d_ff));
 }
 
 template <int Layers>
@@ -92,7 +92,7 @@ constexpr auto encoder_decoder = [] {
 // everything a user's would.
 template <const auto& G>
 int run() {
-  Program<G> p(Options().seed(1));
+  Program<G> p(Options{.seed = 1});
   RandomInputs in;
   in.sym = {2, 8, 8, 1, 1, 1};
   in.index_range = 2;

@@ -1,6 +1,7 @@
 // Every layer.
 #pragma once
 #include <ctgrad/models/layers/attention.hpp>
+#include <ctgrad/models/layers/block.hpp>
 #include <ctgrad/models/layers/embedding.hpp>
 #include <ctgrad/models/layers/feed_forward.hpp>
 #include <ctgrad/models/layers/linear.hpp>

@@ -8,23 +8,19 @@
 namespace ctgrad::layers {
 
 struct LinearOptions {
-  bool bias_ = true;
-  Init weight_init_ = init::xavier_uniform();
-  constexpr LinearOptions& bias(bool b) {
-    bias_ = b;
-    return *this;
-  }
-  constexpr LinearOptions& weight_init(Init i) {
-    weight_init_ = i;
-    return *this;
-  }
+  bool bias = true;
+  Init init = init::xavier_uniform();  // the weight's; the bias starts at 0
 };
 
-constexpr Value linear(const Scope& s, Value x, Dim out, LinearOptions o = {}, Loc loc = Loc::current()) {
+constexpr Value linear(const Scope& s, Value x, Dim out, LinearOptions o = {}) {
+  const auto at = s.enter();
   const Dim in = x.shape().rank ? x.shape().back(1) : Dim(1);
-  Value w = s.param("weight", {out, in}, o.weight_init_, loc);
-  if (!o.bias_) return matmul(x, w, {.trans_b = true}, loc);
-  return ctgrad::linear(x, w, s.param("bias", {out}, init::zeros(), loc), loc);  // one fused node
+  if (x.dtype() != DType::real)
+    s.b->fail(Msg("linear '").add(s.prefix).add("': expects real features [..., ").add(in).add("], got an int32 (index) tensor ")
+                  .add(x.shape()).add(" (embed ids first)"), s.loc);
+  Value w = s.param("weight", {out, in}, o.init);
+  if (!o.bias) return matmul(x, w, {.trans_b = true});
+  return ctgrad::linear(x, w, s.param("bias", {out}, init::zeros()));  // one fused node
 }
 
 }  // namespace ctgrad::layers

@@ -1,7 +1,7 @@
-// Residual wrapper around a sublayer f, in either placement of the norm:
+// Residual connection around a sublayer f, in either placement of the norm:
 //   post-norm (the original Transformer's "Add & Norm"): norm(x + dropout(f(x)))
 //   pre-norm  (GPT-2, ViT, T5):                           x + dropout(f(norm(x)))
-// The norm's parameters are "<scope>.norm.*".
+// The norm's parameters are those of `norm_scope` ("<norm_scope>.weight/.bias").
 #pragma once
 #include <ctgrad/models/layers/norm.hpp>
 #include <ctgrad/models/layers/options.hpp>
@@ -10,22 +10,16 @@
 namespace ctgrad::layers {
 
 struct ResidualOptions {
-  Norm norm_ = Norm::post;
-  NormOptions norm_options_{};
-  double dropout_ = 0;
-  CTGRAD_SETTER(ResidualOptions, Norm, norm)
-  CTGRAD_SETTER(ResidualOptions, NormOptions, norm_options)
-  CTGRAD_SETTER(ResidualOptions, double, dropout)
-  constexpr ResidualOptions& norm_kind(NormKind k) {
-    norm_options_.kind(k);
-    return *this;
-  }
+  Norm placement = Norm::post;
+  NormOptions norm{};
+  Real dropout = 0;  // on the sublayer's output
 };
 
 template <class F>
-constexpr Value residual(const Scope& s, Value x, F sublayer, ResidualOptions o = {}, Loc loc = Loc::current()) {
-  if (o.norm_ == Norm::pre) return add(x, ctgrad::dropout(sublayer(norm(s.scope("norm"), x, o.norm_options_, loc)), o.dropout_, loc), loc);
-  return norm(s.scope("norm"), add(x, ctgrad::dropout(sublayer(x), o.dropout_, loc), loc), o.norm_options_, loc);
+constexpr Value residual(const Scope& norm_scope, Value x, F sublayer, ResidualOptions o = {}) {
+  const auto at = norm_scope.enter();
+  if (o.placement == Norm::pre) return add(x, dropout(sublayer(norm(norm_scope, x, o.norm)), o.dropout));
+  return norm(norm_scope, add(x, dropout(sublayer(x), o.dropout)), o.norm);
 }
 
 }  // namespace ctgrad::layers

@@ -93,7 +93,7 @@ expect_text "names the other model" "checkpoint of model 'vit', not gpt"
 check "bad number" 2 "$ctgrad" sample gpt --run straight --top-k many
 check "not a finite number" 2 "$ctgrad" eval gpt --run straight --set lr=nan
 check "bad sampling option" 2 "$ctgrad" sample gpt --run straight --top-p 0
-expect_text "names the option" "top-p must be in (0, 1]"
+expect_text "names the option" "option --top-p must be in (0, 1], got 0"
 check "resume a finished run" 0 "$ctgrad" train gpt --run straight --resume "${common[@]}"
 expect_text "says there is nothing to train" "nothing to train"
 check "no checkpoint" 2 "$ctgrad" eval gpt --run nowhere
@@ -119,6 +119,7 @@ expect_text "vit reports test accuracy per epoch" "epoch 2: train loss"
 check "vit eval" 0 "$ctgrad" eval vit --run vit
 expect_text "vit eval prints the confusion matrix" "confusion matrix (rows: true class, columns: predicted)"
 check "vit prediction grid" 0 test -s vit/predictions.png
-check "vit mean pooling needs its preset" 2 "$ctgrad" train vit --run vit2 --set size=tiny --set pool=mean
+check "an unknown pooling is refused" 2 "$ctgrad" train vit --run vit2 --set size=tiny --set pool=max
+expect_text "names the choices" "not one of: cls, mean"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

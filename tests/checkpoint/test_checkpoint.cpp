@@ -169,22 +169,22 @@ void train(Program<MLP>& p, optim::AdamW<float>& opt, int from, int to, Run& r) 
 }  // namespace
 
 TEST_CASE("resuming from a checkpoint continues the loss curve bit for bit", "[checkpoint]") {
-  const auto opts = optim::AdamOptions().lr(1e-2).weight_decay(0.1);
+  const auto opts = optim::AdamOptions{.lr = 1e-2, .weight_decay = 0.1};
   Run straight, resumed;
   {
-    Program<MLP> p(Options().seed(11));
+    Program<MLP> p(Options{.seed = 11});
     optim::AdamW<float> opt(p.parameters(), opts);
     train(p, opt, 0, 20, straight);
   }
   const fs::path ck = scratch("resume.safetensors");
   {
-    Program<MLP> p(Options().seed(11));
+    Program<MLP> p(Options{.seed = 11});
     optim::AdamW<float> opt(p.parameters(), opts);
     train(p, opt, 0, 10, resumed);
     checkpoint::save_training<float>(ck, p, &opt, {{"config", "mlp"}});
   }
   {
-    Program<MLP> p(Options().seed(99));  // a different init: everything must come from the file
+    Program<MLP> p(Options{.seed = 99});  // a different init: everything must come from the file
     optim::AdamW<float> opt(p.parameters(), opts);
     auto meta = checkpoint::load_training<float>(ck, p, &opt);
     CHECK(meta.at("config") == "mlp");

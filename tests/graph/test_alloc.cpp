@@ -40,7 +40,7 @@ static constexpr auto ATTN = freeze<ctgrad::testing::attention_model<32>>();
 
 template <const auto& G, class Fill>
 long news_per_step(Fill fill) {
-  Program<G> p(Options().threads(2).seed(1));
+  Program<G> p(Options{.threads = 2, .seed = 1});
   fill(p);
   for (int warm = 0; warm < 2; ++warm) {
     p.zero_grad();

@@ -41,7 +41,7 @@ constexpr auto multi_use = [] {
 static constexpr auto MULTI = freeze<multi_use>();
 
 TEST_CASE("a value used several times accumulates its gradient", "[autodiff]") {
-  Program<MULTI, double> p(Options().seed(3));
+  Program<MULTI, double> p(Options{.seed = 3});
   p.forward();
   p.backward();
   const auto& w = p.parameter("w");
@@ -60,7 +60,7 @@ constexpr auto detached = [] {
 static constexpr auto DETACHED = freeze<detached>();
 
 TEST_CASE("detach stops the gradient", "[autodiff]") {
-  Program<DETACHED, double> p(Options().seed(4));
+  Program<DETACHED, double> p(Options{.seed = 4});
   const auto &a = p.parameter("a"), &b = p.parameter("b");
   for (int i = 0; i < 4; ++i) b.grad[i] = 42.0;  // a sentinel: backward must not touch it
   p.forward();
@@ -73,7 +73,7 @@ TEST_CASE("detach stops the gradient", "[autodiff]") {
 }
 
 TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autodiff]") {
-  Program<MULTI, double> p(Options().seed(3));
+  Program<MULTI, double> p(Options{.seed = 3});
   p.forward();
   p.backward();
   double once = p.parameter("w").grad[0];

@@ -50,13 +50,13 @@ static constexpr auto ALONE = freeze<alone_graph>();
 static constexpr auto AFTER_OTHERS = freeze<after_others_graph>();
 
 TEST_CASE("parameter init is seeded and reproducible", "[graph]") {
-  Program<G1> a(Options().seed(5)), b(Options().seed(5)), c(Options().seed(6));
+  Program<G1> a(Options{.seed = 5}), b(Options{.seed = 5}), c(Options{.seed = 6});
   auto va = a.parameter_values(), vb = b.parameter_values(), vc = c.parameter_values();
   REQUIRE(std::equal(va.begin(), va.end(), vb.begin()));
   CHECK(!std::equal(va.begin(), va.end(), vc.begin()));
   // A parameter's values depend on its name, not on what else the model holds or its position.
-  Program<ALONE> alone(Options().seed(5));
-  Program<AFTER_OTHERS> after(Options().seed(5));
+  Program<ALONE> alone(Options{.seed = 5});
+  Program<AFTER_OTHERS> after(Options{.seed = 5});
   auto x1 = alone.parameter("enc.x").value, x2 = after.parameter("enc.x").value;
   REQUIRE(x1.numel == 12);
   CHECK(std::equal(x1.data, x1.data + 12, x2.data));

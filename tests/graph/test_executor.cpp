@@ -76,7 +76,7 @@ TEST_CASE("a bad class id is a clear error, not a crash", "[executor][errors]") 
 }
 
 TEST_CASE("inference mode keeps no activations and gives the training-mode outputs", "[executor]") {
-  Program<G> p(Options().seed(2));
+  Program<G> p(Options{.seed = 2});
   auto x = ramp(64 * 8);
   auto y = labels(64, 4);
   p.set_input("x", std::span<const float>(x), {64, 8});
@@ -93,7 +93,7 @@ TEST_CASE("inference mode keeps no activations and gives the training-mode outpu
   CHECK_THROWS_WITH(p.backward(), Contains("needs a forward(Mode::train)"));
 }
 
-TEST_CASE("inference memory does not grow with depth; training memory does", "[executor][plan]") {
+TEST_CASE("inference memory does not grow with depth, training memory does", "[executor][plan]") {
   static constexpr auto DEEP = freeze<ctgrad::testing::mlp_classifier<8, 32, 4, 8>>();
   auto run = [](auto& p) {
     auto x = ramp(64 * 8);
@@ -107,7 +107,9 @@ TEST_CASE("inference memory does not grow with depth; training memory does", "[e
   run(shallow);
   run(deep);
   CHECK(deep.plan_bytes(Mode::infer) == shallow.plan_bytes(Mode::infer));
-  CHECK(deep.plan_bytes(Mode::train) > 3 * shallow.plan_bytes(Mode::train));
+  // Training keeps at least each extra hidden layer's output [64, 32] for its backward pass.
+  CHECK(deep.plan_bytes(Mode::train) >= shallow.plan_bytes(Mode::train) + 6 * 64 * 32 * sizeof(float));
+
 }
 
 TEST_CASE("a new batch size rebinds the runtime dims", "[executor]") {
@@ -128,7 +130,7 @@ namespace {
 // Trains a few SGD steps and returns every parameter bit and every loss.
 std::vector<float> train(int threads) {
   static constexpr auto W = freeze<ctgrad::testing::mlp_classifier<64, 256, 10, 3>>();
-  Program<W> p(Options().threads(threads).seed(9));
+  Program<W> p(Options{.threads = threads, .seed = 9});
   REQUIRE(p.threads() == threads);
   auto x = ramp(256 * 64, 0.05f);
   auto y = labels(256, 10);
@@ -222,7 +224,7 @@ TEST_CASE("a seeded parameter output accumulates like any gradient", "[executor]
 
 namespace {
 std::vector<float> train_attention(int threads) {
-  Program<ATTN> p(Options().threads(threads).seed(3));
+  Program<ATTN> p(Options{.threads = threads, .seed = 3});
   auto x = ramp(4 * 33 * 8, 0.05f), t = ramp(4 * 33 * 8, 0.02f);
   std::vector<float> mask(4 * 33, 1.0f);
   for (int k = 20; k < 33; ++k) mask[std::size_t(3 * 33 + k)] = 0;  // sequence 3 is padded

@@ -44,15 +44,15 @@ TEST_CASE("a block repeated at run time equals the same depth unrolled in one gr
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.1 * double(int(i * 37 % 19) - 9);
   for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::int32_t(i % C);
 
-  Program<UNROLLED, double> ref(Options().seed(3));
+  Program<UNROLLED, double> ref(Options{.seed = 3});
   ref.set_input("x", std::span<const double>(x), {batch, D});
   ref.set_input("y", std::span<const std::int32_t>(y), {batch});
   ref.forward();
   ref.backward();
 
   const int layers = L;  // a runtime value: could come from a config file
-  Repeated<BLOCK, double> stack(layers, Options().seed(3));
-  Program<HEAD, double> top(Options().seed(3));
+  Repeated<BLOCK, double> stack(layers, Options{.seed = 3});
+  Program<HEAD, double> top(Options{.seed = 3});
   REQUIRE(stack.parameters().size() == 4 * L);
   CHECK(stack.parameters()[4].name == "layers.1.fc1.weight");
 

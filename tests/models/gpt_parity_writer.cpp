@@ -22,16 +22,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   constexpr std::int64_t B = 3, T = 16;
-  Program<G> model(Options().threads(2).seed(5));
-  optim::AdamW<float> opt(model.parameters(), optim::AdamOptions().lr(3e-3).weight_decay(0.1), {optim::no_decay_group()});
+  Program<G> model(Options{.threads = 2, .seed = 5});
+  optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.1}, {optim::no_decay_group()});
   std::vector<std::int32_t> ids(B * T), targets(B * T);
   auto batch = [&](std::uint64_t n) {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       ids[i] = std::int32_t(random::bits(random::key(n, 1, 0), i) % kParity.vocab);
       targets[i] = std::int32_t((ids[i] * 7 + 3) % kParity.vocab);  // a learnable map
     }
-    model.set_input("ids", std::span<const std::int32_t>(ids), {B, T});
-    model.set_input("targets", std::span<const std::int32_t>(targets), {B, T});
+    model.set_input(models::gpt_inputs::ids, std::span<const std::int32_t>(ids), {B, T});
+    model.set_input(models::gpt_inputs::targets, std::span<const std::int32_t>(targets), {B, T});
   };
   for (std::uint64_t step = 1; step <= 30; ++step) {
     batch(step);

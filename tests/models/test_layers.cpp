@@ -1,4 +1,5 @@
-// Layers with options: whole blocks gradchecked in double, names, returned attention weights.
+// Layers with options: whole blocks gradchecked in double, names, returned attention weights, the
+// location errors name.
 #include <catch2/catch.hpp>
 
 #include <ctgrad/ctgrad.hpp>
@@ -10,45 +11,48 @@ using namespace ctgrad::layers;
 namespace {
 constexpr int D = 8;
 
-// One block written once; the variants below differ only in the options passed.
-constexpr Value block(const Scope& g, Value x, std::optional<Value> mask, MultiHeadAttentionOptions attn,
-                      FeedForwardOptions ff, ResidualOptions res) {
-  x = residual(g.scope("attn_block"), x, [&](Value h) { return multi_head_attention(g.scope("attn"), h, h, mask, attn); }, res);
-  return residual(g.scope("ff_block"), x, [&](Value h) { return feed_forward(g.scope("ff"), h, ff); }, res);
-}
-
+// One block function; the variants below differ only in the options passed.
 constexpr auto gpt_block = [] {  // pre-norm, fused QKV, causal, GELU (tanh), dropout
   Builder g;
   Value x = g.input("x", {Batch, Seq, D}, {.grad = true});
-  Value y = block(g, x, std::nullopt, MultiHeadAttentionOptions().heads(2).fused_qkv(true).causal(true).dropout(0.1),
-                  FeedForwardOptions().d_ff(16).activation(Act::gelu_tanh).dropout(0.1),
-                  ResidualOptions().norm(Norm::pre).dropout(0.1));
+  const TransformerBlockOptions o{.attention = {.heads = 2, .dropout = 0.1, .causal = true, .fused_qkv = true},
+                                  .ffn = {.d_ff = 16, .activation = Act::gelu_tanh, .dropout = 0.1},
+                                  .placement = Norm::pre,
+                                  .dropout = 0.1};
+  Value y = transformer_block(g.scope("b"), {.x = x}, o).x;
   g.loss(sum(y * g.input("probe", {Batch, Seq, D})));
   return g;
 };
-constexpr auto paper_block = [] {  // post-norm, padding mask, ReLU, the (x-mean)/(std+eps) norm
+constexpr auto paper_block = [] {  // post-norm, padding mask, ReLU, the (x-mean)/(std+eps) norm, cross-attention
   Builder g;
   Value x = g.input("x", {Batch, Seq, D}, {.grad = true});
+  Value memory = g.input("memory", {Batch, SeqKV, D}, {.grad = true});
   Value len = g.input("len", {Batch}, {.dtype = DType::index});
-  Value y = block(g, x, key_padding_mask(len, x), MultiHeadAttentionOptions().heads(4),
-                  FeedForwardOptions().d_ff(16), ResidualOptions().norm(Norm::post).norm_kind(NormKind::layer_std_eps));
+  const TransformerBlockOptions o{.attention = {.heads = 4, .causal = true},
+                                  .ffn = {.d_ff = 16},
+                                  .placement = Norm::post,
+                                  .norm = {.kind = NormKind::layer_std_eps},
+                                  .cross = true,
+                                  .names = {.self = "self", .ffn = "ffn"}};
+  Value y = transformer_block(g.scope("b"), {.x = x, .memory = memory, .memory_mask = key_padding_mask(len, SeqKV)}, o).x;
   g.loss(sum(y * g.input("probe", {Batch, Seq, D})));
   return g;
 };
-constexpr auto t5_block = [] {  // pre-norm RMS, relative position bias, gated GELU, no biases
+constexpr auto t5_stack = [] {  // pre-norm RMS, one relative position bias for the stack, gated GELU, no biases
   Builder g;
   Value x = g.input("x", {Batch, Seq, D}, {.grad = true});
-  Value y = block(g, x, std::nullopt,
-                  MultiHeadAttentionOptions().heads(2).bias(false).relative_bias(true).scale_scores(false)
-                      .relative({.buckets = 8, .max_distance = 16}),
-                  FeedForwardOptions().d_ff(12).activation(Act::gated_gelu).bias(false),
-                  ResidualOptions().norm(Norm::pre).norm_kind(NormKind::rms));
-  g.loss(sum(y * g.input("probe", {Batch, Seq, D})));
+  const TransformerBlockOptions o{.attention = {.heads = 2, .bias = false, .scale_scores = false},
+                                  .ffn = {.d_ff = 12, .activation = Act::gated_gelu, .bias = false},
+                                  .placement = Norm::pre,
+                                  .norm = {.kind = NormKind::rms}};
+  Value bias = relative_bias(g.scope("relative_bias"), 2, Seq, Seq, {.buckets = 8, .max_distance = 16});
+  for (int l = 0; l < 2; ++l) x = transformer_block(g.scope("block", l), {.x = x, .bias = bias}, o).x;
+  g.loss(sum(x * g.input("probe", {Batch, Seq, D})));
   return g;
 };
 static constexpr auto GPT = freeze<gpt_block>();
 static constexpr auto PAPER = freeze<paper_block>();
-static constexpr auto T5 = freeze<t5_block>();
+static constexpr auto T5 = freeze<t5_stack>();
 
 template <const auto& G>
 void require_gradcheck(RandomInputs in = {.seed = 3, .sym = {2, 5, 5, 1, 1, 1}, .index_range = 6}) {
@@ -74,23 +78,32 @@ TEST_CASE("options change the parameters as the architecture says", "[models][la
     for (const auto& q : p.parameters()) n.emplace_back(q.name);
     return n;
   };
-  CHECK(names(gpt) == std::vector<std::string>{"attn_block.norm.weight", "attn_block.norm.bias", "attn.qkv.weight", "attn.qkv.bias",
-                                               "attn.wo.weight", "attn.wo.bias", "ff_block.norm.weight", "ff_block.norm.bias",
-                                               "ff.fc1.weight", "ff.fc1.bias", "ff.fc2.weight", "ff.fc2.bias"});
-  CHECK(names(t5) == std::vector<std::string>{"attn_block.norm.weight", "attn.wq.weight", "attn.wk.weight", "attn.wv.weight",
-                                              "attn.relative_bias", "attn.wo.weight", "ff_block.norm.weight",
-                                              "ff.wi_0.weight", "ff.wi_1.weight", "ff.wo.weight"});
-  CHECK(paper.parameters().size() == 4 * 2 + 2 + 2 * 2 + 2);
+  CHECK(names(gpt) == std::vector<std::string>{"b.ln_1.weight", "b.ln_1.bias", "b.attn.qkv.weight", "b.attn.qkv.bias",
+                                               "b.attn.wo.weight", "b.attn.wo.bias", "b.ln_2.weight", "b.ln_2.bias",
+                                               "b.mlp.fc1.weight", "b.mlp.fc1.bias", "b.mlp.fc2.weight", "b.mlp.fc2.bias"});
+  // One bias table for the whole stack, as T5 shares it.
+  CHECK(names(t5) == std::vector<std::string>{"relative_bias.weight",
+                                              "block.0.ln_1.weight", "block.0.attn.wq.weight", "block.0.attn.wk.weight",
+                                              "block.0.attn.wv.weight", "block.0.attn.wo.weight", "block.0.ln_2.weight",
+                                              "block.0.mlp.wi_0.weight", "block.0.mlp.wi_1.weight", "block.0.mlp.wo.weight",
+                                              "block.1.ln_1.weight", "block.1.attn.wq.weight", "block.1.attn.wk.weight",
+                                              "block.1.attn.wv.weight", "block.1.attn.wo.weight", "block.1.ln_2.weight",
+                                              "block.1.mlp.wi_0.weight", "block.1.mlp.wi_1.weight", "block.1.mlp.wo.weight"});
+  // self (4 projections x 2) + ln_1 (2) + cross (8) + ln_2 (2) + ffn (4) + ln_3 (2)
+  CHECK(paper.parameters().size() == 8 + 2 + 8 + 2 + 4 + 2);
+  CHECK(paper.parameter("b.cross.wq.weight").value.numel == D * D);
+  CHECK(paper.parameter("b.ln_3.bias").value.numel == D);
 }
 
 constexpr auto with_weights = [] {
   Builder g;
   Value x = g.input("x", {Batch, Seq, D});
   Value len = g.input("len", {Batch}, {.dtype = DType::index});
-  Value w;
-  g.output(multi_head_attention(g.scope("attn"), x, x, key_padding_mask(len, x), MultiHeadAttentionOptions().heads(2).causal(true), &w), "out");
-  g.output(w, "weights");
-  g.output(embedding(g.scope("emb"), len, 10, 4, EmbeddingOptions().scale_by_sqrt_d(true)), "emb");
+  const AttentionResult a = multi_head_attention(g.scope("attn"), {.q = x, .mask = key_padding_mask(len, Seq), .weights = true},
+                                                 {.heads = 2, .causal = true});
+  g.output(a.out, "out");
+  g.output(*a.weights, "weights");
+  g.output(embedding(g.scope("emb"), len, 10, 4, {.scale_by_sqrt_d = true}), "emb");
   return g;
 };
 static constexpr auto WEIGHTS = freeze<with_weights>();
@@ -118,4 +131,41 @@ TEST_CASE("attention weights for heatmaps: rows sum to 1, masked and future keys
   auto e = p.output("emb");
   const auto& table = p.parameter("emb.weight").value;
   CHECK(e[0] == Approx(2 * table[4 * 4 + 0]));
+}
+
+// Runtime hyperparameters: one graph, dropout and eps changed without a rebuild, checked by the ops.
+constexpr auto hyper_block = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, D});
+  const Real p = g.hyper("dropout", 0.0), eps = g.hyper("norm_eps", 1e-5);
+  const TransformerBlockOptions o{.attention = {.heads = 2, .dropout = p}, .ffn = {.d_ff = 16}, .norm = {.eps = eps}, .dropout = p};
+  g.output(transformer_block(g.scope("b"), {.x = x}, o).x, "y");
+  return g;
+};
+static constexpr auto HYPER = freeze<hyper_block>();
+
+TEST_CASE("hyperparameters change between steps without a rebuild and are checked by the ops using them", "[models][layers][hyper]") {
+  Program<HYPER> p({.seed = 1});
+  REQUIRE(p.hypers().size() == 2);
+  CHECK(p.hyper("dropout") == 0.0);
+  fill_random_inputs(p, {.seed = 4, .sym = {2, 5, 5, 1, 1, 1}});
+  p.forward();
+  const auto y0 = p.output("y");
+  const std::vector<float> plain(y0.data, y0.data + y0.numel);
+  p.set_hyper("dropout", 0.5);
+  p.forward();
+  const auto y1 = p.output("y");
+  CHECK(std::vector<float>(y1.data, y1.data + y1.numel) != plain);  // dropout now active
+  p.forward(Mode::infer);
+  const auto y2 = p.output("y");
+  CHECK(std::vector<float>(y2.data, y2.data + y2.numel) == plain);  // inference: no dropout
+  // The ops refuse what their shape rules refuse, name themselves, and keep the old value.
+  CHECK_THROWS_WITH(p.set_hyper("dropout", 1.5), Catch::Matchers::Contains("hyperparameter 'dropout' = 1.5: op") &&
+                                                     Catch::Matchers::Contains("must be in [0, 1)"));
+  CHECK(p.hyper("dropout") == 0.5);
+  CHECK_THROWS_WITH(p.set_hyper("norm_eps", -1), Catch::Matchers::Contains("op layer_norm") && Catch::Matchers::Contains("eps must be >= 0"));
+  CHECK_THROWS_WITH(p.set_hyper("dropuot", 0.1), Catch::Matchers::Contains("did you mean 'dropout'?"));
+  // Set at construction, before the parameters are initialised.
+  Program<HYPER> q({.seed = 1, .hypers = {{"dropout", 0.25}}});
+  CHECK(q.hyper("dropout") == 0.25);
 }

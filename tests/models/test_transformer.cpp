@@ -16,7 +16,7 @@ using namespace ctgrad::models;
 
 namespace {
 constexpr auto kCopyGraph = freeze<transformer<kTransformerCopy>>();
-constexpr TransformerConfig kMicro{.vocab = 9, .n_layer = 2, .d_model = 8, .heads = 2, .d_ff = 12, .dropout = 0.1, .label_smoothing = 0.1};
+constexpr TransformerConfig kMicro{.vocab = 9, .n_layer = 2, .d_model = 8, .heads = 2, .d_ff = 12};  // dropout, smoothing 0.1
 constexpr auto kMicroGraph = freeze<transformer<kMicro>>();
 
 // Copy-task batch n: sequences of 10, start symbol 1, then 9 symbols from 1..10.
@@ -35,11 +35,11 @@ struct CopyBatch {
   }
   template <class P>
   void feed(P& p, std::int64_t B) const {
-    p.set_input("src", std::span<const std::int32_t>(src), {B, 10});
-    p.set_input("src_len", std::span<const std::int32_t>(src_len), {B});
-    p.set_input("tgt_in", std::span<const std::int32_t>(tgt_in), {B, 9});
-    p.set_input("tgt_len", std::span<const std::int32_t>(tgt_len), {B});
-    p.set_input("tgt_out", std::span<const std::int32_t>(tgt_out), {B, 9});
+    p.set_input(models::transformer_inputs::src, std::span<const std::int32_t>(src), {B, 10});
+    p.set_input(models::transformer_inputs::src_len, std::span<const std::int32_t>(src_len), {B});
+    p.set_input(models::transformer_inputs::tgt_in, std::span<const std::int32_t>(tgt_in), {B, 9});
+    p.set_input(models::transformer_inputs::tgt_len, std::span<const std::int32_t>(tgt_len), {B});
+    p.set_input(models::transformer_inputs::tgt_out, std::span<const std::int32_t>(tgt_out), {B, 9});
   }
 };
 }  // namespace
@@ -49,16 +49,16 @@ TEST_CASE("Transformer: whole-model gradcheck in double precision (padding, drop
     RandomInputs in{.seed = 3, .sym = {2, 5, 6, 1, 1, 1}, .index_range = 9};
     fill_random_inputs(p, in);
     const std::vector<std::int32_t> src_len{6, 4}, tgt_len{5, 3};  // padded rows in both
-    p.set_input("src_len", std::span<const std::int32_t>(src_len), {2});
-    p.set_input("tgt_len", std::span<const std::int32_t>(tgt_len), {2});
+    p.set_input(models::transformer_inputs::src_len, std::span<const std::int32_t>(src_len), {2});
+    p.set_input(models::transformer_inputs::tgt_len, std::span<const std::int32_t>(tgt_len), {2});
   });
   INFO(r.worst << "\n" << r.report);
   CHECK(r.ok);
 }
 
 TEST_CASE("Transformer: the copy task trains, and greedy decoding copies held-out sequences exactly", "[models][transformer]") {
-  Program<kCopyGraph> model(Options().threads(2).seed(1));
-  optim::Adam<float> opt(model.parameters(), optim::AdamOptions().betas(0.9, 0.98).eps(1e-9));
+  Program<kCopyGraph> model(Options{.threads = 2, .seed = 1, .hypers = {{"dropout", 0}, {"label_smoothing", 0}}});
+  optim::Adam<float> opt(model.parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
   const auto lr = optim::noam(kTransformerCopy.d_model, 400);
   constexpr std::int64_t B = 32;
   // Sequences greedy decoding copies exactly, of `n` from batch number `id` (never trained on).
@@ -98,13 +98,13 @@ TEST_CASE("Transformer: the copy task trains, and greedy decoding copies held-ou
 
   // Beam search agrees on a task this certain.
   std::span<const std::int32_t> first(held_out.src.data(), 10);
-  const auto beam = tr.search(first, 1, -1, BeamOptions().beam(4).max_len(9));
+  const auto beam = tr.search(first, 1, -1, BeamOptions{.beam = 4, .max_len = 9});
   CHECK(std::equal(beam.begin(), beam.end(), first.begin() + 1, first.end()));
 }
 
 TEST_CASE("Transformer: the encoder and step graphs with caches give the training graph's logits", "[models][transformer]") {
   constexpr TransformerConfig C = kTransformerCopy;
-  Program<kCopyGraph> full(Options().seed(4));
+  Program<kCopyGraph> full(Options{.seed = 4});
   // Padded source: the second sentence has 6 real tokens of 10.
   constexpr std::int64_t B = 2, S = 10, T = 9;
   CopyBatch batch(77, B);
@@ -116,15 +116,15 @@ TEST_CASE("Transformer: the encoder and step graphs with caches give the trainin
   Program<Translator<C>::step_graph> step;
   copy_weights(full.parameters(), enc, "test");
   copy_weights(full.parameters(), step, "test");
-  enc.set_input("src", std::span<const std::int32_t>(batch.src), {B, S});
-  enc.set_input("src_len", std::span<const std::int32_t>(batch.src_len), {B});
+  enc.set_input(models::transformer_inputs::src, std::span<const std::int32_t>(batch.src), {B, S});
+  enc.set_input(models::transformer_inputs::src_len, std::span<const std::int32_t>(batch.src_len), {B});
   enc.forward(Mode::infer);
   for (int c = 0; c < 2 * C.n_layer; ++c) {
     const std::string name = "cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k");
     const auto t = enc.output(name);
     step.set_input(name, std::span<const float>(t.data, std::size_t(t.numel)), t.shape());
   }
-  step.set_input("src_len", std::span<const std::int32_t>(batch.src_len), {B});
+  step.set_input(models::transformer_inputs::src_len, std::span<const std::int32_t>(batch.src_len), {B});
   KvCacheSet cache(C.n_layer, C.heads, C.d_model / C.heads);
   double worst = 0;
   std::int64_t past = 0;
@@ -133,8 +133,8 @@ TEST_CASE("Transformer: the encoder and step graphs with caches give the trainin
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t t = past; t < past + n; ++t) ids.push_back(batch.tgt_in[std::size_t(b * T + t)]);
     for (std::int64_t t = past; t < past + n; ++t) pos.push_back(std::int32_t(t));
-    step.set_input("ids", std::span<const std::int32_t>(ids), {B, n});
-    step.set_input("positions", std::span<const std::int32_t>(pos), {n});
+    step.set_input(models::transformer_inputs::ids, std::span<const std::int32_t>(ids), {B, n});
+    step.set_input(models::transformer_inputs::positions, std::span<const std::int32_t>(pos), {n});
     cache.feed(step, B, n);
     step.forward(Mode::infer);
     cache.collect(step);
@@ -150,9 +150,9 @@ TEST_CASE("Transformer: the encoder and step graphs with caches give the trainin
 }
 
 TEST_CASE("Transformer: beam search with a wide beam finds the best sequence an exhaustive search finds", "[models][transformer]") {
-  constexpr TransformerConfig C{.vocab = 7, .n_layer = 1, .d_model = 8, .heads = 2, .d_ff = 16, .dropout = 0, .label_smoothing = 0};
+  constexpr TransformerConfig C{.vocab = 7, .n_layer = 1, .d_model = 8, .heads = 2, .d_ff = 16};
   static constexpr auto G = freeze<transformer<C>>();
-  Program<G> model(Options().seed(21));
+  Program<G> model(Options{.seed = 21, .hypers = {{"dropout", 0}, {"label_smoothing", 0}}});
   for (auto& p : model.parameters())  // sharper distributions than the initial ones, so the search matters
     for (std::int64_t i = 0; i < p.value.numel; ++i) p.value.data[i] *= 3;
   constexpr std::int32_t bos = 1, eos = 2;
@@ -165,11 +165,11 @@ TEST_CASE("Transformer: beam search with a wide beam finds the best sequence an 
     std::vector<std::int32_t> in{bos};
     in.insert(in.end(), y.begin(), y.end() - 1);
     const std::int32_t tl = std::int32_t(T);
-    model.set_input("src", std::span<const std::int32_t>(src), {1, 5});
-    model.set_input("src_len", std::span<const std::int32_t>(&src_len, 1), {1});
-    model.set_input("tgt_in", std::span<const std::int32_t>(in), {1, T});
-    model.set_input("tgt_len", std::span<const std::int32_t>(&tl, 1), {1});
-    model.set_input("tgt_out", std::span<const std::int32_t>(y), {1, T});
+    model.set_input(models::transformer_inputs::src, std::span<const std::int32_t>(src), {1, 5});
+    model.set_input(models::transformer_inputs::src_len, std::span<const std::int32_t>(&src_len, 1), {1});
+    model.set_input(models::transformer_inputs::tgt_in, std::span<const std::int32_t>(in), {1, T});
+    model.set_input(models::transformer_inputs::tgt_len, std::span<const std::int32_t>(&tl, 1), {1});
+    model.set_input(models::transformer_inputs::tgt_out, std::span<const std::int32_t>(y), {1, T});
     model.forward(Mode::infer);
     const auto l = model.output("logits");
     double s = 0;
@@ -203,7 +203,7 @@ TEST_CASE("Transformer: beam search with a wide beam finds the best sequence an 
     if (!best.empty() && best.back() == eos) best.pop_back();
     Translator<C> tr(model.parameters());
     INFO("alpha " << alpha);
-    CHECK(tr.search(src, bos, eos, BeamOptions().beam(2000).alpha(alpha).max_len(max_len)) == best);
+    CHECK(tr.search(src, bos, eos, BeamOptions{.beam = 2000, .alpha = alpha, .max_len = max_len}) == best);
     // Greedy: the argmax token at each step, from the full model.
     std::vector<std::int32_t> greedy;
     for (int t = 0; t < max_len; ++t) {

@@ -12,8 +12,7 @@
 
 using namespace ctgrad;
 
-constexpr models::TransformerConfig kParity{.vocab = 40, .n_layer = 2, .d_model = 32, .heads = 4, .d_ff = 64, .dropout = 0,
-                                            .label_smoothing = 0.1, .pad = 0};
+constexpr models::TransformerConfig kParity{.vocab = 40, .n_layer = 2, .d_model = 32, .heads = 4, .d_ff = 64, .pad = 0};
 static constexpr auto G = freeze<models::transformer<kParity>>();
 
 int main(int argc, char** argv) {
@@ -22,8 +21,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   constexpr std::int64_t B = 3, S = 7, T = 6;
-  Program<G> model(Options().threads(2).seed(9));
-  optim::Adam<float> opt(model.parameters(), optim::AdamOptions().lr(2e-3).betas(0.9, 0.98).eps(1e-9));
+  Program<G> model(Options{.threads = 2, .seed = 9, .hypers = {{"dropout", 0.0}, {"label_smoothing", 0.1}}});
+  optim::Adam<float> opt(model.parameters(), optim::AdamOptions{.lr = 2e-3, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
   std::vector<std::int32_t> src(B * S), tgt_in(B * T), tgt_out(B * T), src_len{7, 4, 5}, tgt_len{6, 3, 5};
   auto batch = [&](std::uint64_t n) {
     for (std::int64_t b = 0; b < B; ++b) {
@@ -35,11 +34,11 @@ int main(int argc, char** argv) {
         tgt_out[std::size_t(b * T + t)] = real ? src[std::size_t(b * S + (src_len[std::size_t(b)] - 1 - t + S) % S)] : 0;
       }
     }
-    model.set_input("src", std::span<const std::int32_t>(src), {B, S});
-    model.set_input("src_len", std::span<const std::int32_t>(src_len), {B});
-    model.set_input("tgt_in", std::span<const std::int32_t>(tgt_in), {B, T});
-    model.set_input("tgt_len", std::span<const std::int32_t>(tgt_len), {B});
-    model.set_input("tgt_out", std::span<const std::int32_t>(tgt_out), {B, T});
+    model.set_input(models::transformer_inputs::src, std::span<const std::int32_t>(src), {B, S});
+    model.set_input(models::transformer_inputs::src_len, std::span<const std::int32_t>(src_len), {B});
+    model.set_input(models::transformer_inputs::tgt_in, std::span<const std::int32_t>(tgt_in), {B, T});
+    model.set_input(models::transformer_inputs::tgt_len, std::span<const std::int32_t>(tgt_len), {B});
+    model.set_input(models::transformer_inputs::tgt_out, std::span<const std::int32_t>(tgt_out), {B, T});
   };
   for (std::uint64_t step = 1; step <= 20; ++step) {
     batch(step);

@@ -14,10 +14,10 @@ constexpr auto both = [] {
   Value q = g.input("q", {Batch, 2, Seq, 8}, {.grad = true});
   Value k = g.input("k", {Batch, 2, SeqKV, 8}, {.grad = true});
   Value v = g.input("v", {Batch, 2, SeqKV, 5}, {.grad = true});
-  Value m = g.input("m", {Batch, 1, 1, SeqKV});
+  Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
   Value probe = g.input("probe", {Batch, 2, Seq, 5});
   Value fused = attention(q, k, v, m);
-  Value unfused = matmul(attention_weights(q, k, m, 1 / std::sqrt(8.0)), v);
+  Value unfused = matmul(attention_weights(q, k, m, std::nullopt, {.scale = 1 / std::sqrt(8.0)}), v);
   g.output(fused, "fused");
   g.output(unfused, "unfused");
   g.loss(sum(fused * probe) + scale(sum(unfused * probe), 0.0));
@@ -34,7 +34,7 @@ constexpr auto fused_only = [] {
   Value q = g.input("q", {Batch, 2, Seq, D}, {.grad = true});
   Value k = g.input("k", {Batch, 2, SeqKV, D}, {.grad = true});
   Value v = g.input("v", {Batch, 2, SeqKV, 5}, {.grad = true});
-  Value m = g.input("m", {Batch, 1, 1, SeqKV});
+  Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
   g.loss(sum(attention(q, k, v, m, {.causal = Causal}) * g.input("probe", {Batch, 2, Seq, 5})));
   return g;
 };
@@ -44,8 +44,8 @@ constexpr auto unfused_only = [] {
   Value q = g.input("q", {Batch, 2, Seq, D}, {.grad = true});
   Value k = g.input("k", {Batch, 2, SeqKV, D}, {.grad = true});
   Value v = g.input("v", {Batch, 2, SeqKV, 5}, {.grad = true});
-  Value m = Causal ? g.input("m", {Batch, 1, Seq, SeqKV}) : g.input("m", {Batch, 1, 1, SeqKV});
-  g.loss(sum(matmul(attention_weights(q, k, m, 1 / std::sqrt(double(D))), v) * g.input("probe", {Batch, 2, Seq, 5})));
+  Value m = Causal ? g.input("m", {Batch, 1, Seq, SeqKV}, {.dtype = DType::index}) : g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
+  g.loss(sum(matmul(attention_weights(q, k, m, std::nullopt, {.scale = 1 / std::sqrt(double(D))}), v) * g.input("probe", {Batch, 2, Seq, 5})));
   return g;
 };
 template <int D, bool Causal = false>
@@ -58,13 +58,12 @@ static constexpr auto UNFUSED = Pair<8>::unfused;
 
 namespace {
 // Key lengths a (sequence 0) and b (sequence 1); causal: also key j <= query i + (keys - queries).
-template <class T>
-std::vector<T> mask_of(int a, int b, int keys, int queries = 1, bool causal = false) {
-  std::vector<T> m(std::size_t(2 * queries * keys), T(0));
+std::vector<std::int32_t> mask_of(int a, int b, int keys, int queries = 1, bool causal = false) {
+  std::vector<std::int32_t> m(std::size_t(2 * queries * keys), 0);
   for (int s = 0; s < 2; ++s)
     for (int i = 0; i < queries; ++i)
       for (int j = 0; j < (s == 0 ? a : b); ++j)
-        if (!causal || j <= i + (keys - queries)) m[std::size_t((s * queries + i) * keys + j)] = T(1);
+        if (!causal || j <= i + (keys - queries)) m[std::size_t((s * queries + i) * keys + j)] = 1;
   return m;
 }
 
@@ -75,10 +74,10 @@ void check_fused_equals_unfused(int queries, int keys, int len_b, double tol) {
   Program<Pair<D, Causal>::unfused, T> u;
   fill_random_inputs(f, {.seed = 4, .sym = {2, queries, keys, 1, 1, 1}});
   fill_random_inputs(u, {.seed = 4, .sym = {2, queries, keys, 1, 1, 1}});
-  const std::vector<T> pad = mask_of<T>(keys, len_b, keys), full = mask_of<T>(keys, len_b, keys, queries, Causal);
-  f.set_input("m", std::span<const T>(pad), {2, 1, 1, keys});
-  if (Causal) u.set_input("m", std::span<const T>(full), {2, 1, queries, keys});
-  else u.set_input("m", std::span<const T>(pad), {2, 1, 1, keys});
+  const auto pad = mask_of(keys, len_b, keys), full = mask_of(keys, len_b, keys, queries, Causal);
+  f.set_input("m", std::span<const std::int32_t>(pad), {2, 1, 1, keys});
+  if (Causal) u.set_input("m", std::span<const std::int32_t>(full), {2, 1, queries, keys});
+  else u.set_input("m", std::span<const std::int32_t>(pad), {2, 1, 1, keys});
   f.forward();
   f.backward();
   u.forward();
@@ -111,9 +110,9 @@ TEST_CASE("fused attention equals attention from separate ops, with its gradient
 TEST_CASE("a fully masked attention row gives zeros and no NaN", "[ops][attention][numerics]") {
   Program<BOTH> p;
   fill_random_inputs(p, {.seed = 5, .sym = {2, 6, 9, 1, 1, 1}});
-  std::vector<float> mask(18, 1.0f);
+  std::vector<std::int32_t> mask(18, 1);
   for (int j = 9; j < 18; ++j) mask[std::size_t(j)] = 0;  // sequence 1: every key masked
-  p.set_input("m", std::span<const float>(mask), {2, 1, 1, 9});
+  p.set_input("m", std::span<const std::int32_t>(mask), {2, 1, 1, 9});
   p.forward();
   p.backward();
   auto out = p.output("fused");
@@ -142,4 +141,61 @@ TEST_CASE("fused attention keeps no Tq x Tk buffer", "[ops][attention][plan]") {
   };
   CHECK_FALSE(quadratic(P::train_plan));
   CHECK(quadratic(Program<UNFUSED>::train_plan));
+}
+
+// T5's relative position bias on the fused kernel: [1, heads, Tq, Tk], shared by the batch, with a
+// padding mask beside it, against the same scores built from separate ops; the bias's gradient
+// (summed over the batch) too.
+constexpr auto biased = [] {
+  Builder g;
+  Value q = g.input("q", {Batch, 2, Seq, 4}, {.grad = true});
+  Value k = g.input("k", {Batch, 2, SeqKV, 4}, {.grad = true});
+  Value v = g.input("v", {Batch, 2, SeqKV, 3}, {.grad = true});
+  Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
+  Value bias = g.input("bias", {1, 2, Seq, SeqKV}, {.grad = true});
+  Value probe = g.input("probe", {Batch, 2, Seq, 3});
+  Value fused = attention(q, k, v, m, bias, {.scale = 1.0});
+  Value unfused = matmul(attention_weights(q, k, m, bias, {.scale = 1.0}), v);
+  g.output(fused, "fused");
+  g.output(unfused, "unfused");
+  g.output(sum(fused * probe), "fused_loss");
+  g.loss(sum(unfused * probe));
+  return g;
+};
+static constexpr auto BIASED = freeze<biased>();
+constexpr auto biased_fused = [] {
+  Builder g;
+  Value q = g.input("q", {Batch, 2, Seq, 4}, {.grad = true});
+  Value k = g.input("k", {Batch, 2, SeqKV, 4}, {.grad = true});
+  Value v = g.input("v", {Batch, 2, SeqKV, 3}, {.grad = true});
+  Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
+  Value bias = g.input("bias", {1, 2, Seq, SeqKV}, {.grad = true});
+  g.loss(sum(attention(q, k, v, m, bias, {.scale = 1.0}) * g.input("probe", {Batch, 2, Seq, 3})));
+  return g;
+};
+static constexpr auto BIASED_FUSED = freeze<biased_fused>();
+
+TEST_CASE("an additive bias on the fused kernel equals adding it to explicit scores", "[ops][attention]") {
+  Program<BIASED, double> u;
+  Program<BIASED_FUSED, double> f;
+  const RandomInputs in{.seed = 9, .sym = {3, 5, 7, 1, 1, 1}, .index_range = 2};
+  fill_random_inputs(u, in);
+  fill_random_inputs(f, in);
+  const auto mask = mask_of(7, 4, 7);
+  std::vector<std::int32_t> mask3(mask.begin(), mask.end());
+  mask3.insert(mask3.end(), mask.begin(), mask.begin() + 7);  // three sequences: 7, 4, 7 keys
+  u.set_input("m", std::span<const std::int32_t>(mask3), {3, 1, 1, 7});
+  f.set_input("m", std::span<const std::int32_t>(mask3), {3, 1, 1, 7});
+  u.forward();
+  u.backward();
+  f.forward();
+  f.backward();
+  const auto a = u.output("fused"), b = u.output("unfused");
+  for (std::int64_t e = 0; e < a.numel; ++e) CHECK(a[e] == Approx(b[e]).epsilon(1e-12));
+  CHECK(f.loss() == Approx(double(u.output("fused_loss")[0])).epsilon(1e-12));
+  for (const char* name : {"q", "k", "v", "bias"}) {
+    auto gf = f.input_grad(name), gu = u.input_grad(name);
+    REQUIRE(gf.numel == gu.numel);
+    for (std::int64_t e = 0; e < gf.numel; ++e) CHECK(gf[e] == Approx(gu[e]).margin(1e-12));
+  }
 }

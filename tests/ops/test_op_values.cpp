@@ -61,7 +61,7 @@ constexpr auto patches = [] {
 static constexpr auto PATCHES = freeze<patches>();
 
 TEST_CASE("patch embedding equals a convolution with kernel = stride = patch size", "[ops][values]") {
-  Program<PATCHES, double> p(Options().seed(3));
+  Program<PATCHES, double> p(Options{.seed = 3});
   const int B = 2, C = 3, H = 8, W = 12, P = 4, D = 5;
   std::vector<double> img(std::size_t(B * C * H * W));
   for (std::size_t i = 0; i < img.size(); ++i) img[i] = random::normal(9, i);
@@ -90,8 +90,8 @@ constexpr auto drop = [] {
 };
 static constexpr auto DROP = freeze<drop>();
 
-TEST_CASE("dropout keeps 1-p of the values, scaled; identity in inference; a new mask each step", "[ops][values]") {
-  Program<DROP> p(Options().seed(5));
+TEST_CASE("dropout keeps 1-p of the values, scaled, is the identity in inference and draws a new mask each step", "[ops][values]") {
+  Program<DROP> p(Options{.seed = 5});
   std::vector<float> x(4000, 1.0f);
   p.set_input("x", std::span<const float>(x), {4, 1000});
   p.forward();
@@ -113,22 +113,30 @@ TEST_CASE("dropout keeps 1-p of the values, scaled; identity in inference; a new
 
 constexpr auto masks = [] {
   Builder g;
-  Value x = g.input("x", {Batch, Seq, 2});
-  g.output(causal_mask(x), "causal");
-  g.output(key_padding_mask(g.input("len", {Batch}, {.dtype = DType::index}), x, 1, 1), "padding");
+  g.input("x", {Batch, Seq, 2});
+  g.input("keys", {SeqKV});
+  g.output(causal_mask(g, Seq), "causal");
+  g.output(causal_mask(g, Seq, SeqKV), "causal_aligned");  // decoding: the keys hold the past too
+  g.output(key_padding_mask(g.input("len", {Batch}, {.dtype = DType::index}), Seq, 1), "padding");
   return g;
 };
 static constexpr auto MASKS = freeze<masks>();
 
 TEST_CASE("causal and key-padding masks", "[ops][values]") {
   Program<MASKS> p;
-  std::vector<float> x(2 * 3 * 2);
+  std::vector<float> x(2 * 3 * 2), keys(5);
   std::vector<std::int32_t> len = {3, 1};
   p.set_input("x", std::span<const float>(x), {2, 3, 2});
+  p.set_input("keys", std::span<const float>(keys), {5});
   p.set_input("len", std::span<const std::int32_t>(len), {2});
   p.forward();
-  CHECK(out(p, "causal") == std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1});
-  CHECK(out(p, "padding") == std::vector<double>{1, 1, 1, 1, 0, 0});  // [Batch, 1, Seq]
+  auto ints = [&](const char* name) {
+    const auto t = p.index_output(name);
+    return std::vector<int>(t.data, t.data + t.numel);
+  };
+  CHECK(ints("causal") == std::vector<int>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  CHECK(ints("causal_aligned") == std::vector<int>{1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1});  // [3, 5]
+  CHECK(ints("padding") == std::vector<int>{1, 1, 1, 1, 0, 0});  // [Batch, 1, Seq]
   std::vector<std::int32_t> bad = {4, 1};
   p.set_input("len", std::span<const std::int32_t>(bad), {2});
   CHECK_THROWS_WITH(p.forward(), Catch::Matchers::Contains("op key_padding_mask: length 4 of sequence 0"));
@@ -202,9 +210,10 @@ TEST_CASE("pow at zero follows std::pow in every lane and in the tail", "[ops][v
 
 constexpr auto positions = [] {
   Builder g;
-  Value x = g.input("x", {Batch, Seq, 6});
-  g.output(sinusoidal_positions(x, 6), "pe");
-  g.output(prefix_rows(g.param("pos", {4, 6}, init::normal(1.0)), x), "learned");
+  g.input("x", {Batch, Seq, 6});
+  g.output(sinusoidal_positions(g, Seq, 6), "pe");
+  g.output(prefix_rows(g.param("pos", {4, 6}, init::normal(1.0)), Seq), "learned");
+
   g.output(sinusoidal_positions_at(g.input("at", {SeqKV}, {.dtype = DType::index}), 6), "pe_at");
   return g;
 };

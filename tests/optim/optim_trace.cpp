@@ -37,15 +37,15 @@ int main() {
     for (int i = 0; i < 3; ++i) b[i] = 0.02 * i - 0.01;
     std::unique_ptr<optim::Optimizer<double>> opt;
     const auto params = p.parameters();
-    if (cfg == "sgd") opt = std::make_unique<optim::SGD<double>>(params, optim::SGDOptions().lr(0.1));
+    if (cfg == "sgd") opt = std::make_unique<optim::SGD<double>>(params, optim::SGDOptions{.lr = 0.1});
     if (cfg == "sgd_momentum_nesterov_wd")
-      opt = std::make_unique<optim::SGD<double>>(params, optim::SGDOptions().lr(0.1).momentum(0.9).nesterov(true).weight_decay(0.01));
-    if (cfg == "adam_wd") opt = std::make_unique<optim::Adam<double>>(params, optim::AdamOptions().lr(0.01).weight_decay(0.1));
+      opt = std::make_unique<optim::SGD<double>>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+    if (cfg == "adam_wd") opt = std::make_unique<optim::Adam<double>>(params, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
     if (cfg == "adamw_groups" || cfg == "adamw_clip")
-      opt = std::make_unique<optim::AdamW<double>>(params, optim::AdamOptions().lr(0.01).betas(0.9, 0.99).weight_decay(0.1),
+      opt = std::make_unique<optim::AdamW<double>>(params, optim::AdamOptions{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1},
                                                    std::vector<optim::Group>{optim::no_decay_group()});
-    if (cfg == "adafactor") opt = std::make_unique<optim::Adafactor<double>>(params, optim::AdafactorOptions());
-    if (cfg == "lamb_wd") opt = std::make_unique<optim::Lamb<double>>(params, optim::LambOptions().lr(0.01).weight_decay(0.01));
+    if (cfg == "adafactor") opt = std::make_unique<optim::Adafactor<double>>(params, optim::AdafactorOptions{});
+    if (cfg == "lamb_wd") opt = std::make_unique<optim::Lamb<double>>(params, optim::LambOptions{.lr = 0.01, .weight_decay = 0.01});
     for (int step = 1; step <= 5; ++step) {
       p.zero_grad();
       p.forward();

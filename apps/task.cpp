@@ -1,0 +1,62 @@
+#include "task.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+namespace ctgrad::cli {
+
+namespace {
+std::vector<Task>& registry() {
+  static std::vector<Task> r;
+  return r;
+}
+}  // namespace
+
+bool register_task(Task task) {
+  registry().push_back(std::move(task));
+  return true;
+}
+const std::vector<Task>& tasks() { return registry(); }
+
+int Session::command(const std::string& name, const Config&) {
+  throw config_error("this model has no command '" + name + "'");
+}
+
+void add_seed_keys(Schema& s) {
+  s.integer("seed", 1, {.min = 0}, "sets every random stream below that is -1", train::Role::run)
+      .integer("init_seed", -1, {.min = -1}, "parameter initialisation (-1: seed)", train::Role::run)
+      .integer("data_seed", -1, {.min = -1}, "data order and augmentation (-1: seed)", train::Role::run)
+      .integer("dropout_seed", -1, {.min = -1}, "dropout masks (-1: seed)", train::Role::run);
+}
+namespace {
+std::uint64_t seed_of(const Config& c, const char* key) {
+  const std::int64_t v = c.integer(key);
+  return std::uint64_t(v >= 0 ? v : c.integer("seed"));
+}
+}  // namespace
+std::uint64_t init_seed(const Config& c) { return seed_of(c, "init_seed"); }
+std::uint64_t data_seed(const Config& c) { return seed_of(c, "data_seed"); }
+std::uint64_t dropout_seed(const Config& c) { return seed_of(c, "dropout_seed"); }
+
+Options program_options_named(const Config& c, int threads, std::span<const std::string_view> hyper_names) {
+  Options o{.threads = threads, .seed = std::uint64_t(c.integer("seed")), .init_seed = init_seed(c), .dropout_seed = dropout_seed(c)};
+  for (std::string_view h : hyper_names)
+    if (c.schema().find(h)) o.hypers.emplace_back(std::string(h), c.real(h));
+  return o;
+}
+
+std::string file_hash(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw config_error("cannot read " + file.string());
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+    if (!in) break;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace ctgrad::cli

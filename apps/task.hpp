@@ -1,0 +1,116 @@
+// The `ctgrad` command's plugin for one model family (flashlight's app plugins, in one struct): its
+// config schema, its commands beyond train and eval, and how to open a session (a model bound to
+// its data and run folder). The driver (apps/ctgrad.cpp) does everything else once: argument
+// parsing, the config from --config, --set and the checkpoint with the same checks for every
+// model, the run folder, resuming, the training loop (train/trainer.hpp), threads and seeds.
+//
+// A new model command is one file in apps/tasks/ that ends with
+//   const bool registered = ctgrad::cli::register_task(my_task());
+// and one line in apps/CMakeLists.txt.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/graph/executor.hpp>
+#include <ctgrad/optim/optimizer.hpp>
+#include <ctgrad/train/config.hpp>
+#include <ctgrad/train/trainer.hpp>
+
+namespace ctgrad::cli {
+
+using train::Config;
+using train::config_error;
+using train::Schema;
+
+// A command of a model beyond train and eval ("sample", "translate", "fill-mask"), with its options.
+struct Command {
+  std::string name, help;
+  Schema options;  // --name value; a flag key is a bare --name
+};
+
+// What a session is opened for.
+struct Context {
+  std::string command;            // "train", "eval", or one of the task's commands
+  train::RunFolder folder;
+  bool from_checkpoint = false;   // eval, the extra commands, train --resume
+  int threads = 0;                // 0: all cores
+};
+
+// A model bound to a config, its data and its run folder, for one command.
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual Executor<float>& model() = 0;
+  virtual optim::Optimizer<float>& optimizer() = 0;
+  // After the checkpoint is loaded (when there is one): tokenizers, data sets, batches. Printing
+  // what was built (sizes, parameters) belongs here too.
+  virtual void prepare() = 0;
+  // Training: the loop's options and the run (feeding and validation).
+  virtual train::LoopOptions loop() = 0;
+  virtual train::Run run() = 0;
+  // What else goes into the checkpoint's metadata (the tokenizer file and its hash, ...).
+  virtual checkpoint::Metadata metadata() { return {}; }
+  // After training: the model shows what it learned (a sample, translations). Exit code.
+  virtual int after_training(const train::Outcome&) { return 0; }
+  // `ctgrad eval <model>` after the checkpoint is loaded, with the options of the task's "eval"
+  // command when it declares one (empty otherwise). Exit code.
+  virtual int eval(const Config& options) = 0;
+  // One of the task's extra commands, with its parsed options. Exit code.
+  virtual int command(const std::string& name, const Config& options);
+};
+
+struct Task {
+  std::string name, summary;
+  Schema schema;                  // the config of train and eval
+  std::vector<Command> commands;  // beyond train; one named "eval" declares eval's options
+  std::function<std::unique_ptr<Session>(const Config&, const Context&)> open;
+  // Extra checks of a config against the checkpoint's, beyond the keys' roles (a GPT may be
+  // evaluated at a shorter context than it was trained at, not a longer one).
+  std::function<void(const Config& config, const Config& saved, const Context&)> check_against_checkpoint = {};
+};
+
+bool register_task(Task task);
+const std::vector<Task>& tasks();
+
+// Helpers for tasks.
+
+// The seeds: `seed` sets every stream; init_seed, data_seed, dropout_seed (-1: seed) set one.
+void add_seed_keys(Schema& s);
+std::uint64_t init_seed(const Config& c);
+std::uint64_t data_seed(const Config& c);
+std::uint64_t dropout_seed(const Config& c);
+
+// The hyperparameters of a frozen graph (Scope::hyper), as real config keys with the graph's
+// defaults: `--set dropout=0.1` then reaches Program::set_hyper, and the ops using it check it.
+template <class G>
+void add_hyper_keys(Schema& s, const G& g, const std::vector<std::pair<std::string, double>>& defaults = {}) {
+  for (int i = 0; i < g.size; ++i) {
+    if (g[i].kind != NodeKind::hyper) continue;
+    const std::string name(g.name(i));
+    double v = std::bit_cast<double>(g[i].attr.w[0]);
+    for (const auto& [n, d] : defaults)
+      if (n == name) v = d;
+    if (!s.find(name)) s.real(name, v, {}, "hyperparameter of the model (checked by the ops using it)");
+  }
+}
+
+// Program options from a config: threads, the init and dropout seeds, and every hyperparameter
+// of the graph that is a config key.
+Options program_options_named(const Config& c, int threads, std::span<const std::string_view> hyper_names);
+template <class G>
+Options program_options(const Config& c, int threads, const G& g) {
+  std::vector<std::string_view> names;
+  for (int i = 0; i < g.size; ++i)
+    if (g[i].kind == NodeKind::hyper) names.push_back(g.name(i));
+  return program_options_named(c, threads, names);
+}
+
+// A 64-bit FNV-1a hash of a file's bytes, as hex: recorded in a checkpoint so that a tokenizer
+// swapped or edited after training is refused, not silently used.
+std::string file_hash(const std::filesystem::path& file);
+
+}  // namespace ctgrad::cli

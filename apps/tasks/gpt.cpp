@@ -1,0 +1,284 @@
+// ctgrad train|eval|sample gpt: the GPT on the KJV Bible (docs/models/gpt.md). The default run is
+// nanoGPT's "baby GPT" CPU recipe on the KJV text, characters as tokens.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/models/gpt.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+#include "../task.hpp"
+
+namespace ctgrad::cli {
+namespace {
+
+namespace in = models::gpt_inputs;
+using train::Role;
+
+template <models::GptConfig P>
+struct Gpt {
+  static constexpr auto graph = freeze<models::gpt<P>>();
+};
+
+Schema gpt_schema() {
+  Schema s;
+  s.choice("size", "small", {"tiny", "small", "medium"}, "preset: tiny (tests), small (baby GPT), medium", Role::model)
+      .choice("tokenizer", "char", {"char", "bpe"}, "characters, or SentencePiece BPE trained on the training split", Role::model)
+      .integer("context", 64, {.min = 2, .max = 1 << 20}, "tokens per window (at most the preset's)", Role::run)
+      .integer("batch", 12, {.min = 1, .max = 1 << 16}, "windows per step", Role::run)
+      .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
+      .real("lr", 1e-3, {.min = 0, .max = 10, .min_open = true}, "peak learning rate (warm-up, then cosine)")
+      .real("min_lr", 1e-4, {.min = 0, .max = 10}, "learning rate at the end of the cosine")
+      .integer("warmup", 100, {.min = 0}, "warm-up steps")
+      .real("beta2", 0.99, {.min = 0, .max = 1, .max_open = true}, "AdamW's beta2")
+      .real("weight_decay", 0.1, {.min = 0, .max = 10}, "AdamW's decoupled decay (not on biases and norms)")
+      .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
+      .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
+      .integer("eval_windows", 0, {.min = 0}, "validation windows (0: the whole validation split)")
+      .integer("sample_tokens", 300, {.min = 0, .max = 1 << 20}, "tokens of the sample after training");
+  add_seed_keys(s);
+  add_hyper_keys(s, Gpt<models::kGptSmall>::graph);
+  return s;
+}
+
+Schema sample_options() {
+  Schema s;
+  s.text("prompt", "And God said", "the text to continue")
+      .integer("tokens", 200, {.min = 1, .max = 1 << 20}, "new tokens at most")
+      .real("temperature", 0.8, {.min = 0, .max = 100}, "0: greedy")
+      .integer("top-k", 0, {.min = 0}, "keep the k most likely tokens (0: all)")
+      .real("top-p", 1.0, {.min = 0, .max = 1, .min_open = true}, "nucleus: the smallest set reaching p")
+      .integer("seed", 1, {.min = 0}, "the sampling seed")
+      .text("end", "", "stop after this token (one token of the tokenizer)")
+      .flag("slide", false, "past the context, re-read its last half and go on (else stop)");
+  return s;
+}
+
+// One tokenizer of either kind, saved beside the checkpoint.
+struct AnyTokenizer {
+  std::unique_ptr<data::Tokenizer> tok;
+  std::string file;
+};
+
+// Prints generated text as it comes: decodes the whole sequence and prints what is new, since a
+// BPE piece's leading space (and a UTF-8 character split over byte tokens) depends on its left.
+struct TextStream {
+  const data::Tokenizer& tok;
+  std::vector<std::int32_t> ids;
+  std::size_t printed;
+  TextStream(const data::Tokenizer& t, std::vector<std::int32_t> prompt) : tok(t), ids(std::move(prompt)), printed(tok.decode(ids).size()) {}
+  void operator()(std::int32_t id) {
+    ids.push_back(id);
+    const std::string text = tok.decode(ids);
+    if (text.size() > printed) std::cout << text.substr(printed) << std::flush;
+    printed = std::max(printed, text.size());
+  }
+};
+
+template <models::GptConfig P>
+class GptSession : public Session {
+  static constexpr const auto& G = Gpt<P>::graph;
+
+ public:
+  GptSession(const Config& c, const Context& ctx)
+      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)),
+        opt_(model_.parameters(), optim::AdamOptions{.lr = c.real("lr"), .beta2 = c.real("beta2"), .weight_decay = c.real("weight_decay")},
+             {optim::no_decay_group()}),
+        context_(c.integer("context")), batch_(c.integer("batch")) {
+    if (context_ > P.context)
+      throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
+  }
+  Executor<float>& model() override { return model_; }
+  optim::Optimizer<float>& optimizer() override { return opt_; }
+
+  void prepare() override {
+    const std::string kind = c_.text("tokenizer");
+    split_ = data::split_text(data::kjv_text());
+    if (ctx_.from_checkpoint) {
+      tok_.file = kind == "char" ? "tokenizer.json" : "tokenizer.model";
+      const auto path = ctx_.folder.file(tok_.file);
+      if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
+      if (kind == "char") tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(path));
+      else tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(path));
+    } else if (kind == "char") {
+      tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::train(split_.train));
+      tok_.file = "tokenizer.json";
+      tok_.tok->save(ctx_.folder.file(tok_.file));
+    } else {  // SentencePiece writes <prefix>.model itself
+      tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
+          split_.train, ctx_.folder.file("tokenizer"), {.vocab_size = P.vocab, .model_type = "bpe", .seed = data_seed(c_)}));
+      tok_.file = "tokenizer.model";
+    }
+    vocab_ = tok_.tok->vocab_size();
+    if (vocab_ > P.vocab)
+      throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than size " + c_.text("size") + "'s vocabulary of " +
+                         std::to_string(P.vocab));
+    if (ctx_.command == "sample") return;
+    val_ids_ = tok_.tok->encode(split_.validation);
+    const std::int64_t all = std::int64_t(val_ids_.size() - 1) / context_;
+    windows_ = c_.integer("eval_windows") > 0 ? std::min(c_.integer("eval_windows"), all) : all;
+    if (ctx_.command != "train") return;
+    train_ids_ = tok_.tok->encode(split_.train);
+    batches_.emplace(train_ids_, context_, batch_, data_seed(c_));
+    std::size_t n_params = 0;
+    for (const auto& p : model_.parameters()) n_params += std::size_t(p.value.numel);
+    std::printf("ctgrad train gpt: size %s (%d layers, %d heads, d_model %d), %zu parameters, %d threads\n", c_.text("size").c_str(), P.n_layer,
+                P.n_head, P.d_model, n_params, model_.threads());
+    std::printf("KJV Bible: %zu train / %zu validation tokens, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
+                train_ids_.size(), val_ids_.size(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
+                (long long)c_.integer("steps"));
+  }
+
+  checkpoint::Metadata metadata() override { return {{"tokenizer", tok_.file}, {"tokenizer_hash", file_hash(ctx_.folder.file(tok_.file))}}; }
+
+  train::LoopOptions loop() override {
+    const std::int64_t steps = c_.integer("steps");
+    return {.steps = steps,
+            .eval_every = c_.integer("eval_every"),
+            .clip = c_.real("clip"),
+            .lr = optim::warmup_cosine(c_.real("lr"), c_.real("min_lr"), c_.integer("warmup"), steps),
+            .unit = unit(),
+            .items = "tok"};
+  }
+
+  train::Run run() override {
+    return {.model = model_,
+            .optimizer = opt_,
+            .feed =
+                [this](std::int64_t step) {
+                  batches_->get(std::uint64_t(step));
+                  model_.set_input(in::ids, batches_->x(), {batch_, context_});
+                  model_.set_input(in::targets, batches_->y(), {batch_, context_});
+                  return double(batch_ * context_);
+                },
+            .validate = [this] { return train::Metrics{{{"loss", validation_loss()}}}; }};
+  }
+
+  int after_training(const train::Outcome&) override {
+    const std::int64_t n = c_.integer("sample_tokens");
+    if (n <= 0) return 0;
+    // The model writes on from a prompt (key/value cache; past the context it re-reads its last half).
+    const std::string prompt = "And God said";
+    std::printf("sample (temperature 0.8, seed 1):\n%s", prompt.c_str());
+    std::fflush(stdout);
+    generate(prompt, models::SamplingOptions{.temperature = 0.8, .seed = 1, .max_tokens = int(n), .slide = true, .context = int(context_)});
+    std::cout << "\n";
+    return train::interrupted() ? 130 : 0;
+  }
+
+  int eval(const Config&) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double v = validation_loss();
+    if (train::interrupted()) return 130;
+    std::printf("validation loss %.4f %s (%lld windows of %lld tokens, %.1f s)\n", v, unit().c_str(), (long long)windows_, (long long)context_,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+  }
+
+  int command(const std::string&, const Config& o) override {  // sample
+    models::SamplingOptions so{.temperature = o.real("temperature"),
+                               .top_k = int(std::min<std::int64_t>(o.integer("top-k"), 1 << 30)),
+                               .top_p = o.real("top-p"),
+                               .seed = std::uint64_t(o.integer("seed")),
+                               .max_tokens = int(o.integer("tokens")),
+                               .slide = o.flag("slide"),
+                               .context = int(context_)};
+    if (!o.text("end").empty()) {
+      const auto e = tok_.tok->encode(o.text("end"));
+      if (e.size() != 1) throw config_error("--end '" + o.text("end") + "' is " + std::to_string(e.size()) + " tokens, not one");
+      so.end_token = e[0];
+    }
+    const std::string prompt = o.text("prompt");
+    const std::vector<std::int32_t> ids = tok_.tok->encode(prompt);
+    if (ids.empty()) throw config_error("the prompt is empty");
+    if (std::int64_t(ids.size()) > context_)
+      throw config_error("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the context of " + std::to_string(context_) +
+                         " the model was trained with");
+    std::cout << prompt << std::flush;
+    const std::size_t made = generate(prompt, so);
+    std::cout << "\n";
+    if (ids.size() + made > std::size_t(context_) && !so.slide && made < std::size_t(so.max_tokens))
+      std::cerr << "ctgrad: stopped at the context limit of " << context_ << " tokens (--slide goes on)\n";
+    return train::interrupted() ? 130 : 0;
+  }
+
+ private:
+  std::string unit() const { return c_.text("tokenizer") == "char" ? "nats/char" : "nats/token"; }
+
+  // Validation: the split cut into consecutive windows of `context` tokens (all of them, or the
+  // first eval_windows), every position scored once. Same definition as bench/reference/train_gpt.py.
+  double validation_loss() {
+    std::vector<std::int32_t> vx(std::size_t(batch_ * context_)), vy(vx.size());
+    double total = 0;
+    for (std::int64_t w0 = 0; w0 < windows_ && !train::interrupted(); w0 += batch_) {
+      const std::int64_t n = std::min(batch_, windows_ - w0);
+      for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t t = 0; t < context_; ++t) {
+          vx[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t)];
+          vy[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t + 1)];
+        }
+      model_.set_input(in::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
+      model_.set_input(in::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});
+      model_.forward(Mode::infer);
+      total += double(model_.loss()) * double(n);
+    }
+    return total / double(windows_);
+  }
+
+  // Generates from a prompt, printing as it goes; returns the tokens made. Ctrl-C stops it.
+  std::size_t generate(const std::string& prompt, const models::SamplingOptions& so) {
+    models::check(so);
+    std::vector<std::int32_t> ids = tok_.tok->encode(prompt);
+    const std::size_t start = ids.size();
+    models::GptGenerator<P> gen(model_.parameters(), Options{.threads = ctx_.threads});
+    TextStream out(*tok_.tok, ids);
+    gen.generate(ids, vocab_, so, [&](std::int32_t id) {
+      out(id);
+      return !train::interrupted();
+    });
+    return ids.size() - start;
+  }
+
+  Config c_;
+  Context ctx_;
+  Program<G> model_;
+  optim::AdamW<float> opt_;
+  std::int64_t context_, batch_, windows_ = 0;
+  AnyTokenizer tok_;
+  std::int32_t vocab_ = 0;
+  data::TextSplit split_;
+  std::vector<std::int32_t> train_ids_, val_ids_;
+  std::optional<data::LmBatches> batches_;
+};
+
+Task gpt_task() {
+  Task t;
+  t.name = "gpt";
+  t.summary = "decoder-only LM (GPT-2 blocks) on the KJV Bible, characters or BPE";
+  t.schema = gpt_schema();
+  t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", sample_options()});
+  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
+    const std::string& size = c.text("size");
+    if (size == "tiny") return std::make_unique<GptSession<models::kGptTiny>>(c, ctx);
+    if (size == "medium") return std::make_unique<GptSession<models::kGptMedium>>(c, ctx);
+    return std::make_unique<GptSession<models::kGptSmall>>(c, ctx);
+  };
+  t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
+    if (ctx.command != "train" && c.integer("context") > saved.integer("context"))
+      throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +
+                         ": it cannot run at " + c.show("context"));
+  };
+  return t;
+}
+
+const bool registered = register_task(gpt_task());
+
+}  // namespace
+}  // namespace ctgrad::cli

@@ -1,0 +1,448 @@
+// ctgrad train|eval|translate transformer: the encoder-decoder Transformer on the copy task or on
+// EN->DE translation of the Ding dictionary's sentence pairs (docs/models/transformer.md).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include <ctgrad/data/pairs.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/metrics/bleu.hpp>
+#include <ctgrad/models/transformer.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+#include "../task.hpp"
+
+namespace ctgrad::cli {
+namespace {
+
+namespace in = models::transformer_inputs;
+namespace fs = std::filesystem;
+using train::Role;
+
+template <models::TransformerConfig P>
+struct Graphs {
+  static constexpr auto train = freeze<models::transformer<P>>();
+  static constexpr auto maps = freeze<models::transformer_attention_maps<P>>();
+};
+
+// The paper's recipe: Adam (0.9, 0.98, 1e-9), Noam schedule, label smoothing 0.1 and dropout 0.1
+// (hyperparameters of the model). Warm-up 4000 for base; shorter for the small runs on 2 cores,
+// with the rate halved: at factor 1 and warm-up 800 (peak 2.2e-3) the small model's attention
+// collapsed onto single keys and it learned to ignore the source (docs/models/transformer.md).
+// The copy task trains without dropout or smoothing.
+Schema transformer_schema() {
+  Schema s;
+  s.choice("task", "translate", {"translate", "copy"}, "EN->DE translation, or the copy task", Role::model)
+      .choice("size", "small", {"small", "base"}, "preset of the translation model (copy has its own)", Role::model)
+      .integer("batch", 64, {.min = 1, .max = 1 << 16}, "sentence pairs per step", Role::run)
+      .integer("max_len", 64, {.min = 4, .max = 1 << 12}, "tokens per sentence at most (longer training pairs are dropped)", Role::run)
+      .integer("steps", 3000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
+      .real("lr_factor", 0.5, {.min = 0, .max = 100, .min_open = true}, "the Noam schedule's factor")
+      .integer("warmup", 1000, {.min = 1}, "warm-up steps of the Noam schedule")
+      .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
+      .integer("beam", 4, {.min = 1, .max = 1000}, "beam width of eval")
+      .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search")
+      .integer("eval_sentences", 0, {.min = 0}, "test sentences for BLEU (0: all)");
+  add_seed_keys(s);
+  add_hyper_keys(s, Graphs<models::kTransformerSmall>::train);
+  return s;
+}
+
+Schema eval_options() {
+  Schema s;
+  s.text("attention-png", "", "folder for attention heatmaps (gnuplot) of one sentence")
+      .text("sentence", "", "the sentence of the heatmaps (default: the first test sentence)");
+  return s;
+}
+
+Schema translate_options() {
+  Schema s;
+  s.text("text", "Everything went without a hitch.", "the English sentence")
+      .integer("beam", 4, {.min = 1, .max = 1000}, "1: greedy")
+      .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty");
+  return s;
+}
+
+constexpr std::int32_t kPad = 0, kBos = 2, kEos = 3;  // the shared SentencePiece vocabulary's ids (unk 1)
+
+struct Example {
+  std::vector<std::int32_t> src, tgt;  // src ends with eos; tgt = bos ... eos
+  std::string src_text, tgt_text;
+};
+
+struct Batch {
+  std::vector<std::int32_t> src, src_len, tgt_in, tgt_len, tgt_out;
+  std::int64_t B = 0, S = 0, T = 0;
+  std::int64_t tokens() const {
+    std::int64_t n = 0;
+    for (auto l : tgt_len) n += l;
+    return n;
+  }
+};
+
+Batch make_batch(const std::vector<Example>& ex, std::span<const std::int64_t> idx) {
+  std::vector<std::vector<std::int32_t>> s, ti, to;
+  for (auto i : idx) {
+    const auto& e = ex[std::size_t(i)];
+    s.push_back(e.src);
+    ti.emplace_back(e.tgt.begin(), e.tgt.end() - 1);
+    to.emplace_back(e.tgt.begin() + 1, e.tgt.end());
+  }
+  const auto ps = data::pad(s, kPad, 1 << 20), pi = data::pad(ti, kPad, 1 << 20), po = data::pad(to, kPad, 1 << 20);
+  return {ps.ids, ps.lengths, pi.ids, pi.lengths, po.ids, ps.batch, ps.length, pi.length};
+}
+
+void feed(Executor<float>& model, const Batch& b) {
+  model.set_input(in::src, std::span<const std::int32_t>(b.src), {b.B, b.S});
+  model.set_input(in::src_len, std::span<const std::int32_t>(b.src_len), {b.B});
+  model.set_input(in::tgt_in, std::span<const std::int32_t>(b.tgt_in), {b.B, b.T});
+  model.set_input(in::tgt_len, std::span<const std::int32_t>(b.tgt_len), {b.B});
+  model.set_input(in::tgt_out, std::span<const std::int32_t>(b.tgt_out), {b.B, b.T});
+}
+
+// Batches of an epoch: shuffled, then sorted by length within pools of (up to) 50 batches (less
+// padding), batch order shuffled again. A function of (seed, epoch): a resumed run sees the same.
+std::vector<std::vector<std::int64_t>> epoch_batches(const std::vector<Example>& ex, std::int64_t batch, std::uint64_t seed,
+                                                     std::uint64_t epoch) {
+  const auto perm = data::shuffled(std::int64_t(ex.size()), seed, epoch);
+  std::vector<std::vector<std::int64_t>> out;
+  const std::int64_t n = std::int64_t(perm.size());
+  const std::int64_t pool = batch > n / 50 ? n : 50 * batch;  // no overflow for any batch
+  for (std::int64_t p0 = 0; p0 < n; p0 += pool) {
+    std::vector<std::int64_t> chunk(perm.begin() + p0, perm.begin() + std::min(p0 + pool, n));
+    std::stable_sort(chunk.begin(), chunk.end(), [&](auto x, auto y) { return ex[std::size_t(x)].src.size() < ex[std::size_t(y)].src.size(); });
+    for (std::size_t b = 0; b < chunk.size(); b += std::size_t(batch))
+      out.emplace_back(chunk.begin() + std::ptrdiff_t(b), chunk.begin() + std::ptrdiff_t(std::min(chunk.size(), b + std::size_t(batch))));
+  }
+  const auto order = data::shuffled(std::int64_t(out.size()), seed ^ 0x9e3779b97f4a7c15ull, epoch);
+  std::vector<std::vector<std::int64_t>> shuffled_out;
+  for (auto i : order) shuffled_out.push_back(std::move(out[std::size_t(i)]));
+  return shuffled_out;
+}
+
+// The copy task: 1, then 9 symbols of 1..10; copy example n.
+Example copy_example(std::uint64_t seed, std::uint64_t n) {
+  Example e;
+  e.src.push_back(1);
+  for (int i = 1; i < 10; ++i) e.src.push_back(std::int32_t(1 + random::bits(random::key(seed, n, 17), std::uint64_t(i)) % 10));
+  e.tgt = e.src;  // tgt_in = 1 x1..x8, tgt_out = x1..x9
+  return e;
+}
+
+std::string gnuplot_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+// One PNG per attention kind and layer, the heads side by side, tokens on the axes (as d2l shows them).
+void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers, int heads, const std::vector<std::string>& src_tokens,
+                    const std::vector<std::string>& tgt_tokens) {
+  if (!fs::exists("/usr/bin/gnuplot")) throw config_error("--attention-png needs gnuplot (apt-get install gnuplot-nox)");
+  fs::create_directories(out);
+  struct Kind {
+    const char* name;
+    const char* title;
+    const std::vector<std::string>& rows;
+    const std::vector<std::string>& cols;
+  };
+  const Kind kinds[] = {{"enc", "encoder self-attention", src_tokens, src_tokens},
+                        {"dec", "decoder self-attention", tgt_tokens, tgt_tokens},
+                        {"cross", "encoder-decoder attention", tgt_tokens, src_tokens}};
+  auto tics = [](const std::vector<std::string>& t) {
+    std::string s = "(";
+    for (std::size_t i = 0; i < t.size(); ++i) s += (i ? ", " : "") + gnuplot_quote(t[i]) + " " + std::to_string(i);
+    return s + ")";
+  };
+  for (const Kind& k : kinds)
+    for (int l = 0; l < layers; ++l) {
+      const auto w = prog.output(std::string("weights.") + k.name + "." + std::to_string(l));  // [1, heads, rows, cols]
+      const std::int64_t R = w.size(2), Cn = w.size(3);
+      const fs::path data = out / (std::string(k.name) + "_" + std::to_string(l) + ".dat"), png = out / (std::string(k.name) + "_layer" + std::to_string(l) + ".png");
+      {
+        std::ofstream f(data);
+        for (int h = 0; h < heads; ++h) {
+          for (std::int64_t r = 0; r < R; ++r)
+            for (std::int64_t c = 0; c < Cn; ++c) f << w.data[(h * R + r) * Cn + c] << (c + 1 < Cn ? " " : "\n");
+          f << "\n\n";
+        }
+      }
+      std::ofstream script(out / "plot.gp");
+      script << "set terminal pngcairo noenhanced size " << 360 * heads << ",420 font ',8'\nset output " << gnuplot_quote(png.string()) << "\n"
+             << "set multiplot layout 1," << heads << " title " << gnuplot_quote(std::string(k.title) + ", layer " + std::to_string(l)) << "\n"
+             << "set palette grey negative\nset cbrange [0:1]\nunset colorbox\nset yrange [" << R << "-0.5:-0.5]\nset xrange [-0.5:" << Cn << "-0.5]\n"
+             << "set xtics rotate by 90 right " << tics(k.cols) << "\nset ytics " << tics(k.rows) << "\nset size ratio -1\n";
+      for (int h = 0; h < heads; ++h)
+        script << "set title 'head " << h << "'\nplot " << gnuplot_quote(data.string()) << " index " << h << " matrix with image pixels notitle\n";
+      script << "unset multiplot\n";
+      script.close();
+      std::string shell = "'";
+      for (char c : (out / "plot.gp").string()) shell += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      if (std::system(("/usr/bin/gnuplot " + shell + "' 2>&1").c_str()) != 0) throw std::runtime_error("gnuplot failed to draw " + png.string());
+      fs::remove(data);
+      std::printf("wrote %s\n", png.c_str());
+    }
+  fs::remove(out / "plot.gp");
+}
+
+template <models::TransformerConfig P>
+class TransformerSession : public Session {
+  static constexpr const auto& G = Graphs<P>::train;
+
+ public:
+  TransformerSession(const Config& c, const Context& ctx)
+      : c_(c), ctx_(ctx), copy_(c.text("task") == "copy"), model_(options(c, ctx)),
+        opt_(model_.parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}), batch_(c.integer("batch")),
+        max_len_(c.integer("max_len")), seed_(data_seed(c)) {}
+  Executor<float>& model() override { return model_; }
+  optim::Optimizer<float>& optimizer() override { return opt_; }
+
+  void prepare() override {
+    if (copy_) {
+      for (std::uint64_t n = 0; n < 256; ++n) val_.push_back(copy_example(seed_ + 1000, n));  // never trained on
+    } else {
+      load_translation_data();
+    }
+    if (ctx_.command != "train") return;
+    std::size_t n_params = 0;
+    for (const auto& p : model_.parameters()) n_params += std::size_t(p.value.numel);
+    std::printf("ctgrad train transformer: task %s, %d+%d layers, d_model %d, %d heads, d_ff %d, %zu parameters, %d threads\n",
+                c_.text("task").c_str(), P.n_layer, P.n_layer, P.d_model, P.heads, P.d_ff, n_params, model_.threads());
+    if (!copy_)
+      std::printf("Ding EN->DE sentence pairs: %zu train / %zu validation / %zu test, shared BPE vocabulary of %d\n", train_.size(), val_.size(),
+                  test_.size(), P.vocab);
+  }
+
+  checkpoint::Metadata metadata() override {
+    if (copy_) return {};
+    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
+  }
+
+  train::LoopOptions loop() override {
+    return {.steps = c_.integer("steps"),
+            .eval_every = c_.integer("eval_every"),
+            .lr = optim::noam(P.d_model, c_.integer("warmup"), c_.real("lr_factor")),
+            .unit = "nats/token (NLL)",
+            .items = "tok"};
+  }
+
+  train::Run run() override {
+    return {.model = model_, .optimizer = opt_, .feed = [this](std::int64_t step) {
+              Batch bt;
+              if (copy_) {
+                copy_batch_.clear();
+                std::vector<std::int64_t> idx;
+                for (std::int64_t b = 0; b < batch_; ++b)
+                  copy_batch_.push_back(copy_example(seed_, std::uint64_t(step * batch_ + b))), idx.push_back(b);
+                bt = make_batch(copy_batch_, idx);
+              } else {
+                // Step s takes batch (s - 1) mod n of epoch (s - 1) / n.
+                const std::int64_t per_epoch = std::int64_t((train_.size() + std::size_t(batch_) - 1) / std::size_t(batch_));
+                const std::uint64_t e = std::uint64_t((step - 1) / per_epoch);
+                if (e != epoch_no_) epoch_ = epoch_batches(train_, batch_, seed_, e), epoch_no_ = e;
+                bt = make_batch(train_, epoch_[std::size_t((step - 1) % per_epoch)]);
+              }
+              feed(model_, bt);
+              return double(bt.tokens());
+            },
+            .validate = [this] { return train::Metrics{{{"loss", validation_nll()}}}; }};
+  }
+
+  int after_training(const train::Outcome&) override {
+    auto tr = translator();
+    for (std::size_t i = 0; i < std::min<std::size_t>(val_.size(), 3) && !train::interrupted(); ++i) {
+      const auto out = tr.greedy(val_[i].src, copy_ ? 1 : kBos, copy_ ? -1 : kEos, copy_ ? 9 : int(max_len_));
+      if (copy_) {
+        std::string s, o;
+        for (auto t : val_[i].src) s += std::to_string(t) + " ";
+        for (auto t : out) o += std::to_string(t) + " ";
+        std::printf("  %s-> 1 %s\n", s.c_str(), o.c_str());
+      } else {
+        std::printf("  %s\n  -> %s\n", val_[i].src_text.c_str(), tok_->decode(out).c_str());
+      }
+    }
+    return train::interrupted() ? 130 : 0;
+  }
+
+  int eval(const Config& o) override {
+    auto tr = translator();
+    if (copy_) {
+      int exact = 0;
+      for (const auto& e : val_) {
+        const auto out = tr.greedy(e.src, 1, -1, 9);
+        exact += out == std::vector<std::int32_t>(e.src.begin() + 1, e.src.end());
+      }
+      std::printf("copy task: %d of %zu held-out sequences copied exactly by greedy decoding\n", exact, val_.size());
+      return 0;
+    }
+    std::printf("validation loss %.4f nats/token (negative log-likelihood)\n", validation_nll());
+    const std::size_t n = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(test_.size(), std::size_t(c_.integer("eval_sentences"))) : test_.size();
+    std::vector<std::string> refs, greedy, beam;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < n && !train::interrupted(); ++i) {
+      refs.push_back(test_[i].tgt_text);
+      greedy.push_back(tok_->decode(tr.greedy(test_[i].src, kBos, kEos, int(max_len_))));
+    }
+    const double t_greedy = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const models::BeamOptions bo{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(max_len_)};
+    for (std::size_t i = 0; i < refs.size() && !train::interrupted(); ++i) beam.push_back(tok_->decode(tr.search(test_[i].src, kBos, kEos, bo)));
+    if (train::interrupted()) return 130;
+    const double t_beam = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - t_greedy;
+    std::printf("test split: %zu sentences (EN -> DE), sacreBLEU-style corpus BLEU on detokenised text\n", n);
+    std::printf("greedy:        %s  (%.1f s)\n", metrics::corpus_bleu(greedy, refs).str().c_str(), t_greedy);
+    std::printf("beam %d, a %.1f: %s  (%.1f s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam);
+    for (std::size_t i = 0; i < std::min<std::size_t>(n, 8); ++i)
+      std::printf("\n  EN   %s\n  ref  %s\n  beam %s\n", test_[i].src_text.c_str(), refs[i].c_str(), beam[i].c_str());
+    if (!o.text("attention-png").empty()) heatmaps(o.text("attention-png"), o.text("sentence").empty() ? test_[0].src_text : o.text("sentence"));
+    return 0;
+  }
+
+  int command(const std::string&, const Config& o) override {  // translate
+    if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
+    auto tr = translator();
+    const auto src = encode_source(o.text("text"));
+    const auto out = tr.search(src, kBos, kEos, {.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_)});
+    std::printf("%s\n", tok_->decode(out).c_str());
+    return 0;
+  }
+
+ private:
+  // Copy runs default to no dropout and no label smoothing.
+  static Options options(const Config& c, const Context& ctx) {
+    Options o = program_options(c, ctx.threads, G);
+    if (c.text("task") == "copy")
+      for (auto& [name, v] : o.hypers)
+        if ((name == "dropout" || name == "label_smoothing") && !c.was_set(name)) v = 0;
+    return o;
+  }
+
+  models::Translator<P> translator() { return models::Translator<P>(model_.parameters(), Options{.threads = ctx_.threads}); }
+
+  std::vector<std::int32_t> encode_source(const std::string& text) const {
+    std::vector<std::int32_t> src = tok_->encode(text);
+    if (std::int64_t(src.size()) >= max_len_) src.resize(std::size_t(max_len_ - 1));
+    src.push_back(kEos);
+    return src;
+  }
+
+  void load_translation_data() {
+    const data::PairSplit split = data::split_pairs(data::ding_sentence_pairs());
+    const fs::path model_file = ctx_.folder.file("tokenizer.model");
+    if (!ctx_.from_checkpoint) {
+      std::string text;  // one shared vocabulary for both languages, from the training split only
+      for (const auto& p : split.train) text += p.en + "\n" + p.de + "\n";
+      tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
+          text, ctx_.folder.file("tokenizer"),
+          {.vocab_size = P.vocab, .model_type = "bpe", .seed = seed_, .unk_id = 1, .bos_id = kBos, .eos_id = kEos, .pad_id = kPad}));
+    } else {
+      if (!fs::exists(model_file)) throw config_error("the tokenizer " + model_file.string() + " is missing");
+      tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(model_file));
+    }
+    if (tok_->vocab_size() != P.vocab || tok_->pad_id() != kPad || tok_->bos_id() != kBos || tok_->eos_id() != kEos)
+      throw config_error("the tokenizer " + model_file.string() + " does not match the model (vocabulary " + std::to_string(tok_->vocab_size()) + ")");
+    auto encode = [&](const std::vector<data::SentencePair>& pairs, bool drop_long) {
+      std::vector<Example> out;
+      for (const auto& p : pairs) {
+        Example e;
+        e.src = tok_->encode(p.en);
+        e.tgt = tok_->encode(p.de);
+        if (drop_long && (std::int64_t(e.src.size()) >= max_len_ || std::int64_t(e.tgt.size()) >= max_len_)) continue;
+        if (std::int64_t(e.src.size()) >= max_len_) e.src.resize(std::size_t(max_len_ - 1));
+        e.src.push_back(kEos);
+        e.tgt.insert(e.tgt.begin(), kBos);
+        e.tgt.push_back(kEos);
+        e.src_text = p.en, e.tgt_text = p.de;
+        out.push_back(std::move(e));
+      }
+      return out;
+    };
+    train_ = encode(split.train, true);
+    val_ = encode(split.validation, true);
+    test_ = encode(split.test, false);  // every test sentence counts for BLEU
+  }
+
+  // The negative log-likelihood of the validation targets (the training loss adds label smoothing).
+  double validation_nll() {
+    double total = 0, n = 0;
+    std::vector<std::int64_t> idx;
+    for (std::int64_t i = 0; i < std::int64_t(val_.size()); ++i) idx.push_back(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](auto x, auto y) { return val_[std::size_t(x)].src.size() < val_[std::size_t(y)].src.size(); });
+    for (std::size_t b = 0; b < idx.size() && !train::interrupted(); b += std::size_t(batch_)) {
+      const Batch bt = make_batch(val_, std::span<const std::int64_t>(idx).subspan(b, std::min(idx.size() - b, std::size_t(batch_))));
+      feed(model_, bt);
+      model_.forward(Mode::infer);
+      const auto logits = model_.output("logits");  // [B, T, vocab]
+      for (std::int64_t r = 0; r < bt.B * bt.T; ++r) {
+        if (bt.tgt_out[std::size_t(r)] == P.pad) continue;
+        const float* l = logits.data + r * P.vocab;
+        const double mx = *std::max_element(l, l + P.vocab);
+        double z = 0;
+        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(l[v]) - mx);
+        total += mx + std::log(z) - double(l[bt.tgt_out[std::size_t(r)]]);
+        n += 1;
+      }
+    }
+    return total / n;
+  }
+
+  void heatmaps(const std::string& dir, const std::string& sentence) {
+    auto tr = translator();
+    const std::vector<std::int32_t> src = encode_source(sentence);
+    const auto out = tr.greedy(src, kBos, kEos, int(max_len_));
+    std::vector<std::int32_t> tgt_in{kBos};
+    tgt_in.insert(tgt_in.end(), out.begin(), out.end());
+    static constexpr const auto& M = Graphs<P>::maps;
+    Program<M> maps(Options{.threads = ctx_.threads});
+    models::copy_weights(model_.parameters(), maps, "attention maps");
+    const std::int32_t sl = std::int32_t(src.size()), tl = std::int32_t(tgt_in.size());
+    maps.set_input(in::src, std::span<const std::int32_t>(src), {1, sl});
+    maps.set_input(in::src_len, std::span<const std::int32_t>(&sl, 1), {1});
+    maps.set_input(in::tgt_in, std::span<const std::int32_t>(tgt_in), {1, tl});
+    maps.set_input(in::tgt_len, std::span<const std::int32_t>(&tl, 1), {1});
+    maps.forward(Mode::infer);
+    auto pieces = [&](const std::vector<std::int32_t>& ids) {
+      std::vector<std::string> v;
+      for (auto id : ids) v.push_back(id == kBos ? "<s>" : id == kEos ? "</s>" : tok_->decode({id}));
+      return v;
+    };
+    std::printf("\nattention of: %s -> %s\n", sentence.c_str(), tok_->decode(out).c_str());
+    write_heatmaps(maps, dir, P.n_layer, P.heads, pieces(src), pieces(tgt_in));
+  }
+
+  Config c_;
+  Context ctx_;
+  bool copy_;
+  Program<G> model_;
+  optim::Adam<float> opt_;
+  std::int64_t batch_, max_len_;
+  std::uint64_t seed_;
+  std::unique_ptr<data::SentencePieceTokenizer> tok_;
+  std::vector<Example> train_, val_, test_, copy_batch_;
+  std::vector<std::vector<std::int64_t>> epoch_;
+  std::uint64_t epoch_no_ = ~0ull;
+};
+
+Task transformer_task() {
+  Task t;
+  t.name = "transformer";
+  t.summary = "encoder-decoder Transformer: EN->DE translation (BLEU), or the copy task";
+  t.schema = transformer_schema();
+  t.commands.push_back({"eval", "validation NLL, BLEU of greedy and beam search on the test split, heatmaps", eval_options()});
+  t.commands.push_back({"translate", "translate an English sentence with beam search", translate_options()});
+  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
+    if (c.text("task") == "copy") return std::make_unique<TransformerSession<models::kTransformerCopy>>(c, ctx);
+    if (c.text("size") == "base") return std::make_unique<TransformerSession<models::kTransformerBase>>(c, ctx);
+    return std::make_unique<TransformerSession<models::kTransformerSmall>>(c, ctx);
+  };
+  return t;
+}
+
+const bool registered = register_task(transformer_task());
+
+}  // namespace
+}  // namespace ctgrad::cli

@@ -1,0 +1,267 @@
+// ctgrad train|eval vit: a Vision Transformer on Fashion-MNIST (docs/models/vit.md).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <ctgrad/data/idx.hpp>
+#include <ctgrad/data/pairs.hpp>
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/models/vit.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+#include "../task.hpp"
+
+namespace ctgrad::cli {
+namespace {
+
+namespace in = models::vit_inputs;
+namespace fs = std::filesystem;
+using train::Role;
+
+template <models::VitConfig P>
+struct Graph {
+  static constexpr auto g = freeze<models::vit<P>>();
+};
+
+Schema vit_schema() {
+  Schema s;
+  s.choice("size", "fast", {"fast", "small", "tiny"}, "preset: fast (4x4 patches of 7), small (7x7 of 4), tiny (tests)", Role::model)
+      .choice("pool", "cls", {"cls", "mean"}, "classify from the class token, or the mean of the patches", Role::model)
+      .integer("epochs", 25, {.min = 1, .max = 100000}, "passes over the training images")
+      .integer("batch", 128, {.min = 1, .max = 60000}, "images per step", Role::run)
+      .integer("train_images", 60000, {.min = 1, .max = 60000}, "training images used (the first n)", Role::run)
+      .real("lr", 1e-3, {.min = 0, .max = 10, .min_open = true}, "peak learning rate (warm-up, then cosine)")
+      .real("min_lr", 1e-5, {.min = 0, .max = 10}, "learning rate at the end")
+      .real("warmup_epochs", 1.0, {.min = 0}, "warm-up, in epochs")
+      .real("weight_decay", 0.05, {.min = 0, .max = 10}, "AdamW's decay (not on biases, norms, the class token and positions)")
+      .flag("augment", false, "random shifts of up to 2 pixels and horizontal flips", Role::run);
+  add_seed_keys(s);
+  add_hyper_keys(s, Graph<models::kVitFast>::g);
+  return s;
+}
+
+constexpr const char* kClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+constexpr float kMean = 0.2860f, kStd = 0.3530f;  // of the Fashion-MNIST training pixels
+
+// Image i of the set, normalised, into out[784]; with augmentation a random shift of up to 2
+// pixels (zero fill) and a horizontal flip, drawn from (seed, epoch, i): the same on a resume.
+void image(const data::ImageSet& set, std::int64_t i, bool augment, std::uint64_t seed, std::uint64_t epoch, float* out) {
+  int dx = 0, dy = 0;
+  bool flip = false;
+  if (augment) {
+    const std::uint64_t k = random::key(seed, epoch, std::uint64_t(i));
+    dx = int(random::bits(k, 0) % 5) - 2, dy = int(random::bits(k, 1) % 5) - 2, flip = random::bits(k, 2) & 1;
+  }
+  const std::uint8_t* px = set.pixels.data() + i * 784;
+  for (int r = 0; r < 28; ++r)
+    for (int c = 0; c < 28; ++c) {
+      const int sr = r - dy, sc0 = c - dx, sc = flip ? 27 - sc0 : sc0;
+      const float v = sr >= 0 && sr < 28 && sc >= 0 && sc < 28 ? float(px[sr * 28 + sc]) / 255.0f : 0.0f;
+      out[r * 28 + c] = (v - kMean) / kStd;
+    }
+}
+
+// A grid of the first 24 test images with predicted and true labels (red when wrong), by gnuplot.
+void prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>& pred, const fs::path& png) {
+  if (!fs::exists("/usr/bin/gnuplot")) {
+    std::cerr << "ctgrad: warning: gnuplot not installed (apt-get install gnuplot-nox): no " << png << "\n";
+    return;
+  }
+  const fs::path data = png.string() + ".dat", script = png.string() + ".gp";
+  {
+    std::ofstream f(data);
+    for (int i = 0; i < 24; ++i) {
+      for (int r = 0; r < 28; ++r)
+        for (int c = 0; c < 28; ++c) f << int(test.pixels[std::size_t(i * 784 + r * 28 + c)]) << (c < 27 ? " " : "\n");
+      f << "\n\n";
+    }
+  }
+  std::ofstream s(script);
+  s << "set terminal pngcairo noenhanced size 960,760 font ',9'\nset output '" << png.string() << "'\n"
+    << "set multiplot layout 4,6 title 'Fashion-MNIST test images: predicted / true'\nset palette grey negative\nunset colorbox\n"
+    << "unset xtics\nunset ytics\nset size ratio -1\nset yrange [27.5:-0.5]\nset xrange [-0.5:27.5]\n";
+  for (int i = 0; i < 24; ++i) {
+    const bool ok = pred[std::size_t(i)] == test.labels[std::size_t(i)];
+    s << "set title '" << kClasses[pred[std::size_t(i)]] << " / " << kClasses[test.labels[std::size_t(i)]] << "' tc rgb '"
+      << (ok ? "black" : "red") << "'\nplot '" << data.string() << "' index " << i << " matrix with image pixels notitle\n";
+  }
+  s << "unset multiplot\n";
+  s.close();
+  std::string shell = "'";
+  for (char c : script.string()) shell += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  if (std::system(("/usr/bin/gnuplot " + shell + "' 2>&1").c_str()) != 0) std::cerr << "ctgrad: warning: gnuplot failed to draw " << png << "\n";
+  fs::remove(data), fs::remove(script);
+}
+
+template <models::VitConfig P>
+class VitSession : public Session {
+  static constexpr const auto& G = Graph<P>::g;
+
+ public:
+  VitSession(const Config& c, const Context& ctx)
+      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)),
+        opt_(model_.parameters(), optim::AdamOptions{.lr = c.real("lr"), .weight_decay = c.real("weight_decay")},
+             {optim::no_decay_group({"cls", "pos"})}),
+        batch_(c.integer("batch")), n_train_(c.integer("train_images")), seed_(data_seed(c)) {
+    if (n_train_ < batch_) throw config_error("train_images (" + c.show("train_images") + ") must be at least batch (" + c.show("batch") + ")");
+  }
+  Executor<float>& model() override { return model_; }
+  optim::Optimizer<float>& optimizer() override { return opt_; }
+
+  void prepare() override {
+    test_ = data::fashion_mnist("test");
+    if (ctx_.command != "train") return;
+    train_ = data::fashion_mnist("train");
+    per_epoch_ = n_train_ / batch_;
+    x_.resize(std::size_t(batch_ * 784));
+    y_.resize(std::size_t(batch_));
+    std::size_t n_params = 0;
+    for (const auto& p : model_.parameters()) n_params += std::size_t(p.value.numel);
+    std::printf("ctgrad train vit: %dx%d patches of %d, d_model %d, %d layers, %d heads, MLP %d, %s pooling, %zu parameters, %d threads\n",
+                P.image / P.patch, P.image / P.patch, P.patch, P.d_model, P.n_layer, P.heads, P.d_mlp, P.mean_pool ? "mean" : "<cls>", n_params,
+                model_.threads());
+    std::printf("Fashion-MNIST: %lld train images (augment %s) / %lld test; %lld epochs of %lld steps, batch %lld\n", (long long)n_train_,
+                c_.flag("augment") ? "on" : "off", (long long)test_.count, (long long)c_.integer("epochs"), (long long)per_epoch_, (long long)batch_);
+  }
+
+  train::LoopOptions loop() override {
+    const std::int64_t steps = c_.integer("epochs") * per_epoch_;
+    return {.steps = steps,
+            .eval_every = per_epoch_,
+            .lr = optim::warmup_cosine(c_.real("lr"), c_.real("min_lr"), std::int64_t(c_.real("warmup_epochs") * double(per_epoch_)), steps),
+            .unit = "(test error)",
+            .items = "img"};
+  }
+
+  train::Run run() override {
+    epoch_start_ = std::chrono::steady_clock::now();
+    return {.model = model_,
+            .optimizer = opt_,
+            .feed =
+                [this](std::int64_t step) {
+                  const std::int64_t epoch = (step - 1) / per_epoch_, k = (step - 1) % per_epoch_;
+                  if (epoch != order_epoch_) order_ = data::shuffled(n_train_, seed_, std::uint64_t(epoch)), order_epoch_ = epoch;
+                  for (std::int64_t b = 0; b < batch_; ++b) {
+                    const std::int64_t i = order_[std::size_t(k * batch_ + b)];
+                    image(train_, i, c_.flag("augment"), seed_, std::uint64_t(epoch), x_.data() + b * 784);
+                    y_[std::size_t(b)] = train_.labels[std::size_t(i)];
+                  }
+                  model_.set_input(in::images, std::span<const float>(x_), {batch_, 1, 28, 28});
+                  model_.set_input(in::labels, std::span<const std::int32_t>(y_), {batch_});
+                  return double(batch_);
+                },
+            .validate =
+                [this] {
+                  const double acc = accuracy(predict());
+                  return train::Metrics{{{"error", 1 - acc}, {"accuracy", acc}}};
+                },
+            .validate_at = [this](std::int64_t step) { return step % per_epoch_ == 0; },
+            .after_step = [this](std::int64_t, double loss) { epoch_loss_ += loss, ++epoch_steps_; },
+            .after_validation =
+                [this](std::int64_t step, const train::Metrics& m) {
+                  const std::int64_t epoch = step / per_epoch_;
+                  const bool partial = epoch_steps_ < per_epoch_;  // resumed mid-epoch: the part run here
+                  const auto now = std::chrono::steady_clock::now();
+                  const double secs = std::chrono::duration<double>(now - epoch_start_).count();
+                  std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.0f s%s\n", (long long)epoch, epoch_loss_ / double(epoch_steps_),
+                              100 * m.values[1].second, secs, partial ? " (resumed mid-epoch: the part run here)" : "");
+                  std::ofstream log(ctx_.folder.file("epochs.jsonl"), std::ios::app);
+                  log << "{\"epoch\": " << epoch << ", \"train_loss\": " << epoch_loss_ / double(epoch_steps_) << ", \"test_accuracy\": "
+                      << m.values[1].second << ", \"epoch_seconds\": " << secs << ", \"partial\": " << (partial ? "true" : "false") << "}\n";
+                  epoch_steps_ = 0, epoch_loss_ = 0, epoch_start_ = now;
+                }};
+  }
+
+  int eval(const Config&) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto pred = predict();
+    if (train::interrupted()) return 130;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("test accuracy %.2f%% (%lld images, %.1f s)\n\nconfusion matrix (rows: true class, columns: predicted)\n", 100 * accuracy(pred),
+                (long long)test_.count, secs);
+    std::int64_t cm[10][10] = {};
+    for (std::int64_t i = 0; i < test_.count; ++i) ++cm[test_.labels[std::size_t(i)]][pred[std::size_t(i)]];
+    std::printf("%13s", "");
+    for (int c = 0; c < 10; ++c) std::printf(" %5d", c);
+    std::printf("   recall\n");
+    for (int r = 0; r < 10; ++r) {
+      std::int64_t row = 0;
+      std::printf("%d %-11s", r, kClasses[r]);
+      for (int c = 0; c < 10; ++c) std::printf(" %5lld", (long long)cm[r][c]), row += cm[r][c];
+      std::printf("   %5.1f%%\n", 100.0 * double(cm[r][r]) / double(std::max<std::int64_t>(row, 1)));
+    }
+    prediction_grid(test_, pred, ctx_.folder.file("predictions.png"));
+    std::printf("\nwrote %s\n", ctx_.folder.file("predictions.png").c_str());
+    return 0;
+  }
+
+ private:
+  // Predictions of the whole test set.
+  std::vector<std::int32_t> predict() {
+    std::vector<std::int32_t> pred(std::size_t(test_.count));
+    std::vector<float> x;
+    std::vector<std::int32_t> y;
+    for (std::int64_t b0 = 0; b0 < test_.count && !train::interrupted(); b0 += 500) {
+      const std::int64_t n = std::min<std::int64_t>(500, test_.count - b0);
+      x.resize(std::size_t(n * 784));
+      y.assign(test_.labels.begin() + b0, test_.labels.begin() + b0 + n);
+      for (std::int64_t i = 0; i < n; ++i) image(test_, b0 + i, false, 0, 0, x.data() + i * 784);
+      model_.set_input(in::images, std::span<const float>(x), {n, 1, 28, 28});
+      model_.set_input(in::labels, std::span<const std::int32_t>(y), {n});
+      model_.forward(Mode::infer);
+      const auto l = model_.output("logits");
+      for (std::int64_t i = 0; i < n; ++i)
+        pred[std::size_t(b0 + i)] = std::int32_t(std::max_element(l.data + i * 10, l.data + i * 10 + 10) - (l.data + i * 10));
+    }
+    return pred;
+  }
+  double accuracy(const std::vector<std::int32_t>& pred) const {
+    std::int64_t right = 0;
+    for (std::int64_t i = 0; i < test_.count; ++i) right += pred[std::size_t(i)] == test_.labels[std::size_t(i)];
+    return double(right) / double(test_.count);
+  }
+
+  Config c_;
+  Context ctx_;
+  Program<G> model_;
+  optim::AdamW<float> opt_;
+  std::int64_t batch_, n_train_, per_epoch_ = 1;
+  std::uint64_t seed_;
+  data::ImageSet train_, test_;
+  std::vector<float> x_;
+  std::vector<std::int32_t> y_;
+  std::vector<std::int64_t> order_;
+  std::int64_t order_epoch_ = -1, epoch_steps_ = 0;
+  double epoch_loss_ = 0;
+  std::chrono::steady_clock::time_point epoch_start_;
+};
+
+Task vit_task() {
+  Task t;
+  t.name = "vit";
+  t.summary = "Vision Transformer on Fashion-MNIST: test accuracy, confusion matrix, prediction grid";
+  t.schema = vit_schema();
+  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
+    const bool mean = c.text("pool") == "mean";
+    const std::string& size = c.text("size");
+    if (size == "small") return mean ? std::unique_ptr<Session>(std::make_unique<VitSession<models::VitConfig{.mean_pool = true}>>(c, ctx))
+                                     : std::make_unique<VitSession<models::kVitSmall>>(c, ctx);
+    if (size == "tiny")
+      return mean ? std::unique_ptr<Session>(std::make_unique<VitSession<models::VitConfig{.image = 28, .channels = 1, .patch = 7, .d_model = 32,
+                                                                                               .n_layer = 2, .heads = 2, .d_mlp = 64, .classes = 10,
+                                                                                               .mean_pool = true}>>(c, ctx))
+                  : std::make_unique<VitSession<models::kVitTiny>>(c, ctx);
+    return mean ? std::unique_ptr<Session>(std::make_unique<VitSession<models::VitConfig{.patch = 7, .mean_pool = true}>>(c, ctx))
+                : std::make_unique<VitSession<models::kVitFast>>(c, ctx);
+  };
+  return t;
+}
+
+const bool registered = register_task(vit_task());
+
+}  // namespace
+}  // namespace ctgrad::cli

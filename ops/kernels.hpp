@@ -1,0 +1,72 @@
+// What a kernel outside the library needs (a custom op's forward and vjp, an optimizer's update):
+// parallel loops whose partition never depends on the thread count (same bits on 1 or 64
+// threads), broadcasting helpers, and the SIMD vector routines ctgrad's own kernels use, chosen at
+// run time for the CPU (SSE2, AVX2, AVX-512). The ops/detail/ headers behind it are internal.
+//
+//   ctgrad::parallel(n, grain, [&](std::int64_t begin, std::int64_t end) { ... });
+//   ctgrad::vec::scale(x, n, 0.5);  ctgrad::vec::sum_squares(g, n);
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
+
+namespace ctgrad {
+
+// f(begin, end) over [0, n) in chunks of `grain` elements, in parallel on the calling program's
+// threads; the chunks depend only on n and grain.
+using kernel::parallel;
+// A grain for elementwise work of `cost` flops per element (about 32k flops per task).
+using kernel::grain_for;
+// Broadcasting (NumPy rules) of an input to an op's output: strides, offsets, and the reduction
+// of a gradient over the broadcast dims in a fixed order.
+using kernel::broadcast_strides;
+using kernel::offset_of;
+using kernel::reduce_broadcast;
+
+namespace vec {
+namespace detail {
+template <class T>
+constexpr int precision = std::is_same_v<T, double> ? 1 : 0;
+}
+
+// x[i] *= factor
+template <class T>
+void scale(T* x, std::int64_t n, double factor) {
+  simd::best().unary[simd::scale][detail::precision<T>](x, x, n, factor);
+}
+// y[i] += alpha * x[i]
+template <class T>
+void axpy(const T* x, T* y, std::int64_t n, double alpha = 1.0) {
+  simd::best().axpy[detail::precision<T>](x, nullptr, y, n, alpha);
+}
+// sum of x[i]^2, accumulated in the working precision within SIMD lanes
+template <class T>
+double sum_squares(const T* x, std::int64_t n) {
+  return simd::best().row_sq_dev[detail::precision<T>](x, n, 0.0);
+}
+// sum of x[i]
+template <class T>
+double sum(const T* x, std::int64_t n) {
+  return simd::best().row_sum[detail::precision<T>](x, n);
+}
+
+// One Adam/AdamW update of n elements (the arithmetic of torch.optim.Adam / AdamW):
+//   decoupled: w *= shrink; else g += weight_decay w
+//   m = beta1 m + (1 - beta1) g;  v = beta2 m + (1 - beta2) g^2;  w -= step m / (sqrt(v) / sqrt_bc2 + eps)
+struct AdamStep {
+  double shrink = 1, weight_decay = 0, beta1 = 0.9, beta2 = 0.999;
+  double step = 0;      // lr / (1 - beta1^t)
+  double sqrt_bc2 = 1;  // sqrt(1 - beta2^t)
+  double eps = 1e-8;
+  bool decoupled = false;
+};
+template <class T>
+void adam(T* w, const T* g, T* m, T* v, std::int64_t n, const AdamStep& s) {
+  const double c[8] = {s.shrink, s.weight_decay, s.beta1, s.beta2, s.step, s.sqrt_bc2, s.eps, s.decoupled ? 1.0 : 0.0};
+  simd::best().adam[detail::precision<T>](w, g, m, v, n, c);
+}
+
+}  // namespace vec
+}  // namespace ctgrad

@@ -1,0 +1,61 @@
+#include <ctgrad/train/config.hpp>
+#include <ctgrad/train/run_folder.hpp>
+
+#include <signal.h>
+
+#include <cerrno>
+#include <system_error>
+#include <vector>
+
+namespace ctgrad::train {
+namespace fs = std::filesystem;
+
+namespace {
+// The files a run writes (anything else in the folder is left alone).
+bool is_run_file(const std::string& name) {
+  return name == "checkpoint.safetensors" || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
+         name == "epochs.jsonl" || name == "predictions.png" || name.rfind("tokenizer.", 0) == 0;
+}
+}  // namespace
+
+void RunFolder::start_new(bool overwrite) const {
+  std::error_code ec;
+  if (fs::exists(dir_) && !fs::is_directory(dir_)) throw config_error("the run folder " + dir_.string() + " is a file");
+  std::vector<fs::path> held;
+  if (fs::is_directory(dir_))
+    for (const auto& e : fs::directory_iterator(dir_, ec))
+      if (is_run_file(e.path().filename().string())) held.push_back(e.path());
+  if (!held.empty() && !overwrite)
+    throw config_error("the run folder " + dir_.string() + " holds a run (" + held.front().filename().string() +
+                       "): continue it with --resume, choose another with --run DIR, or start over with --overwrite");
+  for (const auto& p : held) fs::remove(p, ec);
+  fs::create_directories(dir_, ec);
+  if (ec) throw config_error("cannot create the run folder " + dir_.string() + ": " + ec.message());
+  remove_stale_temporaries();
+}
+
+void RunFolder::require_checkpoint() const {
+  if (!fs::exists(checkpoint())) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
+  remove_stale_temporaries();
+}
+
+int RunFolder::remove_stale_temporaries() const {
+  int removed = 0;
+  std::error_code ec;
+  if (!fs::is_directory(dir_)) return 0;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string n = e.path().filename().string();
+    const auto at = n.rfind(".tmp.");
+    if (n.empty() || n[0] != '.' || at == std::string::npos) continue;
+    long pid = 0;
+    try {
+      pid = std::stol(n.substr(at + 5));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) removed += fs::remove(e.path(), ec) ? 1 : 0;
+  }
+  return removed;
+}
+
+}  // namespace ctgrad::train
