@@ -84,7 +84,7 @@ Args parse(int argc, char** argv) {
   if (!t) {
     std::vector<std::string> names;
     for (const Task& task : tasks()) names.push_back(task.name);
-    const std::string near = train::closest(a.model, names);
+    const std::string near = training::closest(a.model, names);
     throw config_error("unknown model '" + a.model + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") + " (models: " + model_list() + ")");
   }
   const Command* own = find_command(*t, a.command);
@@ -103,16 +103,16 @@ Args parse(int argc, char** argv) {
     else if (o == "--run") a.run_dir = value();
     else if (o == "--resume" && a.command == "train") a.resume = true;
     else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
-    else if (o == "--threads") a.threads = int(train::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
+    else if (o == "--threads") a.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
     else if (own && o.rfind("--", 0) == 0 && own->options.find(o.substr(2))) {
-      const train::Key& k = *own->options.find(o.substr(2));
-      a.options.emplace_back(k.name, k.kind == train::Kind::flag ? "true" : value());
+      const training::Key& k = *own->options.find(o.substr(2));
+      a.options.emplace_back(k.name, k.kind == training::Kind::flag ? "true" : value());
     } else {
       std::vector<std::string> known = {"--config", "--set", "--run", "--threads", "--help"};
       if (a.command == "train") known.insert(known.end(), {"--resume", "--overwrite"});
       if (own)
-        for (const train::Key& k : own->options.keys()) known.push_back("--" + k.name);
-      const std::string near = train::closest(o, known);
+        for (const training::Key& k : own->options.keys()) known.push_back("--" + k.name);
+      const std::string near = training::closest(o, known);
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       throw config_error("unknown option '" + o + "' for ctgrad " + a.command + " " + a.model + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
@@ -152,7 +152,7 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
   if (!a.config_file.empty()) cfg.merge_json(read_file(a.config_file, 1 << 20), "config file " + a.config_file);
   for (const auto& s : a.sets) cfg.set(s, "--set");
   if (saved) {
-    const train::Role pinned = a.command == "train" ? train::Role::run : train::Role::model;
+    const training::Role pinned = a.command == "train" ? training::Role::run : training::Role::model;
     const auto diff = cfg.differences(*saved, pinned);
     if (!diff.empty()) {
       std::string list;
@@ -167,11 +167,11 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
 
 int run(const Args& a) {
   const Task& t = *find_task(a.model);
-  Context ctx{a.command, train::RunFolder(a.run_dir), a.command != "train" || a.resume, a.threads};
+  Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume, a.threads};
   if (ctx.from_checkpoint) ctx.folder.require_checkpoint();
   std::optional<Config> saved;
   const Config cfg = make_config(t, a, ctx, saved);
-  train::install_interrupt_handlers();
+  training::install_interrupt_handlers();
   std::unique_ptr<Session> session = t.open(cfg, ctx);
   if (ctx.from_checkpoint) {
     const auto meta = checkpoint::load_training<float>(ctx.folder.checkpoint(), session->model(), &session->optimizer());
@@ -196,7 +196,7 @@ int run(const Args& a) {
     for (const auto& [k, v] : a.options) opts.set(k, v, "--" + k);
     return a.command == "eval" ? session->eval(opts) : session->command(a.command, opts);
   }
-  train::LoopOptions loop = session->loop();
+  training::LoopOptions loop = session->loop();
   loop.metadata = session->metadata();
   loop.metadata["config"] = cfg.to_json();
   loop.metadata["model"] = t.name;
@@ -207,14 +207,14 @@ int run(const Args& a) {
   }
   if (session->optimizer().steps() > 0)
     std::printf("resuming at step %lld from %s\n", (long long)session->optimizer().steps() + 1, ctx.folder.checkpoint().c_str());
-  train::Trainer trainer(ctx.folder, loop);
-  train::Run r = session->run();
-  const train::Outcome out = trainer.fit(r);
+  training::Trainer trainer(ctx.folder, loop);
+  training::Run r = session->run();
+  const training::Outcome out = trainer.fit(r);
   if (out.interrupted) return 130;
   if (out.diverged) return 3;
-  train::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
+  training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
   std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s, plot %s\n",
-              train::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), ctx.folder.checkpoint().c_str(),
+              training::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), ctx.folder.checkpoint().c_str(),
               ctx.folder.file("metrics.jsonl").c_str(), ctx.folder.file("loss.png").c_str());
   return session->after_training(out);
 }

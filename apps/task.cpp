@@ -23,10 +23,10 @@ int Session::command(const std::string& name, const Config&) {
 }
 
 void add_seed_keys(Schema& s) {
-  s.integer("seed", 1, {.min = 0}, "sets every random stream below that is -1", train::Role::run)
-      .integer("init_seed", -1, {.min = -1}, "parameter initialisation (-1: seed)", train::Role::run)
-      .integer("data_seed", -1, {.min = -1}, "data order and augmentation (-1: seed)", train::Role::run)
-      .integer("dropout_seed", -1, {.min = -1}, "dropout masks (-1: seed)", train::Role::run);
+  s.integer("seed", 1, {.min = 0}, "sets every random stream below that is -1", training::Role::run)
+      .integer("init_seed", -1, {.min = -1}, "parameter initialisation (-1: seed)", training::Role::run)
+      .integer("data_seed", -1, {.min = -1}, "data order and augmentation (-1: seed)", training::Role::run)
+      .integer("dropout_seed", -1, {.min = -1}, "dropout masks (-1: seed)", training::Role::run);
 }
 namespace {
 std::uint64_t seed_of(const Config& c, const char* key) {

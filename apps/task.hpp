@@ -2,7 +2,7 @@
 // config schema, its commands beyond train and eval, and how to open a session (a model bound to
 // its data and run folder). The driver (apps/ctgrad.cpp) does everything else once: argument
 // parsing, the config from --config, --set and the checkpoint with the same checks for every
-// model, the run folder, resuming, the training loop (train/trainer.hpp), threads and seeds.
+// model, the run folder, resuming, the training loop (training/trainer.hpp), threads and seeds.
 //
 // A new model command is one file in apps/tasks/ that ends with
 //   const bool registered = ctgrad::cli::register_task(my_task());
@@ -17,14 +17,14 @@
 #include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/graph/executor.hpp>
 #include <ctgrad/optim/optimizer.hpp>
-#include <ctgrad/train/config.hpp>
-#include <ctgrad/train/trainer.hpp>
+#include <ctgrad/training/config.hpp>
+#include <ctgrad/training/trainer.hpp>
 
 namespace ctgrad::cli {
 
-using train::Config;
-using train::config_error;
-using train::Schema;
+using training::Config;
+using training::config_error;
+using training::Schema;
 
 // A command of a model beyond train and eval ("sample", "translate", "fill-mask"), with its options.
 struct Command {
@@ -35,7 +35,7 @@ struct Command {
 // What a session is opened for.
 struct Context {
   std::string command;            // "train", "eval", or one of the task's commands
-  train::RunFolder folder;
+  training::RunFolder folder;
   bool from_checkpoint = false;   // eval, the extra commands, train --resume
   int threads = 0;                // 0: all cores
 };
@@ -50,12 +50,12 @@ class Session {
   // what was built (sizes, parameters) belongs here too.
   virtual void prepare() = 0;
   // Training: the loop's options and the run (feeding and validation).
-  virtual train::LoopOptions loop() = 0;
-  virtual train::Run run() = 0;
+  virtual training::LoopOptions loop() = 0;
+  virtual training::Run run() = 0;
   // What else goes into the checkpoint's metadata (the tokenizer file and its hash, ...).
   virtual checkpoint::Metadata metadata() { return {}; }
   // After training: the model shows what it learned (a sample, translations). Exit code.
-  virtual int after_training(const train::Outcome&) { return 0; }
+  virtual int after_training(const training::Outcome&) { return 0; }
   // `ctgrad eval <model>` after the checkpoint is loaded, with the options of the task's "eval"
   // command when it declares one (empty otherwise). Exit code.
   virtual int eval(const Config& options) = 0;

@@ -650,6 +650,13 @@ std::vector<std::string_view> Executor<T>::grad_inputs() const {
 }
 
 template <class T>
+std::int64_t Executor<T>::parameter_count() const {
+  std::int64_t n = 0;
+  for (const auto& p : params_) n += p.value.numel;
+  return n;
+}
+
+template <class T>
 const Parameter<T>& Executor<T>::parameter(std::string_view name) const {
   std::vector<std::string_view> known;
   for (const auto& p : params_) {

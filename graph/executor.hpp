@@ -83,6 +83,7 @@ class Executor {
   std::vector<std::string_view> grad_inputs() const;
 
   std::span<const Parameter<T>> parameters() const { return params_; }
+  std::int64_t parameter_count() const;  // elements of all parameters
   const Parameter<T>& parameter(std::string_view name) const;
   // All parameter values (and gradients) as one contiguous span: vectorised optimizer updates.
   std::span<T> parameter_values() { return {param_values_.get(), param_total_}; }

@@ -31,13 +31,21 @@ struct GradcheckResult {
   std::string report;  // every failing element, one per line (capped)
 };
 
+// The values of one index input, [lo, hi): e.g. targets that include an ignore_index of -1.
+struct IndexRange {
+  std::string_view input;
+  std::int32_t lo = 0, hi = 1;
+};
+
 // Sets every input of a program to seeded random data: real inputs ~ N(0, 1), index inputs
-// uniform in [0, index_range). Runtime symbols take the values in `sym` (Batch, Seq, SeqKV, ...).
+// uniform in [0, index_range), or in their own range. Runtime symbols take the values in `sym`
+// (Batch, Seq, SeqKV, ...).
 struct RandomInputs {
   std::uint64_t seed = 1;
   std::array<std::int64_t, kMaxSymbols> sym{3, 4, 5, 2, 2, 2};
   std::int32_t index_range = 3;
   bool positive = false;  // real inputs 0.5 + |N(0, 1)|: for log, sqrt, pow, ...
+  std::vector<IndexRange> index_ranges = {};  // per input, overriding index_range
 };
 template <class P>
 void fill_random_inputs(P& p, const RandomInputs& o = {}) {
@@ -52,8 +60,13 @@ void fill_random_inputs(P& p, const RandomInputs& o = {}) {
     const std::uint64_t key = random::key(o.seed, g.name(i));
     std::span<const std::int64_t> shape(dims.data(), std::size_t(n.shape.rank));
     if (n.dtype == DType::index) {
+      std::int32_t lo = 0, hi = o.index_range;
+      for (const IndexRange& r : o.index_ranges)
+        if (r.input == g.name(i)) lo = r.lo, hi = r.hi;
       std::vector<std::int32_t> v(static_cast<std::size_t>(numel));
-      for (std::int64_t k = 0; k < numel; ++k) v[std::size_t(k)] = std::int32_t(random::bits(key, std::uint64_t(k)) % std::uint64_t(o.index_range));
+      for (std::int64_t k = 0; k < numel; ++k)
+        v[std::size_t(k)] = lo + std::int32_t(random::bits(key, std::uint64_t(k)) % std::uint64_t(std::max(1, hi - lo)));
+
       p.set_input(g.name(i), std::span<const std::int32_t>(v), shape);
     } else {
       std::vector<T> v(static_cast<std::size_t>(numel));

@@ -7,7 +7,8 @@
 // stream (attn.wo, mlp.fc2) N(0, init_std / sqrt(2 n_layer)), biases 0, norms 1.
 //
 // Hyperparameters (set at run time, Program::set_hyper or `--set`): dropout (embeddings,
-// attention probabilities, residual branches; 0), init_std (0.02), norm_eps (1e-5).
+// attention probabilities, residual branches; 0), label_smoothing (0), init_std (0.02),
+// norm_eps (1e-5).
 //
 // Two graphs share the parameter names, so one checkpoint serves both:
 //   gpt<C>          training/evaluation: ids, targets -> logits, loss
@@ -94,7 +95,7 @@ constexpr auto gpt = [] {
   x = detail::gpt_blocks(g, C, dropout(x, g.hyper("dropout", 0)), false);
   Value logits = tied_logits(x, wte);  // [B, T, vocab]
   g.output(logits, "logits");
-  g.loss(cross_entropy(logits, targets));
+  g.loss(cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)}));
   return g;
 };
 

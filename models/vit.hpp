@@ -4,7 +4,7 @@
 //   x = dropout(x); per block vit.<l>:  x += attn(ln_1(x));  x += mlp(ln_2(x))   pre-norm, GELU MLP
 //   logits = head(ln(x[:, 0]))  or  head(ln(mean over patches))                  [B, classes]
 // Hyperparameters: dropout (0.1: embeddings, attention probabilities, MLP hidden, residual
-// branches), norm_eps (1e-5).
+// branches), label_smoothing (0), norm_eps (1e-5).
 #pragma once
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/models/layers/layers.hpp>
@@ -55,7 +55,7 @@ constexpr auto vit = [] {
   Value pooled = C.mean_pool ? mean(x, 1) : reshape(slice(x, 1, 0, 1), {Batch, d});  // [B, d]
   Value logits = linear(g.scope("head"), norm(g.scope("head_norm"), pooled, {.eps = eps}), C.classes);
   g.output(logits, "logits");
-  g.loss(cross_entropy(logits, labels));
+  g.loss(cross_entropy(logits, labels, {.label_smoothing = g.hyper("label_smoothing", 0)}));
   return g;
 };
 

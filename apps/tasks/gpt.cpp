@@ -20,7 +20,7 @@ namespace ctgrad::cli {
 namespace {
 
 namespace in = models::gpt_inputs;
-using train::Role;
+using training::Role;
 
 template <models::GptConfig P>
 struct Gpt {
@@ -127,10 +127,8 @@ class GptSession : public Session {
     if (ctx_.command != "train") return;
     train_ids_ = tok_.tok->encode(split_.train);
     batches_.emplace(train_ids_, context_, batch_, data_seed(c_));
-    std::size_t n_params = 0;
-    for (const auto& p : model_.parameters()) n_params += std::size_t(p.value.numel);
-    std::printf("ctgrad train gpt: size %s (%d layers, %d heads, d_model %d), %zu parameters, %d threads\n", c_.text("size").c_str(), P.n_layer,
-                P.n_head, P.d_model, n_params, model_.threads());
+    std::printf("ctgrad train gpt: size %s (%d layers, %d heads, d_model %d), %lld parameters, %d threads\n", c_.text("size").c_str(), P.n_layer,
+                P.n_head, P.d_model, (long long)model_.parameter_count(), model_.threads());
     std::printf("KJV Bible: %zu train / %zu validation tokens, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
                 train_ids_.size(), val_ids_.size(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
                 (long long)c_.integer("steps"));
@@ -138,7 +136,7 @@ class GptSession : public Session {
 
   checkpoint::Metadata metadata() override { return {{"tokenizer", tok_.file}, {"tokenizer_hash", file_hash(ctx_.folder.file(tok_.file))}}; }
 
-  train::LoopOptions loop() override {
+  training::LoopOptions loop() override {
     const std::int64_t steps = c_.integer("steps");
     return {.steps = steps,
             .eval_every = c_.integer("eval_every"),
@@ -148,7 +146,7 @@ class GptSession : public Session {
             .items = "tok"};
   }
 
-  train::Run run() override {
+  training::Run run() override {
     return {.model = model_,
             .optimizer = opt_,
             .feed =
@@ -158,10 +156,10 @@ class GptSession : public Session {
                   model_.set_input(in::targets, batches_->y(), {batch_, context_});
                   return double(batch_ * context_);
                 },
-            .validate = [this] { return train::Metrics{{{"loss", validation_loss()}}}; }};
+            .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};
   }
 
-  int after_training(const train::Outcome&) override {
+  int after_training(const training::Outcome&) override {
     const std::int64_t n = c_.integer("sample_tokens");
     if (n <= 0) return 0;
     // The model writes on from a prompt (key/value cache; past the context it re-reads its last half).
@@ -170,13 +168,13 @@ class GptSession : public Session {
     std::fflush(stdout);
     generate(prompt, models::SamplingOptions{.temperature = 0.8, .seed = 1, .max_tokens = int(n), .slide = true, .context = int(context_)});
     std::cout << "\n";
-    return train::interrupted() ? 130 : 0;
+    return training::interrupted() ? 130 : 0;
   }
 
   int eval(const Config&) override {
     const auto t0 = std::chrono::steady_clock::now();
     const double v = validation_loss();
-    if (train::interrupted()) return 130;
+    if (training::interrupted()) return 130;
     std::printf("validation loss %.4f %s (%lld windows of %lld tokens, %.1f s)\n", v, unit().c_str(), (long long)windows_, (long long)context_,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return 0;
@@ -206,7 +204,7 @@ class GptSession : public Session {
     std::cout << "\n";
     if (ids.size() + made > std::size_t(context_) && !so.slide && made < std::size_t(so.max_tokens))
       std::cerr << "ctgrad: stopped at the context limit of " << context_ << " tokens (--slide goes on)\n";
-    return train::interrupted() ? 130 : 0;
+    return training::interrupted() ? 130 : 0;
   }
 
  private:
@@ -217,7 +215,7 @@ class GptSession : public Session {
   double validation_loss() {
     std::vector<std::int32_t> vx(std::size_t(batch_ * context_)), vy(vx.size());
     double total = 0;
-    for (std::int64_t w0 = 0; w0 < windows_ && !train::interrupted(); w0 += batch_) {
+    for (std::int64_t w0 = 0; w0 < windows_ && !training::interrupted(); w0 += batch_) {
       const std::int64_t n = std::min(batch_, windows_ - w0);
       for (std::int64_t b = 0; b < n; ++b)
         for (std::int64_t t = 0; t < context_; ++t) {
@@ -241,7 +239,7 @@ class GptSession : public Session {
     TextStream out(*tok_.tok, ids);
     gen.generate(ids, vocab_, so, [&](std::int32_t id) {
       out(id);
-      return !train::interrupted();
+      return !training::interrupted();
     });
     return ids.size() - start;
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <memory>
 
 #include <ctgrad/data/pairs.hpp>
@@ -22,7 +23,8 @@ namespace {
 
 namespace in = models::transformer_inputs;
 namespace fs = std::filesystem;
-using train::Role;
+using training::gnuplot_quote;
+using training::Role;
 
 template <models::TransformerConfig P>
 struct Graphs {
@@ -134,12 +136,6 @@ Example copy_example(std::uint64_t seed, std::uint64_t n) {
   return e;
 }
 
-std::string gnuplot_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
-
 // One PNG per attention kind and layer, the heads side by side, tokens on the axes (as d2l shows them).
 void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers, int heads, const std::vector<std::string>& src_tokens,
                     const std::vector<std::string>& tgt_tokens) {
@@ -172,7 +168,7 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
           f << "\n\n";
         }
       }
-      std::ofstream script(out / "plot.gp");
+      std::ostringstream script;
       script << "set terminal pngcairo noenhanced size " << 360 * heads << ",420 font ',8'\nset output " << gnuplot_quote(png.string()) << "\n"
              << "set multiplot layout 1," << heads << " title " << gnuplot_quote(std::string(k.title) + ", layer " + std::to_string(l)) << "\n"
              << "set palette grey negative\nset cbrange [0:1]\nunset colorbox\nset yrange [" << R << "-0.5:-0.5]\nset xrange [-0.5:" << Cn << "-0.5]\n"
@@ -180,14 +176,11 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
       for (int h = 0; h < heads; ++h)
         script << "set title 'head " << h << "'\nplot " << gnuplot_quote(data.string()) << " index " << h << " matrix with image pixels notitle\n";
       script << "unset multiplot\n";
-      script.close();
-      std::string shell = "'";
-      for (char c : (out / "plot.gp").string()) shell += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      if (std::system(("/usr/bin/gnuplot " + shell + "' 2>&1").c_str()) != 0) throw std::runtime_error("gnuplot failed to draw " + png.string());
+      const bool drawn = training::gnuplot(script.str(), png);
       fs::remove(data);
+      if (!drawn) throw std::runtime_error("gnuplot failed to draw " + png.string());
       std::printf("wrote %s\n", png.c_str());
     }
-  fs::remove(out / "plot.gp");
 }
 
 template <models::TransformerConfig P>
@@ -209,10 +202,8 @@ class TransformerSession : public Session {
       load_translation_data();
     }
     if (ctx_.command != "train") return;
-    std::size_t n_params = 0;
-    for (const auto& p : model_.parameters()) n_params += std::size_t(p.value.numel);
-    std::printf("ctgrad train transformer: task %s, %d+%d layers, d_model %d, %d heads, d_ff %d, %zu parameters, %d threads\n",
-                c_.text("task").c_str(), P.n_layer, P.n_layer, P.d_model, P.heads, P.d_ff, n_params, model_.threads());
+    std::printf("ctgrad train transformer: task %s, %d+%d layers, d_model %d, %d heads, d_ff %d, %lld parameters, %d threads\n",
+                c_.text("task").c_str(), P.n_layer, P.n_layer, P.d_model, P.heads, P.d_ff, (long long)model_.parameter_count(), model_.threads());
     if (!copy_)
       std::printf("Ding EN->DE sentence pairs: %zu train / %zu validation / %zu test, shared BPE vocabulary of %d\n", train_.size(), val_.size(),
                   test_.size(), P.vocab);
@@ -223,7 +214,7 @@ class TransformerSession : public Session {
     return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
   }
 
-  train::LoopOptions loop() override {
+  training::LoopOptions loop() override {
     return {.steps = c_.integer("steps"),
             .eval_every = c_.integer("eval_every"),
             .lr = optim::noam(P.d_model, c_.integer("warmup"), c_.real("lr_factor")),
@@ -231,7 +222,7 @@ class TransformerSession : public Session {
             .items = "tok"};
   }
 
-  train::Run run() override {
+  training::Run run() override {
     return {.model = model_, .optimizer = opt_, .feed = [this](std::int64_t step) {
               Batch bt;
               if (copy_) {
@@ -250,12 +241,12 @@ class TransformerSession : public Session {
               feed(model_, bt);
               return double(bt.tokens());
             },
-            .validate = [this] { return train::Metrics{{{"loss", validation_nll()}}}; }};
+            .validate = [this] { return training::Metrics{{{"loss", validation_nll()}}}; }};
   }
 
-  int after_training(const train::Outcome&) override {
+  int after_training(const training::Outcome&) override {
     auto tr = translator();
-    for (std::size_t i = 0; i < std::min<std::size_t>(val_.size(), 3) && !train::interrupted(); ++i) {
+    for (std::size_t i = 0; i < std::min<std::size_t>(val_.size(), 3) && !training::interrupted(); ++i) {
       const auto out = tr.greedy(val_[i].src, copy_ ? 1 : kBos, copy_ ? -1 : kEos, copy_ ? 9 : int(max_len_));
       if (copy_) {
         std::string s, o;
@@ -266,7 +257,7 @@ class TransformerSession : public Session {
         std::printf("  %s\n  -> %s\n", val_[i].src_text.c_str(), tok_->decode(out).c_str());
       }
     }
-    return train::interrupted() ? 130 : 0;
+    return training::interrupted() ? 130 : 0;
   }
 
   int eval(const Config& o) override {
@@ -284,14 +275,14 @@ class TransformerSession : public Session {
     const std::size_t n = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(test_.size(), std::size_t(c_.integer("eval_sentences"))) : test_.size();
     std::vector<std::string> refs, greedy, beam;
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < n && !train::interrupted(); ++i) {
+    for (std::size_t i = 0; i < n && !training::interrupted(); ++i) {
       refs.push_back(test_[i].tgt_text);
       greedy.push_back(tok_->decode(tr.greedy(test_[i].src, kBos, kEos, int(max_len_))));
     }
     const double t_greedy = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const models::BeamOptions bo{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(max_len_)};
-    for (std::size_t i = 0; i < refs.size() && !train::interrupted(); ++i) beam.push_back(tok_->decode(tr.search(test_[i].src, kBos, kEos, bo)));
-    if (train::interrupted()) return 130;
+    for (std::size_t i = 0; i < refs.size() && !training::interrupted(); ++i) beam.push_back(tok_->decode(tr.search(test_[i].src, kBos, kEos, bo)));
+    if (training::interrupted()) return 130;
     const double t_beam = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - t_greedy;
     std::printf("test split: %zu sentences (EN -> DE), sacreBLEU-style corpus BLEU on detokenised text\n", n);
     std::printf("greedy:        %s  (%.1f s)\n", metrics::corpus_bleu(greedy, refs).str().c_str(), t_greedy);
@@ -372,7 +363,7 @@ class TransformerSession : public Session {
     std::vector<std::int64_t> idx;
     for (std::int64_t i = 0; i < std::int64_t(val_.size()); ++i) idx.push_back(i);
     std::stable_sort(idx.begin(), idx.end(), [&](auto x, auto y) { return val_[std::size_t(x)].src.size() < val_[std::size_t(y)].src.size(); });
-    for (std::size_t b = 0; b < idx.size() && !train::interrupted(); b += std::size_t(batch_)) {
+    for (std::size_t b = 0; b < idx.size() && !training::interrupted(); b += std::size_t(batch_)) {
       const Batch bt = make_batch(val_, std::span<const std::int64_t>(idx).subspan(b, std::min(idx.size() - b, std::size_t(batch_))));
       feed(model_, bt);
       model_.forward(Mode::infer);

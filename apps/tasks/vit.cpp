@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 
 #include <ctgrad/data/idx.hpp>
@@ -20,7 +21,7 @@ namespace {
 
 namespace in = models::vit_inputs;
 namespace fs = std::filesystem;
-using train::Role;
+using training::Role;
 
 template <models::VitConfig P>
 struct Graph {
@@ -67,11 +68,7 @@ void image(const data::ImageSet& set, std::int64_t i, bool augment, std::uint64_
 
 // A grid of the first 24 test images with predicted and true labels (red when wrong), by gnuplot.
 void prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>& pred, const fs::path& png) {
-  if (!fs::exists("/usr/bin/gnuplot")) {
-    std::cerr << "ctgrad: warning: gnuplot not installed (apt-get install gnuplot-nox): no " << png << "\n";
-    return;
-  }
-  const fs::path data = png.string() + ".dat", script = png.string() + ".gp";
+  const fs::path data = png.string() + ".dat";
   {
     std::ofstream f(data);
     for (int i = 0; i < 24; ++i) {
@@ -80,21 +77,18 @@ void prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>
       f << "\n\n";
     }
   }
-  std::ofstream s(script);
-  s << "set terminal pngcairo noenhanced size 960,760 font ',9'\nset output '" << png.string() << "'\n"
+  std::ostringstream s;
+  s << "set terminal pngcairo noenhanced size 960,760 font ',9'\nset output " << training::gnuplot_quote(png.string()) << "\n"
     << "set multiplot layout 4,6 title 'Fashion-MNIST test images: predicted / true'\nset palette grey negative\nunset colorbox\n"
     << "unset xtics\nunset ytics\nset size ratio -1\nset yrange [27.5:-0.5]\nset xrange [-0.5:27.5]\n";
   for (int i = 0; i < 24; ++i) {
     const bool ok = pred[std::size_t(i)] == test.labels[std::size_t(i)];
     s << "set title '" << kClasses[pred[std::size_t(i)]] << " / " << kClasses[test.labels[std::size_t(i)]] << "' tc rgb '"
-      << (ok ? "black" : "red") << "'\nplot '" << data.string() << "' index " << i << " matrix with image pixels notitle\n";
+      << (ok ? "black" : "red") << "'\nplot " << training::gnuplot_quote(data.string()) << " index " << i << " matrix with image pixels notitle\n";
   }
   s << "unset multiplot\n";
-  s.close();
-  std::string shell = "'";
-  for (char c : script.string()) shell += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  if (std::system(("/usr/bin/gnuplot " + shell + "' 2>&1").c_str()) != 0) std::cerr << "ctgrad: warning: gnuplot failed to draw " << png << "\n";
-  fs::remove(data), fs::remove(script);
+  training::gnuplot(s.str(), png);
+  fs::remove(data);
 }
 
 template <models::VitConfig P>
@@ -119,16 +113,14 @@ class VitSession : public Session {
     per_epoch_ = n_train_ / batch_;
     x_.resize(std::size_t(batch_ * 784));
     y_.resize(std::size_t(batch_));
-    std::size_t n_params = 0;
-    for (const auto& p : model_.parameters()) n_params += std::size_t(p.value.numel);
-    std::printf("ctgrad train vit: %dx%d patches of %d, d_model %d, %d layers, %d heads, MLP %d, %s pooling, %zu parameters, %d threads\n",
-                P.image / P.patch, P.image / P.patch, P.patch, P.d_model, P.n_layer, P.heads, P.d_mlp, P.mean_pool ? "mean" : "<cls>", n_params,
-                model_.threads());
+    std::printf("ctgrad train vit: %dx%d patches of %d, d_model %d, %d layers, %d heads, MLP %d, %s pooling, %lld parameters, %d threads\n",
+                P.image / P.patch, P.image / P.patch, P.patch, P.d_model, P.n_layer, P.heads, P.d_mlp, P.mean_pool ? "mean" : "<cls>",
+                (long long)model_.parameter_count(), model_.threads());
     std::printf("Fashion-MNIST: %lld train images (augment %s) / %lld test; %lld epochs of %lld steps, batch %lld\n", (long long)n_train_,
                 c_.flag("augment") ? "on" : "off", (long long)test_.count, (long long)c_.integer("epochs"), (long long)per_epoch_, (long long)batch_);
   }
 
-  train::LoopOptions loop() override {
+  training::LoopOptions loop() override {
     const std::int64_t steps = c_.integer("epochs") * per_epoch_;
     return {.steps = steps,
             .eval_every = per_epoch_,
@@ -137,7 +129,7 @@ class VitSession : public Session {
             .items = "img"};
   }
 
-  train::Run run() override {
+  training::Run run() override {
     epoch_start_ = std::chrono::steady_clock::now();
     return {.model = model_,
             .optimizer = opt_,
@@ -157,12 +149,12 @@ class VitSession : public Session {
             .validate =
                 [this] {
                   const double acc = accuracy(predict());
-                  return train::Metrics{{{"error", 1 - acc}, {"accuracy", acc}}};
+                  return training::Metrics{{{"error", 1 - acc}, {"accuracy", acc}}};
                 },
             .validate_at = [this](std::int64_t step) { return step % per_epoch_ == 0; },
             .after_step = [this](std::int64_t, double loss) { epoch_loss_ += loss, ++epoch_steps_; },
             .after_validation =
-                [this](std::int64_t step, const train::Metrics& m) {
+                [this](std::int64_t step, const training::Metrics& m) {
                   const std::int64_t epoch = step / per_epoch_;
                   const bool partial = epoch_steps_ < per_epoch_;  // resumed mid-epoch: the part run here
                   const auto now = std::chrono::steady_clock::now();
@@ -179,7 +171,7 @@ class VitSession : public Session {
   int eval(const Config&) override {
     const auto t0 = std::chrono::steady_clock::now();
     const auto pred = predict();
-    if (train::interrupted()) return 130;
+    if (training::interrupted()) return 130;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("test accuracy %.2f%% (%lld images, %.1f s)\n\nconfusion matrix (rows: true class, columns: predicted)\n", 100 * accuracy(pred),
                 (long long)test_.count, secs);
@@ -205,7 +197,7 @@ class VitSession : public Session {
     std::vector<std::int32_t> pred(std::size_t(test_.count));
     std::vector<float> x;
     std::vector<std::int32_t> y;
-    for (std::int64_t b0 = 0; b0 < test_.count && !train::interrupted(); b0 += 500) {
+    for (std::int64_t b0 = 0; b0 < test_.count && !training::interrupted(); b0 += 500) {
       const std::int64_t n = std::min<std::int64_t>(500, test_.count - b0);
       x.resize(std::size_t(n * 784));
       y.assign(test_.labels.begin() + b0, test_.labels.begin() + b0 + n);

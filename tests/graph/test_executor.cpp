@@ -128,7 +128,7 @@ TEST_CASE("a new batch size rebinds the runtime dims", "[executor]") {
 
 namespace {
 // Trains a few SGD steps and returns every parameter bit and every loss.
-std::vector<float> train(int threads) {
+std::vector<float> train_mlp(int threads) {
   static constexpr auto W = freeze<ctgrad::testing::mlp_classifier<64, 256, 10, 3>>();
   Program<W> p(Options{.threads = threads, .seed = 9});
   REQUIRE(p.threads() == threads);
@@ -154,7 +154,7 @@ std::vector<float> train(int threads) {
 
 TEST_CASE("same seed gives bitwise-identical training with 1 and 2 threads", "[executor][determinism]") {
   if (!ctgrad::testing::two_cpus()) return;
-  auto one = train(1), two = train(2);
+  auto one = train_mlp(1), two = train_mlp(2);
   REQUIRE(one.size() == two.size());
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
   CHECK(one[4] < one[0]);  // and it learns

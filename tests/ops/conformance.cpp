@@ -25,6 +25,7 @@ namespace {
 struct Domain {
   bool positive = false;  // real inputs > 0.5 (log, sqrt, pow)
   std::int32_t index_range = 3;
+  std::int32_t target_lo = 0;  // input "t" (targets) from target_lo: -1 reaches an ignore_index of -1
 };
 
 constexpr Value probe_loss(Builder& g, Value y, std::initializer_list<Value> also = {}) {
@@ -53,7 +54,8 @@ void run_case();
   };                                                                       \
   TEST_CASE("conformance: " #NAME, "[ops][conformance]") { run_case<case_##NAME>(); }
 
-constexpr Domain any{}, positive{.positive = true}, classes5{.index_range = 5}, binary_mask{.index_range = 2};
+constexpr Domain any{}, positive{.positive = true}, classes5{.index_range = 5}, binary_mask{.index_range = 2},
+    classes5_ignored{.index_range = 5, .target_lo = -1};
 
 // --- elementwise ---
 OP_CASE(add_broadcast, any, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true});
@@ -201,6 +203,10 @@ OP_CASE(mse, any, Value a = g.input("a", {Batch, 5}, {.grad = true}); Value b = 
 OP_CASE(cross_entropy_ignore, classes5, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
         Value t = g.input("t", {Batch, Seq}, {.dtype = DType::index});
         g.loss(cross_entropy(a, t, {.ignore_index = 2}) + sum(a * g.input("pa", a.shape()))))
+// Padding as BERT and T5 mark it: an ignore_index outside the classes.
+OP_CASE(cross_entropy_ignore_outside, classes5_ignored, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
+        Value t = g.input("t", {Batch, Seq}, {.dtype = DType::index});
+        g.loss(cross_entropy(a, t, {.ignore_index = -1, .label_smoothing = 0.1}) + sum(a * g.input("pa", a.shape()))))
 
 
 // Runtime shapes each case runs at: (Batch, Seq, SeqKV, ...). Size-1 dims; odd sizes; 33 > 32.
@@ -286,7 +292,9 @@ void run_case() {
   int references = 0;
   for (std::size_t d = 0; d < kDraws.size(); ++d) {
     const auto& sym = kDraws[d];
-    RandomInputs in{.seed = 100 + d, .sym = sym, .index_range = C::domain.index_range, .positive = C::domain.positive};
+    RandomInputs in{.seed = 100 + d, .sym = sym, .index_range = C::domain.index_range, .positive = C::domain.positive,
+                    .index_ranges = {{"t", C::domain.target_lo, C::domain.index_range}}};
+
     GradcheckResult r = gradcheck<G>(in, {.max_per_tensor = 24});
     INFO("case " << C::name << ", draw " << d << " (Batch=" << sym[0] << ", Seq=" << sym[1] << "): worst " << r.worst << "\n" << r.report);
     CHECK(r.checked > 0);

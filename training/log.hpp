@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 
 // Validation results; the first value is the loss the log and the plot show.
 struct Metrics {
@@ -49,6 +49,12 @@ class TrainingLog {
 // The loss curve (metrics.csv) as a PNG, with gnuplot; without gnuplot, a warning and no plot.
 void plot_loss(const std::filesystem::path& csv, const std::filesystem::path& png, const std::string& unit);
 
+// Runs a gnuplot script (written beside `png`, removed after) that draws `png`. False, with a
+// warning naming the file, when gnuplot is missing or fails.
+bool gnuplot(const std::string& script, const std::filesystem::path& png);
+// A string for gnuplot's single quotes ('' is a quote).
+std::string gnuplot_quote(const std::string& s);
+
 std::string format_duration(double seconds);  // "1m05s", "42s"
 
-}  // namespace ctgrad::train
+}  // namespace ctgrad::training

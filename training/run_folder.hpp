@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 
 class RunFolder {
  public:
@@ -27,4 +27,4 @@ class RunFolder {
   std::filesystem::path dir_;
 };
 
-}  // namespace ctgrad::train
+}  // namespace ctgrad::training

@@ -1,5 +1,5 @@
 #include <ctgrad/checkpoint/training.hpp>
-#include <ctgrad/train/trainer.hpp>
+#include <ctgrad/training/trainer.hpp>
 
 #include <atomic>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <optional>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 
 namespace {
 std::atomic<bool> g_interrupted{false};
@@ -95,4 +95,4 @@ Outcome Trainer::fit(Run& run) {
   return out;
 }
 
-}  // namespace ctgrad::train
+}  // namespace ctgrad::training

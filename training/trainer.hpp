@@ -4,12 +4,12 @@
 // stop on a non-finite loss that keeps the last good checkpoint. A model brings a Run: its program,
 // its optimizer and two functions, how step s is fed and how it is validated.
 //
-//   train::Run run{.model = model, .optimizer = opt,
+//   training::Run run{.model = model, .optimizer = opt,
 //                  .feed = [&](std::int64_t s) { batches.get(s); model.set_input(...); return tokens; },
-//                  .validate = [&] { return train::Metrics{{{"loss", validation_loss()}}}; }};
-//   train::Trainer trainer(train::RunFolder("runs/mine"), {.steps = 2000, .eval_every = 500, .clip = 1.0,
+//                  .validate = [&] { return training::Metrics{{{"loss", validation_loss()}}}; }};
+//   training::Trainer trainer(training::RunFolder("runs/mine"), {.steps = 2000, .eval_every = 500, .clip = 1.0,
 //                                                        .lr = optim::warmup_cosine(1e-3, 1e-4, 100, 2000)});
-//   train::Outcome out = trainer.fit(run);   // resumes from the optimizer's step when it was loaded
+//   training::Outcome out = trainer.fit(run);   // resumes from the optimizer's step when it was loaded
 //
 // Resuming is loading the checkpoint first (checkpoint::load_training, or Trainer::load): the loop
 // starts at the optimizer's step + 1 and continues bit for bit.
@@ -21,10 +21,10 @@
 #include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/graph/executor.hpp>
 #include <ctgrad/optim/optimizer.hpp>
-#include <ctgrad/train/log.hpp>
-#include <ctgrad/train/run_folder.hpp>
+#include <ctgrad/training/log.hpp>
+#include <ctgrad/training/run_folder.hpp>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 
 struct Run {
   Executor<float>& model;
@@ -82,4 +82,4 @@ void install_interrupt_handlers();
 bool interrupted();
 void clear_interrupted();
 
-}  // namespace ctgrad::train
+}  // namespace ctgrad::training

@@ -1,5 +1,5 @@
-#include <ctgrad/train/config.hpp>
-#include <ctgrad/train/run_folder.hpp>
+#include <ctgrad/training/config.hpp>
+#include <ctgrad/training/run_folder.hpp>
 
 #include <signal.h>
 
@@ -7,7 +7,7 @@
 #include <system_error>
 #include <vector>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 namespace fs = std::filesystem;
 
 namespace {
@@ -58,4 +58,4 @@ int RunFolder::remove_stale_temporaries() const {
   return removed;
 }
 
-}  // namespace ctgrad::train
+}  // namespace ctgrad::training

@@ -1,4 +1,4 @@
-#include <ctgrad/train/config.hpp>
+#include <ctgrad/training/config.hpp>
 #include <ctgrad/graph/tensor.hpp>
 
 #include <charconv>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 namespace {
 
 using json = nlohmann::json;
@@ -312,4 +312,4 @@ std::vector<std::string> Config::differences(const Config& other, Role at_least)
   return d;
 }
 
-}  // namespace ctgrad::train
+}  // namespace ctgrad::training

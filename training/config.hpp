@@ -26,7 +26,7 @@
 #include <variant>
 #include <vector>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 
 // Bad configuration input: the command exits with 2.
 struct config_error : std::invalid_argument {
@@ -115,4 +115,4 @@ double parse_real(std::string_view text, std::string_view what, Range range = {}
 // The closest of `known` to `name` by edit distance, when it is close; "" otherwise.
 std::string closest(std::string_view name, const std::vector<std::string>& known);
 
-}  // namespace ctgrad::train
+}  // namespace ctgrad::training

@@ -1,4 +1,4 @@
-#include <ctgrad/train/log.hpp>
+#include <ctgrad/training/log.hpp>
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace ctgrad::train {
+namespace ctgrad::training {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -114,32 +114,36 @@ void TrainingLog::close() {
   csv_.close();
 }
 
-void plot_loss(const fs::path& csv, const fs::path& png, const std::string& unit) {
-  if (!fs::exists("/usr/bin/gnuplot")) {
-    std::cerr << "ctgrad: warning: gnuplot not installed (apt-get install gnuplot-nox): no " << png << "\n";
-    return;
-  }
-  // Quotes in paths are doubled for gnuplot's single-quoted strings; the command runs without a shell.
-  auto quoted = [](const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-    return q + "'";
-  };
-  const fs::path script = png.string() + ".gp";
-  {
-    std::ofstream f(script);
-    f << "set terminal png size 800,500\nset output " << quoted(png.string()) << "\nset datafile separator ','\n"
-      << "set key autotitle columnhead\nset xlabel 'step'\nset ylabel " << quoted("loss (" + unit + ")") << "\n"
-      << "plot " << quoted(csv.string()) << " using 1:2 with lines title 'train', '' using 1:5 with linespoints title 'validation'\n";
-  }
-  std::string shell = "'";  // the script's path, quoted for the shell
-  for (char c : script.string()) shell += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  const std::string cmd = "/usr/bin/gnuplot " + shell + "' 2>&1";
-
-  const int rc = std::system(cmd.c_str());
-  std::error_code ec;
-  fs::remove(script, ec);
-  if (rc != 0) std::cerr << "ctgrad: warning: gnuplot failed to draw " << png << "\n";
+std::string gnuplot_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
 }
 
-}  // namespace ctgrad::train
+bool gnuplot(const std::string& script, const fs::path& png) {
+  if (!fs::exists("/usr/bin/gnuplot")) {
+    std::cerr << "ctgrad: warning: gnuplot not installed (apt-get install gnuplot-nox): no " << png.string() << "\n";
+    return false;
+  }
+  const fs::path file = png.string() + ".gp";
+  {
+    std::ofstream f(file);
+    f << script;
+  }
+  std::string shell = "'";  // the script's path, quoted for the shell
+  for (char c : file.string()) shell += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  const int rc = std::system(("/usr/bin/gnuplot " + shell + "' 2>&1").c_str());
+  std::error_code ec;
+  fs::remove(file, ec);
+  if (rc != 0) std::cerr << "ctgrad: warning: gnuplot failed to draw " << png.string() << "\n";
+  return rc == 0;
+}
+
+void plot_loss(const fs::path& csv, const fs::path& png, const std::string& unit) {
+  gnuplot("set terminal png size 800,500\nset output " + gnuplot_quote(png.string()) + "\nset datafile separator ','\n" +
+              "set key autotitle columnhead\nset xlabel 'step'\nset ylabel " + gnuplot_quote("loss (" + unit + ")") + "\n" + "plot " +
+              gnuplot_quote(csv.string()) + " using 1:2 with lines title 'train', '' using 1:5 with linespoints title 'validation'\n",
+          png);
+}
+
+}  // namespace ctgrad::training
