@@ -1,12 +1,14 @@
-// ctgrad: the whole public API in one include. The parts, for a narrower include:
-//   graph/    Builder, Scope, Value, freeze, Program, gradcheck, Repeated   (ctgrad/graph/*.hpp)
-//   ops/      every op, and ops/kernels.hpp for writing an op's kernels
+// ctgrad: declaring, checking and training models, in one include:
+//   graph/          Builder, Scope, Value, freeze, Program, gradcheck, Repeated
+//   ops/            every op; ops/kernels.hpp for writing an op's kernels
 //   models/layers/  linear, norm, embedding, feed_forward, attention, residual, transformer_block
-//   optim/    SGD, Adam(W), Adafactor, LAMB, parameter groups, clipping, schedules
-//   checkpoint/  safetensors files, training checkpoints
-//   data/     the Debian corpora and data sets, tokenizers, batches
-//   training/ config schemas, the run folder, the training log, the Trainer
-// The model families (models/gpt.hpp, transformer.hpp, vit.hpp) are included on their own.
+//   optim/          SGD, Adam(W), Adafactor, LAMB, parameter groups, clipping, schedules
+// and, each its own include so that a model's translation unit does not compile them:
+//   <ctgrad/training/trainer.hpp>     the Trainer, run folders, the training log
+//   <ctgrad/training/config.hpp>      config schemas
+//   <ctgrad/checkpoint/training.hpp>  training checkpoints (safetensors)
+//   <ctgrad/data/...>                 the Debian corpora and data sets, tokenizers, batches
+//   <ctgrad/models/gpt.hpp>, transformer.hpp, vit.hpp   the model families
 #pragma once
 #include <ctgrad/graph/gradcheck.hpp>
 #include <ctgrad/graph/program.hpp>
@@ -18,14 +20,3 @@
 
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
-
-#include <ctgrad/checkpoint/training.hpp>
-
-#include <ctgrad/data/batches.hpp>
-#include <ctgrad/data/idx.hpp>
-#include <ctgrad/data/pairs.hpp>
-#include <ctgrad/data/text.hpp>
-#include <ctgrad/data/tokenizer.hpp>
-
-#include <ctgrad/training/config.hpp>
-#include <ctgrad/training/trainer.hpp>

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/training/trainer.hpp>
 
 using namespace ctgrad;
 

@@ -17,9 +17,10 @@ for tu in baseline encoder1 encoder12 encdec6; do
   printf '{"bench":"compile","tu":"%s","wall_s":%s,"user_s":%s,"peak_mb":%d}\n' "$tu" "$wall" "$user" $((kb / 1024))
 done
 # The model translation units of the product, each with its own target's flags: the `ctgrad`
-# command's GPT (3 sizes, training + decoding graphs) and Transformer (3 presets x 4 graphs) files,
+# command's GPT (3 sizes, training + decoding graphs), Transformer (3 presets x 4 graphs) and ViT (6 presets) files,
 # and the training benchmark (GPT small/medium, ViT, Transformer small/medium).
-for spec in "apps/CMakeFiles/ctgrad-cli.dir:apps/gpt_command.cpp" "apps/CMakeFiles/ctgrad-cli.dir:apps/transformer_command.cpp" \
+for spec in "apps/CMakeFiles/ctgrad-cli.dir:apps/tasks/gpt.cpp" "apps/CMakeFiles/ctgrad-cli.dir:apps/tasks/transformer.cpp" \
+            "apps/CMakeFiles/ctgrad-cli.dir:apps/tasks/vit.cpp" \
             "bench/CMakeFiles/ctgrad-bench.dir:bench/train_bench.cpp"; do
   dir=${spec%%:*} src=${spec#*:}
   flags=$(sed -n 's/^CXX_FLAGS = //p' "$build/$dir/flags.make")

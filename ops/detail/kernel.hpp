@@ -4,13 +4,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
+#include <type_traits>
 
 #include <ctgrad/graph/op.hpp>
 
 namespace ctgrad::kernel {
+
+// Runs chunk(context, begin, end) over [0, n) in chunks of `grain` on the calling oneTBB arena
+// (ops/detail/parallel.cpp): out of line, so that no header of ctgrad's pulls in oneTBB's.
+void parallel_chunks(std::int64_t n, std::int64_t grain, void (*chunk)(void*, std::int64_t, std::int64_t), void* context);
 
 // f(begin, end) over [0, n) in chunks of `grain`; chunks never depend on the thread count.
 template <class F>
@@ -19,10 +21,11 @@ void parallel(std::int64_t n, std::int64_t grain, F&& f) {
     if (n > 0) f(std::int64_t(0), n);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, grain),
-                    [&](const tbb::blocked_range<std::int64_t>& r) { f(r.begin(), r.end()); },
-                    tbb::simple_partitioner());
+  using Fn = std::remove_reference_t<F>;
+  parallel_chunks(n, grain, [](void* c, std::int64_t b, std::int64_t e) { (*static_cast<Fn*>(c))(b, e); },
+                  const_cast<void*>(static_cast<const void*>(&f)));
 }
+
 
 // Grain for elementwise work of `cost` flops per element: about 32k flops per task.
 inline std::int64_t grain_for(std::int64_t cost = 1) { return std::max<std::int64_t>(1, 32768 / cost); }
