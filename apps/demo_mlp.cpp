@@ -1,7 +1,6 @@
 // ctgrad-demo: trains an MLP block (residual) on synthetic data and shows the loss falling.
 // The data: a stream of 32-dim Gaussian inputs labelled by a fixed random "teacher" network
 // (10 classes); accuracy is measured on held-out samples.
-// Until the GPT model lands, this is the README's main job.
 #include <unistd.h>
 
 #include <chrono>
