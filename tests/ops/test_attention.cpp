@@ -146,14 +146,17 @@ TEST_CASE("fused attention keeps no Tq x Tk buffer", "[ops][attention][plan]") {
 // T5's relative position bias on the fused kernel: [1, heads, Tq, Tk], shared by the batch, with a
 // padding mask beside it, against the same scores built from separate ops; the bias's gradient
 // (summed over the batch) too.
-constexpr auto biased = [] {
+struct BiasedInputs {
+  Value q, k, v, m, bias, probe;
+};
+constexpr BiasedInputs biased_inputs(Builder& g) {
+  return {g.input("q", {Batch, 2, Seq, 4}, {.grad = true}),      g.input("k", {Batch, 2, SeqKV, 4}, {.grad = true}),
+          g.input("v", {Batch, 2, SeqKV, 3}, {.grad = true}),     g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index}),
+          g.input("bias", {1, 2, Seq, SeqKV}, {.grad = true}), g.input("probe", {Batch, 2, Seq, 3})};
+}
+constexpr auto biased = [] {  // the loss through explicit scores; the fused output beside it
   Builder g;
-  Value q = g.input("q", {Batch, 2, Seq, 4}, {.grad = true});
-  Value k = g.input("k", {Batch, 2, SeqKV, 4}, {.grad = true});
-  Value v = g.input("v", {Batch, 2, SeqKV, 3}, {.grad = true});
-  Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
-  Value bias = g.input("bias", {1, 2, Seq, SeqKV}, {.grad = true});
-  Value probe = g.input("probe", {Batch, 2, Seq, 3});
+  const auto [q, k, v, m, bias, probe] = biased_inputs(g);
   Value fused = attention(q, k, v, m, bias, {.scale = 1.0});
   Value unfused = matmul(attention_weights(q, k, m, bias, {.scale = 1.0}), v);
   g.output(fused, "fused");
@@ -163,14 +166,10 @@ constexpr auto biased = [] {
   return g;
 };
 static constexpr auto BIASED = freeze<biased>();
-constexpr auto biased_fused = [] {
+constexpr auto biased_fused = [] {  // the loss through the fused kernel
   Builder g;
-  Value q = g.input("q", {Batch, 2, Seq, 4}, {.grad = true});
-  Value k = g.input("k", {Batch, 2, SeqKV, 4}, {.grad = true});
-  Value v = g.input("v", {Batch, 2, SeqKV, 3}, {.grad = true});
-  Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
-  Value bias = g.input("bias", {1, 2, Seq, SeqKV}, {.grad = true});
-  g.loss(sum(attention(q, k, v, m, bias, {.scale = 1.0}) * g.input("probe", {Batch, 2, Seq, 3})));
+  const auto [q, k, v, m, bias, probe] = biased_inputs(g);
+  g.loss(sum(attention(q, k, v, m, bias, {.scale = 1.0}) * probe));
   return g;
 };
 static constexpr auto BIASED_FUSED = freeze<biased_fused>();
