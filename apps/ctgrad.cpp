@@ -147,6 +147,9 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
       throw config_error(ctx.folder.checkpoint().string() + " is a checkpoint of model '" + model->second + "', not " + t.name);
     saved = t.schema.defaults();
     saved->merge_json(config->second, "the config in " + ctx.folder.checkpoint().string());
+    for (const training::Key& k : t.schema.keys())  // what the weights' shapes depend on must be stated
+      if (k.role == training::Role::model && !saved->was_set(k.name))
+        throw config_error("the config in " + ctx.folder.checkpoint().string() + " lacks '" + k.name + "': the checkpoint is damaged");
     cfg = *saved;
   }
   if (!a.config_file.empty()) cfg.merge_json(read_file(a.config_file, 1 << 20), "config file " + a.config_file);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 
 namespace ctgrad::cli {
 
@@ -43,6 +44,34 @@ Options program_options_named(const Config& c, int threads, std::span<const std:
   for (std::string_view h : hyper_names)
     if (c.schema().find(h)) o.hypers.emplace_back(std::string(h), c.real(h));
   return o;
+}
+
+namespace {
+// Memory the system can give now (MemAvailable), or the physical memory when that is unknown.
+double available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+}
+std::string gb(double bytes) {
+  char b[48];
+  const double g = bytes / 1e9;
+  std::snprintf(b, sizeof b, g < 100 ? "%.1f GB" : g < 1e9 ? "%.0f GB" : "%.3g GB", g);
+  return b;
+}
+}  // namespace
+
+void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbols> sym, double extra, const std::string& what) {
+  const auto bytes = model.plan_bytes_at(Mode::train, sym);
+  const double have = available_bytes();
+  if (!bytes) throw config_error(what + ": the activations' size overflows 64 bits");
+  const double need = double(*bytes) + extra + double(model.parameter_count()) * 8;
+  if (need > have)
+    throw config_error(what + " needs " + gb(need) + " for activations, inputs and parameters; this machine has " + gb(have) + " available");
 }
 
 std::string file_hash(const std::filesystem::path& file) {

@@ -109,6 +109,12 @@ Options program_options(const Config& c, int threads, const G& g) {
   return program_options_named(c, threads, names);
 }
 
+// Refuses (config_error) a config whose runtime dims would need more memory than the machine has,
+// or overflow: the training plan of `model` at these symbol values (Batch, Seq, SeqKV, ...), plus
+// `extra` bytes the task keeps per step (batches), against the memory available now. `what` says
+// which keys set the dims ("batch 12 x context 64").
+void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbols> sym, double extra, const std::string& what);
+
 // A 64-bit FNV-1a hash of a file's bytes, as hex: recorded in a checkpoint so that a tokenizer
 // swapped or edited after training is refused, not silently used.
 std::string file_hash(const std::filesystem::path& file);

@@ -1,3 +1,4 @@
+#include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/safetensors.hpp>
 
 #include <fcntl.h>
@@ -10,6 +11,15 @@
 #include <nlohmann/json.hpp>
 
 namespace ctgrad::checkpoint {
+
+namespace {
+// The checksum of the data section: the tensors' bytes in file order.
+std::string data_checksum(std::span<const TensorView> tensors) {
+  Checksum c;
+  for (const TensorView& t : tensors) c.add(t.data);
+  return c.hex();
+}
+}  // namespace
 
 std::size_t dtype_size(DType d) {
   switch (d) {
@@ -37,28 +47,38 @@ DType parse_dtype(const std::string& s, const std::string& where) {
 }
 std::int64_t numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   return n;
 }
-void write_all(int fd, const void* data, std::size_t n, const std::string& tmp) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("ctgrad: writing " + tmp + ": " + std::strerror(errno));
-    }
-    p += w, n -= std::size_t(w);
+// JSON nesting depth, counted before parsing (a recursive parser would overflow the stack first).
+int nesting(const char* p, std::size_t n) {
+  int depth = 0, most = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = p[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') most = std::max(most, ++depth);
+    else if (c == ']' || c == '}') --depth;
   }
+  return most;
 }
 }  // namespace
 
 void save(const std::filesystem::path& path, std::span<const TensorView> tensors, const Metadata& metadata) {
   nlohmann::ordered_json header;
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  Metadata meta = metadata;
+  meta[kChecksumKey] = data_checksum(tensors);
+  header["__metadata__"] = meta;
   std::size_t offset = 0;
   for (const TensorView& t : tensors) {
-    const std::size_t want = std::size_t(numel(t.shape)) * dtype_size(t.dtype);
+    const std::int64_t count = numel(t.shape);
+    if (count < 0) throw std::invalid_argument("ctgrad: checkpoint tensor '" + t.name + "': bad shape");
+    const std::size_t want = std::size_t(count) * dtype_size(t.dtype);
     if (want != t.data.size())
       throw std::invalid_argument("ctgrad: checkpoint tensor '" + t.name + "': shape needs " + std::to_string(want) +
                                   " bytes, data has " + std::to_string(t.data.size()));
@@ -72,59 +92,55 @@ void save(const std::filesystem::path& path, std::span<const TensorView> tensors
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
 
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::string tmp_name = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
-  tmp_name.append(path.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
-  const std::string tmp = (dir / tmp_name).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("ctgrad: cannot create " + tmp + ": " + std::strerror(errno));
-  try {
-    write_all(fd, len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const TensorView& t : tensors) write_all(fd, t.data.data(), t.data.size(), tmp);
-    if (::fsync(fd) != 0) throw std::runtime_error("ctgrad: flushing " + tmp + ": " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    std::filesystem::remove(tmp);
-    throw;
-  }
-  ::close(fd);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);  // atomic on POSIX within one file system
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw std::runtime_error("ctgrad: cannot move " + tmp + " to " + path.string() + ": " + ec.message());
-  }
-  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {  // make the rename durable
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::vector<std::span<const std::byte>> parts{std::as_bytes(std::span<const unsigned char>(len, 8)),
+                                               std::as_bytes(std::span<const char>(text.data(), text.size()))};
+  for (const TensorView& t : tensors) parts.push_back(t.data);
+  write_atomically(path, parts);
 }
 
 File::File(const std::filesystem::path& path) : path_(path) {
   const std::string where = "ctgrad: checkpoint " + path.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) throw format_error(where + ": cannot open");
+  if (!std::filesystem::is_regular_file(path)) throw format_error(where + ": not a regular file");
   in.seekg(0, std::ios::end);
   const auto size = std::size_t(in.tellg());
   in.seekg(0);
   bytes_.resize(size);
   in.read(reinterpret_cast<char*>(bytes_.data()), std::streamsize(size));
+  if (!in) throw format_error(where + ": cannot read its " + std::to_string(size) + " bytes");
+  parse();
+}
+
+File::File(std::vector<std::byte> bytes, const std::filesystem::path& path) : path_(path), bytes_(std::move(bytes)) { parse(); }
+
+void File::parse() {
+  const std::string where = "ctgrad: checkpoint " + path_.string();
+  const std::size_t size = bytes_.size();
   if (size < 8) throw format_error(where + ": truncated (" + std::to_string(size) + " bytes, no header length)");
   std::uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= std::uint64_t(std::to_integer<unsigned char>(bytes_[std::size_t(i)])) << (8 * i);
   if (n > size - 8) throw format_error(where + ": header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes): truncated?");
+  if (n % 8 != 0)
+    throw format_error(where + ": header length " + std::to_string(n) + " is not a multiple of 8 (the format pads it): the length or the header is damaged");
+  const char* text = reinterpret_cast<const char*>(bytes_.data()) + 8;
+  if (nesting(text, std::size_t(n)) > 64) throw format_error(where + ": header nests deeper than 64 levels");
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(reinterpret_cast<const char*>(bytes_.data()) + 8, reinterpret_cast<const char*>(bytes_.data()) + 8 + n);
+    header = nlohmann::json::parse(text, text + n);
   } catch (const std::exception& e) {
-    throw format_error(where + ": header is not valid JSON: " + e.what());
+    throw format_error(where + ": header is not valid JSON: " + std::string(e.what()).substr(0, 200));
   }
   if (!header.is_object()) throw format_error(where + ": header is not a JSON object");
   const std::size_t data_begin = 8 + std::size_t(n), data_size = size - data_begin;
-  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  struct Range {
+    std::size_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw format_error(where + ": __metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string()) throw format_error(where + ": metadata '" + m.key() + "' is not a string");
         metadata_[m.key()] = m->get<std::string>();
@@ -133,28 +149,39 @@ File::File(const std::filesystem::path& path) : path_(path) {
     }
     const std::string at = where + ": tensor '" + it.key() + "'";
     try {
+      if (!it->is_object()) throw format_error(at + ": not an object");
       TensorView t;
       t.name = it.key();
       t.dtype = parse_dtype(it->at("dtype").get<std::string>(), at);
       t.shape = it->at("shape").get<std::vector<std::int64_t>>();
-      const auto off = it->at("data_offsets").get<std::vector<std::size_t>>();
+      const auto off = it->at("data_offsets").get<std::vector<std::uint64_t>>();
       if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
         throw format_error(at + ": data_offsets out of the file's " + std::to_string(data_size) + " data bytes: truncated?");
-      for (auto d : t.shape)
-        if (d < 0) throw format_error(at + ": negative dim");
-      if (off[1] - off[0] != std::size_t(numel(t.shape)) * dtype_size(t.dtype))
+      const std::int64_t count = numel(t.shape);
+      if (count < 0) throw format_error(at + ": a negative dim, or dims whose product overflows");
+      if (off[1] - off[0] != std::uint64_t(count) * dtype_size(t.dtype))
         throw format_error(at + ": " + std::to_string(off[1] - off[0]) + " bytes do not fit its dtype and shape");
-      t.data = std::span<const std::byte>(bytes_.data() + data_begin + off[0], off[1] - off[0]);
-      ranges.push_back({off[0], off[1]});
+      t.data = std::span<const std::byte>(bytes_.data() + data_begin + off[0], std::size_t(off[1] - off[0]));
+      ranges.push_back({std::size_t(off[0]), std::size_t(off[1]), t.name});
       index_[t.name] = tensors_.size();
       tensors_.push_back(std::move(t));
     } catch (const nlohmann::json::exception& e) {
-      throw format_error(at + ": malformed entry: " + e.what());
+      throw format_error(at + ": malformed entry: " + std::string(e.what()).substr(0, 200));
     }
   }
-  std::sort(ranges.begin(), ranges.end());
-  for (std::size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second) throw format_error(where + ": two tensors overlap in the data");
+  // The tensors tile the data section: no gap, no overlap, nothing after the last.
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::size_t at = 0;
+  for (const Range& r : ranges) {
+    if (r.begin < at) throw format_error(where + ": tensor '" + r.name + "' overlaps another in the data");
+    if (r.begin > at) throw format_error(where + ": " + std::to_string(r.begin - at) + " data bytes before tensor '" + r.name + "' belong to no tensor");
+    at = r.end;
+  }
+  if (at != data_size)
+    throw format_error(where + ": " + std::to_string(data_size - at) + " bytes after the last tensor belong to no tensor (the header length is wrong, or the file was appended to)");
+  const auto sum = metadata_.find(kChecksumKey);
+  if (sum != metadata_.end() && checksum(std::span<const std::byte>(bytes_).subspan(data_begin)) != sum->second)
+    throw format_error(where + ": its data does not match its checksum: the file is damaged");
 }
 
 const TensorView& File::tensor(const std::string& name) const {

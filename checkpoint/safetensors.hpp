@@ -1,8 +1,14 @@
 // The safetensors format: 8-byte little-endian header length N, N bytes of JSON
 // {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {str: str}},
-// then the raw little-endian tensor bytes. Files are written atomically: a temporary file in the
-// same folder, flushed to disk, then renamed over the target, so a crash mid-write leaves the
-// previous file intact. Reading validates the header and names the file and tensor at fault.
+// then the raw little-endian tensor bytes. Files are written atomically (checkpoint/atomic_file.hpp):
+// a crash mid-write leaves the previous file intact. The writer pads the header to a multiple of 8
+// bytes and records a checksum of the data in the metadata ("ctgrad_checksum").
+//
+// Reading trusts nothing: the header must be a JSON object of at most 64 levels, its length a
+// multiple of 8 that stays inside the file, every entry well-formed with dims whose product does
+// not overflow, the tensors must cover the data section exactly (no gap, no overlap, no trailing
+// bytes), and the data must match the recorded checksum. Any failure is a format_error naming the
+// file, the tensor and what is wrong: a truncated, padded-short or bit-flipped file never loads.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -39,11 +45,16 @@ TensorView view_of(std::string name, std::span<const T> data, std::vector<std::i
 
 using Metadata = std::map<std::string, std::string>;
 
+// The metadata key of the data checksum (written by save, checked when present).
+inline constexpr const char* kChecksumKey = "ctgrad_checksum";
+
 void save(const std::filesystem::path& path, std::span<const TensorView> tensors, const Metadata& metadata = {});
 
 class File {
  public:
   explicit File(const std::filesystem::path& path);  // reads and validates
+  // The bytes of a file (named `path` in errors), validated the same way.
+  File(std::vector<std::byte> bytes, const std::filesystem::path& path);
   const Metadata& metadata() const { return metadata_; }
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   const TensorView& tensor(const std::string& name) const;
@@ -54,6 +65,7 @@ class File {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  void parse();
   std::filesystem::path path_;
   std::vector<std::byte> bytes_;
   std::vector<TensorView> tensors_;

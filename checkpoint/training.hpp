@@ -4,6 +4,8 @@
 // the file holds exactly the model's tensors with the same shapes and dtypes, and names the first
 // that differs; resuming continues the run bit for bit.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -58,17 +60,23 @@ Metadata load_training(const std::filesystem::path& path, Executor<T>& model, op
   if (f.names().size() != expected)
     throw format_error(where + ": holds " + std::to_string(f.names().size()) + " tensors, the model and optimizer expect " + std::to_string(expected));
   const Metadata& m = f.metadata();
+  // Numbers in the metadata: decimal digits only ("-1" or "12abc" is damage, not a step).
   auto number = [&](const char* key) -> std::uint64_t {
     auto it = m.find(key);
     if (it == m.end()) throw format_error(where + ": metadata has no '" + key + "'");
-    try {
-      std::size_t used = 0;
-      const std::uint64_t v = std::stoull(it->second, &used);
-      if (used == it->second.size()) return v;
-    } catch (const std::exception&) {
-    }
-    throw format_error(where + ": metadata '" + key + "' is not a number: '" + it->second + "'");
+    const std::string& v = it->second;
+    std::uint64_t x = 0;
+    const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) throw format_error(where + ": metadata '" + key + "' is not a count: '" + v.substr(0, 40) + "'");
+    for (char c : v) x = x * 10 + std::uint64_t(c - '0');
+    return x;
   };
+  // Weights that are not finite come from a diverged or damaged run: refused, naming the tensor.
+  for (const auto& p : model.parameters())
+    for (std::int64_t e = 0; e < p.value.numel; ++e)
+      if (!std::isfinite(p.value.data[e]))
+        throw format_error(where + ": parameter '" + std::string(p.name) + "' holds a non-finite value at element " + std::to_string(e) +
+                           " (a diverged or damaged run)");
   model.set_steps(std::int64_t(number("rng_step")));
   model.set_seed(number("rng_seed"));
   if (opt) opt->set_steps(std::int64_t(number("optimizer_step")));

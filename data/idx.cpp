@@ -13,13 +13,22 @@ IdxArray read_idx_gz(const std::filesystem::path& path) {
   std::vector<std::uint8_t> raw;
   unsigned char buf[1 << 16];
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) raw.insert(raw.end(), buf, buf + n);
+  constexpr std::size_t kLimit = std::size_t(1) << 31;  // 2 GB: a gzip bomb is an error, not an exhausted machine
+  while ((n = gzread(f, buf, sizeof buf)) > 0 && raw.size() <= kLimit) raw.insert(raw.end(), buf, buf + n);
+  if (raw.size() > kLimit) {
+    gzclose(f);
+    throw data_error(where + ": unpacks to more than 2 GB: not an IDX data set");
+  }
   int err = 0;
   const char* msg = gzerror(f, &err);
   const bool bad = n < 0 || (err != Z_OK && err != Z_STREAM_END);
   const std::string why = bad ? std::string(msg ? msg : "read error") : "";
   gzclose(f);
   if (bad) throw data_error(where + ": corrupt gzip data: " + why);
+  return parse_idx(raw, where);
+}
+
+IdxArray parse_idx(std::span<const std::uint8_t> raw, const std::string& where) {
   if (raw.size() < 4) throw data_error(where + ": truncated: " + std::to_string(raw.size()) + " bytes, no IDX header");
   if (raw[0] != 0 || raw[1] != 0 || raw[2] != 0x08)
     throw data_error(where + ": not an unsigned-byte IDX file (magic " + std::to_string(raw[0]) + " " + std::to_string(raw[1]) + " " +
@@ -30,9 +39,10 @@ IdxArray read_idx_gz(const std::filesystem::path& path) {
   std::size_t count = 1;
   for (int d = 0; d < rank; ++d) {
     const std::size_t o = std::size_t(4 + 4 * d);
-    const std::int64_t v = (std::int64_t(raw[o]) << 24) | (raw[o + 1] << 16) | (raw[o + 2] << 8) | raw[o + 3];
+    const std::int64_t v = (std::int64_t(raw[o]) << 24) | (std::int64_t(raw[o + 1]) << 16) | (std::int64_t(raw[o + 2]) << 8) | raw[o + 3];
     a.dims.push_back(v);
-    count *= std::size_t(v);
+    if (__builtin_mul_overflow(count, std::size_t(v), &count))
+      throw data_error(where + ": its dims' product overflows: not an IDX data set");
   }
   const std::size_t header = std::size_t(4 + 4 * rank);
   if (raw.size() - header != count)

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ struct IdxArray {
 };
 // Throws data_error naming the file for a missing, truncated or malformed file.
 IdxArray read_idx_gz(const std::filesystem::path& path);
+// The IDX bytes (after gunzip) of a file named `where` in errors.
+IdxArray parse_idx(std::span<const std::uint8_t> raw, const std::string& where);
 
 struct ImageSet {
   std::int64_t count = 0, rows = 0, cols = 0;

@@ -1,5 +1,8 @@
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/checkpoint/atomic_file.hpp>
+
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -75,13 +78,11 @@ void CharTokenizer::save(const std::filesystem::path& path) const {
   nlohmann::json j;
   j["kind"] = "char";
   j["chars"] = std::vector<int>(chars_.begin(), chars_.end());
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump();
-    if (!out) throw data_error("ctgrad: cannot write " + tmp);
+  try {
+    checkpoint::write_atomically(path, j.dump());
+  } catch (const std::runtime_error& e) {
+    throw data_error(e.what());
   }
-  std::filesystem::rename(tmp, path);
 }
 
 struct SentencePieceTokenizer::Impl {
@@ -93,8 +94,13 @@ SentencePieceTokenizer::SentencePieceTokenizer() : impl_(std::make_unique<Impl>(
 SentencePieceTokenizer::SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept = default;
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
-SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, const std::filesystem::path& prefix,
+SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, const std::filesystem::path& final_prefix,
                                                      SentencePieceOptions o) {
+  // Trained under a temporary prefix, then the model moved into place atomically: a tokenizer a
+  // run already holds is never half-overwritten.
+  std::string tmp_name = ".";
+  tmp_name.append(final_prefix.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
+  const std::filesystem::path prefix = final_prefix.parent_path() / tmp_name;
   const std::string input = prefix.string() + ".train.txt";
   {
     std::ofstream out(input);
@@ -117,11 +123,19 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
       {"num_threads", "1"}};
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));  // 0.1.97 has no trainer flag for it
   const auto status = sentencepiece::SentencePieceTrainer::Train(args);
-
-  std::filesystem::remove(input);
-  if (!status.ok()) throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
-  return load(prefix.string() + ".model");
+  std::error_code ec;
+  std::filesystem::remove(input, ec);
+  std::filesystem::remove(prefix.string() + ".vocab", ec);
+  if (!status.ok()) {
+    std::filesystem::remove(prefix.string() + ".model", ec);
+    throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
+  }
+  SentencePieceTokenizer trained = load(prefix.string() + ".model");
+  trained.save(final_prefix.string() + ".model");
+  std::filesystem::remove(prefix.string() + ".model", ec);
+  return load(final_prefix.string() + ".model");
 }
+
 
 SentencePieceTokenizer SentencePieceTokenizer::load(const std::filesystem::path& model_file) {
   SentencePieceTokenizer t;
@@ -156,9 +170,15 @@ std::int32_t SentencePieceTokenizer::pad_id() const { return std::int32_t(impl_-
 
 void SentencePieceTokenizer::save(const std::filesystem::path& path) const {
   if (std::filesystem::exists(path) && std::filesystem::equivalent(impl_->model_file, path)) return;
-  const auto tmp = path.string() + ".tmp";
-  std::filesystem::copy_file(impl_->model_file, tmp, std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::rename(tmp, path);
+  std::ifstream in(impl_->model_file, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in && !in.eof()) throw data_error("ctgrad: cannot read " + impl_->model_file.string());
+  try {
+    checkpoint::write_atomically(path, bytes.str());
+  } catch (const std::runtime_error& e) {
+    throw data_error(e.what());
+  }
 }
 
 }  // namespace ctgrad::data

@@ -24,40 +24,6 @@ std::string format_shape(std::span<const std::int64_t> dims) {
   return s + "]";
 }
 
-std::string_view closest_name(std::string_view name, std::span<const std::string_view> known) {
-  auto distance = [](std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-      std::size_t diag = row[0];
-      row[0] = i;
-      for (std::size_t j = 1; j <= b.size(); ++j) {
-        const std::size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diag = up;
-      }
-    }
-    return row[b.size()];
-  };
-  std::string_view best;
-  std::size_t best_d = std::max<std::size_t>(2, name.size() / 3) + 1;
-  for (std::string_view k : known)
-    if (const std::size_t d = distance(name, k); d < best_d) best = k, best_d = d;
-  return best;
-}
-
-std::string suggest(std::string_view name, std::span<const std::string_view> known, const char* what) {
-  const std::string_view best = closest_name(name, known);
-  std::string s = " (";
-
-  if (!best.empty()) s += "did you mean '" + std::string(best) + "'? ";
-  if (known.empty()) return s + "the graph has no " + what + ")";
-  s += std::string(what) + ": ";
-  for (std::size_t i = 0; i < known.size() && i < 20; ++i) s += (i ? ", '" : "'") + std::string(known[i]) + "'";
-  if (known.size() > 20) s += ", ... (" + std::to_string(known.size()) + " in all)";
-  return s + ")";
-}
-
 namespace {
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -424,6 +390,40 @@ void Executor<T>::layout(const PlanView& p, std::vector<std::size_t>& offsets, s
     offsets[s] = total;
     total += bytes[s];
   }
+}
+
+template <class T>
+std::optional<std::size_t> Executor<T>::plan_bytes_at(Mode m, const std::array<std::int64_t, kMaxSymbols>& sym) const {
+  const PlanView& p = plan_[m == Mode::train ? 0 : 1];
+  auto eval = [&](const Dim& d) -> std::optional<std::uint64_t> {
+    std::uint64_t v = std::uint64_t(d.coef);
+    for (int s = 0; s < kMaxSymbols; ++s)
+      for (int e = 0; e < d.exp[std::size_t(s)]; ++e)
+        if (sym[std::size_t(s)] < 0 || __builtin_mul_overflow(v, std::uint64_t(sym[std::size_t(s)]), &v)) return std::nullopt;
+    return v;
+  };
+  std::vector<std::uint64_t> slot(static_cast<std::size_t>(p.n_slots), 0);
+  for (int b = 0; b < p.n_buffers; ++b) {
+    const Buffer& buf = p.buffers[b];
+    auto elems = eval(buf.elems);
+    std::uint64_t bytes = 0;
+    if (!elems || __builtin_mul_overflow(*elems, std::uint64_t(elem_bytes<T>(buf.dtype)), &bytes)) return std::nullopt;
+    auto& s = slot[static_cast<std::size_t>(buf.slot)];
+    s = std::max(s, bytes);
+  }
+  std::uint64_t total = 0;
+  for (auto s : slot)
+    if (__builtin_add_overflow(total, s, &total)) return std::nullopt;
+  // The inputs live beside the arena, in their own stores.
+  for (int i = 0; i < g_.n; ++i) {
+    const Node& n = g_.nodes[i];
+    if (n.kind != NodeKind::input) continue;
+    auto elems = eval(n.shape.numel());
+    std::uint64_t bytes = 0;
+    if (!elems || __builtin_mul_overflow(*elems, std::uint64_t(elem_bytes<T>(n.dtype)), &bytes) || __builtin_add_overflow(total, bytes, &total))
+      return std::nullopt;
+  }
+  return std::size_t(total);
 }
 
 template <class T>

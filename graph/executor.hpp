@@ -2,6 +2,7 @@
 // views of the compile-time tables — so it is compiled once, in the library, for float and double.
 #pragma once
 #include <functional>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -109,6 +110,10 @@ class Executor {
   std::size_t arena_bytes() const { return arena_bytes_; }
   // Bytes the plan of a mode needs at the currently bound dims.
   std::size_t plan_bytes(Mode m) const;
+  // Bytes the plan of a mode would need with the runtime symbols at these values (Batch, Seq,
+  // ...), without binding them; empty when the size overflows 64 bits. For checking a config
+  // against the machine before anything is allocated.
+  std::optional<std::size_t> plan_bytes_at(Mode m, const std::array<std::int64_t, kMaxSymbols>& sym) const;
   // The RNG step: forward() number n draws dropout masks from step n. Setting it replays the
   // same random numbers (gradcheck; resuming from a checkpoint).
   std::int64_t steps() const { return step_; }

@@ -11,6 +11,7 @@ packages=(
   bible-kjv dataset-fashion-mnist trans-de-en  # data sets (see ../shared/DATA.md)
   r-cran-janeaustenr                         # the Jane Austen corpus (pulls in R, ~41 MB)
   qemu-user                                  # runs the tests on an emulated CPU without AVX
+  clang libclang-rt-14-dev                   # libFuzzer (and its sanitizers) for the fuzz targets
   gnuplot-nox                                # the loss plot of `ctgrad train`
   xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev zlib1g-dev nlohmann-json3-dev
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)

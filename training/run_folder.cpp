@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 #include <vector>
@@ -25,8 +26,14 @@ void RunFolder::start_new(bool overwrite) const {
   if (fs::is_directory(dir_))
     for (const auto& e : fs::directory_iterator(dir_, ec))
       if (is_run_file(e.path().filename().string())) held.push_back(e.path());
+  std::sort(held.begin(), held.end(), [](const fs::path& a, const fs::path& b) {  // name the checkpoint first
+    const bool ca = a.filename() == "checkpoint.safetensors", cb = b.filename() == "checkpoint.safetensors";
+    return ca != cb ? ca : a < b;
+  });
+
   if (!held.empty() && !overwrite)
     throw config_error("the run folder " + dir_.string() + " holds a run (" + held.front().filename().string() +
+
                        "): continue it with --resume, choose another with --run DIR, or start over with --overwrite");
   for (const auto& p : held) fs::remove(p, ec);
   fs::create_directories(dir_, ec);

@@ -1,6 +1,7 @@
 // ctgrad train|eval|sample gpt: the GPT on the KJV Bible (docs/models/gpt.md). The default run is
 // nanoGPT's "baby GPT" CPU recipe on the KJV text, characters as tokens.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -94,6 +95,8 @@ class GptSession : public Session {
         context_(c.integer("context")), batch_(c.integer("batch")) {
     if (context_ > P.context)
       throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
+    check_fits(model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
+               "batch " + c.show("batch") + " x context " + c.show("context"));
   }
   Executor<float>& model() override { return model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
@@ -175,6 +178,7 @@ class GptSession : public Session {
     const auto t0 = std::chrono::steady_clock::now();
     const double v = validation_loss();
     if (training::interrupted()) return 130;
+    if (!std::isfinite(v)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
     std::printf("validation loss %.4f %s (%lld windows of %lld tokens, %.1f s)\n", v, unit().c_str(), (long long)windows_, (long long)context_,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return 0;

@@ -191,7 +191,11 @@ class TransformerSession : public Session {
   TransformerSession(const Config& c, const Context& ctx)
       : c_(c), ctx_(ctx), copy_(c.text("task") == "copy"), model_(options(c, ctx)),
         opt_(model_.parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}), batch_(c.integer("batch")),
-        max_len_(c.integer("max_len")), seed_(data_seed(c)) {}
+        max_len_(c.integer("max_len")), seed_(data_seed(c)) {
+    const std::int64_t len = copy_ ? 10 : max_len_;
+    check_fits(model_, {batch_, len, len, 1, 1, 1}, 40.0 * double(batch_) * double(len),
+               "batch " + c.show("batch") + " x max_len " + c.show("max_len"));
+  }
   Executor<float>& model() override { return model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
 
@@ -271,7 +275,9 @@ class TransformerSession : public Session {
       std::printf("copy task: %d of %zu held-out sequences copied exactly by greedy decoding\n", exact, val_.size());
       return 0;
     }
-    std::printf("validation loss %.4f nats/token (negative log-likelihood)\n", validation_nll());
+    const double nll = validation_nll();
+    if (!std::isfinite(nll)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
+    std::printf("validation loss %.4f nats/token (negative log-likelihood)\n", nll);
     const std::size_t n = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(test_.size(), std::size_t(c_.integer("eval_sentences"))) : test_.size();
     std::vector<std::string> refs, greedy, beam;
     const auto t0 = std::chrono::steady_clock::now();

@@ -102,6 +102,7 @@ class VitSession : public Session {
              {optim::no_decay_group({"cls", "pos"})}),
         batch_(c.integer("batch")), n_train_(c.integer("train_images")), seed_(data_seed(c)) {
     if (n_train_ < batch_) throw config_error("train_images (" + c.show("train_images") + ") must be at least batch (" + c.show("batch") + ")");
+    check_fits(model_, {batch_, 1, 1, 1, 1, 1}, 4.0 * 784 * double(batch_), "batch " + c.show("batch"));
   }
   Executor<float>& model() override { return model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
@@ -168,7 +169,13 @@ class VitSession : public Session {
                 }};
   }
 
+  int after_training(const training::Outcome& out) override {
+    if (out.last_validation.values.size() > 1) std::printf("test accuracy %.2f%%\n", 100 * out.last_validation.values[1].second);
+    return 0;
+  }
+
   int eval(const Config&) override {
+
     const auto t0 = std::chrono::steady_clock::now();
     const auto pred = predict();
     if (training::interrupted()) return 130;

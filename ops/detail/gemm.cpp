@@ -12,6 +12,20 @@
 namespace ctgrad::kernel {
 namespace {
 
+// AddressSanitizer refuses RTLD_DEEPBIND (it would bypass its interceptors); a sanitized build
+// loads OpenBLAS without it, which only matters when another BLAS is loaded in the process too.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kDeepBind = 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kDeepBind = 0;
+#else
+constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+#else
+constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+
 enum : int { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
 using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 using dgemm_fn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double, double*,
@@ -131,7 +145,7 @@ void* load_openblas(const std::string& path, int threads, std::string& why) {
     ScopedEnv core_type("OPENBLAS_CORETYPE", keep ? keep->c_str() : nullptr);
     ScopedEnv num_threads("OPENBLAS_NUM_THREADS", n.c_str());
     // DEEPBIND: its own symbols first, even if another BLAS is already loaded.
-    h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | kDeepBind);
   }
   if (!h) {
     why = "could not load " + path + ": " + dlerror() + "; run scripts/setup.sh";

@@ -121,5 +121,45 @@ expect_text "vit eval prints the confusion matrix" "confusion matrix (rows: true
 check "vit prediction grid" 0 test -s vit/predictions.png
 check "an unknown pooling is refused" 2 "$ctgrad" train vit --run vit2 --set size=tiny --set pool=max
 expect_text "names the choices" "not one of: cls, mean"
+
+# What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,
+# SIGTERM saves like Ctrl-C, a diverged run keeps its last good checkpoint, metrics have no
+# duplicated steps after a kill -9 and a resume.
+check "train over a run" 2 "$ctgrad" train gpt --run straight "${common[@]}"
+expect_text "says how to go on" "holds a run (checkpoint.safetensors): continue it with --resume"
+check "train over a run with --overwrite" 0 "$ctgrad" train gpt --run overwritten "${common[@]}" --set steps=2 --set sample_tokens=0
+check "again, overwriting it" 0 "$ctgrad" train gpt --run overwritten "${common[@]}" --set steps=2 --set sample_tokens=0 --overwrite
+cp -r straight swapped && printf '{"kind":"char","chars":[10,32,65,66]}' > swapped/tokenizer.json
+check "a tokenizer changed after training" 2 "$ctgrad" eval gpt --run swapped
+expect_text "names the tokenizer" "is not the one"
+check "a diverging run" 3 "$ctgrad" train gpt --run diverged "${common[@]}" --set init_std=1e30
+expect_text "says the loss is not finite" "the training loss is"
+"$ctgrad" train gpt --run terminated "${long[@]}" > terminated.log 2>&1 &
+pid=$!
+for _ in $(seq 1 6000); do
+  [ -f terminated/metrics.csv ] && [ "$(wc -l < terminated/metrics.csv)" -ge 12 ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.02
+done
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+if [ "$rc" -eq 130 ] && grep -q "checkpoint saved" terminated.log; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL sigterm: exit $rc"; cat terminated.log; fi
+"$ctgrad" train gpt --run killed "${long[@]}" > killed.log 2>&1 &
+pid=$!
+for _ in $(seq 1 6000); do  # past the checkpoint at step 100, before the end
+  [ -f killed/metrics.csv ] && [ "$(wc -l < killed/metrics.csv)" -ge 130 ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.02
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "resume after kill -9" 0 "$ctgrad" train gpt --run killed --resume "${long[@]}"
+check "metrics: each step once, in order" 0 /usr/bin/python3 -c '
+import sys
+steps = [int(l.split(",")[0]) for l in open("killed/metrics.csv").read().splitlines()[1:]]
+sys.exit(0 if steps == list(range(1, len(steps) + 1)) and len(steps) == 300 else 1)'
+check "killed and resumed run ends bit-identical" 0 cmp straight_long/checkpoint.safetensors killed/checkpoint.safetensors
 echo "$pass passed, $fail failed"
+
 [ "$fail" -eq 0 ]

@@ -81,13 +81,54 @@ TEST_CASE("truncated or corrupt checkpoints give one clear error", "[checkpoint]
   CHECK_THROWS_WITH(checkpoint::File(p), Contains("truncated (3 bytes"));
   {
     std::ofstream garbage(p, std::ios::binary);
-    const char len[8] = {10, 0, 0, 0, 0, 0, 0, 0};
+    const char len[8] = {16, 0, 0, 0, 0, 0, 0, 0};
     garbage.write(len, 8);
-    garbage << "not json!!";
+    garbage << "not json!!      ";
   }
   CHECK_THROWS_WITH(checkpoint::File(p), Contains("header is not valid JSON"));
   CHECK_THROWS_WITH(checkpoint::File(scratch("missing.safetensors")), Contains("cannot open"));
 }
+
+namespace {
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_bytes(const fs::path& p, const std::string& b) { std::ofstream(p, std::ios::binary | std::ios::trunc) << b; }
+}  // namespace
+
+TEST_CASE("a damaged checkpoint never loads: header length, coverage of the data, checksum, nesting", "[checkpoint][errors]") {
+  std::vector<float> a(64), b(32);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(i);
+  const fs::path p = scratch("damaged.safetensors");
+  std::vector<checkpoint::TensorView> t = {checkpoint::view_of<float>("a", a, {64}), checkpoint::view_of<float>("b", b, {32})};
+  checkpoint::save(p, t);
+  const std::string good = read_bytes(p);
+  CHECK_NOTHROW(checkpoint::File(p));
+  // The header length short by 1..7 bytes (the old reader shifted every tensor and read garbage).
+  for (int k = 1; k <= 7; ++k) {
+    std::string bad = good;
+    bad[0] = char(std::uint8_t(bad[0]) - k);
+    write_bytes(p, bad);
+    INFO("length short by " << k);
+    CHECK_THROWS_WITH(checkpoint::File(p), Contains("not a multiple of 8"));
+  }
+  write_bytes(p, good + "trailing");
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("after the last tensor belong to no tensor"));
+  // One flipped bit in the data: the checksum refuses it.
+  std::string flipped = good;
+  flipped[flipped.size() - 5] = char(flipped[flipped.size() - 5] ^ 0x10);
+  write_bytes(p, flipped);
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("does not match its checksum"));
+  // A header nested 100,000 deep is refused before it is parsed.
+  std::string deep(8, '\0');
+  std::string json(100000, '[');
+  json.append((8 - json.size() % 8) % 8, ' ');
+  for (int i = 0; i < 8; ++i) deep[std::size_t(i)] = char((json.size() >> (8 * i)) & 0xff);
+  write_bytes(p, deep + json);
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("nests deeper than 64"));
+}
+
 
 TEST_CASE("a checkpoint of another model is refused, naming the tensor", "[checkpoint][errors]") {
   Program<OTHER> o;

@@ -1,0 +1,100 @@
+#include <ctgrad/checkpoint/atomic_file.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace ctgrad::checkpoint {
+namespace {
+void write_all(int fd, const std::byte* p, std::size_t n, const std::string& tmp) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("ctgrad: writing " + tmp + ": " + std::strerror(errno));
+    }
+    p += w, n -= std::size_t(w);
+  }
+}
+}  // namespace
+
+void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::string name = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
+  name.append(path.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
+  const std::string tmp = (dir / name).string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("ctgrad: cannot create " + tmp + ": " + std::strerror(errno));
+  try {
+    for (const auto& part : parts) write_all(fd, part.data(), part.size(), tmp);
+    if (::fsync(fd) != 0) throw std::runtime_error("ctgrad: flushing " + tmp + " to disk: " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw std::runtime_error("ctgrad: closing " + tmp + ": " + why);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);  // atomic on POSIX within one file system
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("ctgrad: cannot move " + tmp + " to " + path.string() + ": " + ec.message());
+  }
+  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {  // make the rename durable
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_atomically(const std::filesystem::path& path, std::string_view text) {
+  const std::span<const std::byte> part(reinterpret_cast<const std::byte*>(text.data()), text.size());
+  write_atomically(path, std::span<const std::span<const std::byte>>(&part, 1));
+}
+
+namespace {
+std::uint64_t mix(std::uint64_t h, std::uint64_t w) {
+  h = (h ^ w) * 0x100000001b3ull;
+  return h ^ (h >> 29);
+}
+}  // namespace
+
+void Checksum::add(std::span<const std::byte> bytes) {
+  std::size_t i = 0;
+  while (n_pending_ > 0 && n_pending_ < 8 && i < bytes.size()) pending_[n_pending_++] = bytes[i++];
+  if (n_pending_ == 8) {
+    std::uint64_t w;
+    std::memcpy(&w, pending_, 8);
+    h_ = mix(h_, w), n_pending_ = 0;
+  }
+  for (; i + 8 <= bytes.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, bytes.data() + i, 8);
+    h_ = mix(h_, w);
+  }
+  for (; i < bytes.size(); ++i) pending_[n_pending_++] = bytes[i];
+}
+
+std::string Checksum::hex() const {
+  std::uint64_t h = h_;
+  for (std::size_t i = 0; i < n_pending_; ++i) h = (h ^ std::uint64_t(pending_[i])) * 0x100000001b3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+std::string checksum(std::span<const std::byte> bytes) {
+  Checksum c;
+  c.add(bytes);
+  return c.hex();
+}
+
+}  // namespace ctgrad::checkpoint

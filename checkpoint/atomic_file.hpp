@@ -1,0 +1,35 @@
+// Writing a file so that what a user saved is never lost: the bytes go to a temporary file in the
+// same folder (".<name>.tmp.<pid>"), which is written, checked, flushed to disk (fsync) and closed
+// before it is renamed over the target, and the folder is synced so the rename survives a crash.
+// A full disk, a kill or a power cut mid-write leaves the previous file whole; an error names the
+// file and the reason, and the temporary file is removed.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <filesystem>
+#include <span>
+#include <string_view>
+
+namespace ctgrad::checkpoint {
+
+// The parts are written one after the other.
+void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts);
+void write_atomically(const std::filesystem::path& path, std::string_view text);
+
+// A 64-bit checksum of bytes (FNV-1a over 8-byte words, then the tail), as 16 hex digits: what a
+// checkpoint records of its data so that a flipped byte is an error, not a different model. The
+// bytes may come in pieces; the result is that of their concatenation.
+class Checksum {
+ public:
+  void add(std::span<const std::byte> bytes);
+  std::string hex() const;
+
+ private:
+  std::uint64_t h_ = 0xcbf29ce484222325ull;
+  std::byte pending_[8]{};
+  std::size_t n_pending_ = 0;
+};
+std::string checksum(std::span<const std::byte> bytes);
+
+}  // namespace ctgrad::checkpoint

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The unit tests and a smoke run of the ctgrad command built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (-DCTGRAD_SANITIZE=address,undefined, -O1) into WORK: any memory error,
+# leak or undefined behaviour aborts with its report and fails.   run.sh SOURCE WORK
+set -euo pipefail
+src=$1 work=$2
+mkdir -p "$work"
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCTGRAD_SANITIZE=address,undefined \
+  -DBUILD_TESTING=ON > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+echo "+ building ctgrad_tests and ctgrad with ASan+UBSan"
+cmake --build "$work/build" -j2 --target ctgrad_tests ctgrad-cli > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+unset OPENBLAS_CORETYPE
+echo "+ unit tests"
+"$work/build/tests/ctgrad_tests" | tail -3
+ctgrad="$work/build/apps/ctgrad"
+run="$work/runs"
+rm -rf "$run"
+echo "+ the command: train, eval, sample, resume, bad input"
+"$ctgrad" train gpt --run "$run/gpt" --set size=tiny --set context=32 --set steps=30 --set eval_every=15 --set eval_windows=8 --set sample_tokens=20 | tail -2
+"$ctgrad" eval gpt --run "$run/gpt" --set eval_windows=8
+"$ctgrad" sample gpt --run "$run/gpt" --tokens 10 --top-k 5
+"$ctgrad" train gpt --run "$run/gpt" --resume --set steps=40 --set sample_tokens=0 | tail -1
+"$ctgrad" train transformer --run "$run/copy" --set task=copy --set steps=20 --set batch=16 | tail -1
+"$ctgrad" train vit --run "$run/vit" --set size=tiny --set epochs=1 --set train_images=256 --set batch=64 | tail -1
+for bad in "--set batch=1152921504606846976" "--set lr=-1" "--set nope=1" "--set dropout=1.5"; do
+  set +e
+  "$ctgrad" train gpt --run "$run/bad" --set size=tiny $bad > "$work/bad.txt" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || { echo "bad input '$bad' exited $rc, expected 2:"; cat "$work/bad.txt"; exit 1; }
+done
+echo "sanitizers: no error"
