@@ -13,6 +13,7 @@ check() {  # name, expected exit code, command...
   shift 2
   "$@" > "$work/out.txt" 2>&1
   local rc=$?
+  cat "$work/out.txt" >> "$work/all.txt"
   if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name: exit $rc, expected $want"; cat "$work/out.txt"; fi
 }
 expect_text() {  # name, text
@@ -160,6 +161,71 @@ import sys
 steps = [int(l.split(",")[0]) for l in open("killed/metrics.csv").read().splitlines()[1:]]
 sys.exit(0 if steps == list(range(1, len(steps) + 1)) and len(steps) == 300 else 1)'
 check "killed and resumed run ends bit-identical" 0 cmp straight_long/checkpoint.safetensors killed/checkpoint.safetensors
+
+# Hostile input: one-line errors with exit 2, nothing crashes, hangs or trains into garbage.
+# A checkpoint whose stored metadata was edited: copy the run, rewrite one metadata entry.
+edit_meta() {  # folder, key, value (JSON text of the new value, or null to delete the key)
+  rm -rf "$1" && cp -r straight "$1" && /usr/bin/python3 - "$1/checkpoint.safetensors" "$2" "$3" <<'PY'
+import json, struct, sys
+path, key, value = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+meta = header["__metadata__"]
+if "." in key:  # config.<key>
+    cfg = json.loads(meta["config"])
+    k = key.split(".", 1)[1]
+    if value is None: cfg.pop(k, None)
+    elif k == "*": cfg = value
+    else: cfg[k] = value
+    meta["config"] = json.dumps(cfg)
+elif value is None: meta.pop(key, None)
+else: meta[key] = value
+h = json.dumps(header).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+}
+edit_meta huge_batch config.batch 1152921504606846976
+check "a checkpoint config with a huge batch" 2 "$ctgrad" eval gpt --run huge_batch
+expect_text "names the key" "config key 'batch'"
+edit_meta no_size config.size null
+check "a checkpoint config without its size" 2 "$ctgrad" eval gpt --run no_size
+expect_text "names the missing key" "lacks 'size'"
+edit_meta empty_config "config.*" "{}"
+check "an empty checkpoint config" 2 "$ctgrad" sample gpt --run empty_config
+edit_meta negative_step optimizer_step '"-1"'
+check "optimizer_step -1" 1 "$ctgrad" train gpt --run negative_step --resume
+expect_text "names the metadata" "metadata 'optimizer_step' is not a count"
+check "a huge batch" 2 "$ctgrad" train gpt --run huge --set size=tiny --set context=16 --set batch=1152921504606846976
+check "a transformer batch that overflowed" 2 "$ctgrad" train transformer --run huge --set batch=4611686018427387904
+check "batch 0" 2 "$ctgrad" train gpt --run zero --set batch=0
+check "a batch the memory cannot hold" 2 "$ctgrad" train gpt --run big --set size=medium --set batch=65536 --set context=256
+expect_text "says what it needs" "available"
+check "beta2 -1" 2 "$ctgrad" train gpt --run b --set beta2=-1
+check "lr 1e30" 2 "$ctgrad" train gpt --run b --set lr=1e30
+check "lr -1" 2 "$ctgrad" train gpt --run b --set lr=-1
+check "clip -1" 2 "$ctgrad" train gpt --run b --set clip=-1
+check "warmup -5" 2 "$ctgrad" train gpt --run b --set warmup=-5
+check "weight decay -10" 2 "$ctgrad" train gpt --run b --set weight_decay=-10
+check "dropout 1.5 (refused by op dropout)" 2 "$ctgrad" train gpt --run b --set dropout=1.5
+expect_text "names the op" "op dropout"
+check "trailing junk in a number" 2 "$ctgrad" sample gpt --run straight --seed 1e5
+check "trailing junk in a count" 2 "$ctgrad" sample gpt --run straight --tokens 5xyz
+printf '[1, 2]' > array.json
+check "a config that is not an object" 2 "$ctgrad" train gpt --config array.json
+expect_text "says what it must be" "must be a JSON object"
+/usr/bin/python3 -c 'print("[" * 100000 + "]" * 100000)' > deep.json
+check "a config nested 100,000 deep" 2 "$ctgrad" train gpt --config deep.json
+expect_text "names the depth" "nests deeper than 64"
+check "resume and overwrite together" 2 "$ctgrad" train gpt --run straight --resume --overwrite
+rm -rf stale && cp -r straight stale && printf 'half' > stale/.checkpoint.safetensors.tmp.999999999
+check "eval removes a dead writer's temporary file" 0 "$ctgrad" eval gpt --run stale --set eval_windows=4
+check "the temporary file is gone" 1 test -e stale/.checkpoint.safetensors.tmp.999999999
+
+# No message anywhere above says "ctgrad: ctgrad:".
+cp all.txt every_output.txt
+check "no doubled prefix in any message" 1 grep -q "ctgrad: ctgrad:" every_output.txt
 echo "$pass passed, $fail failed"
 
 [ "$fail" -eq 0 ]

@@ -3,10 +3,13 @@
 
 #include "../scratch.hpp"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <csignal>
 #include <set>
 #include <fstream>
 #include <filesystem>
@@ -156,4 +159,37 @@ TEST_CASE("Jane Austen's novels through janeaustenr", "[data][text]") {
   CHECK(t.size() > 3500000);
   CHECK(t.find("It is a truth universally acknowledged") != std::string::npos);  // Pride and Prejudice
   CHECK(t.find("Emma Woodhouse, handsome, clever, and rich") != std::string::npos);
+}
+
+// A full disk (here a file-size limit, whose signal is ignored so that write() fails with EFBIG)
+// while a tokenizer is saved over an existing one: an error, and the old file is whole. (The old
+// writer renamed an empty file over it.)
+TEST_CASE("a tokenizer save that fails leaves the saved tokenizer whole", "[data][tokenizer][errors]") {
+  const auto p = scratch("full_disk_tokenizer.json");
+  CharTokenizer::train("abc").save(p);
+  std::ifstream in(p);
+  const std::string before{std::istreambuf_iterator<char>(in), {}};
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 4;
+    try {
+      std::signal(SIGXFSZ, SIG_IGN);
+      const rlimit limit{8, 8};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+      CharTokenizer::train(kjv()).save(p);  // a longer file than 8 bytes
+    } catch (const data_error&) {
+      code = 3;  // refused, as it must be
+    } catch (...) {
+      code = 5;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
+  std::ifstream again(p);
+  CHECK(std::string{std::istreambuf_iterator<char>(again), {}} == before);
+  for (const auto& e : fs::directory_iterator(p.parent_path())) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
 }
