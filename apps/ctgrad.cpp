@@ -6,6 +6,7 @@
 // The models are the tasks registered in apps/tasks/ (apps/task.hpp). Exit codes: 0 done, 1 a
 // runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
 // interrupted (Ctrl-C or SIGTERM, after saving).
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -51,13 +52,13 @@ std::string command_list(const Task& t) {
   return s;
 }
 
-int usage(const Task* t) {
-  std::printf("usage: ctgrad <command> <model> [options]\n\n"
+int usage(const Task* t, FILE* out = stdout) {
+  std::fprintf(out, "usage: ctgrad <command> <model> [options]\n\n"
               "  train <model>   [--config FILE] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]\n"
               "  eval <model>    [--run DIR] [--set key=value ...] [--threads N]\n"
               "  help [<model>]  this text, or a model's commands, config keys and options\n\nmodels:\n");
   for (const Task& task : tasks())
-    if (!t || &task == t) std::printf("  %-12s %s (commands: %s)\n", task.name.c_str(), task.summary.c_str(), command_list(task).c_str());
+    if (!t || &task == t) std::fprintf(out, "  %-12s %s (commands: %s)\n", task.name.c_str(), task.summary.c_str(), command_list(task).c_str());
   if (t) {
     std::printf("\nconfig keys of %s (--set key=value; a run folder's checkpoint keeps them):\n%s", t->name.c_str(), t->schema.describe().c_str());
     for (const Command& c : t->commands) {
@@ -73,9 +74,11 @@ Args parse(int argc, char** argv) {
   Args a;
   std::vector<std::string> rest;
   for (int i = 1; i < argc; ++i) rest.emplace_back(argv[i]);
-  if (rest.empty() || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") {
+  if (rest.empty()) return a;  // usage, as an error
+  if (rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") {
     a.help = true;
     if (rest.size() > 1) a.model = rest[1];
+    if (rest.size() > 2) throw config_error("help takes at most a model name, got '" + rest[2] + "' too");
     return a;
   }
   if (rest.size() < 2) throw config_error("usage: ctgrad <command> <model> [options] (models: " + model_list() + "; ctgrad help)");
@@ -91,6 +94,7 @@ Args parse(int argc, char** argv) {
   if (a.command != "train" && a.command != "eval" && !own)
     throw config_error(a.model + " has no command '" + a.command + "' (commands: " + command_list(*t) + ")");
   a.run_dir = "runs/" + a.model;
+  bool run_given = false;
   for (std::size_t i = 2; i < rest.size(); ++i) {
     const std::string& o = rest[i];
     auto value = [&]() -> std::string {
@@ -98,9 +102,14 @@ Args parse(int argc, char** argv) {
       return rest[++i];
     };
     if (o == "--help" || o == "-h") a.help = true;
-    else if (o == "--config") a.config_file = value();
-    else if (o == "--set") a.sets.push_back(value());
-    else if (o == "--run") a.run_dir = value();
+    else if (o == "--config" || o == "--run") {
+      std::string& slot = o == "--config" ? a.config_file : a.run_dir;
+      if (o == "--run" ? run_given : !a.config_file.empty())
+        throw config_error(o + " is given twice ('" + slot + "' and '" + rest[i + 1 < rest.size() ? i + 1 : i] + "'): give one" +
+                           (o == "--config" ? " (several keys: one file, or --set key=value)" : ""));
+      slot = value();
+      if (o == "--run") run_given = true;
+    } else if (o == "--set") a.sets.push_back(value());
     else if (o == "--resume" && a.command == "train") a.resume = true;
     else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
     else if (o == "--threads") a.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
@@ -124,13 +133,12 @@ Args parse(int argc, char** argv) {
 }
 
 std::string read_file(const std::string& path, std::size_t limit) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw config_error("cannot open config file " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
-  if (text.size() > limit) throw config_error("config file " + path + " is larger than " + std::to_string(limit) + " bytes");
-  return text;
+  try {  // a regular file of bounded size: not a FIFO, a device or a folder
+    const std::vector<std::byte> bytes = checkpoint::read_regular_file(path, "config file " + path, limit);
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } catch (const checkpoint::format_error& e) {
+    throw config_error(e.what());
+  }
 }
 
 // The config of this command: the checkpoint's (when one is read) or the defaults, then the
@@ -139,6 +147,7 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
   Config cfg = t.schema.defaults();
   if (ctx.from_checkpoint) {
     const checkpoint::File peek(ctx.folder.checkpoint());  // reads and validates the whole file
+    checkpoint::check_training_file(peek);
     const auto& meta = peek.metadata();
     const auto model = meta.find("model"), config = meta.find("config");
     if (model == meta.end() || config == meta.end())
@@ -168,21 +177,47 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
   return cfg;
 }
 
+// Ctrl-C or SIGTERM before the work could stop cleanly (loading data, opening the model).
+int interrupted_exit() {
+  std::fprintf(stderr, "ctgrad: interrupted\n");
+  return 130;
+}
+
+// A message as one printable line: control bytes (a NUL in a config value) shown as \xNN.
+std::string printable(std::string_view m) {
+  std::string r;
+  for (unsigned char c : m) {
+    if (c >= 0x20 || c == '\n') r += char(c);
+    else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      r += b;
+    }
+  }
+  return r;
+}
+
 int run(const Args& a) {
   const Task& t = *find_task(a.model);
   Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume, a.threads};
   if (ctx.from_checkpoint) ctx.folder.require_checkpoint();
+  if (training::interrupted()) return interrupted_exit();
   std::optional<Config> saved;
   const Config cfg = make_config(t, a, ctx, saved);
-  training::install_interrupt_handlers();
   std::unique_ptr<Session> session = t.open(cfg, ctx);
   if (ctx.from_checkpoint) {
     const auto meta = checkpoint::load_training<float>(ctx.folder.checkpoint(), session->model(), &session->optimizer());
     // A tokenizer swapped or edited since training would silently give garbage: its hash is checked.
     const auto file = meta.find("tokenizer"), hash = meta.find("tokenizer_hash");
-    if (file != meta.end() && hash != meta.end()) {
-      const auto path = ctx.folder.file(file->second);
+    if ((file == meta.end()) != (hash == meta.end()))
+      throw config_error(ctx.folder.checkpoint().string() + " names a tokenizer without its hash, or a hash without the file: the checkpoint is damaged");
+    if (file != meta.end()) {
+      const std::string& name = file->second;  // a file of the run folder, nothing outside it
+      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+        throw config_error(ctx.folder.checkpoint().string() + " names the tokenizer '" + name.substr(0, 80) + "': not a file name of the run folder");
+      const auto path = ctx.folder.file(name);
       if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
+      if (!std::filesystem::is_regular_file(path)) throw config_error("the tokenizer " + path.string() + " is not a regular file");
       if (file_hash(path) != hash->second)
         throw config_error("the tokenizer " + path.string() + " is not the one " + ctx.folder.checkpoint().string() +
                            " was trained with (its hash differs): restore it, or train a new run");
@@ -191,6 +226,7 @@ int run(const Args& a) {
     ctx.folder.start_new(a.overwrite);
   }
   session->prepare();
+  if (training::interrupted()) return interrupted_exit();
 
   if (a.command != "train") {
     static const Schema none;
@@ -227,8 +263,16 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   using namespace ctgrad::cli;
+  ctgrad::training::install_interrupt_handlers();  // first: a signal at any moment ends in an orderly way
+  std::signal(SIGXFSZ, SIG_IGN);                   // a file-size limit fails the write with a message, not a kill
+  auto fail = [](int code, const std::string& m) {
+    if (ctgrad::training::interrupted()) return interrupted_exit();  // a failure caused by the interrupt (a killed child)
+    std::fprintf(stderr, "%s%s\n", m.rfind("ctgrad: ", 0) == 0 ? "" : "ctgrad: ", printable(m).c_str());
+    return code;
+  };
   try {
     const Args a = parse(argc, argv);
+    if (a.command.empty() && !a.help) return usage(nullptr, stderr), 2;
     if (a.help) {
       const Task* t = a.model.empty() ? nullptr : find_task(a.model);
       if (!a.model.empty() && !t) throw config_error("unknown model '" + a.model + "' (models: " + model_list() + ")");
@@ -236,15 +280,14 @@ int main(int argc, char** argv) {
     }
     return run(a);
   } catch (const ctgrad::hyper_error& e) {  // a --set value an op refused
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  } catch (const config_error& e) {
-
-    std::fprintf(stderr, "ctgrad: %s\n", e.what());
-    return 2;
+    return fail(2, e.what());
+  } catch (const config_error& e) {  // the command line, a config, a run folder
+    return fail(2, e.what());
+  } catch (const ctgrad::checkpoint::format_error& e) {  // a damaged or foreign checkpoint
+    return fail(2, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of memory (a smaller batch, context or model, or fewer runs at once)");
   } catch (const std::exception& e) {
-    const std::string m = e.what();
-    std::fprintf(stderr, "%s%s\n", m.rfind("ctgrad: ", 0) == 0 ? "" : "ctgrad: ", m.c_str());
-    return 1;
+    return fail(1, e.what());
   }
 }

@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace ctgrad::cli {
 
@@ -48,14 +51,30 @@ Options program_options_named(const Config& c, int threads, std::span<const std:
 
 namespace {
 // Memory the system can give now (MemAvailable), or the physical memory when that is unknown.
+// The memory this process can still use: the machine's available memory, bounded by a cgroup
+// limit (a container) and by the address-space limit (ulimit -v) when they are set.
 double available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    double kb = 0;
+    while (in >> key >> kb >> unit)
+      if (key == "MemAvailable:") {
+        have = kb * 1024;
+        break;
+      }
+  }
+  double max = 0, current = 0;
+  if (std::ifstream m("/sys/fs/cgroup/memory.max"); m >> max)  // "max" (no limit) does not read as a number
+    if (std::ifstream c("/sys/fs/cgroup/memory.current"); c >> current) have = std::min(have, max - current);
+  if (rlimit r{}; getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
+    double used = 0;  // the address space in use now (VmSize)
+    std::ifstream st("/proc/self/statm");
+    st >> used;
+    have = std::min(have, double(r.rlim_cur) - used * double(sysconf(_SC_PAGE_SIZE)));
+  }
+  return std::max(have, 0.0);
 }
 std::string gb(double bytes) {
   char b[48];
@@ -71,7 +90,7 @@ void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbo
   if (!bytes) throw config_error(what + ": the activations' size overflows 64 bits");
   const double need = double(*bytes) + extra + double(model.parameter_count()) * 8;
   if (need > have)
-    throw config_error(what + " needs " + gb(need) + " for activations, inputs and parameters; this machine has " + gb(have) + " available");
+    throw config_error(what + " needs " + gb(need) + " for activations, inputs and parameters; " + gb(have) + " of memory is available (free memory, container and ulimit -v limits)");
 }
 
 std::string file_hash(const std::filesystem::path& file) {

@@ -2,6 +2,7 @@
 #include <ctgrad/checkpoint/safetensors.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,11 +14,18 @@
 namespace ctgrad::checkpoint {
 
 namespace {
-// The checksum of the data section: the tensors' bytes in file order.
-std::string data_checksum(std::span<const TensorView> tensors) {
-  Checksum c;
-  for (const TensorView& t : tensors) c.add(t.data);
-  return c.hex();
+// The checksum of a file: its metadata (every key but the checksum's, each key and value with its
+// length, in key order), then the data section (the tensors' bytes in file order). The metadata is
+// covered because it holds the config and the steps a resumed run continues from.
+void add_metadata(Checksum& c, const Metadata& meta) {
+  for (const auto& [k, v] : meta) {
+    if (k == kChecksumKey) continue;
+    for (const std::string* s : {&k, &v}) {
+      const std::uint64_t n = s->size();
+      c.add(std::as_bytes(std::span<const std::uint64_t>(&n, 1)));
+      c.add(std::as_bytes(std::span<const char>(s->data(), s->size())));
+    }
+  }
 }
 }  // namespace
 
@@ -69,10 +77,42 @@ int nesting(const char* p, std::size_t n) {
 }
 }  // namespace
 
+std::vector<std::byte> read_regular_file(const std::filesystem::path& path, const std::string& what, std::size_t limit) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses anything but a file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw format_error(what + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw format_error(what + ": not a regular file");
+  }
+  if (std::uint64_t(st.st_size) > limit) {
+    ::close(fd);
+    throw format_error(what + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(limit) + " this reader accepts");
+  }
+  std::vector<std::byte> bytes(std::size_t(st.st_size));
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int err = r < 0 ? errno : 0;
+      ::close(fd);
+      throw format_error(what + ": cannot read its " + std::to_string(bytes.size()) + " bytes" + (err ? std::string(": ") + std::strerror(err) : " (it shrank)"));
+    }
+    got += std::size_t(r);
+  }
+  ::close(fd);
+  return bytes;
+}
+
 void save(const std::filesystem::path& path, std::span<const TensorView> tensors, const Metadata& metadata) {
   nlohmann::ordered_json header;
   Metadata meta = metadata;
-  meta[kChecksumKey] = data_checksum(tensors);
+  Checksum sum;
+  add_metadata(sum, meta);
+  for (const TensorView& t : tensors) sum.add(t.data);
+  meta[kChecksumKey] = sum.hex();
   header["__metadata__"] = meta;
   std::size_t offset = 0;
   for (const TensorView& t : tensors) {
@@ -100,15 +140,7 @@ void save(const std::filesystem::path& path, std::span<const TensorView> tensors
 
 File::File(const std::filesystem::path& path) : path_(path) {
   const std::string where = "ctgrad: checkpoint " + path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw format_error(where + ": cannot open");
-  if (!std::filesystem::is_regular_file(path)) throw format_error(where + ": not a regular file");
-  in.seekg(0, std::ios::end);
-  const auto size = std::size_t(in.tellg());
-  in.seekg(0);
-  bytes_.resize(size);
-  in.read(reinterpret_cast<char*>(bytes_.data()), std::streamsize(size));
-  if (!in) throw format_error(where + ": cannot read its " + std::to_string(size) + " bytes");
+  bytes_ = read_regular_file(path, where);
   parse();
 }
 
@@ -125,6 +157,7 @@ void File::parse() {
     throw format_error(where + ": header length " + std::to_string(n) + " is not a multiple of 8 (the format pads it): the length or the header is damaged");
   const char* text = reinterpret_cast<const char*>(bytes_.data()) + 8;
   if (nesting(text, std::size_t(n)) > 64) throw format_error(where + ": header nests deeper than 64 levels");
+  if (std::memchr(text, 0, std::size_t(n)) != nullptr) throw format_error(where + ": header holds a NUL byte (a JSON parser would stop there)");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text, text + n);
@@ -180,8 +213,13 @@ void File::parse() {
   if (at != data_size)
     throw format_error(where + ": " + std::to_string(data_size - at) + " bytes after the last tensor belong to no tensor (the header length is wrong, or the file was appended to)");
   const auto sum = metadata_.find(kChecksumKey);
-  if (sum != metadata_.end() && checksum(std::span<const std::byte>(bytes_).subspan(data_begin)) != sum->second)
-    throw format_error(where + ": its data does not match its checksum: the file is damaged");
+  if (sum != metadata_.end()) {
+    Checksum c;
+    add_metadata(c, metadata_);
+    c.add(std::span<const std::byte>(bytes_).subspan(data_begin));
+    if (c.hex() != sum->second) throw format_error(where + ": its data or metadata does not match its checksum: the file is damaged");
+    checksummed_ = true;
+  }
 }
 
 const TensorView& File::tensor(const std::string& name) const {

@@ -2,12 +2,13 @@
 // {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {str: str}},
 // then the raw little-endian tensor bytes. Files are written atomically (checkpoint/atomic_file.hpp):
 // a crash mid-write leaves the previous file intact. The writer pads the header to a multiple of 8
-// bytes and records a checksum of the data in the metadata ("ctgrad_checksum").
+// bytes and records a checksum of the metadata and the data in the metadata ("ctgrad_checksum").
 //
 // Reading trusts nothing: the header must be a JSON object of at most 64 levels, its length a
 // multiple of 8 that stays inside the file, every entry well-formed with dims whose product does
 // not overflow, the tensors must cover the data section exactly (no gap, no overlap, no trailing
-// bytes), and the data must match the recorded checksum. Any failure is a format_error naming the
+// bytes), and metadata and data must match the recorded checksum (files of other writers have none:
+// checksummed() says whether it was checked; training checkpoints require it). Any failure is a format_error naming the
 // file, the tensor and what is wrong: a truncated, padded-short or bit-flipped file never loads.
 #pragma once
 #include <cstddef>
@@ -45,7 +46,7 @@ TensorView view_of(std::string name, std::span<const T> data, std::vector<std::i
 
 using Metadata = std::map<std::string, std::string>;
 
-// The metadata key of the data checksum (written by save, checked when present).
+// The metadata key of the checksum of the metadata and data (written by save, checked when present).
 inline constexpr const char* kChecksumKey = "ctgrad_checksum";
 
 void save(const std::filesystem::path& path, std::span<const TensorView> tensors, const Metadata& metadata = {});
@@ -63,6 +64,8 @@ class File {
   template <class T>
   void read(const std::string& name, std::span<T> out, std::span<const std::int64_t> shape) const;
   const std::filesystem::path& path() const { return path_; }
+  // Whether the file carried a checksum (it matched, or the constructor threw).
+  bool checksummed() const { return checksummed_; }
 
  private:
   void parse();
@@ -71,6 +74,12 @@ class File {
   std::vector<TensorView> tensors_;
   std::map<std::string, std::size_t> index_;
   Metadata metadata_;
+  bool checksummed_ = false;
 };
+
+// The bytes of a regular file of at most `limit` bytes; a FIFO, device or folder, or a larger file,
+// is a format_error starting with `what` (never a read that blocks or exhausts memory).
+std::vector<std::byte> read_regular_file(const std::filesystem::path& path, const std::string& what,
+                                         std::size_t limit = std::size_t(1) << 40);
 
 }  // namespace ctgrad::checkpoint

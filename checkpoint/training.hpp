@@ -2,10 +2,12 @@
 // they are), the optimizer's state ("optim.<param>.<slot>"), and in the metadata the optimizer
 // step, the RNG seed and step, and whatever the caller adds (config, tokenizer file). Loading checks that
 // the file holds exactly the model's tensors with the same shapes and dtypes, and names the first
-// that differs; resuming continues the run bit for bit.
+// that differs; resuming continues the run bit for bit. The checksum of metadata and data is
+// required ("ctgrad-training-2"); files of the first format, which had none, load with a warning.
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,24 @@
 #include <ctgrad/optim/optimizer.hpp>
 
 namespace ctgrad::checkpoint {
+
+inline constexpr const char* kTrainingFormat = "ctgrad-training-2";
+
+// Checks that `f` is a training checkpoint this version reads: a known format, and the checksum
+// that format requires (so deleting it from the metadata does not switch the check off).
+inline void check_training_file(const File& f) {
+  const std::string where = "ctgrad: checkpoint " + f.path().string();
+  const auto format = f.metadata().find("format");
+  if (format == f.metadata().end()) throw format_error(where + ": no 'format' in its metadata: not a ctgrad training checkpoint");
+  if (format->second == kTrainingFormat) {
+    if (!f.checksummed()) throw format_error(where + ": no checksum in its metadata: the file is damaged");
+  } else if (format->second == "ctgrad-training-1" && !f.checksummed()) {
+    std::fprintf(stderr, "warning: %s is of the first checkpoint format, without a checksum: damage to it cannot be detected "
+                         "(the next save writes the current format)\n", f.path().c_str());
+  } else {
+    throw format_error(where + ": format '" + format->second.substr(0, 40) + "' is not one this version reads (" + kTrainingFormat + ")");
+  }
+}
 
 template <class T>
 void save_training(const std::filesystem::path& path, const Executor<T>& model, const optim::Optimizer<T>* opt,
@@ -25,7 +45,7 @@ void save_training(const std::filesystem::path& path, const Executor<T>& model, 
   if (opt)
     for (const auto& s : const_cast<optim::Optimizer<T>*>(opt)->state())
       tensors.push_back(view_of<T>("optim." + s.name, std::span<const T>(s.data), {std::int64_t(s.data.size())}));
-  metadata["format"] = "ctgrad-training-1";
+  metadata["format"] = kTrainingFormat;
   metadata["rng_step"] = std::to_string(model.steps());
   metadata["rng_seed"] = std::to_string(model.seed());
   if (opt) metadata["optimizer_step"] = std::to_string(opt->steps());
@@ -36,6 +56,7 @@ void save_training(const std::filesystem::path& path, const Executor<T>& model, 
 template <class T>
 Metadata load_training(const std::filesystem::path& path, Executor<T>& model, optim::Optimizer<T>* opt) {
   const File f(path);
+  check_training_file(f);
   const std::string where = "ctgrad: checkpoint " + path.string();
   std::size_t expected = 0;
   for (const auto& p : model.parameters()) {

@@ -1,24 +1,53 @@
 #include <ctgrad/data/text.hpp>
 
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 
 namespace ctgrad::data {
+
+namespace {
+// The output of a command (stdout and stderr); a failure names the command, how it ended (exit
+// code or signal) and the end of what it printed, on one line.
+std::string run(const std::string& cmd, const std::string& what) {
+  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!pipe) throw data_error("ctgrad: cannot run " + what);
+  std::string raw;
+  char buf[1 << 16];
+  for (;;) {
+    const std::size_t n = std::fread(buf, 1, sizeof buf, pipe);
+    raw.append(buf, n);
+    if (n > 0) continue;
+    if (std::ferror(pipe) && errno == EINTR) {
+      std::clearerr(pipe);
+      continue;
+    }
+    break;
+  }
+  const int status = ::pclose(pipe);
+  if (status != 0) {
+    std::string how = status == -1                                   ? "could not be waited for"
+                      : WIFEXITED(status)                            ? "exited with " + std::to_string(WEXITSTATUS(status))
+                      : WIFSIGNALED(status)                          ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                                                     : "failed";
+    std::string tail = raw.substr(raw.size() > 160 ? raw.size() - 160 : 0);
+    for (char& c : tail)
+      if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    throw data_error("ctgrad: " + what + " " + how + (tail.empty() ? "" : " (its output ends: ..." + tail + ")"));
+  }
+  return raw;
+}
+}  // namespace
 
 std::string kjv_text() {
   const char* program = "/usr/bin/bible";
   if (!std::filesystem::exists(program))
     throw data_error("ctgrad: the KJV text needs the Debian package bible-kjv (" + std::string(program) +
                      " is missing): run scripts/setup.sh or apt-get install bible-kjv");
-  FILE* pipe = ::popen("/usr/bin/bible -l 100000 gen1:1-rev22:21 2>&1", "r");
-  if (!pipe) throw data_error("ctgrad: cannot run /usr/bin/bible");
-  std::string out, line;
-  char buf[1 << 16];
-  std::size_t n;
-  std::string raw;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) raw.append(buf, n);
-  const int rc = ::pclose(pipe);
-  if (rc != 0) throw data_error("ctgrad: /usr/bin/bible failed (exit " + std::to_string(rc) + "): " + raw.substr(0, 200));
+  const std::string raw = run("/usr/bin/bible -l 100000 gen1:1-rev22:21", "/usr/bin/bible");
+  std::string out;
   // Verse lines are "  <number> <text>"; book and chapter headings and blank lines are dropped.
   std::size_t pos = 0;
   while (pos < raw.size()) {
@@ -34,20 +63,6 @@ std::string kjv_text() {
   if (out.size() < 1000000) throw data_error("ctgrad: /usr/bin/bible printed only " + std::to_string(out.size()) + " bytes of verses");
   return out;
 }
-
-namespace {
-std::string run(const std::string& cmd, const std::string& what) {
-  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!pipe) throw data_error("ctgrad: cannot run " + what);
-  std::string raw;
-  char buf[1 << 16];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) raw.append(buf, n);
-  const int rc = ::pclose(pipe);
-  if (rc != 0) throw data_error("ctgrad: " + what + " failed (exit " + std::to_string(rc) + "): " + raw.substr(0, 300));
-  return raw;
-}
-}  // namespace
 
 std::string austen_text() {
   if (!std::filesystem::exists("/usr/bin/Rscript") || !std::filesystem::exists("/usr/lib/R/site-library/janeaustenr"))

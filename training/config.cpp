@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 namespace ctgrad::training {
@@ -46,6 +48,21 @@ std::string range_text(const Range& r) {
   return s;
 }
 
+// A value as it may be shown in a message: control bytes (a NUL from a JSON "\u0000") as \xNN,
+// at most 80 bytes.
+std::string shown(std::string_view v) {
+  std::string r;
+  for (unsigned char c : v.substr(0, 80)) {
+    if (c >= 0x20) r += char(c);
+    else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      r += b;
+    }
+  }
+  return v.size() > 80 ? r + "..." : r;
+}
+
 bool in_range(double v, const Range& r) {
   if (r.min_open ? !(v > r.min) : !(v >= r.min)) return false;
   if (r.max_open ? !(v < r.max) : !(v <= r.max)) return false;
@@ -79,9 +96,9 @@ std::int64_t parse_integer(std::string_view text, std::string_view what, Range r
   auto [p, ec] = std::from_chars(text.data(), end, v);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && p == end && !in_range(double(v), range)))
     throw config_error(std::string(what) + " must be an integer in " + (range_text(range).empty() ? "the 64-bit range" : range_text(range)) +
-                       ", got '" + std::string(text) + "'");
+                       ", got '" + shown(text) + "'");
   if (ec != std::errc() || p != end || text.empty())
-    throw config_error(std::string(what) + " expects an integer, got '" + std::string(text) + "'");
+    throw config_error(std::string(what) + " expects an integer, got '" + shown(text) + "'");
   return v;
 }
 
@@ -90,10 +107,10 @@ double parse_real(std::string_view text, std::string_view what, Range range) {
   const char* end = text.data() + text.size();
   auto [p, ec] = std::from_chars(text.data(), end, v);
   if (ec != std::errc() || p != end || text.empty() || !std::isfinite(v)) {
-    if (ec == std::errc::result_out_of_range) throw config_error(std::string(what) + " is out of the range of a double: '" + std::string(text) + "'");
-    throw config_error(std::string(what) + " expects a number, got '" + std::string(text) + "'");
+    if (ec == std::errc::result_out_of_range) throw config_error(std::string(what) + " is out of the range of a double: '" + shown(text) + "'");
+    throw config_error(std::string(what) + " expects a number, got '" + shown(text) + "'");
   }
-  if (!in_range(v, range)) throw config_error(std::string(what) + " must be in " + range_text(range) + ", got " + std::string(text));
+  if (!in_range(v, range)) throw config_error(std::string(what) + " must be in " + range_text(range) + ", got " + shown(text));
   return v;
 }
 
@@ -139,7 +156,7 @@ const Key& Schema::key(std::string_view name) const {
   const std::string near = closest(name, names);
   std::string known;
   for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-  throw config_error("unknown config key '" + std::string(name) + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+  throw config_error("unknown config key '" + shown(name) + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
                      "; known keys: " + known);
 }
 
@@ -151,7 +168,9 @@ std::string Schema::describe() const {
     Config c(*this);
     std::string line = "  " + k.name;
     line.resize(std::max<std::size_t>(line.size() + 1, 18), ' ');
-    std::string what = k.kind == Kind::choice ? "" : std::string(kind_name(k.kind)).substr(k.kind == Kind::integer ? 3 : 2);
+    std::string what = k.kind == Kind::choice ? "" : kind_name(k.kind);
+    for (const char* article : {"an ", "a "})
+      if (what.rfind(article, 0) == 0) what = what.substr(std::strlen(article));
     if (k.kind == Kind::choice) {
       for (const auto& ch : k.choices) what += (what.empty() ? "" : "|") + ch;
     } else if (!range_text(k.range).empty()) {
@@ -197,7 +216,7 @@ bool Config::flag(std::string_view key) const {
 
 void Config::set(std::string_view kv, std::string_view source) {
   const auto eq = kv.find('=');
-  if (eq == std::string_view::npos) throw config_error(std::string(source) + " expects key=value, got '" + std::string(kv) + "'");
+  if (eq == std::string_view::npos) throw config_error(std::string(source) + " expects key=value, got '" + shown(kv) + "'");
   set(kv.substr(0, eq), kv.substr(eq + 1), source);
 }
 
@@ -221,7 +240,7 @@ void Config::set(std::string_view key, std::string_view text, std::string_view s
     case Kind::flag:
       if (text == "true" || text == "1") v = true;
       else if (text == "false" || text == "0") v = false;
-      else throw config_error(what + " expects true or false, got '" + std::string(text) + "'");
+      else throw config_error(what + " expects true or false, got '" + shown(text) + "'");
       break;
   }
   set_value(key, v, source);
@@ -251,7 +270,7 @@ void Config::set_value(std::string_view key, const Value& v, std::string_view so
       bool ok = false;
       std::string list;
       for (const auto& c : k.choices) ok |= c == std::get<std::string>(got), list += (list.empty() ? "" : ", ") + c;
-      if (!ok) throw config_error(what + " is '" + std::get<std::string>(got) + "', not one of: " + list);
+      if (!ok) throw config_error(what + " is '" + shown(std::get<std::string>(got)) + "', not one of: " + list);
       break;
     }
     case Kind::flag:
@@ -263,6 +282,9 @@ void Config::set_value(std::string_view key, const Value& v, std::string_view so
 }
 
 void Config::merge_json(std::string_view text, std::string_view source) {
+  // nlohmann's parser stops at a NUL byte as at the end of input: what follows would go unread.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    throw config_error(std::string(source) + " holds a NUL byte at offset " + std::to_string(nul) + ": not a JSON text file");
   if (nesting(text) > kMaxDepth)
     throw config_error(std::string(source) + " nests deeper than " + std::to_string(kMaxDepth) + " levels");
   json doc;
@@ -274,8 +296,10 @@ void Config::merge_json(std::string_view text, std::string_view source) {
   if (!doc.is_object()) throw config_error(std::string(source) + " must be a JSON object of config keys, got a " + doc.type_name());
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     const json& v = *it;
+    // (nlohmann counts unsigned numbers as integers too: one past INT64_MAX must not wrap.)
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))
+      throw config_error("config key '" + it.key() + "' (" + std::string(source) + ") is out of the 64-bit integer range: " + v.dump());
     if (v.is_number_integer()) set_value(it.key(), std::int64_t(v.get<std::int64_t>()), source);
-    else if (v.is_number_unsigned()) throw config_error("config key '" + it.key() + "' (" + std::string(source) + ") is out of range");
     else if (v.is_number_float()) set_value(it.key(), v.get<double>(), source);
     else if (v.is_string()) {
       const Key& k = schema_->key(it.key());

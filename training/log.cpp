@@ -1,8 +1,12 @@
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/training/config.hpp>
 #include <ctgrad/training/log.hpp>
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -13,36 +17,58 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-// Keeps the lines of `file` whose step is below `first` (and a CSV's header), through a temporary
-// file and a rename.
-void cut_back(const fs::path& file, std::int64_t first, bool csv) {
-  std::ifstream in(file);
-  if (!in) return;
-  std::ostringstream kept;
-  std::string line;
-  bool header = csv;
-  while (std::getline(in, line)) {
-    if (header) {
-      kept << line << "\n", header = false;
-      continue;
+std::string csv_row(std::int64_t step, double loss, double lr, double rate, std::optional<double> val) {
+  std::ostringstream r;
+  r << step << ',' << loss << ',' << lr << ',' << rate << ',' << (val ? std::to_string(*val) : "") << "\n";
+  return r.str();
+}
+
+// For a resumed run: metrics.jsonl keeps the records of the steps before `first` (a record that
+// does not parse, lacks its fields or goes back in steps is dropped: a torn line of a killed run,
+// or damage), and metrics.csv is rebuilt from them (it holds nothing the jsonl does not), so
+// neither has a duplicated, out-of-order or garbage row, and a deleted CSV comes back.
+void cut_back(const fs::path& dir, std::int64_t first, const std::string& items) {
+  const fs::path jsonl = dir / "metrics.jsonl", csv = dir / "metrics.csv";
+  std::string kept, rows = "step,loss,lr," + items + "_per_s,val_loss\n";
+  const std::string rate_key = items + "_per_s";
+  if (std::ifstream in(jsonl); in) {
+    std::string line;
+    std::int64_t last = 0;  // the last step record kept
+    std::optional<std::string> pending;  // its CSV row, until its validation (if any) is read
+    double loss = 0, lr = 0, rate = 0;
+    bool validated = false;
+    auto flush = [&](std::optional<double> val) {
+      if (pending) rows += csv_row(last, loss, lr, rate, val), pending.reset();
+    };
+    while (std::getline(in, line)) {
+      json r;
+      try {
+        r = json::parse(line);
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (!r.is_object() || !r.contains("step") || !r["step"].is_number_integer()) continue;
+      const std::int64_t step = r["step"].get<std::int64_t>();
+      if (step >= first || step < 1) continue;
+      const bool is_val = r.contains("val_loss") && r["val_loss"].is_number();
+      const bool is_step = r.contains("loss") && r["loss"].is_number() && r.contains("lr") && r["lr"].is_number() &&
+                           r.contains(rate_key) && r[rate_key].is_number();
+      if (is_step && step > last) {
+        flush(std::nullopt);
+        last = step, loss = r["loss"].get<double>(), lr = r["lr"].get<double>(), rate = r[rate_key].get<double>();
+        pending = "", validated = false;
+      } else if (is_val && step == last && !validated) {
+        flush(r["val_loss"].get<double>());
+        validated = true;
+      } else {
+        continue;
+      }
+      kept += line + "\n";
     }
-    std::int64_t step = -1;
-    try {
-      step = csv ? std::stoll(line.substr(0, line.find(','))) : json::parse(line).value("step", std::int64_t(-1));
-    } catch (const std::exception&) {
-      continue;  // a torn last line of a killed run
-    }
-    if (step >= 0 && step < first) kept << line << "\n";
+    flush(std::nullopt);
   }
-  in.close();
-  const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept.str();
-    out.flush();
-    if (!out) throw std::runtime_error("ctgrad: cannot rewrite " + file.string());
-  }
-  fs::rename(tmp, file);
+  checkpoint::write_atomically(jsonl, kept);
+  checkpoint::write_atomically(csv, rows);
 }
 }  // namespace
 
@@ -57,14 +83,14 @@ TrainingLog::TrainingLog(const fs::path& dir, std::int64_t first, std::int64_t s
     : first_(first), steps_(steps), unit_(std::move(unit)), items_(std::move(items)), tty_(::isatty(STDOUT_FILENO)),
       t0_(std::chrono::steady_clock::now()) {
   const bool resume = first > 1;
-  if (resume) {
-    cut_back(dir / "metrics.jsonl", first, false);
-    cut_back(dir / "metrics.csv", first, true);
-  }
+  for (const char* name : {"metrics.jsonl", "metrics.csv"})
+    if (fs::exists(dir / name) && !fs::is_regular_file(dir / name))
+      throw config_error((dir / name).string() + " is not a regular file: move it away");
+  if (resume) cut_back(dir, first, items_);
   jsonl_.open(dir / "metrics.jsonl", resume ? std::ios::app : std::ios::trunc);
   csv_.open(dir / "metrics.csv", resume ? std::ios::app : std::ios::trunc);
-  if (!jsonl_ || !csv_) throw std::runtime_error("ctgrad: cannot write the metrics files in " + dir.string());
-  if (!resume || fs::file_size(dir / "metrics.csv") == 0) csv_ << "step,loss,lr," << items_ << "_per_s,val_loss\n";
+  if (!jsonl_ || !csv_) throw std::runtime_error("ctgrad: cannot write the metrics files in " + dir.string() + ": " + std::strerror(errno));
+  if (!resume) csv_ << "step,loss,lr," << items_ << "_per_s,val_loss\n";
 }
 
 double TrainingLog::seconds() const {
@@ -82,7 +108,7 @@ void TrainingLog::step(std::int64_t step, double loss, double lr, double items, 
     for (const auto& [name, x] : val->values) v[first ? "val_loss" : "val_" + name] = x, first = false;
     jsonl_ << v.dump() << "\n";
   }
-  csv_ << step << ',' << loss << ',' << lr << ',' << rate << ',' << (val ? std::to_string(val->loss()) : "") << "\n";
+  csv_ << csv_row(step, loss, lr, rate, val ? std::optional<double>(val->loss()) : std::nullopt);
   csv_.flush();  // a run can be watched (and killed) at any step
   jsonl_.flush();
   const double eta = secs / double(step - first_ + 1) * double(steps_ - step);

@@ -19,6 +19,17 @@ bool is_run_file(const std::string& name) {
 }
 }  // namespace
 
+RunFolder::RunFolder(fs::path dir) : dir_(std::move(dir)) {
+  // A path the file system refuses (too long, a file as a parent) is bad input, named briefly.
+  std::error_code ec;
+  (void)fs::status(dir_, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    std::string shown = dir_.string();
+    if (shown.size() > 80) shown = shown.substr(0, 60) + "...(" + std::to_string(shown.size()) + " characters)";
+    throw config_error("the run folder " + shown + ": " + ec.message());
+  }
+}
+
 void RunFolder::start_new(bool overwrite) const {
   std::error_code ec;
   if (fs::exists(dir_) && !fs::is_directory(dir_)) throw config_error("the run folder " + dir_.string() + " is a file");
@@ -31,10 +42,13 @@ void RunFolder::start_new(bool overwrite) const {
     return ca != cb ? ca : a < b;
   });
 
-  if (!held.empty() && !overwrite)
-    throw config_error("the run folder " + dir_.string() + " holds a run (" + held.front().filename().string() +
-
-                       "): continue it with --resume, choose another with --run DIR, or start over with --overwrite");
+  if (!held.empty() && !overwrite) {
+    if (held.front().filename() == "checkpoint.safetensors")
+      throw config_error("the run folder " + dir_.string() + " holds a run (checkpoint.safetensors): continue it with --resume, "
+                         "choose another with --run DIR, or start over with --overwrite");
+    throw config_error("the run folder " + dir_.string() + " holds files of a run without a checkpoint (" + held.front().filename().string() +
+                       "): start over with --overwrite, or choose another with --run DIR");
+  }
   for (const auto& p : held) fs::remove(p, ec);
   fs::create_directories(dir_, ec);
   if (ec) throw config_error("cannot create the run folder " + dir_.string() + ": " + ec.message());
@@ -42,8 +56,8 @@ void RunFolder::start_new(bool overwrite) const {
 }
 
 void RunFolder::require_checkpoint() const {
-  if (!fs::exists(checkpoint())) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
   remove_stale_temporaries();
+  if (!fs::exists(checkpoint())) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
 }
 
 int RunFolder::remove_stale_temporaries() const {

@@ -9,7 +9,8 @@ namespace ctgrad::training {
 
 class RunFolder {
  public:
-  explicit RunFolder(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  // A path the file system cannot use (too long, under a file) is a config_error.
+  explicit RunFolder(std::filesystem::path dir);
   const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path checkpoint() const { return dir_ / "checkpoint.safetensors"; }
   std::filesystem::path file(const std::string& name) const { return dir_ / name; }

@@ -17,6 +17,7 @@ extern "C" void on_signal(int) { g_interrupted = true; }
 void install_interrupt_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;  // reads and writes in progress (data loading, saves) continue; loops check the flag
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -41,6 +42,11 @@ Outcome Trainer::fit(Run& run) {
     return out;
   }
   TrainingLog log(folder_.dir(), out.first, o_.steps, o_.unit, o_.items);
+  std::int64_t saved_step = folder_.has_checkpoint() ? run.optimizer.steps() : -1;  // -1: none yet
+  auto kept = [&] {
+    return saved_step < 0 ? std::string("no checkpoint was saved yet")
+                          : "the checkpoint of step " + std::to_string(saved_step) + ", " + folder_.checkpoint().string() + ", is kept";
+  };
   auto validate_now = [&](std::int64_t step) {
     return run.validate_at ? run.validate_at(step) : step % o_.eval_every == 0 || step == o_.steps;
   };
@@ -54,9 +60,9 @@ Outcome Trainer::fit(Run& run) {
       // Nothing of this step is kept: the last checkpoint is the last good state.
       log.close();
       out.diverged = true, out.last = step - 1, out.seconds = log.seconds();
-      std::printf("\nstopped at step %lld: the training loss is %s (the last good checkpoint, %s, is kept; lower the learning "
-                  "rate or raise the clipping, then --resume or start over)\n",
-                  (long long)step, std::isnan(loss) ? "NaN" : "infinite", folder_.checkpoint().c_str());
+      std::printf("\nstopped at step %lld: the training loss is %s (%s; lower the learning rate or raise the clipping, then "
+                  "--resume or start over)\n",
+                  (long long)step, std::isnan(loss) ? "NaN" : "infinite", kept().c_str());
       return out;
     }
     if (o_.lr) run.optimizer.set_lr(o_.lr(step));
@@ -67,6 +73,15 @@ Outcome Trainer::fit(Run& run) {
     if (run.after_step) run.after_step(step, loss);
     std::optional<Metrics> val;
     if (validate_now(step)) val = log.untimed([&] { return run.validate(); });
+    if (val && interrupted()) {
+      // A validation cut short is not a result: nothing of this step is logged or saved, and a
+      // resumed run trains again from the last checkpoint (bit for bit) and validates in full.
+      log.close();
+      out.interrupted = true, out.last = step, out.seconds = log.seconds();
+      std::printf("\ninterrupted during the validation of step %lld: %s (%s)\n", (long long)step, kept().c_str(),
+                  saved_step < 0 ? "start again with --overwrite" : "continue with --resume");
+      return out;
+    }
     log.step(step, loss, run.optimizer.lr(), items, val);
     out.last = step;
     if (val) {
@@ -74,15 +89,16 @@ Outcome Trainer::fit(Run& run) {
       if (!std::isfinite(val->loss())) {
         log.close();
         out.diverged = true, out.seconds = log.seconds();
-        std::printf("stopped at step %lld: the validation loss is not finite (the last good checkpoint, %s, is kept)\n", (long long)step,
-                    folder_.checkpoint().c_str());
+        std::printf("stopped at step %lld: the validation loss is not finite (%s)\n", (long long)step, kept().c_str());
         return out;
       }
       log.untimed([&] { return save(run), 0; });
+      saved_step = step;
       if (run.after_validation) run.after_validation(step, *val);
     }
     if (interrupted()) {
       save(run);
+      saved_step = step;
       log.close();
       out.interrupted = true, out.seconds = log.seconds();
       std::printf("\ninterrupted at step %lld: checkpoint saved to %s (continue with --resume)\n", (long long)step,

@@ -166,8 +166,9 @@ class GptSession : public Session {
     const std::int64_t n = c_.integer("sample_tokens");
     if (n <= 0) return 0;
     // The model writes on from a prompt (key/value cache; past the context it re-reads its last half).
-    const std::string prompt = "And God said";
-    std::printf("sample (temperature 0.8, seed 1):\n%s", prompt.c_str());
+    std::vector<std::int32_t> prompt = tok_.tok->encode("And God said");
+    if (std::int64_t(prompt.size()) > context_) prompt.erase(prompt.begin(), prompt.end() - context_);  // a tiny context
+    std::printf("sample (temperature 0.8, seed 1):\n%s", tok_.tok->decode(prompt).c_str());
     std::fflush(stdout);
     generate(prompt, models::SamplingOptions{.temperature = 0.8, .seed = 1, .max_tokens = int(n), .slide = true, .context = int(context_)});
     std::cout << "\n";
@@ -192,19 +193,28 @@ class GptSession : public Session {
                                .max_tokens = int(o.integer("tokens")),
                                .slide = o.flag("slide"),
                                .context = int(context_)};
+    // Text the tokenizer cannot encode is bad input (exit 2), named by its option.
+    auto encode = [&](const std::string& option) {
+      try {
+        return tok_.tok->encode(o.text(option));
+      } catch (const data::data_error& e) {
+        const std::string m = e.what();
+        throw config_error("--" + option + ": " + (m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m));
+      }
+    };
     if (!o.text("end").empty()) {
-      const auto e = tok_.tok->encode(o.text("end"));
+      const auto e = encode("end");
       if (e.size() != 1) throw config_error("--end '" + o.text("end") + "' is " + std::to_string(e.size()) + " tokens, not one");
       so.end_token = e[0];
     }
     const std::string prompt = o.text("prompt");
-    const std::vector<std::int32_t> ids = tok_.tok->encode(prompt);
+    const std::vector<std::int32_t> ids = encode("prompt");
     if (ids.empty()) throw config_error("the prompt is empty");
     if (std::int64_t(ids.size()) > context_)
       throw config_error("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the context of " + std::to_string(context_) +
                          " the model was trained with");
     std::cout << prompt << std::flush;
-    const std::size_t made = generate(prompt, so);
+    const std::size_t made = generate(ids, so);
     std::cout << "\n";
     if (ids.size() + made > std::size_t(context_) && !so.slide && made < std::size_t(so.max_tokens))
       std::cerr << "ctgrad: stopped at the context limit of " << context_ << " tokens (--slide goes on)\n";
@@ -235,9 +245,8 @@ class GptSession : public Session {
   }
 
   // Generates from a prompt, printing as it goes; returns the tokens made. Ctrl-C stops it.
-  std::size_t generate(const std::string& prompt, const models::SamplingOptions& so) {
+  std::size_t generate(std::vector<std::int32_t> ids, const models::SamplingOptions& so) {
     models::check(so);
-    std::vector<std::int32_t> ids = tok_.tok->encode(prompt);
     const std::size_t start = ids.size();
     models::GptGenerator<P> gen(model_.parameters(), Options{.threads = ctx_.threads});
     TextStream out(*tok_.tok, ids);

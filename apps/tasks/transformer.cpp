@@ -301,6 +301,7 @@ class TransformerSession : public Session {
 
   int command(const std::string&, const Config& o) override {  // translate
     if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
+    if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
     auto tr = translator();
     const auto src = encode_source(o.text("text"));
     const auto out = tr.search(src, kBos, kEos, {.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_)});

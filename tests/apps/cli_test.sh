@@ -3,6 +3,7 @@
 # Ctrl-C then --resume, which must end with the same checkpoint bytes as an uninterrupted run.
 set -u
 ctgrad=$(realpath "$1")
+checksum_py=$(cd "$(dirname "$0")/../checkpoint" && pwd)/ctgrad_checksum.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -72,7 +73,7 @@ check "unknown key" 2 "$ctgrad" train gpt --set nope=1
 expect_text "unknown key is named" "unknown config key 'nope'"
 check "bad value" 2 "$ctgrad" train gpt --set steps=many
 check "unknown model" 2 "$ctgrad" train gpt5
-check "unknown char in prompt" 1 "$ctgrad" sample gpt --run straight --prompt "x ~ y"
+check "unknown char in prompt" 2 "$ctgrad" sample gpt --run straight --prompt "x ~ y"
 expect_text "unknown char is named" "character '~' (byte 126) at position 2"
 check "context too long" 2 "$ctgrad" train gpt --run other --set context=999
 check "prompt longer than the trained context" 2 "$ctgrad" sample gpt --run straight --prompt "$(printf 'And %.0s' {1..20})"
@@ -89,6 +90,7 @@ h = json.dumps(header).encode()
 h += b" " * ((8 - len(h) % 8) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
 PY
+/usr/bin/python3 "$checksum_py" --reseal other_model/checkpoint.safetensors  # a consistent file of another model
 check "checkpoint of another model" 2 "$ctgrad" eval gpt --run other_model
 expect_text "names the other model" "checkpoint of model 'vit', not gpt"
 check "bad number" 2 "$ctgrad" sample gpt --run straight --top-k many
@@ -163,8 +165,10 @@ sys.exit(0 if steps == list(range(1, len(steps) + 1)) and len(steps) == 300 else
 check "killed and resumed run ends bit-identical" 0 cmp straight_long/checkpoint.safetensors killed/checkpoint.safetensors
 
 # Hostile input: one-line errors with exit 2, nothing crashes, hangs or trains into garbage.
-# A checkpoint whose stored metadata was edited: copy the run, rewrite one metadata entry.
-edit_meta() {  # folder, key, value (JSON text of the new value, or null to delete the key)
+# A checkpoint whose stored metadata was edited: copy the run, rewrite one metadata entry. The
+# checksum covers the metadata, so an edit is damage; edit_meta then reseals the checksum (a file
+# some other writer made consistently) so the checks behind it are tested too.
+edit_meta() {  # folder, key, value (JSON text of the new value, or null to delete the key) [noreseal]
   rm -rf "$1" && cp -r straight "$1" && /usr/bin/python3 - "$1/checkpoint.safetensors" "$2" "$3" <<'PY'
 import json, struct, sys
 path, key, value = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
@@ -185,7 +189,60 @@ h = json.dumps(header).encode()
 h += b" " * ((8 - len(h) % 8) % 8)
 open(path, "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
 PY
+  [ "${4:-}" = noreseal ] || /usr/bin/python3 "$checksum_py" --reseal "$1/checkpoint.safetensors"
 }
+edit_meta edited_config config.norm_eps 1e-07 noreseal
+check "an edited checkpoint config (one digit)" 2 "$ctgrad" eval gpt --run edited_config
+expect_text "the checksum covers the metadata" "does not match its checksum"
+edit_meta no_checksum ctgrad_checksum null noreseal
+check "a checkpoint whose checksum was deleted" 2 "$ctgrad" eval gpt --run no_checksum
+expect_text "a deleted checksum is damage" "no checksum in its metadata"
+edit_meta future_format format '"ctgrad-training-999"'
+check "a checkpoint of an unknown format" 2 "$ctgrad" eval gpt --run future_format
+expect_text "names the format" "format 'ctgrad-training-999' is not one this version reads"
+edit_meta no_hash tokenizer_hash null
+check "a checkpoint naming its tokenizer without the hash" 2 "$ctgrad" eval gpt --run no_hash
+edit_meta outside_tokenizer tokenizer '"../../../../etc/passwd"'
+check "a tokenizer path outside the run folder" 2 "$ctgrad" eval gpt --run outside_tokenizer
+expect_text "names the path" "not a file name of the run folder"
+rm -rf fifo_run && mkdir fifo_run && mkfifo fifo_run/checkpoint.safetensors
+check "a FIFO as the checkpoint (no hang)" 2 timeout 20 "$ctgrad" eval gpt --run fifo_run
+expect_text "a FIFO is not a file" "not a regular file"
+mkfifo fifo.json
+check "a FIFO as --config (no hang)" 2 timeout 20 "$ctgrad" train gpt --run f --config fifo.json
+check "a device as --config (bounded)" 2 timeout 20 "$ctgrad" train gpt --run f --config /dev/zero
+check "a folder as --config" 2 "$ctgrad" train gpt --run f --config "$work"
+printf '{"steps": 5}\0garbage' > nul.json
+check "a config with a NUL byte" 2 "$ctgrad" train gpt --run f --config nul.json
+expect_text "names the NUL" "NUL byte at offset 12"
+printf '{"seed": 18446744073709551615}' > wrap.json
+check "a seed past 2^63 does not wrap" 2 "$ctgrad" train gpt --run f --config wrap.json
+expect_text "says out of range" "out of the 64-bit integer range"
+printf '{"size": "t\\u0000iny"}' > nulstr.json
+check "a NUL inside a config string" 2 "$ctgrad" train gpt --run f --config nulstr.json
+expect_text "shows the NUL" "t\\x00iny"
+printf '{"size": "tiny"}' > a.json
+check "--config twice" 2 "$ctgrad" train gpt --run f --config a.json --config a.json
+check "--run twice" 2 "$ctgrad" train gpt --run f --run g
+check "no arguments" 2 "$ctgrad"
+check "help with an extra argument" 2 "$ctgrad" help gpt extra
+check "help shows flag types" 0 "$ctgrad" help gpt
+expect_text "flags are true or false" "(true or false)"
+check "a run folder name too long" 2 "$ctgrad" train gpt --run "$(printf 'x%.0s' {1..5000})" --set size=tiny
+expect_text "the name is shortened" "(5000 characters)"
+check "a prompt outside the vocabulary" 2 "$ctgrad" sample gpt --run straight --prompt $'\x01\x02'
+check "an empty text to translate" 2 "$ctgrad" translate transformer --run translate --text ""
+check "a context shorter than the sample prompt" 0 "$ctgrad" train gpt --run ctx2 --set size=tiny --set context=2 --set steps=2 --set eval_windows=2 --set sample_tokens=5 --threads 2
+check "diverging before any checkpoint" 3 "$ctgrad" train gpt --run diverge0 --set size=tiny --set context=16 --set steps=5 --set init_std=1e30 --set sample_tokens=0 --threads 2
+expect_text "says no checkpoint was saved" "no checkpoint was saved yet"
+mkdir -p nockpt && cp straight/metrics.csv nockpt/
+check "a folder with a run's files but no checkpoint" 2 "$ctgrad" train gpt --run nockpt --set size=tiny --set context=16
+expect_text "suggests --overwrite" "without a checkpoint"
+(ulimit -f 100; "$ctgrad" train gpt --run fsize --set size=tiny --set context=16 --set steps=5 --set eval_every=5 --set sample_tokens=0 --threads 2 > out_fsize.txt 2>&1; echo $? > rc_fsize.txt)
+check "a file-size limit fails the save with a message (no SIGXFSZ)" 0 grep -q "File too large" out_fsize.txt
+check "and exits 1" 0 grep -qx 1 rc_fsize.txt
+check "and leaves no temporary file" 1 sh -c 'ls -A fsize | grep -q tmp'
+
 edit_meta huge_batch config.batch 1152921504606846976
 check "a checkpoint config with a huge batch" 2 "$ctgrad" eval gpt --run huge_batch
 expect_text "names the key" "config key 'batch'"
@@ -195,7 +252,7 @@ expect_text "names the missing key" "lacks 'size'"
 edit_meta empty_config "config.*" "{}"
 check "an empty checkpoint config" 2 "$ctgrad" sample gpt --run empty_config
 edit_meta negative_step optimizer_step '"-1"'
-check "optimizer_step -1" 1 "$ctgrad" train gpt --run negative_step --resume
+check "optimizer_step -1" 2 "$ctgrad" train gpt --run negative_step --resume
 expect_text "names the metadata" "metadata 'optimizer_step' is not a count"
 check "a huge batch" 2 "$ctgrad" train gpt --run huge --set size=tiny --set context=16 --set batch=1152921504606846976
 check "a transformer batch that overflowed" 2 "$ctgrad" train transformer --run huge --set batch=4611686018427387904
