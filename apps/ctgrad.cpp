@@ -156,9 +156,18 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
       throw config_error(ctx.folder.checkpoint().string() + " is a checkpoint of model '" + model->second + "', not " + t.name);
     saved = t.schema.defaults();
     saved->merge_json(config->second, "the config in " + ctx.folder.checkpoint().string());
-    for (const training::Key& k : t.schema.keys())  // what the weights' shapes depend on must be stated
-      if (k.role == training::Role::model && !saved->was_set(k.name))
+    std::string defaulted;
+    for (const training::Key& k : t.schema.keys()) {
+      if (saved->was_set(k.name)) continue;
+      if (k.role == training::Role::model)  // what the weights' shapes depend on must be stated
         throw config_error("the config in " + ctx.folder.checkpoint().string() + " lacks '" + k.name + "': the checkpoint is damaged");
+      defaulted += (defaulted.empty() ? "" : ", ") + k.name + "=" + saved->show(k.name);
+    }
+    // A key the checkpoint does not state (written by an older version, or edited): the default,
+    // said out loud, since a resumed run then need not continue as the original would have.
+    if (!defaulted.empty())
+      std::fprintf(stderr, "warning: the config in %s does not state %s: using the default%s\n", ctx.folder.checkpoint().c_str(),
+                   defaulted.c_str(), defaulted.find(',') == std::string::npos ? "" : "s");
     cfg = *saved;
   }
   if (!a.config_file.empty()) cfg.merge_json(read_file(a.config_file, 1 << 20), "config file " + a.config_file);

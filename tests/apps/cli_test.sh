@@ -249,6 +249,9 @@ expect_text "names the key" "config key 'batch'"
 edit_meta no_size config.size null
 check "a checkpoint config without its size" 2 "$ctgrad" eval gpt --run no_size
 expect_text "names the missing key" "lacks 'size'"
+edit_meta no_steps config.steps null
+check "a checkpoint config without steps" 0 "$ctgrad" eval gpt --run no_steps
+expect_text "the default is said out loud" "does not state steps=2000: using the default"
 edit_meta empty_config "config.*" "{}"
 check "an empty checkpoint config" 2 "$ctgrad" sample gpt --run empty_config
 edit_meta negative_step optimizer_step '"-1"'
