@@ -81,6 +81,8 @@ Args parse(int argc, char** argv) {
     if (rest.size() > 2) throw config_error("help takes at most a model name, got '" + rest[2] + "' too");
     return a;
   }
+  if (rest[0].rfind("-", 0) == 0)
+    throw config_error("'" + rest[0] + "': the command and the model come first: ctgrad <command> <model> [options] (ctgrad help)");
   if (rest.size() < 2) throw config_error("usage: ctgrad <command> <model> [options] (models: " + model_list() + "; ctgrad help)");
   a.command = rest[0], a.model = rest[1];
   const Task* t = find_task(a.model);
@@ -108,6 +110,7 @@ Args parse(int argc, char** argv) {
         throw config_error(o + " is given twice ('" + slot + "' and '" + rest[i + 1 < rest.size() ? i + 1 : i] + "'): give one" +
                            (o == "--config" ? " (several keys: one file, or --set key=value)" : ""));
       slot = value();
+      if (slot.empty()) throw config_error(o + " needs a " + (o == "--run" ? "folder" : "file") + " name, got ''");
       if (o == "--run") run_given = true;
     } else if (o == "--set") a.sets.push_back(value());
     else if (o == "--resume" && a.command == "train") a.resume = true;
@@ -225,8 +228,10 @@ int run(const Args& a) {
       if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
         throw config_error(ctx.folder.checkpoint().string() + " names the tokenizer '" + name.substr(0, 80) + "': not a file name of the run folder");
       const auto path = ctx.folder.file(name);
-      if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
-      if (!std::filesystem::is_regular_file(path)) throw config_error("the tokenizer " + path.string() + " is not a regular file");
+      std::error_code ec;
+      const auto st = std::filesystem::status(path, ec);  // no throw on a symlink loop
+      if (!std::filesystem::exists(st)) throw config_error("the tokenizer " + path.string() + " is missing" + (ec ? " (" + ec.message() + ")" : ""));
+      if (!std::filesystem::is_regular_file(st)) throw config_error("the tokenizer " + path.string() + " is not a regular file");
       if (file_hash(path) != hash->second)
         throw config_error("the tokenizer " + path.string() + " is not the one " + ctx.folder.checkpoint().string() +
                            " was trained with (its hash differs): restore it, or train a new run");
@@ -242,7 +247,8 @@ int run(const Args& a) {
     const Command* c = find_command(t, a.command);
     Config opts = (c ? c->options : none).defaults();
     for (const auto& [k, v] : a.options) opts.set(k, v, "--" + k);
-    return a.command == "eval" ? session->eval(opts) : session->command(a.command, opts);
+    const int rc = a.command == "eval" ? session->eval(opts) : session->command(a.command, opts);
+    return rc == 130 ? interrupted_exit() : rc;
   }
   training::LoopOptions loop = session->loop();
   loop.metadata = session->metadata();

@@ -9,23 +9,46 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 namespace ctgrad::checkpoint {
 
 namespace {
-// The checksum of a file: its metadata (every key but the checksum's, each key and value with its
-// length, in key order), then the data section (the tensors' bytes in file order). The metadata is
-// covered because it holds the config and the steps a resumed run continues from.
-void add_metadata(Checksum& c, const Metadata& meta) {
+// The checksum of a file covers everything that decides what it loads as: the metadata (every key
+// but the checksum's, in key order: the config and the steps a resumed run continues from), the
+// tensor table (in name order: each name, dtype, shape and data offsets, so two tensors' offsets
+// swapped is damage too), then the data section. Strings go in with their length, numbers as
+// little-endian u64 (tests/checkpoint/ctgrad_checksum.py implements the same).
+void add_u64(Checksum& c, std::uint64_t v) { c.add(std::as_bytes(std::span<const std::uint64_t>(&v, 1))); }
+void add_string(Checksum& c, const std::string& s) {
+  add_u64(c, s.size());
+  c.add(std::as_bytes(std::span<const char>(s.data(), s.size())));
+}
+struct TableEntry {
+  std::string name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin, end;
+};
+std::string file_checksum(const Metadata& meta, std::vector<TableEntry> table, std::span<const std::span<const std::byte>> data) {
+  Checksum c;
   for (const auto& [k, v] : meta) {
     if (k == kChecksumKey) continue;
-    for (const std::string* s : {&k, &v}) {
-      const std::uint64_t n = s->size();
-      c.add(std::as_bytes(std::span<const std::uint64_t>(&n, 1)));
-      c.add(std::as_bytes(std::span<const char>(s->data(), s->size())));
-    }
+    add_string(c, k);
+    add_string(c, v);
   }
+  std::sort(table.begin(), table.end(), [](const TableEntry& a, const TableEntry& b) { return a.name < b.name; });
+  for (const TableEntry& t : table) {
+    add_string(c, t.name);
+    add_string(c, dtype_name(t.dtype));
+    add_u64(c, t.shape.size());
+    for (std::int64_t d : t.shape) add_u64(c, std::uint64_t(d));
+    add_u64(c, t.begin);
+    add_u64(c, t.end);
+  }
+  for (const auto& d : data) c.add(d);
+  return c.hex();
 }
 }  // namespace
 
@@ -109,11 +132,9 @@ std::vector<std::byte> read_regular_file(const std::filesystem::path& path, cons
 void save(const std::filesystem::path& path, std::span<const TensorView> tensors, const Metadata& metadata) {
   nlohmann::ordered_json header;
   Metadata meta = metadata;
-  Checksum sum;
-  add_metadata(sum, meta);
-  for (const TensorView& t : tensors) sum.add(t.data);
-  meta[kChecksumKey] = sum.hex();
-  header["__metadata__"] = meta;
+  std::vector<TableEntry> table;
+  std::vector<std::span<const std::byte>> data;
+  std::set<std::string> names;
   std::size_t offset = 0;
   for (const TensorView& t : tensors) {
     const std::int64_t count = numel(t.shape);
@@ -122,10 +143,16 @@ void save(const std::filesystem::path& path, std::span<const TensorView> tensors
     if (want != t.data.size())
       throw std::invalid_argument("ctgrad: checkpoint tensor '" + t.name + "': shape needs " + std::to_string(want) +
                                   " bytes, data has " + std::to_string(t.data.size()));
-    if (header.contains(t.name)) throw std::invalid_argument("ctgrad: checkpoint tensor '" + t.name + "' appears twice");
-    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + want}}};
+    if (t.name == "__metadata__" || !names.insert(t.name).second)
+      throw std::invalid_argument("ctgrad: checkpoint tensor '" + t.name + "' appears twice, or is named __metadata__");
+    table.push_back({t.name, t.dtype, t.shape, offset, offset + want});
+    data.push_back(t.data);
     offset += want;
   }
+  meta[kChecksumKey] = file_checksum(meta, table, data);
+  header["__metadata__"] = meta;
+  for (const TableEntry& t : table)
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {t.begin, t.end}}};
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned, as the reference writer does
   const std::uint64_t n = text.size();
@@ -214,10 +241,13 @@ void File::parse() {
     throw format_error(where + ": " + std::to_string(data_size - at) + " bytes after the last tensor belong to no tensor (the header length is wrong, or the file was appended to)");
   const auto sum = metadata_.find(kChecksumKey);
   if (sum != metadata_.end()) {
-    Checksum c;
-    add_metadata(c, metadata_);
-    c.add(std::span<const std::byte>(bytes_).subspan(data_begin));
-    if (c.hex() != sum->second) throw format_error(where + ": its data or metadata does not match its checksum: the file is damaged");
+    std::vector<TableEntry> table;
+    for (const TensorView& t : tensors_) {
+      const auto begin = std::uint64_t(t.data.data() - (bytes_.data() + data_begin));
+      table.push_back({t.name, t.dtype, t.shape, begin, begin + t.data.size()});
+    }
+    const std::span<const std::byte> data = std::span<const std::byte>(bytes_).subspan(data_begin);
+    if (file_checksum(metadata_, std::move(table), std::span<const std::span<const std::byte>>(&data, 1)) != sum->second) throw format_error(where + ": its data, tensor table or metadata does not match its checksum: the file is damaged");
     checksummed_ = true;
   }
 }

@@ -208,6 +208,7 @@ struct BeamOptions {
   int beam = 4;         // 1: greedy
   double alpha = 0.6;   // length penalty ((5 + |Y|) / 6)^alpha (GNMT; the paper's 0.6)
   int max_len = 64;     // generated tokens at most (the end token included)
+  bool (*stop)() = nullptr;  // polled before each step: true ends the search (Ctrl-C); the best so far is returned
 };
 
 
@@ -258,7 +259,7 @@ class Translator {
     cache_.clear();
     std::vector<float> rep;
     std::int64_t cross_rows = 0;  // hypotheses the cross K/V inputs are replicated for
-    for (int t = 0; t < o.max_len && !alive.empty(); ++t) {
+    for (int t = 0; t < o.max_len && !alive.empty() && !(o.stop && o.stop()); ++t) {
       const std::int64_t k = std::int64_t(alive.size());
       ids_.resize(std::size_t(k));
       for (std::int64_t b = 0; b < k; ++b) ids_[std::size_t(b)] = alive[std::size_t(b)].tokens.back();

@@ -1,8 +1,14 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/log.hpp>
+#include <ctgrad/training/trainer.hpp>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <cerrno>
 #include <cmath>
@@ -151,18 +157,55 @@ bool gnuplot(const std::string& script, const fs::path& png) {
     std::cerr << "ctgrad: warning: gnuplot not installed (apt-get install gnuplot-nox): no " << png.string() << "\n";
     return false;
   }
-  const fs::path file = png.string() + ".gp";
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(png, ec)) && !fs::is_regular_file(fs::symlink_status(png, ec))) {
+    std::cerr << "ctgrad: warning: " << png.string() << " is not a regular file: not drawn\n";
+    return false;
+  }
+  // Drawn into a temporary file renamed over the plot: a reader never sees half a PNG.
+  const std::string pid = std::to_string(::getpid());
+  const fs::path tmp = png.parent_path() / ("." + png.filename().string() + ".tmp." + pid), file = png.string() + ".gp";
+  std::string text = script;
+  const std::string target = "set output " + gnuplot_quote(png.string());
+  if (const auto at = text.find(target); at != std::string::npos) text.replace(at, target.size(), "set output " + gnuplot_quote(tmp.string()));
   {
     std::ofstream f(file);
-    f << script;
+    f << text;
   }
-  std::string shell = "'";  // the script's path, quoted for the shell
-  for (char c : file.string()) shell += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  const int rc = std::system(("/usr/bin/gnuplot " + shell + "' 2>&1").c_str());
-  std::error_code ec;
+  // Not std::system: it ignores SIGINT while it waits, so a Ctrl-C during a plot would be lost.
+  // gnuplot runs as a child that is stopped on Ctrl-C, and after two minutes (a stuck terminal).
+  const std::string arg0 = "gnuplot", arg1 = file.string();
+  char* argv[] = {const_cast<char*>(arg0.c_str()), const_cast<char*>(arg1.c_str()), nullptr};
+  pid_t child = 0;
+  bool drawn = false;
+  if (::posix_spawn(&child, "/usr/bin/gnuplot", nullptr, nullptr, argv, environ) == 0) {
+    int status = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      const pid_t r = ::waitpid(child, &status, WNOHANG);
+      if (r == child) {
+        drawn = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        break;
+      }
+      if (r < 0 && errno != EINTR) break;
+      if (interrupted() || std::chrono::steady_clock::now() - t0 > std::chrono::minutes(2)) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   fs::remove(file, ec);
-  if (rc != 0) std::cerr << "ctgrad: warning: gnuplot failed to draw " << png.string() << "\n";
-  return rc == 0;
+  if (drawn && fs::exists(tmp, ec)) {
+    fs::rename(tmp, png, ec);
+    drawn = !ec;
+  } else {
+    drawn = false;
+  }
+  fs::remove(tmp, ec);
+  if (!drawn && !interrupted()) std::cerr << "ctgrad: warning: gnuplot failed to draw " << png.string() << "\n";
+  return drawn;
 }
 
 void plot_loss(const fs::path& csv, const fs::path& png, const std::string& unit) {

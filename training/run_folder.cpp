@@ -57,7 +57,15 @@ void RunFolder::start_new(bool overwrite) const {
 
 void RunFolder::require_checkpoint() const {
   remove_stale_temporaries();
-  if (!fs::exists(checkpoint())) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
+  std::error_code ec;
+  const auto st = fs::status(checkpoint(), ec);  // no throw on a symlink loop
+  if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the checkpoint " + checkpoint().string() + ": " + ec.message());
+  if (!fs::exists(st)) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
+}
+
+bool RunFolder::has_checkpoint() const {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(checkpoint(), ec));
 }
 
 int RunFolder::remove_stale_temporaries() const {

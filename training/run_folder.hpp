@@ -14,7 +14,7 @@ class RunFolder {
   const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path checkpoint() const { return dir_ / "checkpoint.safetensors"; }
   std::filesystem::path file(const std::string& name) const { return dir_ / name; }
-  bool has_checkpoint() const { return std::filesystem::exists(checkpoint()); }
+  bool has_checkpoint() const;
 
   // For a new run: creates the folder. A folder that already holds a run (a checkpoint, metrics)
   // is refused with a config_error naming it, unless `overwrite`, which deletes the run's files.

@@ -60,9 +60,9 @@ Outcome Trainer::fit(Run& run) {
       // Nothing of this step is kept: the last checkpoint is the last good state.
       log.close();
       out.diverged = true, out.last = step - 1, out.seconds = log.seconds();
-      std::printf("\nstopped at step %lld: the training loss is %s (%s; lower the learning rate or raise the clipping, then "
-                  "--resume or start over)\n",
-                  (long long)step, std::isnan(loss) ? "NaN" : "infinite", kept().c_str());
+      std::printf("\nstopped at step %lld: the training loss is %s (%s; lower the learning rate or raise the clipping, then %s)\n",
+                  (long long)step, std::isnan(loss) ? "NaN" : "infinite", kept().c_str(),
+                  saved_step < 0 ? "start again with --overwrite" : "--resume or start over with --overwrite");
       return out;
     }
     if (o_.lr) run.optimizer.set_lr(o_.lr(step));

@@ -265,6 +265,12 @@ class TransformerSession : public Session {
   }
 
   int eval(const Config& o) override {
+    if (const std::string dir = o.text("attention-png"); !dir.empty()) {  // before the evaluation, not after it
+      if (copy_) throw config_error("--attention-png draws a translation model's attention: this run is the copy task");
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      if (ec || !fs::is_directory(dir, ec)) throw config_error("--attention-png " + dir + ": cannot make the folder (" + (ec ? ec.message() : "a file is in the way") + ")");
+    }
     auto tr = translator();
     if (copy_) {
       int exact = 0;
@@ -286,7 +292,7 @@ class TransformerSession : public Session {
       greedy.push_back(tok_->decode(tr.greedy(test_[i].src, kBos, kEos, int(max_len_))));
     }
     const double t_greedy = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const models::BeamOptions bo{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(max_len_)};
+    const models::BeamOptions bo{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
     for (std::size_t i = 0; i < refs.size() && !training::interrupted(); ++i) beam.push_back(tok_->decode(tr.search(test_[i].src, kBos, kEos, bo)));
     if (training::interrupted()) return 130;
     const double t_beam = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - t_greedy;
@@ -304,7 +310,9 @@ class TransformerSession : public Session {
     if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
     auto tr = translator();
     const auto src = encode_source(o.text("text"));
-    const auto out = tr.search(src, kBos, kEos, {.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_)});
+    const auto out = tr.search(src, kBos, kEos,
+                               {.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted});
+    if (training::interrupted()) return 130;
     std::printf("%s\n", tok_->decode(out).c_str());
     return 0;
   }

@@ -232,6 +232,34 @@ check "a run folder name too long" 2 "$ctgrad" train gpt --run "$(printf 'x%.0s'
 expect_text "the name is shortened" "(5000 characters)"
 check "a prompt outside the vocabulary" 2 "$ctgrad" sample gpt --run straight --prompt $'\x01\x02'
 check "an empty text to translate" 2 "$ctgrad" translate transformer --run translate --text ""
+rm -rf swapped_offsets && cp -r straight swapped_offsets && /usr/bin/python3 - swapped_offsets/checkpoint.safetensors <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+a, b = "h.0.ln_1.weight", "h.0.ln_1.bias"  # same shape: the file stays well-formed
+h[a]["data_offsets"], h[b]["data_offsets"] = h[b]["data_offsets"], h[a]["data_offsets"]
+s = json.dumps(h).encode()
+s += b" " * ((8 - len(s) % 8) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(s)) + s + raw[8 + n:])
+PY
+check "two tensors' offsets swapped" 2 "$ctgrad" eval gpt --run swapped_offsets
+expect_text "the checksum covers the tensor table" "tensor table or metadata does not match its checksum"
+rm -rf loop_run && mkdir loop_run && ln -s checkpoint.safetensors loop_run/checkpoint.safetensors
+check "a symlink loop as the checkpoint" 2 "$ctgrad" eval gpt --run loop_run
+check "--config with an empty name" 2 "$ctgrad" train gpt --run f --config ''
+check "an option before the command" 2 "$ctgrad" --threads 2
+expect_text "says the order" "the command and the model come first"
+rm -rf fifo_plot && cp -r straight fifo_plot && rm fifo_plot/loss.png && mkfifo fifo_plot/loss.png
+check "a FIFO as the plot (no hang)" 0 timeout 120 "$ctgrad" train gpt --run fifo_plot --resume "${common[@]}" --set steps=62 --set sample_tokens=0
+expect_text "says it is not drawn" "is not a regular file: not drawn"
+check "attention heatmaps on the copy task" 2 "$ctgrad" eval transformer --run copy --attention-png copy/att
+"$ctgrad" translate transformer --run translate --beam 1000 --text "Everything went without a hitch." > translate_term.txt 2>&1 &
+pid=$!
+sleep 1  # any moment is right: loading, or the (long) beam search
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+check "SIGTERM stops a translation (exit 130)" 0 test $? -eq 130
 check "a context shorter than the sample prompt" 0 "$ctgrad" train gpt --run ctx2 --set size=tiny --set context=2 --set steps=2 --set eval_windows=2 --set sample_tokens=5 --threads 2
 check "diverging before any checkpoint" 3 "$ctgrad" train gpt --run diverge0 --set size=tiny --set context=16 --set steps=5 --set init_std=1e30 --set sample_tokens=0 --threads 2
 expect_text "says no checkpoint was saved" "no checkpoint was saved yet"

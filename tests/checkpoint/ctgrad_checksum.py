@@ -1,7 +1,8 @@
 """The checksum ctgrad records in a checkpoint's metadata ("ctgrad_checksum"), written from its
 definition in checkpoint/safetensors.cpp: FNV-1a-style mixing of 8-byte little-endian words over
-the metadata (every key but the checksum's, in byte order, each key and value preceded by its
-length as a u64) followed by the data section; a tail shorter than 8 bytes is mixed byte by byte.
+the metadata (every key but the checksum's, in byte order), the tensor table (in name order: name,
+dtype, rank, dims, begin and end offsets), then the data section. Strings go in preceded by their
+length, numbers as u64; a tail shorter than 8 bytes is mixed byte by byte.
 
     python3 ctgrad_checksum.py FILE           prints the recorded and the recomputed checksum
     python3 ctgrad_checksum.py --reseal FILE  rewrites FILE's checksum to match its content
@@ -15,13 +16,24 @@ PRIME = 0x100000001B3
 KEY = "ctgrad_checksum"
 
 
-def checksum(metadata, data):
+def checksum(header, data):
     stream = bytearray()
+
+    def string(s):
+        stream.extend(struct.pack("<Q", len(s)) + s)
+
+    metadata = header.get("__metadata__", {})
     for k in sorted(metadata, key=lambda s: s.encode()):
-        if k == KEY:
-            continue
-        for s in (k.encode(), metadata[k].encode()):
-            stream += struct.pack("<Q", len(s)) + s
+        if k != KEY:
+            string(k.encode())
+            string(metadata[k].encode())
+    for name in sorted((n for n in header if n != "__metadata__"), key=lambda s: s.encode()):
+        t = header[name]
+        string(name.encode())
+        string(t["dtype"].encode())
+        stream.extend(struct.pack("<Q", len(t["shape"])))
+        for d in t["shape"] + list(t["data_offsets"]):
+            stream.extend(struct.pack("<Q", d))
     stream += data
     h = 0xCBF29CE484222325
     whole = len(stream) // 8 * 8
@@ -49,9 +61,9 @@ if __name__ == "__main__":
     reseal = sys.argv[1] == "--reseal"
     path = sys.argv[-1]
     header, data = read(path)
-    meta = header.get("__metadata__", {})
+    meta = header.setdefault("__metadata__", {})
     if reseal:
-        meta[KEY] = checksum(meta, data)
+        meta[KEY] = checksum(header, data)
         write(path, header, data)
     else:
-        print(meta.get(KEY), checksum(meta, data))
+        print(meta.get(KEY), checksum(header, data))
