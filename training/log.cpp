@@ -89,9 +89,12 @@ TrainingLog::TrainingLog(const fs::path& dir, std::int64_t first, std::int64_t s
     : first_(first), steps_(steps), unit_(std::move(unit)), items_(std::move(items)), tty_(::isatty(STDOUT_FILENO)),
       t0_(std::chrono::steady_clock::now()) {
   const bool resume = first > 1;
-  for (const char* name : {"metrics.jsonl", "metrics.csv"})
-    if (fs::exists(dir / name) && !fs::is_regular_file(dir / name))
-      throw config_error((dir / name).string() + " is not a regular file: move it away");
+  for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
+    std::error_code ec;
+    const auto st = fs::status(dir / name, ec);  // no throw on a symlink loop
+    if ((ec && ec != std::errc::no_such_file_or_directory) || (fs::exists(st) && !fs::is_regular_file(st)))
+      throw config_error((dir / name).string() + " is not a regular file" + (ec ? " (" + ec.message() + ")" : "") + ": move it away");
+  }
   if (resume) cut_back(dir, first, items_);
   jsonl_.open(dir / "metrics.jsonl", resume ? std::ios::app : std::ios::trunc);
   csv_.open(dir / "metrics.csv", resume ? std::ios::app : std::ios::trunc);

@@ -247,6 +247,8 @@ check "two tensors' offsets swapped" 2 "$ctgrad" eval gpt --run swapped_offsets
 expect_text "the checksum covers the tensor table" "tensor table or metadata does not match its checksum"
 rm -rf loop_run && mkdir loop_run && ln -s checkpoint.safetensors loop_run/checkpoint.safetensors
 check "a symlink loop as the checkpoint" 2 "$ctgrad" eval gpt --run loop_run
+rm -rf loop_metrics && cp -r straight loop_metrics && rm loop_metrics/metrics.csv && ln -s metrics.csv loop_metrics/metrics.csv
+check "a symlink loop as the metrics" 2 "$ctgrad" train gpt --run loop_metrics --resume "${common[@]}" --set steps=62
 check "--config with an empty name" 2 "$ctgrad" train gpt --run f --config ''
 check "an option before the command" 2 "$ctgrad" --threads 2
 expect_text "says the order" "the command and the model come first"
