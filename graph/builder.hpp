@@ -25,7 +25,7 @@ enum class NodeKind : std::uint8_t { op, input, param, hyper };
 // hyperparameters (an init scale set from a config); `scale` multiplies a and b (GPT-2 scales
 // its residual projections by 1/sqrt(2 layers)).
 struct Init {
-  enum Kind : std::uint8_t { zeros, ones, constant, normal, uniform, xavier_uniform } kind = zeros;
+  enum Kind : std::uint8_t { zeros, ones, constant, normal, uniform, xavier_uniform, truncated_normal } kind = zeros;
   Real a = 0, b = 0;
   double scale = 1;
   constexpr Init scaled(double f) const {
@@ -39,6 +39,8 @@ constexpr Init zeros() { return {Init::zeros}; }
 constexpr Init ones() { return {Init::ones}; }
 constexpr Init constant(Real c) { return {Init::constant, c}; }
 constexpr Init normal(Real stddev) { return {Init::normal, stddev}; }
+// N(0, stddev) redrawn outside +-2 stddev (TensorFlow's truncated_normal: BERT's initialiser).
+constexpr Init truncated_normal(Real stddev) { return {Init::truncated_normal, stddev}; }
 constexpr Init uniform(Real lo, Real hi) { return {Init::uniform, lo, hi}; }
 // U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)); fans from the last two dims.
 constexpr Init xavier_uniform(Real gain = 1.0) { return {Init::xavier_uniform, gain}; }

@@ -212,6 +212,12 @@ void Executor<T>::init_parameters(std::uint64_t seed) {
         case Init::ones: v = 1; break;
         case Init::constant: v = ia; break;
         case Init::normal: v = ia * random::normal(key, std::uint64_t(e)); break;
+        case Init::truncated_normal: {
+          double z = random::normal(key, std::uint64_t(e));
+          for (std::uint64_t redraw = 1; std::abs(z) > 2; ++redraw) z = random::normal(key, std::uint64_t(e) + (redraw << 40));
+          v = ia * z;
+          break;
+        }
         case Init::uniform: v = ia + (ib - ia) * random::uniform(key, std::uint64_t(e)); break;
         case Init::xavier_uniform: {
           double a = ia * std::sqrt(6.0 / (fan_in + fan_out));

@@ -28,6 +28,22 @@ inline void copy_weights(std::span<const Parameter<float>> from, Executor<float>
   }
 }
 
+// Fine-tuning: copies, by name, the weights `to` shares with `from` (a pretrained encoder into a
+// model with a new head) and returns how many; a shared name with another shape is an error, a
+// name only `to` has keeps its initialisation.
+inline int copy_matching_weights(std::span<const Parameter<float>> from, Executor<float>& to, const char* who = "copy_matching_weights") {
+  int copied = 0;
+  for (const auto& p : to.parameters()) {
+    auto w = std::find_if(from.begin(), from.end(), [&](const auto& q) { return q.name == p.name; });
+    if (w == from.end()) continue;
+    if (!std::equal(p.value.shape().begin(), p.value.shape().end(), w->value.shape().begin(), w->value.shape().end()))
+      throw std::invalid_argument(std::string("ctgrad: ") + who + ": weight '" + std::string(p.name) + "' has another shape");
+    std::copy_n(w->value.data, p.value.numel, p.value.data);
+    ++copied;
+  }
+  return copied;
+}
+
 class KvCacheSet {
  public:
   KvCacheSet(int layers, std::int64_t heads, std::int64_t d_head) : heads_(heads), d_head_(d_head) {

@@ -1,11 +1,11 @@
 """Parity with PyTorch (as llm.c's test_gpt2): the weights ctgrad saved are loaded into the PyTorch
-reference model (bench/reference/gpt.py or transformer.py); on the same batch, in fp32:
+reference model (bench/reference/gpt.py, transformer.py or bert.py); on the same batch, in fp32:
   loss within 1e-4 relative, every parameter gradient within 1e-4 relative (max |diff| over the
   tensor / max |reference| over the tensor), logits within 1e-5 (max |diff|).
 A gradient that is zero in exact arithmetic (the key-projection biases: softmax ignores a constant
 added to a row of scores) is rounding noise in both; its scale is floored at 1e-3 of the largest
 gradient entry of the model.
-usage: /usr/bin/python3 parity.py gpt|transformer <writer program> <out.safetensors>"""
+usage: /usr/bin/python3 parity.py gpt|transformer|bert <writer program> <out.safetensors>"""
 import json
 import os
 import subprocess
@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 from gpt import Gpt, read_safetensors  # noqa: E402
 from transformer import Transformer  # noqa: E402
+from bert import BertMlm  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
 subprocess.run([writer, path], check=True)
@@ -23,6 +24,8 @@ cfg = json.loads(meta["config"])
 torch.manual_seed(0)
 if kind == "gpt":
     model = Gpt(cfg["vocab"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], cfg["context"])
+elif kind == "bert":
+    model = BertMlm(cfg["vocab"], cfg["n_layer"], cfg["heads"], cfg["d_model"], cfg["d_ff"], cfg["context"], dropout=0.0)
 else:
     model = Transformer(cfg["vocab"], cfg["n_layer"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["label_smoothing"], cfg["pad"])
 state = {k: torch.from_numpy(v) for k, v in t.items() if not k.startswith(("grad.", "out.", "in."))}
@@ -33,6 +36,8 @@ model.load_state_dict(state)
 inputs = {k[3:]: torch.from_numpy(v).long() for k, v in t.items() if k.startswith("in.")}
 if kind == "gpt":
     logits, loss = model(inputs["ids"], inputs["targets"])
+elif kind == "bert":
+    logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"])
 else:
     logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_len"], inputs["tgt_out"])
 loss.backward()

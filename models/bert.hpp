@@ -1,0 +1,118 @@
+// BERT (Devlin et al. 2019; d2l's chapter on large-scale pretraining), declared in the DSL:
+//   x = drop(LN(tok[ids] + pos[0..S) + seg[segments]))                     [Batch, Seq, d]
+//   per layer layer.<l>:  x = ln_1(x + drop(attn(x, key padding mask)))    post-norm (the paper's)
+//                         x = ln_2(x + drop(ffn(x)))                       GELU (erf), d_ff wide
+// Masked language modelling (bert_mlm): only the picked positions go through the head
+//   h = x.flat[picks]                                                      [Picks, d]
+//   logits = LN(gelu(dense(h))) tok^T + mlm.bias                           [Picks, vocab]
+//   loss = cross_entropy(logits, targets)    (targets of the picked positions only, as BERT's
+//                                             max_predictions_per_seq gather: no logits are
+//                                             computed for the 85% of positions that are not scored)
+// Classification (bert_classifier), on the <cls> vector:
+//   logits = cls.out(drop(tanh(pooler(x[:, 0]))))                          [Batch, classes]
+// The encoder's parameter names are the same in both graphs: a pretrained checkpoint's encoder
+// loads into the classifier by name, its head starts new.
+//
+// Initialisation: weights N(0, init_std) truncated at 2 sd, biases 0, norms 1 (BERT's). Hyper-
+// parameters (Program::set_hyper, `--set`): dropout (0.1), init_std (0.02), norm_eps (1e-12, as
+// BERT), label_smoothing (0). Pre-norm is an option of the config (BertConfig::pre_norm).
+//
+// Inputs: ids [Batch, Seq] (padded with any id), segments [Batch, Seq] (0 for A, 1 for B),
+// lengths [Batch] (tokens before the padding: keys past it are masked), and for the MLM graph
+// picks [Picks] (flat indices b * Seq + t of the scored positions) and targets [Picks] (their
+// original ids); for the classifier labels [Batch].
+#pragma once
+#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/models/decoding.hpp>
+#include <ctgrad/models/layers/layers.hpp>
+
+namespace ctgrad::models {
+
+// Shapes and topology only: everything else is a hyperparameter.
+struct BertConfig {
+  int vocab = 8000, n_layer = 4, heads = 4, d_model = 256, d_ff = 1024, context = 128, segments = 2;
+  bool pre_norm = false;  // the original BERT is post-norm
+};
+
+// The presets `ctgrad train bert --set size=...` chooses from.
+inline constexpr BertConfig kBertTiny{.vocab = 512, .n_layer = 2, .heads = 2, .d_model = 32, .d_ff = 64, .context = 32};
+inline constexpr BertConfig kBertSmall{.vocab = 8000, .n_layer = 4, .heads = 4, .d_model = 256, .d_ff = 1024, .context = 128};
+// BERT-base's shape (110 M parameters with its 30,522-token vocabulary).
+inline constexpr BertConfig kBertBase{.vocab = 30522, .n_layer = 12, .heads = 12, .d_model = 768, .d_ff = 3072, .context = 512};
+
+// Picks: how many positions of a batch the MLM head scores (a runtime dim).
+inline constexpr Dim Picks = Sym3;
+
+namespace bert_inputs {
+inline constexpr InputName ids{"ids", DType::index};            // [Batch, Seq]
+inline constexpr InputName segments{"segments", DType::index};  // [Batch, Seq] 0: sentence A, 1: sentence B
+inline constexpr InputName lengths{"lengths", DType::index};    // [Batch] tokens before the padding
+inline constexpr InputName picks{"picks", DType::index};        // [Picks] flat positions b * Seq + t
+inline constexpr InputName targets{"targets", DType::index};    // [Picks] the original ids there
+inline constexpr InputName labels{"labels", DType::index};      // [Batch] classifier: class ids
+}  // namespace bert_inputs
+
+namespace detail {
+
+// The embeddings and the encoder layers; `tok` receives the token table (tied to the MLM head).
+constexpr Value bert_encode(Builder& g, const BertConfig& c, Value* tok) {
+  using namespace layers;
+  Value ids = g.input(bert_inputs::ids, {Batch, Seq});
+  Value segments = g.input(bert_inputs::segments, {Batch, Seq});
+  Value lengths = g.input(bert_inputs::lengths, {Batch});
+  const Real p = g.hyper("dropout", 0.1), std = g.hyper("init_std", 0.02), eps = g.hyper("norm_eps", 1e-12);
+  const Init w = init::truncated_normal(std);
+  *tok = embedding_table(g.scope("tok"), c.vocab, c.d_model, w);
+  Value x = add_learned_positions(g.scope("pos"), embed(*tok, ids), c.context, w);
+  x = add(x, embedding(g.scope("seg"), segments, c.segments, c.d_model, {.init = w}));
+  x = dropout(norm(g.scope("emb_norm"), x, {.eps = eps}), p);
+  const Value mask = key_padding_mask(lengths, Seq);  // [B, 1, 1, S]
+  const TransformerBlockOptions block{.attention = {.heads = c.heads, .dropout = p, .init = w, .out_init = w},
+                                      .ffn = {.d_ff = c.d_ff, .activation = Act::gelu, .init = w, .out_init = w},
+                                      .placement = c.pre_norm ? Norm::pre : Norm::post,
+                                      .norm = {.eps = eps},
+                                      .dropout = p,
+                                      .names = {.self = "attn", .ffn = "ffn"}};
+  for (int l = 0; l < c.n_layer; ++l) x = transformer_block(g.scope("layer", l), {.x = x, .mask = mask}, block).x;
+  if (c.pre_norm) x = norm(g.scope("final_norm"), x, {.eps = eps});  // pre-norm leaves the stream unnormalised
+  return x;  // [B, S, d]
+}
+
+}  // namespace detail
+
+// Masked language modelling: the loss over the picked positions.
+template <BertConfig C>
+constexpr auto bert_mlm = [] {
+  using namespace layers;
+  Builder g;
+  Value tok;
+  Value x = detail::bert_encode(g, C, &tok);
+  Value picks = g.input(bert_inputs::picks, {Picks});
+  Value targets = g.input(bert_inputs::targets, {Picks});
+  const Init w = init::truncated_normal(g.hyper("init_std", 0.02));
+  Value h = index_select(reshape(x, {Batch * Seq, C.d_model}), 0, picks);  // [P, d]
+  h = norm(g.scope("mlm.norm"), gelu(linear(g.scope("mlm.dense"), h, C.d_model, {.init = w})), {.eps = g.hyper("norm_eps", 1e-12)});
+  Value logits = add(tied_logits(h, tok), g.scope("mlm").param("bias", {C.vocab}, init::zeros()));  // [P, vocab]
+  g.output(logits, "logits");
+  g.loss(cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)}));
+  return g;
+};
+
+// Sequence classification from the <cls> vector (fine-tuning).
+template <BertConfig C, int Classes>
+constexpr auto bert_classifier = [] {
+  using namespace layers;
+  Builder g;
+  Value tok;
+  Value x = detail::bert_encode(g, C, &tok);
+  Value labels = g.input(bert_inputs::labels, {Batch});
+  const Init w = init::truncated_normal(g.hyper("init_std", 0.02));
+  Value cls = reshape(slice(x, 1, 0, 1), {Batch, C.d_model});  // [B, d]
+  Value pooled = tanh(linear(g.scope("pooler"), cls, C.d_model, {.init = w}));
+  Value logits = linear(g.scope("cls.out"), dropout(pooled, g.hyper("dropout", 0.1)), Classes, {.init = w});  // [B, classes]
+  g.output(logits, "logits");
+  g.loss(cross_entropy(logits, labels, {.label_smoothing = g.hyper("label_smoothing", 0)}));
+  return g;
+};
+
+}  // namespace ctgrad::models
