@@ -75,6 +75,28 @@ std::string austen_text() {
   return text;
 }
 
+std::vector<Book> austen_novels() {
+  if (!std::filesystem::exists("/usr/bin/Rscript") || !std::filesystem::exists("/usr/lib/R/site-library/janeaustenr"))
+    throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh or "
+                     "apt-get install r-cran-janeaustenr");
+  static const char* titles[] = {"Sense and Sensibility", "Pride and Prejudice", "Mansfield Park", "Emma", "Northanger Abbey", "Persuasion"};
+  const std::string marker = "\x1e";  // a record separator line between the books
+  const std::string text = run("/usr/bin/Rscript -e 'library(janeaustenr); for (b in list(sensesensibility, prideprejudice, "
+                               "mansfieldpark, emma, northangerabbey, persuasion)) { cat(b, sep=\"\\n\"); cat(\"\\n\\x1e\\n\") }'",
+                               "Rscript (janeaustenr)");
+  std::vector<Book> books;
+  std::size_t pos = 0;
+  for (const char* title : titles) {
+    const std::size_t end = text.find("\n" + marker + "\n", pos);
+    if (end == std::string::npos) throw data_error("ctgrad: janeaustenr printed " + std::to_string(books.size()) + " of the six novels");
+    books.push_back({title, text.substr(pos, end + 1 - pos)});
+    pos = end + marker.size() + 2;
+  }
+  for (const Book& b : books)
+    if (b.text.size() < 300000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(b.text.size()) + " bytes of " + b.title);
+  return books;
+}
+
 TextSplit split_text(const std::string& text, double train_fraction) {
   if (!(train_fraction > 0 && train_fraction < 1)) throw std::invalid_argument("ctgrad: train fraction must be in (0, 1)");
   std::size_t cut = std::size_t(double(text.size()) * train_fraction);

@@ -3,6 +3,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ctgrad::data {
 
@@ -15,6 +16,13 @@ std::string kjv_text();
 
 // Jane Austen's six novels (Debian r-cran-janeaustenr, read through R's Rscript): about 4 MB.
 std::string austen_text();
+// The same six novels one by one, with their titles, in janeaustenr's order (Sense and Sensibility,
+// Pride and Prejudice, Mansfield Park, Emma, Northanger Abbey, Persuasion). Lines as printed;
+// paragraphs end at an empty line.
+struct Book {
+  std::string title, text;
+};
+std::vector<Book> austen_novels();
 
 struct TextSplit {
   std::string train, validation;

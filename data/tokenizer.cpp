@@ -109,7 +109,7 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
     if (!out) throw data_error("ctgrad: cannot write the SentencePiece training text " + input);
   }
   // Flags as a map, not one command line: a path with a space stays one value.
-  const std::unordered_map<std::string, std::string> args{
+  std::unordered_map<std::string, std::string> args{
       {"input", input},
       {"model_prefix", prefix.string()},
       {"vocab_size", std::to_string(o.vocab_size)},
@@ -120,7 +120,18 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
       {"bos_id", std::to_string(o.bos_id)},
       {"eos_id", std::to_string(o.eos_id)},
       {"pad_id", std::to_string(o.pad_id)},
+      {"unk_piece", o.unk_piece},
+      {"pad_piece", o.pad_piece},
       {"num_threads", "1"}};
+  if (!o.user_defined_symbols.empty()) {
+    std::string list;
+    for (const auto& u : o.user_defined_symbols) list += (list.empty() ? "" : ",") + u;
+    args["user_defined_symbols"] = list;
+  }
+  if (o.input_sentence_size > 0) {
+    args["input_sentence_size"] = std::to_string(o.input_sentence_size);
+    args["shuffle_input_sentence"] = "true";
+  }
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));  // 0.1.97 has no trainer flag for it
   const auto status = sentencepiece::SentencePieceTrainer::Train(args);
   std::error_code ec;
@@ -167,6 +178,15 @@ std::int32_t SentencePieceTokenizer::vocab_size() const { return std::int32_t(im
 std::int32_t SentencePieceTokenizer::bos_id() const { return std::int32_t(impl_->sp.bos_id()); }
 std::int32_t SentencePieceTokenizer::eos_id() const { return std::int32_t(impl_->sp.eos_id()); }
 std::int32_t SentencePieceTokenizer::pad_id() const { return std::int32_t(impl_->sp.pad_id()); }
+std::string SentencePieceTokenizer::piece(std::int32_t id) const {
+  if (id < 0 || id >= vocab_size()) throw data_error("ctgrad: token id " + std::to_string(id) + " is outside the vocabulary");
+  return impl_->sp.IdToPiece(id);
+}
+std::int32_t SentencePieceTokenizer::piece_id(const std::string& piece) const {
+  const int id = impl_->sp.PieceToId(piece);
+  return id == impl_->sp.unk_id() && piece != impl_->sp.IdToPiece(id) ? -1 : std::int32_t(id);
+}
+bool SentencePieceTokenizer::starts_word(std::int32_t id) const { return piece(id).rfind("\xe2\x96\x81", 0) == 0; }
 
 void SentencePieceTokenizer::save(const std::filesystem::path& path) const {
   if (std::filesystem::exists(path) && std::filesystem::equivalent(impl_->model_file, path)) return;

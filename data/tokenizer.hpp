@@ -41,6 +41,12 @@ struct SentencePieceOptions {
   std::uint64_t seed = 0;
   // Special ids (-1: none). SentencePiece's defaults: unk 0, bos 1, eos 2, no padding.
   std::int32_t unk_id = 0, bos_id = 1, eos_id = 2, pad_id = -1;
+  std::string unk_piece = "<unk>", pad_piece = "<pad>";
+  // Pieces kept whole and given the ids after the specials, in order ("[CLS]", "[SEP]", "[MASK]"):
+  // the text "[MASK]" encodes as that one id.
+  std::vector<std::string> user_defined_symbols = {};
+  // Sentences (lines) sampled from the text to train on; 0: all of them.
+  std::int64_t input_sentence_size = 0;
 };
 
 class SentencePieceTokenizer : public Tokenizer {
@@ -57,6 +63,10 @@ class SentencePieceTokenizer : public Tokenizer {
   std::int32_t bos_id() const;  // -1 when the model has none
   std::int32_t eos_id() const;
   std::int32_t pad_id() const;
+  std::string piece(std::int32_t id) const;          // "▁the", "[MASK]"
+  std::int32_t piece_id(const std::string& piece) const;  // -1 when the vocabulary lacks it
+  // Whether the piece starts a word (SentencePiece marks a word's first piece with "▁").
+  bool starts_word(std::int32_t id) const;
   void save(const std::filesystem::path& path) const override;  // copies the .model file
 
  private:
