@@ -6,6 +6,7 @@
 // The models are the tasks registered in apps/tasks/ (apps/task.hpp). Exit codes: 0 done, 1 a
 // runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
 // interrupted (Ctrl-C or SIGTERM, after saving).
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -49,6 +50,7 @@ std::string command_list(const Task& t) {
   std::string s = "train, eval";
   for (const Command& c : t.commands)
     if (c.name != "eval") s += ", " + c.name;
+  for (const TrainingCommand& c : t.training_commands) s += ", " + c.name;
   return s;
 }
 
@@ -65,6 +67,12 @@ int usage(const Task* t, FILE* out = stdout) {
       std::printf("\nctgrad %s %s: %s\n", c.name.c_str(), t->name.c_str(), c.help.c_str());
       std::string opts = c.options.describe();
       std::printf("%s", opts.c_str());
+    }
+    for (const TrainingCommand& c : t->training_commands) {
+      std::string keys;
+      for (const auto& k : c.keys) keys += " [--" + k + " X]";
+      std::printf("\nctgrad %s %s%s [train's options]: %s; the same as `ctgrad train %s` (ctgrad help %s)\n", c.name.c_str(), t->name.c_str(),
+                  keys.c_str(), c.help.c_str(), c.task.c_str(), c.task.c_str());
     }
   }
   return 0;
@@ -91,6 +99,24 @@ Args parse(int argc, char** argv) {
     for (const Task& task : tasks()) names.push_back(task.name);
     const std::string near = training::closest(a.model, names);
     throw config_error("unknown model '" + a.model + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") + " (models: " + model_list() + ")");
+  }
+  for (const TrainingCommand& c : t->training_commands) {
+    if (c.name != a.command) continue;
+    // Rewritten to the train command line it stands for, its keys as --set.
+    std::vector<std::string> line{"ctgrad", "train", c.task};
+    for (std::size_t i = 2; i < rest.size(); ++i) {
+      const bool key = rest[i].rfind("--", 0) == 0 && std::find(c.keys.begin(), c.keys.end(), rest[i].substr(2)) != c.keys.end();
+      if (!key) {
+        line.push_back(rest[i]);
+        continue;
+      }
+      if (i + 1 >= rest.size()) throw config_error(rest[i] + " needs a value");
+      line.insert(line.end(), {"--set", rest[i].substr(2) + "=" + rest[i + 1]});
+      ++i;
+    }
+    std::vector<char*> argv2;
+    for (auto& w : line) argv2.push_back(w.data());
+    return parse(int(argv2.size()), argv2.data());
   }
   const Command* own = find_command(*t, a.command);
   if (a.command != "train" && a.command != "eval" && !own)

@@ -32,6 +32,14 @@ struct Command {
   Schema options;  // --name value; a flag key is a bare --name
 };
 
+// A command of one model that trains another task: `ctgrad finetune bert --task austen-novel` is
+// `ctgrad train bert-finetune --set task=austen-novel`. Each of `keys` is also an option
+// (--task X is --set task=X); everything else is the target's train command line.
+struct TrainingCommand {
+  std::string name, task, help;
+  std::vector<std::string> keys;
+};
+
 // What a session is opened for.
 struct Context {
   std::string command;            // "train", "eval", or one of the task's commands
@@ -67,6 +75,7 @@ struct Task {
   std::string name, summary;
   Schema schema;                  // the config of train and eval
   std::vector<Command> commands;  // beyond train; one named "eval" declares eval's options
+  std::vector<TrainingCommand> training_commands;
   std::function<std::unique_ptr<Session>(const Config&, const Context&)> open;
   // Extra checks of a config against the checkpoint's, beyond the keys' roles (a GPT may be
   // evaluated at a shorter context than it was trained at, not a longer one).

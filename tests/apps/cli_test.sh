@@ -124,6 +124,47 @@ expect_text "vit eval prints the confusion matrix" "confusion matrix (rows: true
 check "vit prediction grid" 0 test -s vit/predictions.png
 check "an unknown pooling is refused" 2 "$ctgrad" train vit --run vit2 --set size=tiny --set pool=max
 expect_text "names the choices" "not one of: cls, mean"
+bert=(--set size=tiny --set context=32 --set steps=30 --set eval_every=15 --set batch=16 --set eval_sequences=64 --threads 2)
+check "train bert" 0 "$ctgrad" train bert --run bert "${bert[@]}"
+expect_text "bert prints the unigram baseline" "unigram baseline on the validation masks"
+expect_text "bert prints the masked-token accuracy" "accuracy"
+check "train bert with whole-word masking" 0 "$ctgrad" train bert --run bert_wwm "${bert[@]}" --set whole_word=true --set steps=2
+check "eval bert" 0 "$ctgrad" eval bert --run bert
+expect_text "eval bert prints loss and accuracy" "masked-token accuracy"
+check "fill-mask" 0 "$ctgrad" fill-mask bert --run bert --text "And God said, Let there be [MASK]." --top-k 3
+expect_text "fill-mask lists candidates with the filled text" "And God said, Let there be"
+check "fill-mask with two masks" 0 "$ctgrad" fill-mask bert --run bert --text "[MASK] the [MASK] of the LORD"
+expect_text "each mask gets its list" "[MASK] 2 of 2"
+check "fill-mask without a mask" 2 "$ctgrad" fill-mask bert --run bert --text "no mask here"
+expect_text "says there is no mask" "has no [MASK] to fill"
+check "fill-mask longer than the context" 2 "$ctgrad" fill-mask bert --run bert --text "$(printf '[MASK] and %.0s' {1..40})"
+expect_text "names the context" "more than the model's context"
+check "a GPT checkpoint given to BERT" 2 "$ctgrad" eval bert --run straight
+expect_text "names both models" "checkpoint of model 'gpt', not bert"
+check "masking rates over 1" 2 "$ctgrad" train bert --run bert_bad "${bert[@]}" --set to_mask=0.9 --set to_random=0.2
+ft=(--set size=tiny --set context=32 --set steps=20 --set eval_every=10 --set batch=16 --threads 2)
+check "finetune bert" 0 "$ctgrad" finetune bert --task austen-novel --pretrained bert --run ft "${ft[@]}"
+expect_text "finetune loads the encoder" "encoder tensors from bert/checkpoint.safetensors"
+expect_text "finetune reports the class balance" "Northanger Abbey"
+expect_text "finetune reports the majority baseline" "majority-class baseline"
+check "eval the fine-tuned classifier" 0 "$ctgrad" eval bert-finetune --run ft
+expect_text "prints the confusion matrix" "confusion matrix (rows: true novel"
+check "finetune from scratch, frozen and slower encoder options" 0 "$ctgrad" finetune bert --pretrained bert --init scratch --run ft2 "${ft[@]}" --set steps=2 --set freeze=2 --set encoder_lr=0.1
+expect_text "says from scratch" "encoder from scratch"
+check "resume a fine-tune" 0 "$ctgrad" finetune bert --pretrained bert --run ft2 --resume "${ft[@]}" --set steps=4 --init scratch --set freeze=2 --set encoder_lr=0.1
+expect_text "resumes" "resuming at step 3"
+check "an unknown fine-tuning task" 2 "$ctgrad" finetune bert --task imdb --pretrained bert --run ft3 "${ft[@]}"
+expect_text "names the tasks" "not one of: austen-novel"
+check "a GPT run as the pretrained BERT" 2 "$ctgrad" finetune bert --pretrained straight --run ft3 "${ft[@]}"
+expect_text "says it is not bert" "a checkpoint of model 'gpt', not bert"
+check "a pretrained run of another size" 2 "$ctgrad" finetune bert --pretrained bert --run ft3 "${ft[@]}" --set size=small
+expect_text "names the shape" "another shape"
+check "no pretrained run" 2 "$ctgrad" finetune bert --pretrained nowhere --run ft3 "${ft[@]}"
+expect_text "says pretrain first" "pretrain first"
+cp -r bert bert_swapped && printf "x" >> bert_swapped/tokenizer.model
+check "a pretrained run whose vocabulary was swapped" 2 "$ctgrad" finetune bert --pretrained bert_swapped --run ft3 "${ft[@]}"
+expect_text "says the vocabulary differs" "its vocabulary would not match the weights"
+check "freezing more than the model has" 2 "$ctgrad" finetune bert --pretrained bert --run ft3 "${ft[@]}" --set freeze=9
 
 # What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,
 # SIGTERM saves like Ctrl-C, a diverged run keeps its last good checkpoint, metrics have no

@@ -1,0 +1,350 @@
+// ctgrad train|eval|fill-mask|finetune bert: BERT pretrained by masked language modelling on the
+// KJV Bible and Jane Austen's novels (docs/models/bert.md), d2l's chapter on large-scale
+// pretraining: one SentencePiece vocabulary with [PAD] [UNK] [CLS] [SEP] [MASK], sequences packed
+// from whole verses and paragraphs, the paper's masking, then fine-tuning from the <cls> vector.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include <ctgrad/checkpoint/training.hpp>
+#include <ctgrad/data/mlm.hpp>
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/models/bert.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+#include "../task.hpp"
+#include "bert_data.hpp"
+
+namespace ctgrad::cli {
+namespace {
+
+namespace in = models::bert_inputs;
+namespace fs = std::filesystem;
+using training::Role;
+
+template <models::BertConfig P>
+struct Bert {
+  static constexpr auto mlm = freeze<models::bert_mlm<P>>();
+};
+
+using bert::kSpecials;
+
+Schema bert_schema() {
+  Schema s;
+  s.choice("size", "small", {"tiny", "small", "base"}, "preset: tiny (tests), small (minutes here), base (BERT-base's shape)", Role::model)
+      .integer("context", 128, {.min = 8, .max = 1 << 16}, "tokens per sequence, [CLS] and [SEP] included (at most the preset's)", Role::run)
+      .integer("batch", 32, {.min = 1, .max = 1 << 14}, "sequences per step", Role::run)
+      .integer("steps", 1500, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
+      .real("lr", 1e-3, {.min = 0, .max = 10, .min_open = true}, "peak learning rate (linear warm-up, then linear decay, as BERT)")
+      .integer("warmup", 150, {.min = 0}, "warm-up steps")
+      .real("weight_decay", 0.01, {.min = 0, .max = 10}, "AdamW's decoupled decay (not on biases and norms)")
+      .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
+      .real("select", 0.15, {.min = 0, .max = 1, .min_open = true}, "fraction of a sequence's tokens selected for prediction")
+      .real("to_mask", 0.8, {.min = 0, .max = 1}, "of the selected: replaced by [MASK]")
+      .real("to_random", 0.1, {.min = 0, .max = 1}, "of the selected: replaced by a random token (the rest stay)")
+      .flag("whole_word", false, "select whole words (SentencePiece word starts)")
+      .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
+      .integer("eval_sequences", 512, {.min = 0}, "validation sequences (0: all)");
+  add_seed_keys(s);
+  add_hyper_keys(s, Bert<models::kBertSmall>::mlm);
+  return s;
+}
+
+Schema fill_mask_options() {
+  Schema s;
+  s.text("text", "And God said, Let there be [MASK].", "text with one or more [MASK]").integer("top-k", 5, {.min = 1, .max = 1000}, "candidates per mask");
+  return s;
+}
+
+// The corpora as units that are never split between training and validation: KJV verses and
+// Austen paragraphs, the last tenth of each corpus held out.
+struct Corpus {
+  std::vector<std::string> train, validation;
+};
+Corpus load_corpus() {
+  Corpus c;
+  auto add = [&](std::vector<std::string> units) {
+    const std::size_t cut = bert::held_out_from(units.size());
+    c.train.insert(c.train.end(), units.begin(), units.begin() + std::ptrdiff_t(cut));
+    c.validation.insert(c.validation.end(), units.begin() + std::ptrdiff_t(cut), units.end());
+  };
+  {
+    std::vector<std::string> verses;
+    const std::string kjv = data::kjv_text();
+    for (std::size_t pos = 0; pos < kjv.size();) {
+      const std::size_t end = std::min(kjv.find('\n', pos), kjv.size());
+      if (end > pos) verses.push_back(kjv.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    add(std::move(verses));
+  }
+  for (const data::Book& b : data::austen_novels()) add(bert::paragraphs(b));
+  return c;
+}
+
+template <models::BertConfig P>
+class BertSession : public Session {
+  static constexpr const auto& G = Bert<P>::mlm;
+
+ public:
+  BertSession(const Config& c, const Context& ctx)
+      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)),
+        opt_(model_.parameters(), optim::AdamOptions{.lr = c.real("lr"), .weight_decay = c.real("weight_decay")}, {optim::no_decay_group()}),
+        context_(c.integer("context")), batch_(c.integer("batch")) {
+    if (context_ > P.context)
+      throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
+    if (c.real("to_mask") + c.real("to_random") > 1)
+      throw config_error("to_mask " + c.show("to_mask") + " + to_random " + c.show("to_random") + " is more than 1");
+    const std::int64_t picks = batch_ * std::max<std::int64_t>(1, std::llround(c.real("select") * double(context_)));
+    check_fits(model_, {batch_, context_, 1, picks, 1, 1}, 24.0 * double(batch_) * double(context_),
+               "batch " + c.show("batch") + " x context " + c.show("context"));
+  }
+  Executor<float>& model() override { return model_; }
+  optim::Optimizer<float>& optimizer() override { return opt_; }
+
+  void prepare() override {
+    const fs::path tok_file = ctx_.folder.file("tokenizer.model");
+    Corpus corpus;
+    if (ctx_.from_checkpoint) {
+      tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
+    } else {
+      corpus = load_corpus();
+      std::string text;
+      for (const auto& u : corpus.train) text += u + "\n";
+      tok_.emplace(data::SentencePieceTokenizer::train(text, ctx_.folder.file("tokenizer"),
+                                                       {.vocab_size = P.vocab, .model_type = "bpe", .seed = data_seed(c_), .unk_id = 1,
+                                                        .bos_id = -1, .eos_id = -1, .pad_id = 0, .unk_piece = "[UNK]", .pad_piece = "[PAD]",
+                                                        .user_defined_symbols = {"[CLS]", "[SEP]", "[MASK]"}}));
+    }
+    vocab_ = tok_->vocab_size();
+    if (vocab_ > P.vocab)
+      throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than size " + c_.text("size") + "'s " + std::to_string(P.vocab));
+    if (tok_->piece(kSpecials.mask) != "[MASK]" || tok_->piece(kSpecials.cls) != "[CLS]" || tok_->piece(kSpecials.pad) != "[PAD]")
+      throw config_error(tok_file.string() + " is not a BERT vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] first)");
+    specials_ = kSpecials;
+    specials_.vocab = vocab_;
+    if (ctx_.command == "fill-mask") return;
+    if (corpus.train.empty()) corpus = load_corpus();
+    word_starts_.assign(std::size_t(vocab_), 0);
+    for (std::int32_t id = 0; id < vocab_; ++id) word_starts_[std::size_t(id)] = tok_->starts_word(id);
+    auto sequences = [&](const std::vector<std::string>& units, std::vector<std::int64_t>& counts) {
+      std::vector<std::vector<std::int32_t>> ids;
+      ids.reserve(units.size());
+      for (const auto& u : units) {
+        ids.push_back(tok_->encode(u));
+        for (std::int32_t t : ids.back()) ++counts[std::size_t(t)];
+      }
+      return data::pack_units(ids, std::size_t(context_ - 2));
+    };
+    std::vector<std::int64_t> train_counts(static_cast<std::size_t>(vocab_)), val_counts(static_cast<std::size_t>(vocab_));
+    val_seqs_ = sequences(corpus.validation, val_counts);
+    const std::int64_t n_val = c_.integer("eval_sequences") > 0 ? std::min<std::int64_t>(c_.integer("eval_sequences"), std::int64_t(val_seqs_.size()))
+                                                                 : std::int64_t(val_seqs_.size());
+    val_seqs_.resize(std::size_t(n_val));
+    const data::MaskingOptions masking{.select = c_.real("select"), .to_mask = c_.real("to_mask"), .to_random = c_.real("to_random"),
+                                       .whole_word = c_.flag("whole_word")};
+    val_.emplace(val_seqs_, specials_, masking, batch_, data_seed(c_), word_starts_);
+    if (ctx_.command != "train") return;
+    train_seqs_ = sequences(corpus.train, train_counts);
+    train_.emplace(train_seqs_, specials_, masking, batch_, data_seed(c_), word_starts_);
+    unigram_ = train_counts;
+    std::int64_t tokens = 0;
+    for (const auto& s : train_seqs_) tokens += std::int64_t(s.size());
+    std::printf("ctgrad train bert: size %s (%d layers, %d heads, d_model %d, d_ff %d), %lld parameters, %d threads\n", c_.text("size").c_str(),
+                P.n_layer, P.heads, P.d_model, P.d_ff, (long long)model_.parameter_count(), model_.threads());
+    std::printf("KJV + Austen: %zu train / %zu validation units -> %zu / %zu sequences of <= %lld tokens (%lld train tokens); "
+                "SentencePiece BPE with %d tokens; batch %lld, %lld steps, %s masking\n",
+                corpus.train.size(), corpus.validation.size(), train_seqs_.size(), val_seqs_.size(), (long long)context_, (long long)tokens, vocab_,
+                (long long)batch_, (long long)c_.integer("steps"), c_.flag("whole_word") ? "whole-word" : "token");
+    const Baseline b = unigram_baseline();
+    std::printf("unigram baseline on the validation masks: loss %.4f nats/token, accuracy %.4f (always '%s')\n", b.loss, b.accuracy,
+                tok_->piece(b.most_frequent).c_str());
+  }
+
+  checkpoint::Metadata metadata() override {
+    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
+  }
+
+  training::LoopOptions loop() override {
+    const std::int64_t steps = c_.integer("steps");
+    return {.steps = steps,
+            .eval_every = c_.integer("eval_every"),
+            .clip = c_.real("clip"),
+            .lr = optim::warmup_linear(c_.real("lr"), 0.0, c_.integer("warmup"), steps),
+            .unit = "nats/token",
+            .items = "tok"};
+  }
+
+  training::Run run() override {
+    return {.model = model_,
+            .optimizer = opt_,
+            .feed =
+                [this](std::int64_t step) {
+                  train_->draw(std::uint64_t(step));
+                  set_batch(*train_);
+                  return double(std::accumulate(train_->lengths().begin(), train_->lengths().end(), std::int64_t(0)));
+                },
+            .validate = [this] {
+              const auto [loss, accuracy] = validate();
+              return training::Metrics{{{"loss", loss}, {"accuracy", accuracy}}};
+            }};
+  }
+
+  int eval(const Config&) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto [loss, accuracy] = validate();
+    if (training::interrupted()) return 130;
+    if (!std::isfinite(loss)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
+    std::printf("validation: MLM loss %.4f nats/token, masked-token accuracy %.4f (%zu sequences, %.1f s)\n", loss, accuracy, val_seqs_.size(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+  }
+
+  int command(const std::string& name, const Config& o) override {
+    if (name == "fill-mask") return fill_mask(o);
+    return Session::command(name, o);
+  }
+
+ private:
+  struct Baseline {
+    double loss, accuracy;
+    std::int32_t most_frequent;
+  };
+  // Predicting every masked token from the training split's token frequencies alone.
+  Baseline unigram_baseline() {
+    std::int64_t total = 0;
+    std::int32_t best = specials_.first_regular;
+    for (std::int32_t t = specials_.first_regular; t < vocab_; ++t) {
+      total += unigram_[std::size_t(t)] + 1;  // add-one smoothing: no token has probability 0
+      if (unigram_[std::size_t(t)] > unigram_[std::size_t(best)]) best = t;
+    }
+    double loss = 0;
+    std::int64_t n = 0, right = 0;
+    for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()); first += batch_) {
+      val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first));
+      for (std::int32_t t : val_->targets()) {
+        loss -= std::log(double(unigram_[std::size_t(t)] + 1) / double(total));
+        right += t == best, ++n;
+      }
+    }
+    return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1)), best};
+  }
+
+  void set_batch(const data::MlmBatches& b) {
+    const std::int64_t rows = b.batch(), seq = b.seq(), picks = std::int64_t(b.picks().size());
+    model_.set_input(in::ids, b.ids(), {rows, seq});
+    model_.set_input(in::segments, b.segments(), {rows, seq});
+    model_.set_input(in::lengths, b.lengths(), {rows});
+    model_.set_input(in::picks, b.picks(), {picks});
+    model_.set_input(in::targets, b.targets(), {picks});
+  }
+
+  // MLM loss (per masked token) and masked-token accuracy over the validation sequences, with
+  // their fixed masks.
+  std::pair<double, double> validate() {
+    double loss = 0;
+    std::int64_t n = 0, right = 0;
+    for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_) {
+      val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first));
+      set_batch(*val_);
+      model_.forward(Mode::infer);
+      const std::int64_t picks = std::int64_t(val_->picks().size());
+      loss += double(model_.loss()) * double(picks);
+      const auto logits = model_.output("logits");
+      for (std::int64_t k = 0; k < picks; ++k) {
+        const float* row = logits.data + k * P.vocab;
+        right += std::max_element(row, row + vocab_) - row == val_->targets()[std::size_t(k)];
+      }
+      n += picks;
+    }
+    return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1))};
+  }
+
+  // The Hugging Face fill-mask pipeline's output: for each [MASK], the top-k tokens with their
+  // probabilities and the text with each filled in.
+  int fill_mask(const Config& o) {
+    std::vector<std::int32_t> ids{specials_.cls};
+    try {
+      const auto t = tok_->encode(o.text("text"));
+      ids.insert(ids.end(), t.begin(), t.end());
+    } catch (const data::data_error& e) {
+      throw config_error(std::string("--text: ") + e.what());
+    }
+    ids.push_back(specials_.sep);
+    std::vector<std::int32_t> picks;
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] == specials_.mask) picks.push_back(std::int32_t(i));
+    if (picks.empty()) throw config_error("--text has no [MASK] to fill: '" + o.text("text") + "'");
+    const std::int64_t seq = std::int64_t(ids.size());
+    if (seq > P.context)
+      throw config_error("--text is " + std::to_string(seq) + " tokens with [CLS] and [SEP], more than the model's context of " + std::to_string(P.context));
+    std::vector<std::int32_t> segments(ids.size(), 0), lengths{std::int32_t(seq)}, targets(picks.size(), specials_.mask);
+    model_.set_input(in::ids, std::span<const std::int32_t>(ids), {1, seq});
+    model_.set_input(in::segments, std::span<const std::int32_t>(segments), {1, seq});
+    model_.set_input(in::lengths, std::span<const std::int32_t>(lengths), {1});
+    model_.set_input(in::picks, std::span<const std::int32_t>(picks), {std::int64_t(picks.size())});
+    model_.set_input(in::targets, std::span<const std::int32_t>(targets), {std::int64_t(picks.size())});
+    model_.forward(Mode::infer);
+    const auto logits = model_.output("logits");
+    const int k = int(std::min<std::int64_t>(o.integer("top-k"), vocab_ - specials_.first_regular));
+    for (std::size_t m = 0; m < picks.size(); ++m) {
+      const float* row = logits.data + std::int64_t(m) * P.vocab;
+      const float top = *std::max_element(row, row + vocab_);
+      double z = 0;
+      for (std::int32_t t = 0; t < vocab_; ++t) z += std::exp(double(row[t] - top));
+      std::vector<std::int32_t> order(std::size_t(vocab_ - specials_.first_regular));
+      std::iota(order.begin(), order.end(), specials_.first_regular);  // specials are never an answer
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int32_t a, std::int32_t b) { return row[a] > row[b]; });
+      std::printf("[MASK] %zu of %zu:\n", m + 1, picks.size());
+      for (int j = 0; j < k; ++j) {
+        std::vector<std::int32_t> filled(ids.begin() + 1, ids.end() - 1);
+        filled[std::size_t(picks[m] - 1)] = order[std::size_t(j)];
+        std::printf("  %.4f  %-14s %s\n", std::exp(double(row[order[std::size_t(j)]] - top)) / z, tok_->piece(order[std::size_t(j)]).c_str(),
+                    tok_->decode(filled).c_str());
+      }
+    }
+    return 0;
+  }
+
+  Config c_;
+  Context ctx_;
+  Program<G> model_;
+  optim::AdamW<float> opt_;
+  std::int64_t context_, batch_;
+  std::optional<data::SentencePieceTokenizer> tok_;
+  std::int32_t vocab_ = 0;
+  data::MlmSpecials specials_;
+  std::vector<std::uint8_t> word_starts_;
+  std::vector<std::vector<std::int32_t>> train_seqs_, val_seqs_;
+  std::optional<data::MlmBatches> train_, val_;
+  std::vector<std::int64_t> unigram_;
+};
+
+Task bert_task() {
+  Task t;
+  t.name = "bert";
+  t.summary = "encoder-only masked LM (BERT) on the KJV Bible and Jane Austen, fill-mask";
+  t.schema = bert_schema();
+  t.commands.push_back({"fill-mask", "the top-k tokens, with probabilities, for each [MASK] of a text", fill_mask_options()});
+  t.training_commands.push_back({"finetune", "bert-finetune", "a classifier from the pretrained run (--pretrained DIR) on a task (--task austen-novel)",
+                                 {"task", "pretrained", "init"}});
+  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
+    const std::string& size = c.text("size");
+    if (size == "tiny") return std::make_unique<BertSession<models::kBertTiny>>(c, ctx);
+    if (size == "base") return std::make_unique<BertSession<models::kBertBase>>(c, ctx);
+    return std::make_unique<BertSession<models::kBertSmall>>(c, ctx);
+  };
+  return t;
+}
+
+const bool registered = register_task(bert_task());
+
+}  // namespace
+}  // namespace ctgrad::cli

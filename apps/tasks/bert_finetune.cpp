@@ -1,0 +1,400 @@
+// ctgrad finetune bert --task austen-novel (= ctgrad train bert-finetune): sentence classification
+// from the <cls> vector (pooler dense + tanh, dropout, linear), d2l's fine-tuning recipe. The
+// encoder starts from a pretrained `ctgrad train bert` run, loaded by name (or, for the
+// comparison, from scratch with the same tokenizer); the head starts new. Task: which of Austen's
+// six novels a passage of 1-3 sentences comes from, held-out passages from the novels' last tenth
+// (which pretraining held out too).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/checkpoint/training.hpp>
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/graph/random.hpp>
+#include <ctgrad/models/bert.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+#include "../task.hpp"
+#include "bert_data.hpp"
+
+namespace ctgrad::cli {
+namespace {
+
+namespace in = models::bert_inputs;
+namespace fs = std::filesystem;
+using training::Role;
+
+constexpr int kNovels = 6;
+
+template <models::BertConfig P>
+struct BertCls {
+  static constexpr auto graph = freeze<models::bert_classifier<P, kNovels>>();
+};
+
+Schema finetune_schema() {
+  Schema s;
+  s.choice("size", "small", {"tiny", "small", "base"}, "preset: the pretrained run's", Role::model)
+      .choice("task", "austen-novel", {"austen-novel"}, "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from", Role::model)
+      .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch", Role::run)
+      .choice("init", "pretrained", {"pretrained", "scratch"}, "the encoder's start: the pretrained weights, or BERT's random init", Role::run)
+      .integer("context", 128, {.min = 8, .max = 1 << 16}, "tokens per passage, [CLS] and [SEP] included (longer ones are cut)", Role::run)
+      .integer("batch", 32, {.min = 1, .max = 1 << 14}, "passages per step", Role::run)
+      .integer("steps", 600, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
+      .real("lr", 1e-4, {.min = 0, .max = 10, .min_open = true}, "peak learning rate of the head (linear warm-up, then linear decay)")
+      .real("encoder_lr", 1.0, {.min = 0, .max = 100}, "the encoder's learning rate as a fraction of lr")
+      .integer("freeze", 0, {.min = 0, .max = 64}, "N > 0: the embeddings and the lowest N - 1 encoder layers are not trained")
+      .integer("warmup", 60, {.min = 0}, "warm-up steps")
+      .real("weight_decay", 0.01, {.min = 0, .max = 10}, "AdamW's decoupled decay (not on biases and norms)")
+      .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
+      .integer("eval_every", 200, {.min = 1}, "steps between validations and checkpoints");
+  add_seed_keys(s);
+  add_hyper_keys(s, BertCls<models::kBertSmall>::graph);
+  return s;
+}
+
+struct Passage {
+  std::string text;
+  int label;
+};
+
+// A paragraph's sentences: they end at . ! or ? (and any closing quotes or brackets) before a space,
+// except after the titles Mr. Mrs. Dr. St.
+std::vector<std::string> sentences(const std::string& p) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] != '.' && p[i] != '!' && p[i] != '?') continue;
+    std::size_t end = i + 1;
+    while (end < p.size() && (p[end] == '"' || p[end] == '\'' || p[end] == ')' || p[end] == '_')) ++end;
+    if (end < p.size() && p[end] != ' ') continue;
+    const std::size_t word = p.rfind(' ', i) == std::string::npos ? 0 : p.rfind(' ', i) + 1;
+    const std::string w = p.substr(word, i - word);
+    if (p[i] == '.' && (w == "Mr" || w == "Mrs" || w == "Dr" || w == "St" || w == "Ms")) continue;
+    out.push_back(p.substr(start, end - start));
+    start = end + 1;
+    i = end;
+  }
+  if (start < p.size()) out.push_back(p.substr(start));
+  return out;
+}
+
+int words(const std::string& s) {
+  int n = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) n += s[i] != ' ' && (i == 0 || s[i - 1] == ' ');
+  return n;
+}
+
+// Each novel's paragraphs cut into passages of 1-3 consecutive sentences (the lengths drawn with a
+// fixed key: every run sees the same passages); passages of fewer than 4 words (chapter titles,
+// "Yes.") are dropped.
+struct Passages {
+  std::vector<Passage> train, validation;
+  std::vector<std::string> titles;
+};
+Passages austen_passages() {
+  Passages out;
+  const auto books = data::austen_novels();
+  if (books.size() != kNovels) throw std::runtime_error("expected Austen's 6 novels, found " + std::to_string(books.size()));
+  std::uint64_t counter = 0;
+  for (int label = 0; label < kNovels; ++label) {
+    out.titles.push_back(books[std::size_t(label)].title);
+    const auto paragraphs = bert::paragraphs(books[std::size_t(label)]);
+    const std::size_t cut = bert::held_out_from(paragraphs.size());
+    for (std::size_t i = 0; i < paragraphs.size(); ++i) {
+      const auto s = sentences(paragraphs[i]);
+      for (std::size_t at = 0; at < s.size();) {
+        const std::size_t k = std::min<std::size_t>(1 + random::bits(random::key(0, "austen-novel"), counter++) % 3, s.size() - at);
+        std::string text = s[at];
+        for (std::size_t j = 1; j < k; ++j) text += " " + s[at + j];
+        at += k;
+        if (words(text) >= 4) (i < cut ? out.train : out.validation).push_back({std::move(text), label});
+      }
+    }
+  }
+  return out;
+}
+
+template <models::BertConfig P>
+class FinetuneSession : public Session {
+  static constexpr const auto& G = BertCls<P>::graph;
+
+ public:
+  FinetuneSession(const Config& c, const Context& ctx)
+      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)), opt_(model_.parameters(), adam_options(c), groups(c)),
+        context_(c.integer("context")), batch_(c.integer("batch")) {
+    if (context_ > P.context)
+      throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
+    if (c.integer("freeze") > P.n_layer + 1)
+      throw config_error("freeze " + c.show("freeze") + ": size " + c.text("size") + " has the embeddings and " + std::to_string(P.n_layer) +
+                         " layers (freeze at most " + std::to_string(P.n_layer + 1) + ")");
+    check_fits(model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_), "batch " + c.show("batch") + " x context " + c.show("context"));
+  }
+  Executor<float>& model() override { return model_; }
+  optim::Optimizer<float>& optimizer() override { return opt_; }
+
+  void prepare() override {
+    const fs::path own = ctx_.folder.file("tokenizer.model");
+    if (ctx_.from_checkpoint) {
+      tok_.emplace(data::SentencePieceTokenizer::load(own));
+    } else {
+      start_from_pretrained(own);
+    }
+    if (tok_->vocab_size() > P.vocab || tok_->piece(bert::kSpecials.cls) != "[CLS]" || tok_->piece(bert::kSpecials.sep) != "[SEP]")
+      throw config_error(own.string() + " is not a BERT vocabulary of size " + c_.text("size") + " ([PAD] [UNK] [CLS] [SEP] [MASK] first, at most " +
+                         std::to_string(P.vocab) + " tokens)");
+    Passages p = austen_passages();
+    titles_ = p.titles;
+    train_ = encode(p.train), val_ = encode(p.validation);
+    std::printf("ctgrad finetune bert: task austen-novel, size %s, encoder %s, %lld parameters, %d threads\n", c_.text("size").c_str(),
+                c_.text("init") == "scratch" ? "from scratch" : ("from " + c_.text("pretrained")).c_str(), (long long)model_.parameter_count(),
+                model_.threads());
+    std::printf("passages of 1-3 sentences (train / validation):\n");
+    std::array<std::int64_t, kNovels> tr{}, va{};
+    for (const auto& e : train_) ++tr[std::size_t(e.label)];
+    for (const auto& e : val_) ++va[std::size_t(e.label)];
+    for (int k = 0; k < kNovels; ++k)
+      std::printf("  %-22s %6lld (%4.1f%%) / %5lld (%4.1f%%)\n", titles_[std::size_t(k)].c_str(), (long long)tr[std::size_t(k)],
+                  100.0 * double(tr[std::size_t(k)]) / double(train_.size()), (long long)va[std::size_t(k)],
+                  100.0 * double(va[std::size_t(k)]) / double(val_.size()));
+    const auto majority = std::max_element(va.begin(), va.end());
+    majority_ = double(*majority) / double(val_.size());
+    std::printf("majority-class baseline on validation: accuracy %.4f (always %s)\n", majority_, titles_[std::size_t(majority - va.begin())].c_str());
+  }
+
+  checkpoint::Metadata metadata() override {
+    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
+  }
+
+  training::LoopOptions loop() override {
+    const std::int64_t steps = c_.integer("steps");
+    return {.steps = steps,
+            .eval_every = c_.integer("eval_every"),
+            .clip = c_.real("clip"),
+            .lr = optim::warmup_linear(c_.real("lr"), 0.0, c_.integer("warmup"), steps),
+            .unit = "nats/passage",
+            .items = "passages"};
+  }
+
+  training::Run run() override {
+    return {.model = model_,
+            .optimizer = opt_,
+            .feed =
+                [this](std::int64_t step) {
+                  std::vector<std::size_t> rows(static_cast<std::size_t>(batch_));
+                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = shuffled(std::uint64_t((step - 1) * batch_ + j));
+                  set_batch(train_, rows);
+                  return double(batch_);
+                },
+            .validate = [this] {
+              const Scores s = validate();
+              return training::Metrics{{{"loss", s.loss}, {"accuracy", s.accuracy}}};
+            }};
+  }
+
+  int eval(const Config&) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Scores s = validate();
+    if (training::interrupted()) return 130;
+    std::printf("validation: accuracy %.4f (majority-class baseline %.4f), loss %.4f nats/passage (%zu passages, %.1f s)\n\n", s.accuracy,
+                majority_, s.loss, val_.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::printf("confusion matrix (rows: true novel, columns: predicted)\n%-22s", "");
+    for (int k = 0; k < kNovels; ++k) std::printf(" %6d", k);
+    std::printf("  accuracy\n");
+    for (int r = 0; r < kNovels; ++r) {
+      std::int64_t n = 0;
+      std::printf("%d %-20.20s", r, titles_[std::size_t(r)].c_str());
+      for (int k = 0; k < kNovels; ++k) std::printf(" %6lld", (long long)s.confusion[std::size_t(r * kNovels + k)]), n += s.confusion[std::size_t(r * kNovels + k)];
+      std::printf("  %.4f\n", double(s.confusion[std::size_t(r * kNovels + r)]) / double(std::max<std::int64_t>(n, 1)));
+    }
+    return 0;
+  }
+
+ private:
+  struct Example {
+    std::vector<std::int32_t> ids;  // [CLS] passage [SEP]
+    int label;
+  };
+  struct Scores {
+    double loss = 0, accuracy = 0;
+    std::vector<std::int64_t> confusion = std::vector<std::int64_t>(kNovels * kNovels);
+  };
+
+  static optim::AdamOptions adam_options(const Config& c) { return {.lr = c.real("lr"), .weight_decay = c.real("weight_decay")}; }
+
+  // Frozen first (lr 0), then no decay on biases and norms, then the encoder at encoder_lr x lr;
+  // the head's weights take the default.
+  static std::vector<optim::Group> groups(const Config& c) {
+    const std::int64_t freeze = c.integer("freeze");
+    const double enc = c.real("encoder_lr");
+    auto head = [](std::string_view n) { return n.rfind("pooler.", 0) == 0 || n.rfind("cls.", 0) == 0; };
+    auto frozen = [freeze, head](std::string_view n) {
+      if (freeze == 0 || head(n)) return false;
+      if (n.rfind("layer.", 0) != 0) return true;  // tok, pos, seg, emb_norm
+      return std::stoll(std::string(n.substr(6, n.find('.', 6) - 6))) < freeze - 1;
+    };
+    return {{"frozen", [frozen](const optim::ParamInfo& p) { return frozen(p.name); }, 0.0, 0.0},
+            {"head_no_decay", [head](const optim::ParamInfo& p) { return p.rank < 2 && head(p.name); }, 1.0, 0.0},
+            {"encoder_no_decay", [](const optim::ParamInfo& p) { return p.rank < 2; }, enc, 0.0},
+            {"encoder", [head](const optim::ParamInfo& p) { return !head(p.name); }, enc, -1}};
+  }
+
+  // A new run: the pretrained run's tokenizer (checked against its checkpoint, copied into this run)
+  // and, unless init=scratch, its encoder's weights by name.
+  void start_from_pretrained(const fs::path& own) {
+    const fs::path dir = c_.text("pretrained");
+    if (dir.empty()) throw config_error("pretrained: a `ctgrad train bert` run folder is needed (its tokenizer), even with init=scratch");
+    const training::RunFolder from(dir);
+    if (!from.has_checkpoint())
+      throw config_error("pretrained " + dir.string() + " holds no checkpoint: pretrain first (ctgrad train bert --run " + dir.string() + ")");
+    std::optional<checkpoint::File> ck;
+    try {
+      ck.emplace(from.checkpoint());
+    } catch (const checkpoint::format_error& e) {
+      throw config_error(std::string("pretrained: ") + e.what());
+    }
+    const auto& meta = ck->metadata();
+    const auto model = meta.find("model"), hash = meta.find("tokenizer_hash");
+    if (model == meta.end() || model->second != "bert")
+      throw config_error("pretrained " + from.checkpoint().string() + " is a checkpoint of model '" + (model == meta.end() ? "?" : model->second) +
+                         "', not bert");
+    const fs::path tok_file = from.file("tokenizer.model");
+    std::error_code ec;
+    if (!fs::is_regular_file(tok_file, ec)) throw config_error("pretrained: the tokenizer " + tok_file.string() + " is missing");
+    if (hash == meta.end() || file_hash(tok_file) != hash->second)
+      throw config_error("pretrained: the tokenizer " + tok_file.string() + " is not the one " + from.checkpoint().string() +
+                         " was trained with (its hash differs): its vocabulary would not match the weights");
+    tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
+    // The copy is written last: a refused start leaves the new run folder empty.
+    auto copy_tokenizer = [&] {
+      const auto bytes = checkpoint::read_regular_file(tok_file, "the tokenizer " + tok_file.string(), std::size_t(1) << 30);
+      checkpoint::write_atomically(own, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      if (file_hash(own) != hash->second) throw config_error("pretrained: the tokenizer " + tok_file.string() + " changed while it was copied");
+    };
+    if (c_.text("init") == "scratch") return copy_tokenizer();
+    int copied = 0, encoder = 0;
+    std::string missing;
+    for (const auto& p : model_.parameters()) {
+      const std::string name(p.name);
+      if (name.rfind("pooler.", 0) == 0 || name.rfind("cls.", 0) == 0) continue;
+      ++encoder;
+      if (!ck->has(name)) {
+        missing += (missing.empty() ? "" : ", ") + name;
+        continue;
+      }
+      const auto& t = ck->tensor(name);
+      if (!std::equal(t.shape.begin(), t.shape.end(), p.value.shape().begin(), p.value.shape().end()))
+        throw config_error("pretrained " + from.checkpoint().string() + ": '" + name + "' has another shape than size " + c_.text("size") +
+                           "'s: was it pretrained at another size? (--set size=...)");
+      ck->read<float>(name, p.value.span(), p.value.shape());
+      ++copied;
+    }
+    if (!missing.empty()) throw config_error("pretrained " + from.checkpoint().string() + " lacks " + missing.substr(0, 300));
+    copy_tokenizer();
+    std::printf("loaded %d of %d encoder tensors from %s; the head starts new\n", copied, encoder, from.checkpoint().c_str());
+  }
+
+  std::vector<Example> encode(const std::vector<Passage>& ps) {
+    std::vector<Example> out;
+    out.reserve(ps.size());
+    for (const Passage& p : ps) {
+      Example e{{bert::kSpecials.cls}, p.label};
+      auto ids = tok_->encode(p.text);
+      ids.resize(std::min<std::size_t>(ids.size(), std::size_t(context_ - 2)));
+      e.ids.insert(e.ids.end(), ids.begin(), ids.end());
+      e.ids.push_back(bert::kSpecials.sep);
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  // The i-th training example of an endless stream of epochs, each a permutation keyed by
+  // (data seed, epoch): resume is bit-exact.
+  std::size_t shuffled(std::uint64_t i) {
+    const std::uint64_t n = train_.size(), epoch = i / n;
+    if (epoch != epoch_ || order_.empty()) {
+      order_.resize(n);
+      std::iota(order_.begin(), order_.end(), std::size_t(0));
+      const std::uint64_t k = random::key(data_seed(c_), epoch, 11);
+      for (std::uint64_t j = n - 1; j > 0; --j) std::swap(order_[j], order_[random::bits(k, j) % (j + 1)]);
+      epoch_ = epoch;
+    }
+    return order_[i % n];
+  }
+
+  void set_batch(const std::vector<Example>& set, const std::vector<std::size_t>& rows) {
+    std::int64_t seq = 0;
+    for (std::size_t r : rows) seq = std::max<std::int64_t>(seq, std::int64_t(set[r].ids.size()));
+    const std::int64_t b = std::int64_t(rows.size());
+    ids_.assign(std::size_t(b * seq), bert::kSpecials.pad), segments_.assign(std::size_t(b * seq), 0), lengths_.clear(), labels_.clear();
+    for (std::int64_t j = 0; j < b; ++j) {
+      const auto& e = set[rows[std::size_t(j)]];
+      std::copy(e.ids.begin(), e.ids.end(), ids_.begin() + j * seq);
+      lengths_.push_back(std::int32_t(e.ids.size())), labels_.push_back(e.label);
+    }
+    model_.set_input(in::ids, std::span<const std::int32_t>(ids_), {b, seq});
+    model_.set_input(in::segments, std::span<const std::int32_t>(segments_), {b, seq});
+    model_.set_input(in::lengths, std::span<const std::int32_t>(lengths_), {b});
+    model_.set_input(in::labels, std::span<const std::int32_t>(labels_), {b});
+  }
+
+  Scores validate() {
+    Scores s;
+    std::int64_t right = 0;
+    for (std::size_t first = 0; first < val_.size() && !training::interrupted(); first += std::size_t(batch_)) {
+      std::vector<std::size_t> rows(std::min(std::size_t(batch_), val_.size() - first));
+      std::iota(rows.begin(), rows.end(), first);
+      set_batch(val_, rows);
+      model_.forward(Mode::infer);
+      s.loss += double(model_.loss()) * double(rows.size());
+      const auto logits = model_.output("logits");
+      for (std::size_t j = 0; j < rows.size(); ++j) {
+        const float* row = logits.data + std::int64_t(j) * kNovels;
+        const int pred = int(std::max_element(row, row + kNovels) - row), truth = val_[rows[j]].label;
+        right += pred == truth;
+        ++s.confusion[std::size_t(truth * kNovels + pred)];
+      }
+    }
+    s.loss /= double(std::max<std::size_t>(val_.size(), 1));
+    s.accuracy = double(right) / double(std::max<std::size_t>(val_.size(), 1));
+    return s;
+  }
+
+  Config c_;
+  Context ctx_;
+  Program<G> model_;
+  optim::AdamW<float> opt_;
+  std::int64_t context_, batch_;
+  std::optional<data::SentencePieceTokenizer> tok_;
+  std::vector<std::string> titles_;
+  std::vector<Example> train_, val_;
+  double majority_ = 0;
+  std::vector<std::size_t> order_;
+  std::uint64_t epoch_ = 0;
+  std::vector<std::int32_t> ids_, segments_, lengths_, labels_;
+};
+
+Task finetune_task() {
+  Task t;
+  t.name = "bert-finetune";
+  t.summary = "BERT fine-tuned from a pretrained `train bert` run: which Austen novel a passage is from (= ctgrad finetune bert)";
+  t.schema = finetune_schema();
+  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
+    const std::string& size = c.text("size");
+    if (size == "tiny") return std::make_unique<FinetuneSession<models::kBertTiny>>(c, ctx);
+    if (size == "base") return std::make_unique<FinetuneSession<models::kBertBase>>(c, ctx);
+    return std::make_unique<FinetuneSession<models::kBertSmall>>(c, ctx);
+  };
+  return t;
+}
+
+const bool registered = register_task(finetune_task());
+
+}  // namespace
+}  // namespace ctgrad::cli
