@@ -80,6 +80,14 @@ MlmBatches::MlmBatches(const std::vector<std::vector<std::int32_t>>& sequences, 
   if (o_.whole_word && word_starts_.empty()) throw std::invalid_argument("ctgrad: whole-word masking needs the word starts");
 }
 
+void MlmBatches::next_sentence(std::vector<std::uint8_t> has_next) {
+  if (has_next.size() != sequences_.size())
+    throw std::invalid_argument("ctgrad: MlmBatches::next_sentence: " + std::to_string(has_next.size()) + " flags for " +
+                                std::to_string(sequences_.size()) + " sequences");
+  if (sequences_.size() < 2) throw std::invalid_argument("ctgrad: next-sentence pairs need at least 2 sequences");
+  has_next_ = std::move(has_next);
+}
+
 void MlmBatches::draw(std::uint64_t n) {
   const std::uint64_t key = random::key(seed_, n, 0x6d6c6dull);
   std::vector<std::size_t> which(static_cast<std::size_t>(batch_));
@@ -98,8 +106,25 @@ void MlmBatches::rows(std::int64_t first, std::int64_t count) {
 
 void MlmBatches::build(std::span<const std::size_t> which, std::uint64_t mask_key) {
   rows_ = std::int64_t(which.size());
+  // Next-sentence mode: the second sequence of each row, and its label.
+  std::vector<std::size_t> second(which.size());
+  next_labels_.assign(has_next_.empty() ? 0 : which.size(), 0);
+  const std::uint64_t pair_key = random::mix(mask_key ^ 0x6e7370ull);
+  for (std::size_t b = 0; b < next_labels_.size(); ++b) {
+    const std::size_t a = which[b], n = sequences_.size();
+    if (has_next_[a] && random::uniform(pair_key, 2 * b) < 0.5) {
+      second[b] = a + 1, next_labels_[b] = 1;
+    } else {  // a random sequence other than A and the one after it (when n > 2)
+      std::uint64_t c = 0;
+      do second[b] = std::size_t(random::bits(pair_key ^ (c << 32), 2 * b + 1) % n);
+      while (++c < 64 && (second[b] == a || (n > 2 && second[b] == a + 1 && has_next_[a])));
+    }
+  }
+  auto length = [&](std::size_t b) {
+    return sequences_[which[b]].size() + 2 + (has_next_.empty() ? 0 : sequences_[second[b]].size() + 1);
+  };
   seq_ = 0;
-  for (std::size_t r : which) seq_ = std::max<std::int64_t>(seq_, std::int64_t(sequences_[r].size()) + 2);
+  for (std::size_t b = 0; b < which.size(); ++b) seq_ = std::max<std::int64_t>(seq_, std::int64_t(length(b)));
   ids_.assign(std::size_t(rows_ * seq_), sp_.pad);
   segments_.assign(ids_.size(), 0);
   lengths_.assign(std::size_t(rows_), 0);
@@ -110,8 +135,14 @@ void MlmBatches::build(std::span<const std::size_t> which, std::uint64_t mask_ke
     row[0] = sp_.cls;
     std::copy(s.begin(), s.end(), row + 1);
     row[s.size() + 1] = sp_.sep;
-    lengths_[b] = std::int32_t(s.size() + 2);
-    mask_row(std::span<std::int32_t>(row, s.size() + 2), random::bits(mask_key, b), o_, sp_, word_starts_,
+    if (!has_next_.empty()) {
+      const auto& s2 = sequences_[second[b]];
+      std::copy(s2.begin(), s2.end(), row + s.size() + 2);
+      row[s.size() + s2.size() + 2] = sp_.sep;
+      std::fill_n(segments_.begin() + std::ptrdiff_t(b * std::size_t(seq_) + s.size() + 2), s2.size() + 1, 1);
+    }
+    lengths_[b] = std::int32_t(length(b));
+    mask_row(std::span<std::int32_t>(row, length(b)), random::bits(mask_key, b), o_, sp_, word_starts_,
              std::int32_t(b * std::size_t(seq_)), picks_, targets_);
   }
 }

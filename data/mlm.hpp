@@ -44,6 +44,11 @@ class MlmBatches {
   // start a word (whole-word masking; may be empty otherwise).
   MlmBatches(const std::vector<std::vector<std::int32_t>>& sequences, MlmSpecials specials, MaskingOptions options, std::int64_t batch,
              std::uint64_t seed, std::vector<std::uint8_t> word_starts = {});
+  // Next-sentence prediction (BERT's second objective): rows are pairs [CLS] A [SEP] B [SEP] with
+  // segments 0 for [CLS] A [SEP] and 1 for B [SEP]; A is the drawn sequence, and B is the sequence
+  // after it with probability 1/2 (label 1: has_next[i] != 0 says sequence i + 1 continues i in
+  // the same document), otherwise a random other sequence (label 0). Masks as for single rows.
+  void next_sentence(std::vector<std::uint8_t> has_next);
   // Training batch n: `batch` rows drawn at random, masks of their own.
   void draw(std::uint64_t n);
   // Validation: rows first .. first + count - 1 in order, with fixed masks (the same each time).
@@ -56,6 +61,7 @@ class MlmBatches {
   std::span<const std::int32_t> lengths() const { return {lengths_.data(), std::size_t(rows_)}; }
   std::span<const std::int32_t> picks() const { return picks_; }
   std::span<const std::int32_t> targets() const { return targets_; }
+  std::span<const std::int32_t> next_labels() const { return next_labels_; }  // [rows], next-sentence mode
   std::size_t size() const { return sequences_.size(); }
 
  private:
@@ -66,7 +72,8 @@ class MlmBatches {
   std::int64_t batch_, rows_ = 0, seq_ = 0;
   std::uint64_t seed_;
   std::vector<std::uint8_t> word_starts_;
-  std::vector<std::int32_t> ids_, segments_, lengths_, picks_, targets_;
+  std::vector<std::uint8_t> has_next_;
+  std::vector<std::int32_t> ids_, segments_, lengths_, picks_, targets_, next_labels_;
 };
 
 }  // namespace ctgrad::data

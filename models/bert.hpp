@@ -8,6 +8,8 @@
 //   loss = cross_entropy(logits, targets)    (targets of the picked positions only, as BERT's
 //                                             max_predictions_per_seq gather: no logits are
 //                                             computed for the 85% of positions that are not scored)
+// With next_sentence, pretraining also classifies whether segment B follows A (labels [Batch]):
+//   loss += cross_entropy(nsp.out(tanh(pooler(x[:, 0]))), labels)     the pooler is the classifier's
 // Classification (bert_classifier), on the <cls> vector:
 //   logits = cls.out(drop(tanh(pooler(x[:, 0]))))                          [Batch, classes]
 // The encoder's parameter names are the same in both graphs: a pretrained checkpoint's encoder
@@ -31,8 +33,13 @@ namespace ctgrad::models {
 // Shapes and topology only: everything else is a hyperparameter.
 struct BertConfig {
   int vocab = 8000, n_layer = 4, heads = 4, d_model = 256, d_ff = 1024, context = 128, segments = 2;
-  bool pre_norm = false;  // the original BERT is post-norm
+  bool pre_norm = false;       // the original BERT is post-norm
+  bool next_sentence = false;  // pretraining adds next-sentence prediction (BERT; RoBERTa drops it)
 };
+constexpr BertConfig with_next_sentence(BertConfig c) {
+  c.next_sentence = true;
+  return c;
+}
 
 // The presets `ctgrad train bert --set size=...` chooses from.
 inline constexpr BertConfig kBertTiny{.vocab = 512, .n_layer = 2, .heads = 2, .d_model = 32, .d_ff = 64, .context = 32};
@@ -94,7 +101,15 @@ constexpr auto bert_mlm = [] {
   h = norm(g.scope("mlm.norm"), gelu(linear(g.scope("mlm.dense"), h, C.d_model, {.init = w})), {.eps = g.hyper("norm_eps", 1e-12)});
   Value logits = add(tied_logits(h, tok), g.scope("mlm").param("bias", {C.vocab}, init::zeros()));  // [P, vocab]
   g.output(logits, "logits");
-  g.loss(cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)}));
+  Value loss = cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)});
+  if constexpr (C.next_sentence) {  // is B the sentence after A? From the pooled <cls> vector
+    Value is_next = g.input(bert_inputs::labels, {Batch});
+    Value cls = reshape(slice(x, 1, 0, 1), {Batch, C.d_model});
+    Value nsp = linear(g.scope("nsp.out"), tanh(linear(g.scope("pooler"), cls, C.d_model, {.init = w})), 2, {.init = w});  // [B, 2]
+    g.output(nsp, "nsp_logits");
+    loss = add(loss, cross_entropy(nsp, is_next));
+  }
+  g.loss(loss);
   return g;
 };
 

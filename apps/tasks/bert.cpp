@@ -39,19 +39,20 @@ using bert::kSpecials;
 Schema bert_schema() {
   Schema s;
   s.choice("size", "small", {"tiny", "small", "base"}, "preset: tiny (tests), small (minutes here), base (BERT-base's shape)", Role::model)
-      .integer("context", 128, {.min = 8, .max = 1 << 16}, "tokens per sequence, [CLS] and [SEP] included (at most the preset's)", Role::run)
+      .integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per sequence, [CLS] and [SEP] included (at most the preset's)", Role::run)
       .integer("batch", 32, {.min = 1, .max = 1 << 14}, "sequences per step", Role::run)
-      .integer("steps", 1500, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
+      .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
       .real("lr", 1e-3, {.min = 0, .max = 10, .min_open = true}, "peak learning rate (linear warm-up, then linear decay, as BERT)")
-      .integer("warmup", 150, {.min = 0}, "warm-up steps")
+      .integer("warmup", 200, {.min = 0}, "warm-up steps")
       .real("weight_decay", 0.01, {.min = 0, .max = 10}, "AdamW's decoupled decay (not on biases and norms)")
       .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
       .real("select", 0.15, {.min = 0, .max = 1, .min_open = true}, "fraction of a sequence's tokens selected for prediction")
       .real("to_mask", 0.8, {.min = 0, .max = 1}, "of the selected: replaced by [MASK]")
       .real("to_random", 0.1, {.min = 0, .max = 1}, "of the selected: replaced by a random token (the rest stay)")
       .flag("whole_word", false, "select whole words (SentencePiece word starts)")
+      .flag("next_sentence", false, "also next-sentence prediction on [CLS] A [SEP] B [SEP] pairs (BERT; off: RoBERTa)", Role::model)
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
-      .integer("eval_sequences", 512, {.min = 0}, "validation sequences (0: all)");
+      .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
   add_seed_keys(s);
   add_hyper_keys(s, Bert<models::kBertSmall>::mlm);
   return s;
@@ -67,11 +68,13 @@ Schema fill_mask_options() {
 // Austen paragraphs, the last tenth of each corpus held out.
 struct Corpus {
   std::vector<std::string> train, validation;
+  std::vector<std::size_t> train_docs, validation_docs;  // where each document (the KJV, a novel) starts
 };
 Corpus load_corpus() {
   Corpus c;
   auto add = [&](std::vector<std::string> units) {
     const std::size_t cut = bert::held_out_from(units.size());
+    c.train_docs.push_back(c.train.size()), c.validation_docs.push_back(c.validation.size());
     c.train.insert(c.train.end(), units.begin(), units.begin() + std::ptrdiff_t(cut));
     c.validation.insert(c.validation.end(), units.begin() + std::ptrdiff_t(cut), units.end());
   };
@@ -134,26 +137,54 @@ class BertSession : public Session {
     if (corpus.train.empty()) corpus = load_corpus();
     word_starts_.assign(std::size_t(vocab_), 0);
     for (std::int32_t id = 0; id < vocab_; ++id) word_starts_[std::size_t(id)] = tok_->starts_word(id);
-    auto sequences = [&](const std::vector<std::string>& units, std::vector<std::int64_t>& counts) {
-      std::vector<std::vector<std::int32_t>> ids;
-      ids.reserve(units.size());
-      for (const auto& u : units) {
-        ids.push_back(tok_->encode(u));
-        for (std::int32_t t : ids.back()) ++counts[std::size_t(t)];
+    // Units packed whole into sequences, document by document; with next-sentence prediction each
+    // sequence is half a row, and has_next says whether the following one continues its document.
+    auto sequences = [&](const std::vector<std::string>& units, const std::vector<std::size_t>& docs, std::vector<std::int64_t>& counts,
+                         std::vector<std::uint8_t>& has_next) {
+      std::vector<std::vector<std::int32_t>> out;
+      const std::size_t max_tokens = P.next_sentence ? std::size_t(context_ - 3) / 2 : std::size_t(context_ - 2);
+      for (std::size_t d = 0; d < docs.size(); ++d) {
+        std::vector<std::vector<std::int32_t>> ids;
+        for (std::size_t u = docs[d]; u < (d + 1 < docs.size() ? docs[d + 1] : units.size()); ++u) {
+          ids.push_back(tok_->encode(units[u]));
+          for (std::int32_t t : ids.back()) ++counts[std::size_t(t)];
+        }
+        auto packed = data::pack_units(ids, max_tokens);
+        for (std::size_t i = 0; i < packed.size(); ++i) has_next.push_back(i + 1 < packed.size());
+        out.insert(out.end(), std::make_move_iterator(packed.begin()), std::make_move_iterator(packed.end()));
       }
-      return data::pack_units(ids, std::size_t(context_ - 2));
+      return out;
     };
     std::vector<std::int64_t> train_counts(static_cast<std::size_t>(vocab_)), val_counts(static_cast<std::size_t>(vocab_));
-    val_seqs_ = sequences(corpus.validation, val_counts);
+    std::vector<std::uint8_t> val_next, train_next;
+    val_seqs_ = sequences(corpus.validation, corpus.validation_docs, val_counts, val_next);
     const std::int64_t n_val = c_.integer("eval_sequences") > 0 ? std::min<std::int64_t>(c_.integer("eval_sequences"), std::int64_t(val_seqs_.size()))
                                                                  : std::int64_t(val_seqs_.size());
-    val_seqs_.resize(std::size_t(n_val));
+    if (n_val < std::int64_t(val_seqs_.size())) {
+      // Evenly spaced over the split, so that every document is in; with next-sentence pairs, a
+      // kept sequence brings the one after it (its continuation, when it has one).
+      const std::int64_t group = P.next_sentence ? 2 : 1, n = std::max<std::int64_t>(1, n_val / group);
+      const double stride = double(std::int64_t(val_seqs_.size()) - group + 1) / double(n);
+      std::vector<std::vector<std::int32_t>> kept;
+      std::vector<std::uint8_t> kept_next;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::size_t at = std::size_t(double(i) * stride);
+        for (std::int64_t j = 0; j < group; ++j) {
+          kept.push_back(val_seqs_[at + std::size_t(j)]);
+          kept_next.push_back(j + 1 < group ? val_next[at] : 0);
+        }
+      }
+      val_seqs_ = std::move(kept), val_next = std::move(kept_next);
+    }
     const data::MaskingOptions masking{.select = c_.real("select"), .to_mask = c_.real("to_mask"), .to_random = c_.real("to_random"),
                                        .whole_word = c_.flag("whole_word")};
     val_.emplace(val_seqs_, specials_, masking, batch_, data_seed(c_), word_starts_);
-    if (ctx_.command != "train") return;
-    train_seqs_ = sequences(corpus.train, train_counts);
+    if constexpr (P.next_sentence) val_->next_sentence(val_next);
+    if (ctx_.command != "train" && ctx_.command != "export-batches") return;
+    train_seqs_ = sequences(corpus.train, corpus.train_docs, train_counts, train_next);
     train_.emplace(train_seqs_, specials_, masking, batch_, data_seed(c_), word_starts_);
+    if constexpr (P.next_sentence) train_->next_sentence(train_next);
+    if (ctx_.command != "train") return;
     unigram_ = train_counts;
     std::int64_t tokens = 0;
     for (const auto& s : train_seqs_) tokens += std::int64_t(s.size());
@@ -192,23 +223,27 @@ class BertSession : public Session {
                   return double(std::accumulate(train_->lengths().begin(), train_->lengths().end(), std::int64_t(0)));
                 },
             .validate = [this] {
-              const auto [loss, accuracy] = validate();
-              return training::Metrics{{{"loss", loss}, {"accuracy", accuracy}}};
+              const Scores v = validate();
+              training::Metrics m{{{"loss", v.loss}, {"accuracy", v.accuracy}}};
+              if constexpr (P.next_sentence) m.values.push_back({"next_sentence_accuracy", v.next_sentence_accuracy});
+              return m;
             }};
   }
 
   int eval(const Config&) override {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto [loss, accuracy] = validate();
+    const Scores v = validate();
     if (training::interrupted()) return 130;
-    if (!std::isfinite(loss)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
-    std::printf("validation: MLM loss %.4f nats/token, masked-token accuracy %.4f (%zu sequences, %.1f s)\n", loss, accuracy, val_seqs_.size(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!std::isfinite(v.loss)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
+    std::printf("validation: MLM loss %.4f nats/token, masked-token accuracy %.4f", v.loss, v.accuracy);
+    if constexpr (P.next_sentence) std::printf(", next-sentence accuracy %.4f", v.next_sentence_accuracy);
+    std::printf(" (%zu sequences, %.1f s)\n", val_seqs_.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return 0;
   }
 
   int command(const std::string& name, const Config& o) override {
     if (name == "fill-mask") return fill_mask(o);
+    if (name == "export-batches") return export_batches(o);
     return Session::command(name, o);
   }
 
@@ -244,27 +279,41 @@ class BertSession : public Session {
     model_.set_input(in::lengths, b.lengths(), {rows});
     model_.set_input(in::picks, b.picks(), {picks});
     model_.set_input(in::targets, b.targets(), {picks});
+    if constexpr (P.next_sentence) model_.set_input(in::labels, b.next_labels(), {rows});
   }
 
+  struct Scores {
+    double loss, accuracy, next_sentence_accuracy;
+  };
   // MLM loss (per masked token) and masked-token accuracy over the validation sequences, with
-  // their fixed masks.
-  std::pair<double, double> validate() {
+  // their fixed masks (and pairs); with next-sentence prediction, its accuracy too.
+  Scores validate() {
     double loss = 0;
-    std::int64_t n = 0, right = 0;
+    std::int64_t n = 0, right = 0, rows = 0, nsp_right = 0;
     for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_) {
       val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first));
       set_batch(*val_);
       model_.forward(Mode::infer);
       const std::int64_t picks = std::int64_t(val_->picks().size());
-      loss += double(model_.loss()) * double(picks);
       const auto logits = model_.output("logits");
-      for (std::int64_t k = 0; k < picks; ++k) {
+      for (std::int64_t k = 0; k < picks; ++k) {  // -log softmax at the target (the loss may add NSP, smoothing)
         const float* row = logits.data + k * P.vocab;
-        right += std::max_element(row, row + vocab_) - row == val_->targets()[std::size_t(k)];
+        const std::int32_t target = val_->targets()[std::size_t(k)];
+        const float top = *std::max_element(row, row + P.vocab);
+        double z = 0;
+        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(row[v] - top));
+        loss += std::log(z) - double(row[target] - top);
+        right += std::max_element(row, row + vocab_) - row == target;
       }
       n += picks;
+      if constexpr (P.next_sentence) {
+        const auto nsp = model_.output("nsp_logits");
+        for (std::int64_t b = 0; b < val_->batch(); ++b) nsp_right += (nsp.data[2 * b + 1] > nsp.data[2 * b]) == (val_->next_labels()[std::size_t(b)] == 1);
+        rows += val_->batch();
+      }
     }
-    return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1))};
+    return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1)),
+            double(nsp_right) / double(std::max<std::int64_t>(rows, 1))};
   }
 
   // The Hugging Face fill-mask pipeline's output: for each [MASK], the top-k tokens with their
@@ -283,14 +332,16 @@ class BertSession : public Session {
       if (ids[i] == specials_.mask) picks.push_back(std::int32_t(i));
     if (picks.empty()) throw config_error("--text has no [MASK] to fill: '" + o.text("text") + "'");
     const std::int64_t seq = std::int64_t(ids.size());
-    if (seq > P.context)
-      throw config_error("--text is " + std::to_string(seq) + " tokens with [CLS] and [SEP], more than the model's context of " + std::to_string(P.context));
+    if (seq > context_)  // positions past the trained context have untrained embeddings
+      throw config_error("--text is " + std::to_string(seq) + " tokens with [CLS] and [SEP], more than the model's context of " + std::to_string(context_));
     std::vector<std::int32_t> segments(ids.size(), 0), lengths{std::int32_t(seq)}, targets(picks.size(), specials_.mask);
     model_.set_input(in::ids, std::span<const std::int32_t>(ids), {1, seq});
     model_.set_input(in::segments, std::span<const std::int32_t>(segments), {1, seq});
     model_.set_input(in::lengths, std::span<const std::int32_t>(lengths), {1});
     model_.set_input(in::picks, std::span<const std::int32_t>(picks), {std::int64_t(picks.size())});
     model_.set_input(in::targets, std::span<const std::int32_t>(targets), {std::int64_t(picks.size())});
+    const std::vector<std::int32_t> no_pair{0};
+    if constexpr (P.next_sentence) model_.set_input(in::labels, std::span<const std::int32_t>(no_pair), {1});  // unused
     model_.forward(Mode::infer);
     const auto logits = model_.output("logits");
     const int k = int(std::min<std::int64_t>(o.integer("top-k"), vocab_ - specials_.first_regular));
@@ -313,6 +364,48 @@ class BertSession : public Session {
     return 0;
   }
 
+  // The batches training step 1..N draws and the validation batches, exactly as this run feeds
+  // them, for another framework to train on the same data (bench/reference/train_bert.py). Each
+  // batch padded to the context: ids [N, batch, context], lengths [N, batch], picks (re-based to
+  // b * context + t) and targets concatenated, batch k's at offsets[k] .. offsets[k + 1].
+  int export_batches(const Config& o) {
+    struct Set {
+      std::vector<std::int32_t> ids, lengths, rows, picks, targets, offsets{0};
+      void add(const data::MlmBatches& b, std::int64_t batch, std::int64_t context) {
+        const std::size_t at = ids.size();
+        ids.resize(at + std::size_t(batch * context), kSpecials.pad);
+        for (std::int64_t r = 0; r < b.batch(); ++r)
+          std::copy_n(b.ids().begin() + r * b.seq(), b.seq(), ids.begin() + std::ptrdiff_t(at) + r * context);
+        lengths.insert(lengths.end(), b.lengths().begin(), b.lengths().end());
+        lengths.resize(lengths.size() + std::size_t(batch - b.batch()), 0);
+        rows.push_back(std::int32_t(b.batch()));
+        for (std::int32_t p : b.picks()) picks.push_back(std::int32_t(p / b.seq() * context + p % b.seq()));
+        targets.insert(targets.end(), b.targets().begin(), b.targets().end());
+        offsets.push_back(std::int32_t(picks.size()));
+      }
+    } train, val;
+    const std::int64_t steps = o.integer("steps");
+    for (std::int64_t step = 1; step <= steps && !training::interrupted(); ++step) train_->draw(std::uint64_t(step)), train.add(*train_, batch_, context_);
+    for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_)
+      val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first)), val.add(*val_, batch_, context_);
+    if (training::interrupted()) return 130;
+    std::vector<checkpoint::TensorView> t;
+    for (auto [name, set] : {std::pair{"train", &train}, std::pair{"val", &val}}) {
+      const std::int64_t n = std::int64_t(set->rows.size());
+      const std::string p(name);
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".ids", set->ids, {n, batch_, context_}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".lengths", set->lengths, {n, batch_}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".rows", set->rows, {n}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".picks", set->picks, {std::int64_t(set->picks.size())}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".targets", set->targets, {std::int64_t(set->targets.size())}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".offsets", set->offsets, {n + 1}));
+    }
+    checkpoint::save(o.text("out"), t, {{"vocab", std::to_string(vocab_)}, {"config", c_.to_json()}});
+    std::printf("wrote %s: %lld training batches and %zu validation batches of %lld x %lld\n", o.text("out").c_str(), (long long)steps,
+                val.rows.size(), (long long)batch_, (long long)context_);
+    return 0;
+  }
+
   Config c_;
   Context ctx_;
   Program<G> model_;
@@ -327,19 +420,29 @@ class BertSession : public Session {
   std::vector<std::int64_t> unigram_;
 };
 
+template <models::BertConfig P>
+std::unique_ptr<Session> open_session(const Config& c, const Context& ctx) {
+  return std::make_unique<BertSession<P>>(c, ctx);
+}
+
 Task bert_task() {
   Task t;
   t.name = "bert";
   t.summary = "encoder-only masked LM (BERT) on the KJV Bible and Jane Austen, fill-mask";
   t.schema = bert_schema();
   t.commands.push_back({"fill-mask", "the top-k tokens, with probabilities, for each [MASK] of a text", fill_mask_options()});
+  Schema exp;
+  exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "bert_batches.safetensors", "the file to write");
+  t.commands.push_back({"export-batches", "the run's training batches (steps 1..N) and validation batches, for another framework", exp});
   t.training_commands.push_back({"finetune", "bert-finetune", "a classifier from the pretrained run (--pretrained DIR) on a task (--task austen-novel)",
                                  {"task", "pretrained", "init"}});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
+    using models::with_next_sentence;
     const std::string& size = c.text("size");
-    if (size == "tiny") return std::make_unique<BertSession<models::kBertTiny>>(c, ctx);
-    if (size == "base") return std::make_unique<BertSession<models::kBertBase>>(c, ctx);
-    return std::make_unique<BertSession<models::kBertSmall>>(c, ctx);
+    const bool nsp = c.flag("next_sentence");
+    if (size == "tiny") return nsp ? open_session<with_next_sentence(models::kBertTiny)>(c, ctx) : open_session<models::kBertTiny>(c, ctx);
+    if (size == "base") return nsp ? open_session<with_next_sentence(models::kBertBase)>(c, ctx) : open_session<models::kBertBase>(c, ctx);
+    return nsp ? open_session<with_next_sentence(models::kBertSmall)>(c, ctx) : open_session<models::kBertSmall>(c, ctx);
   };
   return t;
 }

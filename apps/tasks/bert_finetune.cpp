@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -44,7 +45,7 @@ Schema finetune_schema() {
       .choice("task", "austen-novel", {"austen-novel"}, "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from", Role::model)
       .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch", Role::run)
       .choice("init", "pretrained", {"pretrained", "scratch"}, "the encoder's start: the pretrained weights, or BERT's random init", Role::run)
-      .integer("context", 128, {.min = 8, .max = 1 << 16}, "tokens per passage, [CLS] and [SEP] included (longer ones are cut)", Role::run)
+      .integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per passage, [CLS] and [SEP] included (longer ones are cut; at most the pretraining context)", Role::run)
       .integer("batch", 32, {.min = 1, .max = 1 << 14}, "passages per step", Role::run)
       .integer("steps", 600, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
       .real("lr", 1e-4, {.min = 0, .max = 10, .min_open = true}, "peak learning rate of the head (linear warm-up, then linear decay)")
@@ -264,6 +265,14 @@ class FinetuneSession : public Session {
     if (model == meta.end() || model->second != "bert")
       throw config_error("pretrained " + from.checkpoint().string() + " is a checkpoint of model '" + (model == meta.end() ? "?" : model->second) +
                          "', not bert");
+    // Positions past the pretraining context have untrained embeddings.
+    if (const auto config = meta.find("config"); config != meta.end()) {
+      const std::size_t at = config->second.find("\"context\":");
+      const std::int64_t pre = at == std::string::npos ? -1 : std::atoll(config->second.c_str() + at + 10);
+      if (pre > 0 && context_ > pre)
+        throw config_error("context " + std::to_string(context_) + " is longer than the pretrained run's " + std::to_string(pre) +
+                           " (its positions past that were never trained): --set context=" + std::to_string(pre));
+    }
     const fs::path tok_file = from.file("tokenizer.model");
     std::error_code ec;
     if (!fs::is_regular_file(tok_file, ec)) throw config_error("pretrained: the tokenizer " + tok_file.string() + " is missing");
@@ -282,7 +291,9 @@ class FinetuneSession : public Session {
     std::string missing;
     for (const auto& p : model_.parameters()) {
       const std::string name(p.name);
-      if (name.rfind("pooler.", 0) == 0 || name.rfind("cls.", 0) == 0) continue;
+      if (name.rfind("cls.", 0) == 0) continue;
+      const bool pooler = name.rfind("pooler.", 0) == 0;  // pretrained only with next-sentence prediction
+      if (pooler && !ck->has(name)) continue;
       ++encoder;
       if (!ck->has(name)) {
         missing += (missing.empty() ? "" : ", ") + name;
@@ -297,7 +308,8 @@ class FinetuneSession : public Session {
     }
     if (!missing.empty()) throw config_error("pretrained " + from.checkpoint().string() + " lacks " + missing.substr(0, 300));
     copy_tokenizer();
-    std::printf("loaded %d of %d encoder tensors from %s; the head starts new\n", copied, encoder, from.checkpoint().c_str());
+    std::printf("loaded %d encoder tensors from %s (%s); the rest of the head starts new\n", copied, from.checkpoint().c_str(),
+                ck->has("pooler.weight") ? "with the pooler of next-sentence prediction" : "the pooler starts new");
   }
 
   std::vector<Example> encode(const std::vector<Passage>& ps) {

@@ -83,21 +83,29 @@ def bert_init(model, std=0.02):
 
 
 class BertMlm(Encoder):
-    def __init__(self, *args, label_smoothing=0.0, **kw):
+    def __init__(self, *args, label_smoothing=0.0, next_sentence=False, **kw):
         super().__init__(*args, **kw)
         d, vocab = self.tok.weight.shape[1], self.tok.weight.shape[0]
         self.mlm = nn.Module()
         self.mlm.dense, self.mlm.norm = nn.Linear(d, d), nn.LayerNorm(d, eps=self.emb_norm.eps)
         self.mlm.bias = nn.Parameter(torch.zeros(vocab))
-        self.label_smoothing = label_smoothing
+        if next_sentence:  # BERT's second objective, from the pooled <cls> vector
+            self.pooler = nn.Linear(d, d)
+            self.nsp = nn.Module()
+            self.nsp.out = nn.Linear(d, 2)
+        self.label_smoothing, self.next_sentence = label_smoothing, next_sentence
         bert_init(self)
 
-    def forward(self, ids, segments, lengths, picks, targets=None):
+    def forward(self, ids, segments, lengths, picks, targets=None, is_next=None):
         x = self.encode(ids, segments, lengths)
         h = x.reshape(-1, x.shape[-1])[picks]  # the scored positions only
         h = self.mlm.norm(F.gelu(self.mlm.dense(h)))
         logits = h @ self.tok.weight.t() + self.mlm.bias  # tied to the token embedding
         loss = None if targets is None else F.cross_entropy(logits, targets, label_smoothing=self.label_smoothing)
+        if self.next_sentence:
+            self.nsp_logits = self.nsp.out(torch.tanh(self.pooler(x[:, 0])))
+            if loss is not None:
+                loss = loss + F.cross_entropy(self.nsp_logits, is_next)
         return logits, loss
 
 

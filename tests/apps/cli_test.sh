@@ -4,6 +4,7 @@
 set -u
 ctgrad=$(realpath "$1")
 checksum_py=$(cd "$(dirname "$0")/../checkpoint" && pwd)/ctgrad_checksum.py
+train_bert_py=$(cd "$(dirname "$0")/../../bench/reference" && pwd)/train_bert.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -128,7 +129,10 @@ bert=(--set size=tiny --set context=32 --set steps=30 --set eval_every=15 --set 
 check "train bert" 0 "$ctgrad" train bert --run bert "${bert[@]}"
 expect_text "bert prints the unigram baseline" "unigram baseline on the validation masks"
 expect_text "bert prints the masked-token accuracy" "accuracy"
-check "train bert with whole-word masking" 0 "$ctgrad" train bert --run bert_wwm "${bert[@]}" --set whole_word=true --set steps=2
+check "train bert with whole-word masking" 0 "$ctgrad" train bert --run bert_wwm "${bert[@]}" --set whole_word=true --set steps=2 --set context=16
+check "train bert with next-sentence prediction" 0 "$ctgrad" train bert --run bert_nsp "${bert[@]}" --set next_sentence=true --set steps=4 --set eval_every=2
+check "eval bert with next-sentence prediction" 0 "$ctgrad" eval bert --run bert_nsp
+expect_text "eval prints the next-sentence accuracy" "next-sentence accuracy"
 check "eval bert" 0 "$ctgrad" eval bert --run bert
 expect_text "eval bert prints loss and accuracy" "masked-token accuracy"
 check "fill-mask" 0 "$ctgrad" fill-mask bert --run bert --text "And God said, Let there be [MASK]." --top-k 3
@@ -142,11 +146,17 @@ expect_text "names the context" "more than the model's context"
 check "a GPT checkpoint given to BERT" 2 "$ctgrad" eval bert --run straight
 expect_text "names both models" "checkpoint of model 'gpt', not bert"
 check "masking rates over 1" 2 "$ctgrad" train bert --run bert_bad "${bert[@]}" --set to_mask=0.9 --set to_random=0.2
+check "export bert's batches" 0 "$ctgrad" export-batches bert --run bert --steps 4 --out batches.safetensors
+expect_text "says what it wrote" "wrote batches.safetensors: 4 training batches"
+check "PyTorch trains on the exported batches" 0 env OMP_NUM_THREADS=1 /usr/bin/python3 -E -s "$train_bert_py" batches.safetensors --eval-every 2 --threads 1
+expect_text "PyTorch validates" "val_accuracy"
 ft=(--set size=tiny --set context=32 --set steps=20 --set eval_every=10 --set batch=16 --threads 2)
 check "finetune bert" 0 "$ctgrad" finetune bert --task austen-novel --pretrained bert --run ft "${ft[@]}"
-expect_text "finetune loads the encoder" "encoder tensors from bert/checkpoint.safetensors"
+expect_text "finetune loads the encoder" "encoder tensors from bert/checkpoint.safetensors (the pooler starts new)"
 expect_text "finetune reports the class balance" "Northanger Abbey"
 expect_text "finetune reports the majority baseline" "majority-class baseline"
+check "finetune from a next-sentence pretraining" 0 "$ctgrad" finetune bert --pretrained bert_nsp --run ft_nsp "${ft[@]}" --set steps=2
+expect_text "loads its pooler" "with the pooler of next-sentence prediction"
 check "eval the fine-tuned classifier" 0 "$ctgrad" eval bert-finetune --run ft
 expect_text "prints the confusion matrix" "confusion matrix (rows: true novel"
 check "finetune from scratch, frozen and slower encoder options" 0 "$ctgrad" finetune bert --pretrained bert --init scratch --run ft2 "${ft[@]}" --set steps=2 --set freeze=2 --set encoder_lr=0.1
@@ -164,6 +174,8 @@ expect_text "says pretrain first" "pretrain first"
 cp -r bert bert_swapped && printf "x" >> bert_swapped/tokenizer.model
 check "a pretrained run whose vocabulary was swapped" 2 "$ctgrad" finetune bert --pretrained bert_swapped --run ft3 "${ft[@]}"
 expect_text "says the vocabulary differs" "its vocabulary would not match the weights"
+check "a context longer than the pretraining's" 2 "$ctgrad" finetune bert --pretrained bert_wwm --run ft3 "${ft[@]}"
+expect_text "names both contexts" "longer than the pretrained run's 16"
 check "freezing more than the model has" 2 "$ctgrad" finetune bert --pretrained bert --run ft3 "${ft[@]}" --set freeze=9
 
 # What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,

@@ -114,3 +114,47 @@ TEST_CASE("MLM data: units packed whole in order, rows padded to the longest of 
   CHECK(b.ids()[13] == kSpecials.pad);
   CHECK_THROWS_WITH(b.rows(3, 2), Catch::Matchers::Contains("rows 3 + 2 of 4"));
 }
+
+TEST_CASE("MLM data: next-sentence pairs are half true continuations, never across documents, with segments", "[data][mlm]") {
+  // 40 sequences of distinct lengths, so each row's A and B can be recognised by their lengths;
+  // documents end after sequences 9 and 29 (and at the end).
+  std::vector<std::vector<std::int32_t>> seqs;
+  std::vector<std::uint8_t> has_next;
+  for (std::size_t i = 0; i < 40; ++i) {
+    seqs.push_back(std::vector<std::int32_t>(i + 1, kSpecials.first_regular + std::int32_t(i)));
+    has_next.push_back(i != 9 && i != 29 && i != 39);
+  }
+  MlmBatches batches(seqs, kSpecials, {}, 64, 5);
+  batches.next_sentence(has_next);
+  std::int64_t rows = 0, next = 0, could = 0;
+  for (std::uint64_t n = 1; n <= 300; ++n) {
+    batches.draw(n);
+    const auto ids = batches.ids(), seg = batches.segments();
+    for (std::int64_t b = 0; b < batches.batch(); ++b) {
+      const std::int32_t* row = ids.data() + b * batches.seq();
+      const std::int32_t* s = seg.data() + b * batches.seq();
+      const std::int32_t len = batches.lengths()[std::size_t(b)];
+      REQUIRE(row[0] == kSpecials.cls);
+      std::int32_t sep = 1;
+      while (row[sep] != kSpecials.sep) ++sep;
+      const std::size_t a = std::size_t(sep - 2), second = std::size_t(len - sep - 3);  // sequence i has i + 1 tokens
+      REQUIRE(row[len - 1] == kSpecials.sep);
+      for (std::int32_t t = 0; t < len; ++t) REQUIRE(s[t] == (t > sep ? 1 : 0));
+      const int label = batches.next_labels()[std::size_t(b)];
+      if (label == 1) REQUIRE((second == a + 1 && has_next[a]));
+      else REQUIRE(!(second == a + 1 && has_next[a]));
+      REQUIRE(second != a);
+      ++rows, next += label, could += has_next[a];
+    }
+  }
+  // Of the rows whose A has a continuation, half get it (3 standard errors).
+  const double p = double(next) / double(could), se = std::sqrt(0.25 / double(could));
+  INFO("rows " << rows << ", A with a next " << could << ", labelled next " << next);
+  CHECK(std::abs(p - 0.5) < 3 * se);
+  // Validation pairs are fixed.
+  batches.rows(0, 10);
+  const std::vector<std::int32_t> first(batches.next_labels().begin(), batches.next_labels().end());
+  batches.draw(7);
+  batches.rows(0, 10);
+  CHECK(std::equal(first.begin(), first.end(), batches.next_labels().begin()));
+}

@@ -2,6 +2,7 @@
 // a small BERT's weights after a few AdamW steps of masked-token prediction, one batch with padding
 // (rows of 12, 9 and 5 tokens in 12) and 7 picked positions, and ctgrad's fp32 logits, loss and
 // every parameter gradient on that batch (dropout 0: the two libraries' random streams differ).
+// With --next-sentence: the pretraining graph with next-sentence prediction (labels per row).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,17 +17,15 @@ using namespace ctgrad;
 namespace in = models::bert_inputs;
 
 constexpr models::BertConfig kParity{.vocab = 50, .n_layer = 2, .heads = 4, .d_model = 32, .d_ff = 48, .context = 16};
-static constexpr auto G = freeze<models::bert_mlm<kParity>>();
+static constexpr auto kMlm = freeze<models::bert_mlm<kParity>>();
+static constexpr auto kMlmNsp = freeze<models::bert_mlm<models::with_next_sentence(kParity)>>();
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: bert_parity_writer out.safetensors\n");
-    return 2;
-  }
+template <const auto& G>
+int write(const char* path, bool nsp) {
   constexpr std::int64_t B = 3, S = 12, P = 7;
   Program<G> model(Options{.threads = 2, .seed = 5, .hypers = {{"dropout", 0.0}}});
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.01}, {optim::no_decay_group()});
-  std::vector<std::int32_t> ids(B * S), segments(B * S), lengths{12, 9, 5}, picks(P), targets(P);
+  std::vector<std::int32_t> ids(B * S), segments(B * S), lengths{12, 9, 5}, picks(P), targets(P), labels(B);
   auto batch = [&](std::uint64_t n) {
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t t = 0; t < S; ++t) {
@@ -45,6 +44,10 @@ int main(int argc, char** argv) {
     model.set_input(in::lengths, std::span<const std::int32_t>(lengths), {B});
     model.set_input(in::picks, std::span<const std::int32_t>(picks), {P});
     model.set_input(in::targets, std::span<const std::int32_t>(targets), {P});
+    if (nsp) {
+      for (std::int64_t b = 0; b < B; ++b) labels[std::size_t(b)] = std::int32_t(random::bits(random::key(n, 3, 0), std::uint64_t(b)) % 2);
+      model.set_input(in::labels, std::span<const std::int32_t>(labels), {B});
+    }
   };
   for (std::uint64_t step = 1; step <= 30; ++step) {
     batch(step);
@@ -57,9 +60,20 @@ int main(int argc, char** argv) {
   model.zero_grad();
   model.forward();
   model.backward();
-  testing::save_for_parity(argv[1], model,
-                           {{"ids", &ids, {B, S}}, {"segments", &segments, {B, S}}, {"lengths", &lengths, {B}}, {"picks", &picks, {P}}, {"targets", &targets, {P}}},
-                           "{\"vocab\": 50, \"n_layer\": 2, \"heads\": 4, \"d_model\": 32, \"d_ff\": 48, \"context\": 16}");
+  std::vector<testing::IntInput> inputs{
+      {"ids", &ids, {B, S}}, {"segments", &segments, {B, S}}, {"lengths", &lengths, {B}}, {"picks", &picks, {P}}, {"targets", &targets, {P}}};
+  if (nsp) inputs.push_back({"labels", &labels, {B}});
+  testing::save_for_parity(path, model, inputs, "{\"vocab\": 50, \"n_layer\": 2, \"heads\": 4, \"d_model\": 32, \"d_ff\": 48, \"context\": 16}",
+                           nsp ? std::vector<std::string>{"nsp_logits"} : std::vector<std::string>{});
   std::printf("ctgrad loss %.6f after 30 AdamW steps\n", double(model.loss()));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  const bool nsp = argc == 3 && std::string(argv[2]) == "--next-sentence";
+  if (argc != 2 && !nsp) {
+    std::fprintf(stderr, "usage: bert_parity_writer out.safetensors [--next-sentence]\n");
+    return 2;
+  }
+  return nsp ? write<kMlmNsp>(argv[1], true) : write<kMlm>(argv[1], false);
 }

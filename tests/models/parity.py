@@ -5,7 +5,8 @@ reference model (bench/reference/gpt.py, transformer.py or bert.py); on the same
 A gradient that is zero in exact arithmetic (the key-projection biases: softmax ignores a constant
 added to a row of scores) is rounding noise in both; its scale is floored at 1e-3 of the largest
 gradient entry of the model.
-usage: /usr/bin/python3 parity.py gpt|transformer|bert <writer program> <out.safetensors>"""
+usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp <writer program> <out.safetensors>
+(bert-nsp: the BERT writer with --next-sentence, the pretraining graph with next-sentence prediction)"""
 import json
 import os
 import subprocess
@@ -18,14 +19,15 @@ from transformer import Transformer  # noqa: E402
 from bert import BertMlm  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
-subprocess.run([writer, path], check=True)
+subprocess.run([writer, path] + (["--next-sentence"] if kind == "bert-nsp" else []), check=True)
 t, meta = read_safetensors(path)
 cfg = json.loads(meta["config"])
 torch.manual_seed(0)
 if kind == "gpt":
     model = Gpt(cfg["vocab"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], cfg["context"])
-elif kind == "bert":
-    model = BertMlm(cfg["vocab"], cfg["n_layer"], cfg["heads"], cfg["d_model"], cfg["d_ff"], cfg["context"], dropout=0.0)
+elif kind in ("bert", "bert-nsp"):
+    model = BertMlm(cfg["vocab"], cfg["n_layer"], cfg["heads"], cfg["d_model"], cfg["d_ff"], cfg["context"], dropout=0.0,
+                    next_sentence=kind == "bert-nsp")
 else:
     model = Transformer(cfg["vocab"], cfg["n_layer"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["label_smoothing"], cfg["pad"])
 state = {k: torch.from_numpy(v) for k, v in t.items() if not k.startswith(("grad.", "out.", "in."))}
@@ -36,8 +38,8 @@ model.load_state_dict(state)
 inputs = {k[3:]: torch.from_numpy(v).long() for k, v in t.items() if k.startswith("in.")}
 if kind == "gpt":
     logits, loss = model(inputs["ids"], inputs["targets"])
-elif kind == "bert":
-    logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"])
+elif kind in ("bert", "bert-nsp"):
+    logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"], inputs.get("labels"))
 else:
     logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_len"], inputs["tgt_out"])
 loss.backward()
@@ -54,6 +56,8 @@ def check(what, got, want, tol, relative, floor=0.0):
 
 check("loss", t["out.loss"][0], loss, 1e-4, True)
 check("logits", t["out.logits"], logits, 1e-5, False)
+if kind == "bert-nsp":
+    check("next-sentence logits", t["out.nsp_logits"], model.nsp_logits, 1e-5, False)
 largest = max(p.grad.abs().max().item() for p in model.parameters())
 for name, p in model.named_parameters():
     check(f"grad {name}", t["grad." + name], p.grad, 1e-4, True, 1e-3 * largest)

@@ -16,7 +16,8 @@ struct IntInput {
   std::vector<std::int64_t> shape;
 };
 
-inline void save_for_parity(const char* path, const Executor<float>& model, const std::vector<IntInput>& inputs, const std::string& config) {
+inline void save_for_parity(const char* path, const Executor<float>& model, const std::vector<IntInput>& inputs, const std::string& config,
+                            const std::vector<std::string>& more_outputs = {}) {
   std::vector<checkpoint::TensorView> out;
   for (const auto& p : model.parameters()) {
     std::vector<std::int64_t> shape(p.value.shape().begin(), p.value.shape().end());
@@ -27,6 +28,10 @@ inline void save_for_parity(const char* path, const Executor<float>& model, cons
   const float loss = model.loss();
   out.push_back(checkpoint::view_of<float>("out.logits", logits.span(), {logits.shape().begin(), logits.shape().end()}));
   out.push_back(checkpoint::view_of<float>("out.loss", std::span<const float>(&loss, 1), {1}));
+  for (const auto& name : more_outputs) {
+    const auto o = model.output(name);
+    out.push_back(checkpoint::view_of<float>("out." + name, o.span(), {o.shape().begin(), o.shape().end()}));
+  }
   for (const auto& in : inputs) out.push_back(checkpoint::view_of<std::int32_t>("in." + in.name, *in.data, in.shape));
   checkpoint::save(path, out, {{"config", config}});
 }

@@ -20,6 +20,7 @@ constexpr auto kMicroCls = freeze<bert_classifier<kMicro, 3>>();
 constexpr BertConfig kMicroPre{.vocab = 13, .n_layer = 1, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8, .pre_norm = true};
 constexpr auto kMicroPreMlm = freeze<bert_mlm<kMicroPre>>();
 constexpr auto kTinyMlm = freeze<bert_mlm<kBertTiny>>();
+constexpr auto kMicroNsp = freeze<bert_mlm<with_next_sentence(kMicro)>>();
 
 double stddev(std::span<const float> v) {
   double m = 0, s = 0;
@@ -54,7 +55,7 @@ TEST_CASE("BERT: parameter set, truncated-normal initialisation", "[models][bert
   for (float w : p.parameter("layer.0.ln_2.weight").value.span()) CHECK(w == 1.0f);
 }
 
-TEST_CASE("BERT: whole-model gradcheck in double precision (MLM, pre-norm MLM, classifier)", "[models][bert]") {
+TEST_CASE("BERT: whole-model gradcheck in double precision (MLM, MLM + next sentence, pre-norm MLM, classifier)", "[models][bert]") {
   auto with_dropout = [&](auto& p) {  // the same graphs: dropout is a hyperparameter
     p.set_hyper("dropout", 0.1);
     fill_random_inputs(p, kInputs);
@@ -66,6 +67,13 @@ TEST_CASE("BERT: whole-model gradcheck in double precision (MLM, pre-norm MLM, c
     auto rd = gradcheck<kMicroMlm>(with_dropout);
     INFO(rd.worst << "\n" << rd.report);
     CHECK(rd.ok);
+  }
+  {  // with next-sentence prediction: labels are is-next flags
+    RandomInputs pairs = kInputs;
+    pairs.index_ranges.back() = {"labels", 0, 2};
+    auto r = gradcheck<kMicroNsp>(pairs);
+    INFO(r.worst << "\n" << r.report);
+    CHECK(r.ok);
   }
   {
     auto r = gradcheck<kMicroPreMlm>(kInputs);
