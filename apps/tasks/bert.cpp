@@ -241,6 +241,13 @@ class BertSession : public Session {
     return 0;
   }
 
+  // What the model learned, shown: the masked-token accuracy against the baseline, and a fill-mask.
+  int after_training(const training::Outcome& out) override {
+    for (const auto& [name, value] : out.last_validation.values)
+      if (name == "accuracy") std::printf("masked-token accuracy %.4f (unigram baseline %.4f)\n", value, unigram_baseline().accuracy);
+    return fill_mask(fill_mask_options().defaults());
+  }
+
   int command(const std::string& name, const Config& o) override {
     if (name == "fill-mask") return fill_mask(o);
     if (name == "export-batches") return export_batches(o);
@@ -321,8 +328,12 @@ class BertSession : public Session {
   int fill_mask(const Config& o) {
     std::vector<std::int32_t> ids{specials_.cls};
     try {
+      // SentencePiece reads " [MASK]" as a bare word-start piece and the symbol; in training a mask
+      // replaces a whole piece ("▁the"), so the bare "▁" before a mask is dropped: the model sees
+      // what it was trained on, and a candidate brings its own space.
       const auto t = tok_->encode(o.text("text"));
-      ids.insert(ids.end(), t.begin(), t.end());
+      for (std::size_t i = 0; i < t.size(); ++i)
+        if (!(i + 1 < t.size() && t[i + 1] == specials_.mask && tok_->piece(t[i]) == "\xe2\x96\x81")) ids.push_back(t[i]);
     } catch (const data::data_error& e) {
       throw config_error(std::string("--text: ") + e.what());
     }

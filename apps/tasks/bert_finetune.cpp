@@ -48,13 +48,14 @@ Schema finetune_schema() {
       .integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per passage, [CLS] and [SEP] included (longer ones are cut; at most the pretraining context)", Role::run)
       .integer("batch", 32, {.min = 1, .max = 1 << 14}, "passages per step", Role::run)
       .integer("steps", 600, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
-      .real("lr", 1e-4, {.min = 0, .max = 10, .min_open = true}, "peak learning rate of the head (linear warm-up, then linear decay)")
+      .real("lr", 3e-4, {.min = 0, .max = 10, .min_open = true}, "peak learning rate of the head (linear warm-up, then linear decay)")
       .real("encoder_lr", 1.0, {.min = 0, .max = 100}, "the encoder's learning rate as a fraction of lr")
       .integer("freeze", 0, {.min = 0, .max = 64}, "N > 0: the embeddings and the lowest N - 1 encoder layers are not trained")
       .integer("warmup", 60, {.min = 0}, "warm-up steps")
       .real("weight_decay", 0.01, {.min = 0, .max = 10}, "AdamW's decoupled decay (not on biases and norms)")
       .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
-      .integer("eval_every", 200, {.min = 1}, "steps between validations and checkpoints");
+      .integer("eval_every", 200, {.min = 1}, "steps between validations and checkpoints")
+      .integer("train_passages", 0, {.min = 0}, "N > 0: train on N labelled passages only (a fixed random subset): the label budget", Role::run);
   add_seed_keys(s);
   add_hyper_keys(s, BertCls<models::kBertSmall>::graph);
   return s;
@@ -152,6 +153,15 @@ class FinetuneSession : public Session {
                          std::to_string(P.vocab) + " tokens)");
     Passages p = austen_passages();
     titles_ = p.titles;
+    if (const std::int64_t n = c_.integer("train_passages"); n > 0 && std::size_t(n) < p.train.size()) {
+      // A fixed random subset (the same for every seed and init): keyed sort, first n.
+      std::vector<std::pair<std::uint64_t, std::size_t>> order(p.train.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = {random::bits(random::key(0, "train_passages"), i), i};
+      std::sort(order.begin(), order.end());
+      std::vector<Passage> kept;
+      for (std::int64_t i = 0; i < n; ++i) kept.push_back(std::move(p.train[order[std::size_t(i)].second]));
+      p.train = std::move(kept);
+    }
     train_ = encode(p.train), val_ = encode(p.validation);
     std::printf("ctgrad finetune bert: task austen-novel, size %s, encoder %s, %lld parameters, %d threads\n", c_.text("size").c_str(),
                 c_.text("init") == "scratch" ? "from scratch" : ("from " + c_.text("pretrained")).c_str(), (long long)model_.parameter_count(),

@@ -128,7 +128,8 @@ expect_text "names the choices" "not one of: cls, mean"
 bert=(--set size=tiny --set context=32 --set steps=30 --set eval_every=15 --set batch=16 --set eval_sequences=64 --threads 2)
 check "train bert" 0 "$ctgrad" train bert --run bert "${bert[@]}"
 expect_text "bert prints the unigram baseline" "unigram baseline on the validation masks"
-expect_text "bert prints the masked-token accuracy" "accuracy"
+expect_text "bert prints the masked-token accuracy beside the baseline" "masked-token accuracy"
+expect_text "bert ends with a fill-mask" "And God said, Let there be"
 check "train bert with whole-word masking" 0 "$ctgrad" train bert --run bert_wwm "${bert[@]}" --set whole_word=true --set steps=2 --set context=16
 check "train bert with next-sentence prediction" 0 "$ctgrad" train bert --run bert_nsp "${bert[@]}" --set next_sentence=true --set steps=4 --set eval_every=2
 check "eval bert with next-sentence prediction" 0 "$ctgrad" eval bert --run bert_nsp

@@ -16,13 +16,18 @@ echo "+ unit tests"
 ctgrad="$work/build/apps/ctgrad"
 run="$work/runs"
 rm -rf "$run"
-echo "+ the command: train, eval, sample, resume, bad input"
+echo "+ the command: train, eval, sample, resume, BERT pretraining and fine-tuning, bad input"
 "$ctgrad" train gpt --run "$run/gpt" --set size=tiny --set context=32 --set steps=30 --set eval_every=15 --set eval_windows=8 --set sample_tokens=20 | tail -2
 "$ctgrad" eval gpt --run "$run/gpt" --set eval_windows=8
 "$ctgrad" sample gpt --run "$run/gpt" --tokens 10 --top-k 5
 "$ctgrad" train gpt --run "$run/gpt" --resume --set steps=40 --set sample_tokens=0 | tail -1
 "$ctgrad" train transformer --run "$run/copy" --set task=copy --set steps=20 --set batch=16 | tail -1
 "$ctgrad" train vit --run "$run/vit" --set size=tiny --set epochs=1 --set train_images=256 --set batch=64 | tail -1
+bert=(--set size=tiny --set context=32 --set steps=6 --set eval_every=3 --set batch=8 --set eval_sequences=16)
+"$ctgrad" train bert --run "$run/bert" "${bert[@]}" --set next_sentence=true | tail -1
+"$ctgrad" fill-mask bert --run "$run/bert" --text "[MASK] the [MASK] of the LORD" --top-k 2 | tail -1
+"$ctgrad" export-batches bert --run "$run/bert" --steps 2 --out "$run/batches.safetensors"
+"$ctgrad" finetune bert --pretrained "$run/bert" --run "$run/novel" --set size=tiny --set context=32 --set steps=4 --set eval_every=2 --set batch=8 --set freeze=2 | tail -1
 for bad in "--set batch=1152921504606846976" "--set lr=-1" "--set nope=1" "--set dropout=1.5"; do
   set +e
   "$ctgrad" train gpt --run "$run/bad" --set size=tiny $bad > "$work/bad.txt" 2>&1
