@@ -3,6 +3,7 @@
 // pretraining: one SentencePiece vocabulary with [PAD] [UNK] [CLS] [SEP] [MASK], sequences packed
 // from whole verses and paragraphs, the paper's masking, then fine-tuning from the <cls> vector.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -190,10 +191,11 @@ class BertSession : public Session {
     for (const auto& s : train_seqs_) tokens += std::int64_t(s.size());
     std::printf("ctgrad train bert: size %s (%d layers, %d heads, d_model %d, d_ff %d), %lld parameters, %d threads\n", c_.text("size").c_str(),
                 P.n_layer, P.heads, P.d_model, P.d_ff, (long long)model_.parameter_count(), model_.threads());
-    std::printf("KJV + Austen: %zu train / %zu validation units -> %zu / %zu sequences of <= %lld tokens (%lld train tokens); "
+    std::printf("KJV + Austen: %zu train / %zu validation units -> %zu / %zu sequences of <= %lld tokens%s (%lld train tokens); "
                 "SentencePiece BPE with %d tokens; batch %lld, %lld steps, %s masking\n",
-                corpus.train.size(), corpus.validation.size(), train_seqs_.size(), val_seqs_.size(), (long long)context_, (long long)tokens, vocab_,
-                (long long)batch_, (long long)c_.integer("steps"), c_.flag("whole_word") ? "whole-word" : "token");
+                corpus.train.size(), corpus.validation.size(), train_seqs_.size(), val_seqs_.size(),
+                (long long)(P.next_sentence ? (context_ - 3) / 2 : context_ - 2), P.next_sentence ? ", two to a row (next-sentence pairs)" : "",
+                (long long)tokens, vocab_, (long long)batch_, (long long)c_.integer("steps"), c_.flag("whole_word") ? "whole-word" : "token");
     const Baseline b = unigram_baseline();
     std::printf("unigram baseline on the validation masks: loss %.4f nats/token, accuracy %.4f (always '%s')\n", b.loss, b.accuracy,
                 tok_->piece(b.most_frequent).c_str());
@@ -236,7 +238,7 @@ class BertSession : public Session {
     if (training::interrupted()) return 130;
     if (!std::isfinite(v.loss)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
     std::printf("validation: MLM loss %.4f nats/token, masked-token accuracy %.4f", v.loss, v.accuracy);
-    if constexpr (P.next_sentence) std::printf(", next-sentence accuracy %.4f", v.next_sentence_accuracy);
+    if constexpr (P.next_sentence) std::printf(", next-sentence accuracy %.4f (balanced: chance is 0.5)", v.next_sentence_accuracy);
     std::printf(" (%zu sequences, %.1f s)\n", val_seqs_.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return 0;
   }
@@ -296,7 +298,8 @@ class BertSession : public Session {
   // their fixed masks (and pairs); with next-sentence prediction, its accuracy too.
   Scores validate() {
     double loss = 0;
-    std::int64_t n = 0, right = 0, rows = 0, nsp_right = 0;
+    std::int64_t n = 0, right = 0;
+    std::array<std::int64_t, 2> nsp_rows{}, nsp_right{};
     for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_) {
       val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first));
       set_batch(*val_);
@@ -315,12 +318,33 @@ class BertSession : public Session {
       n += picks;
       if constexpr (P.next_sentence) {
         const auto nsp = model_.output("nsp_logits");
-        for (std::int64_t b = 0; b < val_->batch(); ++b) nsp_right += (nsp.data[2 * b + 1] > nsp.data[2 * b]) == (val_->next_labels()[std::size_t(b)] == 1);
-        rows += val_->batch();
+        for (std::int64_t b = 0; b < val_->batch(); ++b) {
+          const int label = val_->next_labels()[std::size_t(b)] == 1;
+          nsp_right[std::size_t(label)] += (nsp.data[2 * b + 1] > nsp.data[2 * b]) == (label == 1), ++nsp_rows[std::size_t(label)];
+        }
       }
     }
     return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1)),
-            double(nsp_right) / double(std::max<std::int64_t>(rows, 1))};
+            // balanced: the validation pairs are not half "next" (a kept sequence's continuation is
+            // kept, the continuation's own is not), so the mean of the two classes' accuracies
+            0.5 * (double(nsp_right[0]) / double(std::max<std::int64_t>(nsp_rows[0], 1)) +
+                   double(nsp_right[1]) / double(std::max<std::int64_t>(nsp_rows[1], 1)))};
+  }
+
+  // The user's text with its m-th [MASK] replaced by a piece (the others kept): a word-start piece
+  // ("▁heaven") is a new word, any other ("," "s") joins the text before it.
+  static std::string filled_text(const std::string& text, std::size_t m, const std::string& piece) {
+    static const std::string kMask = "[MASK]", kWordStart = "\xe2\x96\x81";
+    std::size_t at = text.find(kMask);
+    for (std::size_t i = 0; i < m; ++i) at = text.find(kMask, at + kMask.size());
+    std::string before = text.substr(0, at);
+    const std::string after = text.substr(at + kMask.size());
+    if (piece.rfind(kWordStart, 0) == 0) {
+      if (!before.empty() && before.back() != ' ') before += ' ';
+      return before + piece.substr(kWordStart.size()) + after;
+    }
+    while (!before.empty() && before.back() == ' ') before.pop_back();
+    return before + piece + after;
   }
 
   // The Hugging Face fill-mask pipeline's output: for each [MASK], the top-k tokens with their
@@ -366,10 +390,11 @@ class BertSession : public Session {
       std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int32_t a, std::int32_t b) { return row[a] > row[b]; });
       std::printf("[MASK] %zu of %zu:\n", m + 1, picks.size());
       for (int j = 0; j < k; ++j) {
-        std::vector<std::int32_t> filled(ids.begin() + 1, ids.end() - 1);
-        filled[std::size_t(picks[m] - 1)] = order[std::size_t(j)];
-        std::printf("  %.4f  %-14s %s\n", std::exp(double(row[order[std::size_t(j)]] - top)) / z, tok_->piece(order[std::size_t(j)]).c_str(),
-                    tok_->decode(filled).c_str());
+        const std::string piece = tok_->piece(order[std::size_t(j)]);
+        std::size_t width = 0;  // in characters, not bytes ("▁" is 3 bytes)
+        for (unsigned char ch : piece) width += (ch & 0xC0) != 0x80;
+        std::printf("  %.4f  %s%s %s\n", std::exp(double(row[order[std::size_t(j)]] - top)) / z, piece.c_str(),
+                    std::string(width < 14 ? 14 - width : 0, ' ').c_str(), filled_text(o.text("text"), m, piece).c_str());
       }
     }
     return 0;

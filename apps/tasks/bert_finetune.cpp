@@ -318,8 +318,9 @@ class FinetuneSession : public Session {
     }
     if (!missing.empty()) throw config_error("pretrained " + from.checkpoint().string() + " lacks " + missing.substr(0, 300));
     copy_tokenizer();
-    std::printf("loaded %d encoder tensors from %s (%s); the rest of the head starts new\n", copied, from.checkpoint().c_str(),
-                ck->has("pooler.weight") ? "with the pooler of next-sentence prediction" : "the pooler starts new");
+    std::printf("loaded %d encoder tensors from %s; %s\n", copied, from.checkpoint().c_str(),
+                ck->has("pooler.weight") ? "the pooler too (next-sentence prediction trained it); the output layer starts new"
+                                         : "the pooler and the output layer start new");
   }
 
   std::vector<Example> encode(const std::vector<Passage>& ps) {

@@ -153,11 +153,11 @@ check "PyTorch trains on the exported batches" 0 env OMP_NUM_THREADS=1 /usr/bin/
 expect_text "PyTorch validates" "val_accuracy"
 ft=(--set size=tiny --set context=32 --set steps=20 --set eval_every=10 --set batch=16 --threads 2)
 check "finetune bert" 0 "$ctgrad" finetune bert --task austen-novel --pretrained bert --run ft "${ft[@]}"
-expect_text "finetune loads the encoder" "encoder tensors from bert/checkpoint.safetensors (the pooler starts new)"
+expect_text "finetune loads the encoder" "encoder tensors from bert/checkpoint.safetensors; the pooler and the output layer start new"
 expect_text "finetune reports the class balance" "Northanger Abbey"
 expect_text "finetune reports the majority baseline" "majority-class baseline"
 check "finetune from a next-sentence pretraining" 0 "$ctgrad" finetune bert --pretrained bert_nsp --run ft_nsp "${ft[@]}" --set steps=2
-expect_text "loads its pooler" "with the pooler of next-sentence prediction"
+expect_text "loads its pooler" "the pooler too (next-sentence prediction trained it)"
 check "eval the fine-tuned classifier" 0 "$ctgrad" eval bert-finetune --run ft
 expect_text "prints the confusion matrix" "confusion matrix (rows: true novel"
 check "finetune from scratch, frozen and slower encoder options" 0 "$ctgrad" finetune bert --pretrained bert --init scratch --run ft2 "${ft[@]}" --set steps=2 --set freeze=2 --set encoder_lr=0.1
