@@ -19,7 +19,7 @@ for r in "${runs[@]}" scratch; do
     if [ "$r" = scratch ]; then arm=scratch init=(--pretrained "${runs[0]}" --init scratch)
     else arm=$(basename "$r") init=(--pretrained "$r" --init pretrained); fi
     echo "== $arm, seed $seed"
-    "$build/apps/ctgrad" finetune bert --task austen-novel "${init[@]}" --run "$work/$arm-$seed" --set seed="$seed" "$@" > "$work/$arm-$seed.log"
+    "$build/apps/ctgrad" finetune bert --task austen-novel "${init[@]}" --run "$work/$arm-$seed" --set seed="$seed" "$@" > "$work/$arm-$seed.log" 2>&1 || { cat "$work/$arm-$seed.log"; exit 1; }
     grep -E "loaded|majority|^done" "$work/$arm-$seed.log"
   done
   arms+=("$arm")

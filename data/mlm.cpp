@@ -84,7 +84,8 @@ void MlmBatches::next_sentence(std::vector<std::uint8_t> has_next) {
   if (has_next.size() != sequences_.size())
     throw std::invalid_argument("ctgrad: MlmBatches::next_sentence: " + std::to_string(has_next.size()) + " flags for " +
                                 std::to_string(sequences_.size()) + " sequences");
-  if (sequences_.size() < 2) throw std::invalid_argument("ctgrad: next-sentence pairs need at least 2 sequences");
+  // With 2, the only "random other" of a sequence with a continuation would be that continuation.
+  if (sequences_.size() < 3) throw std::invalid_argument("ctgrad: next-sentence pairs need at least 3 sequences");
   has_next_ = std::move(has_next);
 }
 

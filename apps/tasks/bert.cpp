@@ -164,7 +164,7 @@ class BertSession : public Session {
     if (n_val < std::int64_t(val_seqs_.size())) {
       // Evenly spaced over the split, so that every document is in; with next-sentence pairs, a
       // kept sequence brings the one after it (its continuation, when it has one).
-      const std::int64_t group = P.next_sentence ? 2 : 1, n = std::max<std::int64_t>(1, n_val / group);
+      const std::int64_t group = P.next_sentence ? 2 : 1, n = std::max<std::int64_t>(P.next_sentence ? 2 : 1, n_val / group);
       const double stride = double(std::int64_t(val_seqs_.size()) - group + 1) / double(n);
       std::vector<std::vector<std::int32_t>> kept;
       std::vector<std::uint8_t> kept_next;
@@ -327,8 +327,8 @@ class BertSession : public Session {
     return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1)),
             // balanced: the validation pairs are not half "next" (a kept sequence's continuation is
             // kept, the continuation's own is not), so the mean of the two classes' accuracies
-            0.5 * (double(nsp_right[0]) / double(std::max<std::int64_t>(nsp_rows[0], 1)) +
-                   double(nsp_right[1]) / double(std::max<std::int64_t>(nsp_rows[1], 1)))};
+            (nsp_rows[0] && nsp_rows[1]) ? 0.5 * (double(nsp_right[0]) / double(nsp_rows[0]) + double(nsp_right[1]) / double(nsp_rows[1]))
+                                         : double(nsp_right[0] + nsp_right[1]) / double(std::max<std::int64_t>(nsp_rows[0] + nsp_rows[1], 1))};
   }
 
   // The user's text with its m-th [MASK] replaced by a piece (the others kept): a word-start piece
@@ -336,7 +336,8 @@ class BertSession : public Session {
   static std::string filled_text(const std::string& text, std::size_t m, const std::string& piece) {
     static const std::string kMask = "[MASK]", kWordStart = "\xe2\x96\x81";
     std::size_t at = text.find(kMask);
-    for (std::size_t i = 0; i < m; ++i) at = text.find(kMask, at + kMask.size());
+    for (std::size_t i = 0; i < m && at != std::string::npos; ++i) at = text.find(kMask, at + kMask.size());
+    if (at == std::string::npos) return piece;  // the mask came from another spelling the tokenizer normalised
     std::string before = text.substr(0, at);
     const std::string after = text.substr(at + kMask.size());
     if (piece.rfind(kWordStart, 0) == 0) {
@@ -405,6 +406,8 @@ class BertSession : public Session {
   // batch padded to the context: ids [N, batch, context], lengths [N, batch], picks (re-based to
   // b * context + t) and targets concatenated, batch k's at offsets[k] .. offsets[k + 1].
   int export_batches(const Config& o) {
+    if (P.next_sentence)
+      throw config_error("export-batches covers masked-LM runs; this run has next_sentence=true (its pairs and labels are not exported)");
     struct Set {
       std::vector<std::int32_t> ids, lengths, rows, picks, targets, offsets{0};
       void add(const data::MlmBatches& b, std::int64_t batch, std::int64_t context) {
@@ -479,6 +482,11 @@ Task bert_task() {
     if (size == "tiny") return nsp ? open_session<with_next_sentence(models::kBertTiny)>(c, ctx) : open_session<models::kBertTiny>(c, ctx);
     if (size == "base") return nsp ? open_session<with_next_sentence(models::kBertBase)>(c, ctx) : open_session<models::kBertBase>(c, ctx);
     return nsp ? open_session<with_next_sentence(models::kBertSmall)>(c, ctx) : open_session<models::kBertSmall>(c, ctx);
+  };
+  t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
+    if (ctx.command != "train" && c.integer("context") > saved.integer("context"))  // untrained positions
+      throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +
+                         ": it cannot run at " + c.show("context"));
   };
   return t;
 }

@@ -408,6 +408,11 @@ Task finetune_task() {
   t.name = "bert-finetune";
   t.summary = "BERT fine-tuned from a pretrained `train bert` run: which Austen novel a passage is from (= ctgrad finetune bert)";
   t.schema = finetune_schema();
+  t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
+    if (ctx.command != "train" && c.integer("context") > saved.integer("context"))  // untrained positions
+      throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +
+                         ": it cannot run at " + c.show("context"));
+  };
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");
     if (size == "tiny") return std::make_unique<FinetuneSession<models::kBertTiny>>(c, ctx);

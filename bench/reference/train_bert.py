@@ -15,7 +15,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bert import BertMlm  # noqa: E402
+from bert import BertMlm, bert_init  # noqa: E402
 from gpt import read_safetensors  # noqa: E402
 
 PRESETS = {  # models/bert.hpp: vocab, n_layer, heads, d_model, d_ff, context
@@ -36,11 +36,14 @@ torch.manual_seed(args.seed)
 t, meta = read_safetensors(args.batches)
 cfg = json.loads(meta["config"])
 vocab_used = int(meta["vocab"])
-steps = t["train.rows"].shape[0]
+steps = t["train.rows"].shape[0]  # exported; the schedule's horizon is the run's own steps
+horizon = cfg["steps"]
 eval_every = args.eval_every or cfg["eval_every"]
 lr, warmup, wd, clip = cfg["lr"], cfg["warmup"], cfg["weight_decay"], cfg["clip"]
 V, L, H, D, F, C = PRESETS[cfg["size"]]
-model = BertMlm(V, L, H, D, F, C, dropout=cfg.get("dropout", 0.1))
+model = BertMlm(V, L, H, D, F, C, dropout=cfg.get("dropout", 0.1), eps=cfg.get("norm_eps", 1e-12),
+                label_smoothing=cfg.get("label_smoothing", 0.0))
+bert_init(model, cfg.get("init_std", 0.02))
 decay = [q for n, q in model.named_parameters() if q.dim() >= 2]
 no_decay = [q for n, q in model.named_parameters() if q.dim() < 2]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
@@ -50,7 +53,7 @@ opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_de
 def lr_at(s):  # optim::warmup_linear, steps counted from 1, to 0 at the last step
     if s <= warmup:
         return lr * s / max(warmup, 1)
-    return lr * max(0.0, (steps - s) / max(steps - warmup, 1))
+    return lr * max(0.0, (horizon - s) / max(horizon - warmup, 1))
 
 
 def batch(split, k):

@@ -147,6 +147,10 @@ expect_text "names the context" "more than the model's context"
 check "a GPT checkpoint given to BERT" 2 "$ctgrad" eval bert --run straight
 expect_text "names both models" "checkpoint of model 'gpt', not bert"
 check "masking rates over 1" 2 "$ctgrad" train bert --run bert_bad "${bert[@]}" --set to_mask=0.9 --set to_random=0.2
+check "eval bert at a longer context than trained" 2 "$ctgrad" eval bert --run bert_wwm --set context=32
+expect_text "names the trained context" "was trained with context 16"
+check "export-batches of a next-sentence run" 2 "$ctgrad" export-batches bert --run bert_nsp --steps 2
+expect_text "says what it covers" "export-batches covers masked-LM runs"
 check "export bert's batches" 0 "$ctgrad" export-batches bert --run bert --steps 4 --out batches.safetensors
 expect_text "says what it wrote" "wrote batches.safetensors: 4 training batches"
 check "PyTorch trains on the exported batches" 0 env OMP_NUM_THREADS=1 /usr/bin/python3 -E -s "$train_bert_py" batches.safetensors --eval-every 2 --threads 1
