@@ -24,10 +24,11 @@ echo "+ the command: train, eval, sample, resume, BERT pretraining and fine-tuni
 "$ctgrad" train transformer --run "$run/copy" --set task=copy --set steps=20 --set batch=16 | tail -1
 "$ctgrad" train vit --run "$run/vit" --set size=tiny --set epochs=1 --set train_images=256 --set batch=64 | tail -1
 bert=(--set size=tiny --set context=32 --set steps=6 --set eval_every=3 --set batch=8 --set eval_sequences=16)
-"$ctgrad" train bert --run "$run/bert" "${bert[@]}" --set next_sentence=true | tail -1
+"$ctgrad" train bert --run "$run/bert" "${bert[@]}" | tail -1
+"$ctgrad" train bert --run "$run/bert_nsp" "${bert[@]}" --set next_sentence=true --set steps=2 --set eval_every=1 | tail -1
 "$ctgrad" fill-mask bert --run "$run/bert" --text "[MASK] the [MASK] of the LORD" --top-k 2 | tail -1
 "$ctgrad" export-batches bert --run "$run/bert" --steps 2 --out "$run/batches.safetensors"
-"$ctgrad" finetune bert --pretrained "$run/bert" --run "$run/novel" --set size=tiny --set context=32 --set steps=4 --set eval_every=2 --set batch=8 --set freeze=2 | tail -1
+"$ctgrad" finetune bert --pretrained "$run/bert_nsp" --run "$run/novel" --set size=tiny --set context=32 --set steps=4 --set eval_every=2 --set batch=8 --set freeze=2 | tail -1
 for bad in "--set batch=1152921504606846976" "--set lr=-1" "--set nope=1" "--set dropout=1.5"; do
   set +e
   "$ctgrad" train gpt --run "$run/bad" --set size=tiny $bad > "$work/bad.txt" 2>&1
