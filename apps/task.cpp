@@ -1,5 +1,7 @@
 #include "task.hpp"
 
+#include <ctgrad/checkpoint/atomic_file.hpp>
+
 #include <cstdio>
 #include <fstream>
 #include <sys/resource.h>
@@ -105,6 +107,61 @@ std::string file_hash(const std::filesystem::path& file) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::string& model, const std::string& how) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) throw config_error("pretrained: a `" + how + "` run folder is needed (its tokenizer), even with init=scratch");
+  const training::RunFolder from(dir);
+  if (!from.has_checkpoint()) throw config_error("pretrained " + dir.string() + " holds no checkpoint: pretrain first (" + how + " " + dir.string() + ")");
+  PretrainedRun r;
+  r.dir = dir;
+  try {
+    r.checkpoint = std::make_unique<checkpoint::File>(from.checkpoint());
+  } catch (const checkpoint::format_error& e) {
+    throw config_error(std::string("pretrained: ") + e.what());
+  }
+  const auto& meta = r.checkpoint->metadata();
+  const auto kind = meta.find("model"), hash = meta.find("tokenizer_hash"), config = meta.find("config");
+  if (kind == meta.end() || kind->second != model)
+    throw config_error("pretrained " + from.checkpoint().string() + " is a checkpoint of model '" + (kind == meta.end() ? "?" : kind->second) + "', not " +
+                       model);
+  if (config != meta.end()) r.config_json = config->second;
+  r.tokenizer = from.file("tokenizer.model");
+  std::error_code ec;
+  if (!fs::is_regular_file(r.tokenizer, ec)) throw config_error("pretrained: the tokenizer " + r.tokenizer.string() + " is missing");
+  if (hash == meta.end() || file_hash(r.tokenizer) != hash->second)
+    throw config_error("pretrained: the tokenizer " + r.tokenizer.string() + " is not the one " + from.checkpoint().string() +
+                       " was trained with (its hash differs): its vocabulary would not match the weights");
+  r.tokenizer_hash = hash->second;
+  return r;
+}
+
+void PretrainedRun::copy_tokenizer(const std::filesystem::path& to) const {
+  const auto bytes = checkpoint::read_regular_file(tokenizer, "the tokenizer " + tokenizer.string(), std::size_t(1) << 30);
+  checkpoint::write_atomically(to, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  if (file_hash(to) != tokenizer_hash) throw config_error("pretrained: the tokenizer " + tokenizer.string() + " changed while it was copied");
+}
+
+int PretrainedRun::load_weights(Executor<float>& model, const std::function<bool(std::string_view)>& take, const std::string& shape_hint) const {
+  int copied = 0;
+  std::string missing;
+  const std::string file = (dir / "checkpoint.safetensors").string();
+  for (const auto& p : model.parameters()) {
+    if (!take(p.name)) continue;
+    const std::string name(p.name);
+    if (!checkpoint->has(name)) {
+      missing += (missing.empty() ? "" : ", ") + name;
+      continue;
+    }
+    const auto& t = checkpoint->tensor(name);
+    if (!std::equal(t.shape.begin(), t.shape.end(), p.value.shape().begin(), p.value.shape().end()))
+      throw config_error("pretrained " + file + ": '" + name + "' has another shape than " + shape_hint);
+    checkpoint->read<float>(name, p.value.span(), p.value.shape());
+    ++copied;
+  }
+  if (!missing.empty()) throw config_error("pretrained " + file + " lacks " + missing.substr(0, 300));
+  return copied;
 }
 
 }  // namespace ctgrad::cli

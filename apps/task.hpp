@@ -9,6 +9,7 @@
 // and one line in apps/CMakeLists.txt.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -127,5 +128,20 @@ void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbo
 // A 64-bit FNV-1a hash of a file's bytes, as hex: recorded in a checkpoint so that a tokenizer
 // swapped or edited after training is refused, not silently used.
 std::string file_hash(const std::filesystem::path& file);
+
+// A pretrained run a fine-tuning starts from: its checkpoint (refused unless it is one of `model`),
+// its config and its tokenizer (refused unless it is the one the checkpoint was trained with).
+// `how` says how to make one ("ctgrad train bert --run DIR").
+struct PretrainedRun {
+  std::filesystem::path dir, tokenizer;
+  std::string config_json, tokenizer_hash;
+  std::unique_ptr<checkpoint::File> checkpoint;
+  // Copies the tokenizer into `to`, atomically (do it last: a refused start leaves no file behind).
+  void copy_tokenizer(const std::filesystem::path& to) const;
+  // Copies, by name, the checkpoint's tensors into each parameter `take` accepts; a missing name
+  // or another shape is a config_error naming it. Returns how many.
+  int load_weights(Executor<float>& model, const std::function<bool(std::string_view)>& take, const std::string& shape_hint) const;
+};
+PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::string& model, const std::string& how);
 
 }  // namespace ctgrad::cli

@@ -10,8 +10,8 @@
 //                                             computed for the 85% of positions that are not scored)
 // With next_sentence, pretraining also classifies whether segment B follows A (labels [Batch]):
 //   loss += cross_entropy(nsp.out(tanh(pooler(x[:, 0]))), labels)     the pooler is the classifier's
-// Classification (bert_classifier), on the <cls> vector:
-//   logits = cls.out(drop(tanh(pooler(x[:, 0]))))                          [Batch, classes]
+// Classification (bert_classifier), on the <cls> vector (or, by the `pool` input, the tokens' mean):
+//   logits = cls.out(drop(tanh(pooler(pool x))))                           [Batch, classes]
 // The encoder's parameter names are the same in both graphs: a pretrained checkpoint's encoder
 // loads into the classifier by name, its head starts new.
 //
@@ -22,7 +22,7 @@
 // Inputs: ids [Batch, Seq] (padded with any id), segments [Batch, Seq] (0 for A, 1 for B),
 // lengths [Batch] (tokens before the padding: keys past it are masked), and for the MLM graph
 // picks [Picks] (flat indices b * Seq + t of the scored positions) and targets [Picks] (their
-// original ids); for the classifier labels [Batch].
+// original ids); for the classifier labels [Batch] and pool [Batch, Seq] (see bert_classifier).
 #pragma once
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/models/decoding.hpp>
@@ -38,6 +38,10 @@ struct BertConfig {
 };
 constexpr BertConfig with_next_sentence(BertConfig c) {
   c.next_sentence = true;
+  return c;
+}
+constexpr BertConfig with_pre_norm(BertConfig c) {
+  c.pre_norm = true;
   return c;
 }
 
@@ -57,6 +61,7 @@ inline constexpr InputName lengths{"lengths", DType::index};    // [Batch] token
 inline constexpr InputName picks{"picks", DType::index};        // [Picks] flat positions b * Seq + t
 inline constexpr InputName targets{"targets", DType::index};    // [Picks] the original ids there
 inline constexpr InputName labels{"labels", DType::index};      // [Batch] classifier: class ids
+inline constexpr InputName pool{"pool"};                         // [Batch, Seq] classifier: weights of the pooled positions
 }  // namespace bert_inputs
 
 namespace detail {
@@ -113,7 +118,9 @@ constexpr auto bert_mlm = [] {
   return g;
 };
 
-// Sequence classification from the <cls> vector (fine-tuning).
+// Sequence classification (fine-tuning) from a weighted sum of the final vectors: BERT's <cls>
+// vector when `pool` is 1 at position 0 and 0 elsewhere, their mean when it is 1/n on n tokens.
+// A runtime input, so both readouts share one compiled graph.
 template <BertConfig C, int Classes>
 constexpr auto bert_classifier = [] {
   using namespace layers;
@@ -121,8 +128,9 @@ constexpr auto bert_classifier = [] {
   Value tok;
   Value x = detail::bert_encode(g, C, &tok);
   Value labels = g.input(bert_inputs::labels, {Batch});
+  Value pool = g.input(bert_inputs::pool, {Batch, Seq});
   const Init w = init::truncated_normal(g.hyper("init_std", 0.02));
-  Value cls = reshape(slice(x, 1, 0, 1), {Batch, C.d_model});  // [B, d]
+  Value cls = reshape(matmul(reshape(pool, {Batch, 1, Seq}), x), {Batch, C.d_model});  // [B, d]
   Value pooled = tanh(linear(g.scope("pooler"), cls, C.d_model, {.init = w}));
   Value logits = linear(g.scope("cls.out"), dropout(pooled, g.hyper("dropout", 0.1)), Classes, {.init = w});  // [B, classes]
   g.output(logits, "logits");

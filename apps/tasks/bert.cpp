@@ -52,6 +52,7 @@ Schema bert_schema() {
       .real("to_random", 0.1, {.min = 0, .max = 1}, "of the selected: replaced by a random token (the rest stay)")
       .flag("whole_word", false, "select whole words (SentencePiece word starts)")
       .flag("next_sentence", false, "also next-sentence prediction on [CLS] A [SEP] B [SEP] pairs (BERT; off: RoBERTa)", Role::model)
+      .flag("pre_norm", false, "pre-norm encoder layers and a final norm (off: post-norm, as the paper)", Role::model)
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
   add_seed_keys(s);
@@ -65,33 +66,8 @@ Schema fill_mask_options() {
   return s;
 }
 
-// The corpora as units that are never split between training and validation: KJV verses and
-// Austen paragraphs, the last tenth of each corpus held out.
-struct Corpus {
-  std::vector<std::string> train, validation;
-  std::vector<std::size_t> train_docs, validation_docs;  // where each document (the KJV, a novel) starts
-};
-Corpus load_corpus() {
-  Corpus c;
-  auto add = [&](std::vector<std::string> units) {
-    const std::size_t cut = bert::held_out_from(units.size());
-    c.train_docs.push_back(c.train.size()), c.validation_docs.push_back(c.validation.size());
-    c.train.insert(c.train.end(), units.begin(), units.begin() + std::ptrdiff_t(cut));
-    c.validation.insert(c.validation.end(), units.begin() + std::ptrdiff_t(cut), units.end());
-  };
-  {
-    std::vector<std::string> verses;
-    const std::string kjv = data::kjv_text();
-    for (std::size_t pos = 0; pos < kjv.size();) {
-      const std::size_t end = std::min(kjv.find('\n', pos), kjv.size());
-      if (end > pos) verses.push_back(kjv.substr(pos, end - pos));
-      pos = end + 1;
-    }
-    add(std::move(verses));
-  }
-  for (const data::Book& b : data::austen_novels()) add(bert::paragraphs(b));
-  return c;
-}
+using corpus::Corpus;
+using corpus::load_corpus;
 
 template <models::BertConfig P>
 class BertSession : public Session {
@@ -459,8 +435,14 @@ class BertSession : public Session {
   std::vector<std::int64_t> unigram_;
 };
 
+// The preset's shapes with the run's topology switches (each combination is one compiled graph).
 template <models::BertConfig P>
-std::unique_ptr<Session> open_session(const Config& c, const Context& ctx) {
+std::unique_ptr<Session> open_variant(const Config& c, const Context& ctx) {
+  using models::with_next_sentence, models::with_pre_norm;
+  const bool nsp = c.flag("next_sentence"), pre = c.flag("pre_norm");
+  if (nsp && pre) return std::make_unique<BertSession<with_pre_norm(with_next_sentence(P))>>(c, ctx);
+  if (nsp) return std::make_unique<BertSession<with_next_sentence(P)>>(c, ctx);
+  if (pre) return std::make_unique<BertSession<with_pre_norm(P)>>(c, ctx);
   return std::make_unique<BertSession<P>>(c, ctx);
 }
 
@@ -476,12 +458,10 @@ Task bert_task() {
   t.training_commands.push_back({"finetune", "bert-finetune", "a classifier from the pretrained run (--pretrained DIR) on a task (--task austen-novel)",
                                  {"task", "pretrained", "init"}});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    using models::with_next_sentence;
     const std::string& size = c.text("size");
-    const bool nsp = c.flag("next_sentence");
-    if (size == "tiny") return nsp ? open_session<with_next_sentence(models::kBertTiny)>(c, ctx) : open_session<models::kBertTiny>(c, ctx);
-    if (size == "base") return nsp ? open_session<with_next_sentence(models::kBertBase)>(c, ctx) : open_session<models::kBertBase>(c, ctx);
-    return nsp ? open_session<with_next_sentence(models::kBertSmall)>(c, ctx) : open_session<models::kBertSmall>(c, ctx);
+    if (size == "tiny") return open_variant<models::kBertTiny>(c, ctx);
+    if (size == "base") return open_variant<models::kBertBase>(c, ctx);
+    return open_variant<models::kBertSmall>(c, ctx);
   };
   t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
     if (ctx.command != "train" && c.integer("context") > saved.integer("context"))  // untrained positions

@@ -13,7 +13,6 @@
 #include <numeric>
 #include <optional>
 
-#include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/tokenizer.hpp>
@@ -32,7 +31,10 @@ namespace in = models::bert_inputs;
 namespace fs = std::filesystem;
 using training::Role;
 
-constexpr int kNovels = 6;
+using corpus::austen_passages;
+using corpus::kNovels;
+using corpus::Passage;
+using corpus::Passages;
 
 template <models::BertConfig P>
 struct BertCls {
@@ -42,9 +44,11 @@ struct BertCls {
 Schema finetune_schema() {
   Schema s;
   s.choice("size", "small", {"tiny", "small", "base"}, "preset: the pretrained run's", Role::model)
+      .flag("pre_norm", false, "pre-norm encoder layers: the pretrained run's", Role::model)
       .choice("task", "austen-novel", {"austen-novel"}, "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from", Role::model)
       .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch", Role::run)
       .choice("init", "pretrained", {"pretrained", "scratch"}, "the encoder's start: the pretrained weights, or BERT's random init", Role::run)
+      .choice("pool", "cls", {"cls", "mean"}, "the classifier reads the <cls> vector (BERT), or the mean of the passage's vectors", Role::model)
       .integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per passage, [CLS] and [SEP] included (longer ones are cut; at most the pretraining context)", Role::run)
       .integer("batch", 32, {.min = 1, .max = 1 << 14}, "passages per step", Role::run)
       .integer("steps", 600, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
@@ -59,68 +63,6 @@ Schema finetune_schema() {
   add_seed_keys(s);
   add_hyper_keys(s, BertCls<models::kBertSmall>::graph);
   return s;
-}
-
-struct Passage {
-  std::string text;
-  int label;
-};
-
-// A paragraph's sentences: they end at . ! or ? (and any closing quotes or brackets) before a space,
-// except after the titles Mr. Mrs. Dr. St.
-std::vector<std::string> sentences(const std::string& p) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    if (p[i] != '.' && p[i] != '!' && p[i] != '?') continue;
-    std::size_t end = i + 1;
-    while (end < p.size() && (p[end] == '"' || p[end] == '\'' || p[end] == ')' || p[end] == '_')) ++end;
-    if (end < p.size() && p[end] != ' ') continue;
-    const std::size_t word = p.rfind(' ', i) == std::string::npos ? 0 : p.rfind(' ', i) + 1;
-    const std::string w = p.substr(word, i - word);
-    if (p[i] == '.' && (w == "Mr" || w == "Mrs" || w == "Dr" || w == "St" || w == "Ms")) continue;
-    out.push_back(p.substr(start, end - start));
-    start = end + 1;
-    i = end;
-  }
-  if (start < p.size()) out.push_back(p.substr(start));
-  return out;
-}
-
-int words(const std::string& s) {
-  int n = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) n += s[i] != ' ' && (i == 0 || s[i - 1] == ' ');
-  return n;
-}
-
-// Each novel's paragraphs cut into passages of 1-3 consecutive sentences (the lengths drawn with a
-// fixed key: every run sees the same passages); passages of fewer than 4 words (chapter titles,
-// "Yes.") are dropped.
-struct Passages {
-  std::vector<Passage> train, validation;
-  std::vector<std::string> titles;
-};
-Passages austen_passages() {
-  Passages out;
-  const auto books = data::austen_novels();
-  if (books.size() != kNovels) throw std::runtime_error("expected Austen's 6 novels, found " + std::to_string(books.size()));
-  std::uint64_t counter = 0;
-  for (int label = 0; label < kNovels; ++label) {
-    out.titles.push_back(books[std::size_t(label)].title);
-    const auto paragraphs = bert::paragraphs(books[std::size_t(label)]);
-    const std::size_t cut = bert::held_out_from(paragraphs.size());
-    for (std::size_t i = 0; i < paragraphs.size(); ++i) {
-      const auto s = sentences(paragraphs[i]);
-      for (std::size_t at = 0; at < s.size();) {
-        const std::size_t k = std::min<std::size_t>(1 + random::bits(random::key(0, "austen-novel"), counter++) % 3, s.size() - at);
-        std::string text = s[at];
-        for (std::size_t j = 1; j < k; ++j) text += " " + s[at + j];
-        at += k;
-        if (words(text) >= 4) (i < cut ? out.train : out.validation).push_back({std::move(text), label});
-      }
-    }
-  }
-  return out;
 }
 
 template <models::BertConfig P>
@@ -256,71 +198,38 @@ class FinetuneSession : public Session {
             {"encoder", [head](const optim::ParamInfo& p) { return !head(p.name); }, enc, -1}};
   }
 
+  // The pretraining's topology must be ours (a post-norm checkpoint would load into a pre-norm graph
+  // by name but for its final norm), and positions past its context have untrained embeddings.
+  void check_pretrained_config(const std::string& json, const fs::path& file) {
+    const auto bert = std::find_if(cli::tasks().begin(), cli::tasks().end(), [](const Task& t) { return t.name == "bert"; });
+    if (bert == cli::tasks().end()) return;
+    Config pre(bert->schema);
+    pre.merge_json(json, "the config in " + file.string());
+    if (pre.flag("pre_norm") != c_.flag("pre_norm"))
+      throw config_error("pretrained " + file.string() + " was trained with pre_norm=" + pre.show("pre_norm") + ": --set pre_norm=" + pre.show("pre_norm"));
+    if (pre.text("size") != c_.text("size"))
+      throw config_error("pretrained " + file.string() + " was trained with size " + pre.text("size") + ": --set size=" + pre.text("size"));
+    if (const std::int64_t n = pre.integer("context"); context_ > n)
+      throw config_error("context " + std::to_string(context_) + " is longer than the pretrained run's " + std::to_string(n) +
+                         " (its positions past that were never trained): --set context=" + std::to_string(n));
+  }
+
   // A new run: the pretrained run's tokenizer (checked against its checkpoint, copied into this run)
   // and, unless init=scratch, its encoder's weights by name.
   void start_from_pretrained(const fs::path& own) {
-    const fs::path dir = c_.text("pretrained");
-    if (dir.empty()) throw config_error("pretrained: a `ctgrad train bert` run folder is needed (its tokenizer), even with init=scratch");
-    const training::RunFolder from(dir);
-    if (!from.has_checkpoint())
-      throw config_error("pretrained " + dir.string() + " holds no checkpoint: pretrain first (ctgrad train bert --run " + dir.string() + ")");
-    std::optional<checkpoint::File> ck;
-    try {
-      ck.emplace(from.checkpoint());
-    } catch (const checkpoint::format_error& e) {
-      throw config_error(std::string("pretrained: ") + e.what());
-    }
-    const auto& meta = ck->metadata();
-    const auto model = meta.find("model"), hash = meta.find("tokenizer_hash");
-    if (model == meta.end() || model->second != "bert")
-      throw config_error("pretrained " + from.checkpoint().string() + " is a checkpoint of model '" + (model == meta.end() ? "?" : model->second) +
-                         "', not bert");
-    // Positions past the pretraining context have untrained embeddings.
-    if (const auto config = meta.find("config"); config != meta.end()) {
-      const std::size_t at = config->second.find("\"context\":");
-      const std::int64_t pre = at == std::string::npos ? -1 : std::atoll(config->second.c_str() + at + 10);
-      if (pre > 0 && context_ > pre)
-        throw config_error("context " + std::to_string(context_) + " is longer than the pretrained run's " + std::to_string(pre) +
-                           " (its positions past that were never trained): --set context=" + std::to_string(pre));
-    }
-    const fs::path tok_file = from.file("tokenizer.model");
-    std::error_code ec;
-    if (!fs::is_regular_file(tok_file, ec)) throw config_error("pretrained: the tokenizer " + tok_file.string() + " is missing");
-    if (hash == meta.end() || file_hash(tok_file) != hash->second)
-      throw config_error("pretrained: the tokenizer " + tok_file.string() + " is not the one " + from.checkpoint().string() +
-                         " was trained with (its hash differs): its vocabulary would not match the weights");
-    tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
-    // The copy is written last: a refused start leaves the new run folder empty.
-    auto copy_tokenizer = [&] {
-      const auto bytes = checkpoint::read_regular_file(tok_file, "the tokenizer " + tok_file.string(), std::size_t(1) << 30);
-      checkpoint::write_atomically(own, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-      if (file_hash(own) != hash->second) throw config_error("pretrained: the tokenizer " + tok_file.string() + " changed while it was copied");
-    };
-    if (c_.text("init") == "scratch") return copy_tokenizer();
-    int copied = 0, encoder = 0;
-    std::string missing;
-    for (const auto& p : model_.parameters()) {
-      const std::string name(p.name);
-      if (name.rfind("cls.", 0) == 0) continue;
-      const bool pooler = name.rfind("pooler.", 0) == 0;  // pretrained only with next-sentence prediction
-      if (pooler && !ck->has(name)) continue;
-      ++encoder;
-      if (!ck->has(name)) {
-        missing += (missing.empty() ? "" : ", ") + name;
-        continue;
-      }
-      const auto& t = ck->tensor(name);
-      if (!std::equal(t.shape.begin(), t.shape.end(), p.value.shape().begin(), p.value.shape().end()))
-        throw config_error("pretrained " + from.checkpoint().string() + ": '" + name + "' has another shape than size " + c_.text("size") +
-                           "'s: was it pretrained at another size? (--set size=...)");
-      ck->read<float>(name, p.value.span(), p.value.shape());
-      ++copied;
-    }
-    if (!missing.empty()) throw config_error("pretrained " + from.checkpoint().string() + " lacks " + missing.substr(0, 300));
-    copy_tokenizer();
-    std::printf("loaded %d encoder tensors from %s; %s\n", copied, from.checkpoint().c_str(),
-                ck->has("pooler.weight") ? "the pooler too (next-sentence prediction trained it); the output layer starts new"
-                                         : "the pooler and the output layer start new");
+    const PretrainedRun from = open_pretrained(c_.text("pretrained"), "bert", "ctgrad train bert --run");
+    if (!from.config_json.empty()) check_pretrained_config(from.config_json, from.dir / "checkpoint.safetensors");
+    tok_.emplace(data::SentencePieceTokenizer::load(from.tokenizer));
+    if (c_.text("init") == "scratch") return from.copy_tokenizer(own);
+    // The encoder, and the pooler when next-sentence prediction trained it; the output layer starts new.
+    const bool pooler = from.checkpoint->has("pooler.weight");
+    const int copied = from.load_weights(
+        model_, [pooler](std::string_view n) { return n.rfind("cls.", 0) != 0 && (pooler || n.rfind("pooler.", 0) != 0); },
+        "size " + c_.text("size") + "'s: was it pretrained at another size? (--set size=...)");
+    from.copy_tokenizer(own);
+    std::printf("loaded %d encoder tensors from %s; %s\n", copied, (from.dir / "checkpoint.safetensors").c_str(),
+                pooler ? "the pooler too (next-sentence prediction trained it); the output layer starts new"
+                       : "the pooler and the output layer start new");
   }
 
   std::vector<Example> encode(const std::vector<Passage>& ps) {
@@ -356,15 +265,20 @@ class FinetuneSession : public Session {
     for (std::size_t r : rows) seq = std::max<std::int64_t>(seq, std::int64_t(set[r].ids.size()));
     const std::int64_t b = std::int64_t(rows.size());
     ids_.assign(std::size_t(b * seq), bert::kSpecials.pad), segments_.assign(std::size_t(b * seq), 0), lengths_.clear(), labels_.clear();
+    pool_.assign(std::size_t(b * seq), 0.0f);
+    const bool mean = c_.text("pool") == "mean";
     for (std::int64_t j = 0; j < b; ++j) {
       const auto& e = set[rows[std::size_t(j)]];
       std::copy(e.ids.begin(), e.ids.end(), ids_.begin() + j * seq);
       lengths_.push_back(std::int32_t(e.ids.size())), labels_.push_back(e.label);
+      if (mean) std::fill_n(pool_.begin() + j * seq, e.ids.size(), 1.0f / float(e.ids.size()));  // [CLS] passage [SEP]
+      else pool_[std::size_t(j * seq)] = 1.0f;
     }
     model_.set_input(in::ids, std::span<const std::int32_t>(ids_), {b, seq});
     model_.set_input(in::segments, std::span<const std::int32_t>(segments_), {b, seq});
     model_.set_input(in::lengths, std::span<const std::int32_t>(lengths_), {b});
     model_.set_input(in::labels, std::span<const std::int32_t>(labels_), {b});
+    model_.set_input(in::pool, std::span<const float>(pool_), {b, seq});
   }
 
   Scores validate() {
@@ -401,7 +315,14 @@ class FinetuneSession : public Session {
   std::vector<std::size_t> order_;
   std::uint64_t epoch_ = 0;
   std::vector<std::int32_t> ids_, segments_, lengths_, labels_;
+  std::vector<float> pool_;
 };
+
+template <models::BertConfig P>
+std::unique_ptr<Session> open_variant(const Config& c, const Context& ctx) {
+  if (c.flag("pre_norm")) return std::make_unique<FinetuneSession<models::with_pre_norm(P)>>(c, ctx);
+  return std::make_unique<FinetuneSession<P>>(c, ctx);
+}
 
 Task finetune_task() {
   Task t;
@@ -415,9 +336,9 @@ Task finetune_task() {
   };
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");
-    if (size == "tiny") return std::make_unique<FinetuneSession<models::kBertTiny>>(c, ctx);
-    if (size == "base") return std::make_unique<FinetuneSession<models::kBertBase>>(c, ctx);
-    return std::make_unique<FinetuneSession<models::kBertSmall>>(c, ctx);
+    if (size == "tiny") return open_variant<models::kBertTiny>(c, ctx);
+    if (size == "base") return open_variant<models::kBertBase>(c, ctx);
+    return open_variant<models::kBertSmall>(c, ctx);
   };
   return t;
 }

@@ -134,6 +134,8 @@ check "train bert with whole-word masking" 0 "$ctgrad" train bert --run bert_wwm
 check "train bert with next-sentence prediction" 0 "$ctgrad" train bert --run bert_nsp "${bert[@]}" --set next_sentence=true --set steps=4 --set eval_every=2
 check "eval bert with next-sentence prediction" 0 "$ctgrad" eval bert --run bert_nsp
 expect_text "eval prints the next-sentence accuracy" "next-sentence accuracy"
+check "train bert pre-norm" 0 "$ctgrad" train bert --run bert_pre "${bert[@]}" --set pre_norm=true --set steps=2 --set context=32
+check "fill-mask with the pre-norm model" 0 "$ctgrad" fill-mask bert --run bert_pre --text "the [MASK] of" --top-k 2
 check "eval bert" 0 "$ctgrad" eval bert --run bert
 expect_text "eval bert prints loss and accuracy" "masked-token accuracy"
 check "fill-mask" 0 "$ctgrad" fill-mask bert --run bert --text "And God said, Let there be [MASK]." --top-k 3
@@ -173,7 +175,12 @@ expect_text "names the tasks" "not one of: austen-novel"
 check "a GPT run as the pretrained BERT" 2 "$ctgrad" finetune bert --pretrained straight --run ft3 "${ft[@]}"
 expect_text "says it is not bert" "a checkpoint of model 'gpt', not bert"
 check "a pretrained run of another size" 2 "$ctgrad" finetune bert --pretrained bert --run ft3 "${ft[@]}" --set size=small
-expect_text "names the shape" "another shape"
+expect_text "names the size" "was trained with size tiny: --set size=tiny"
+check "a pre-norm pretrained run as a post-norm one" 2 "$ctgrad" finetune bert --pretrained bert_pre --run ft3 "${ft[@]}"
+expect_text "names the switch" "was trained with pre_norm=true: --set pre_norm=true"
+check "finetune from the pre-norm run" 0 "$ctgrad" finetune bert --pretrained bert_pre --run ft_pre "${ft[@]}" --set pre_norm=true --set steps=2
+expect_text "loads its final norm too" "loaded 39 encoder tensors"
+check "finetune reading the mean of the passage's vectors" 0 "$ctgrad" finetune bert --pretrained bert --run ft_mean "${ft[@]}" --set pool=mean --set steps=2
 check "no pretrained run" 2 "$ctgrad" finetune bert --pretrained nowhere --run ft3 "${ft[@]}"
 expect_text "says pretrain first" "pretrain first"
 cp -r bert bert_swapped && printf "x" >> bert_swapped/tokenizer.model

@@ -91,7 +91,9 @@ TEST_CASE("BERT: padding is invisible (the tokens after a row's length change no
   Program<kMicroCls> p(Options{.seed = 4});
   p.set_hyper("dropout", 0);
   std::vector<std::int32_t> ids{5, 1, 2, 3, 0, 0}, seg(6, 0), len{4}, labels{1};
+  std::vector<float> pool{1, 0, 0, 0, 0, 0};  // the <cls> vector
   auto run = [&] {
+    p.set_input(bert_inputs::pool, std::span<const float>(pool), {1, 6});
     p.set_input(bert_inputs::ids, std::span<const std::int32_t>(ids), {1, 6});
     p.set_input(bert_inputs::segments, std::span<const std::int32_t>(seg), {1, 6});
     p.set_input(bert_inputs::lengths, std::span<const std::int32_t>(len), {1});
