@@ -25,6 +25,7 @@
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
+#include <ctgrad/models/translator.hpp>
 
 #include <algorithm>
 #include <array>
@@ -204,148 +205,15 @@ constexpr auto transformer_step = [] {
 };
 
 
-struct BeamOptions {
-  int beam = 4;         // 1: greedy
-  double alpha = 0.6;   // length penalty ((5 + |Y|) / 6)^alpha (GNMT; the paper's 0.6)
-  int max_len = 64;     // generated tokens at most (the end token included)
-  bool (*stop)() = nullptr;  // polled before each step: true ends the search (Ctrl-C); the best so far is returned
-};
-
-
-// Translation by incremental decoding: the source is encoded once (cross-attention keys and values
-// of every decoder layer cached), then each step feeds one token per hypothesis over the cached
-// self-attention keys and values. greedy() is beam search with a beam of 1.
+// Incremental decoding of the Transformer (greedy and beam search): models/translator.hpp.
 template <TransformerConfig C>
-class Translator {
- public:
+struct TransformerDecoding {
   static constexpr auto encoder_graph = freeze<transformer_encoder<C>>();
   static constexpr auto step_graph = freeze<transformer_step<C>>();
-
-  explicit Translator(std::span<const Parameter<float>> weights, Options opts = {})
-      : enc_(opts), step_(opts), cache_(C.n_layer, C.heads, C.d_model / C.heads) {
-    copy_weights(weights, enc_, "Translator");
-    copy_weights(weights, step_, "Translator");
-  }
-
-  // The target tokens after `bos`, up to and without `eos`.
-  std::vector<std::int32_t> greedy(std::span<const std::int32_t> src, std::int32_t bos, std::int32_t eos, int max_len = 64) {
-    return search(src, bos, eos, BeamOptions{.beam = 1, .alpha = 0, .max_len = max_len});
-  }
-  std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t bos, std::int32_t eos, const BeamOptions& o) {
-    if (src.empty()) throw std::invalid_argument("ctgrad: Translator: empty source");
-    if (o.beam < 1 || o.max_len < 1) throw std::invalid_argument("ctgrad: Translator: beam and max_len must be >= 1");
-    if (!(o.alpha >= 0)) throw std::invalid_argument("ctgrad: Translator: the length penalty's alpha must be >= 0");
-    for (std::size_t i = 0; i < src.size(); ++i)
-      if (src[i] < 0 || src[i] >= C.vocab)
-        throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(src[i]) + " at position " + std::to_string(i) +
-                                    " is outside the vocabulary [0, " + std::to_string(C.vocab) + ")");
-    const std::int64_t S = std::int64_t(src.size()), dh = C.d_model / C.heads;
-    // Encode once; the cross keys/values are then replicated for each hypothesis.
-    const std::int32_t len = std::int32_t(S);
-    enc_.set_input(transformer_inputs::src, src, {1, S});
-    enc_.set_input(transformer_inputs::src_len, std::span<const std::int32_t>(&len, 1), {1});
-    enc_.forward(Mode::infer);
-    std::vector<std::vector<float>> cross(2 * std::size_t(C.n_layer));
-    for (int c = 0; c < 2 * C.n_layer; ++c) {
-      const auto t = enc_.output("cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k"));
-      cross[std::size_t(c)].assign(t.data, t.data + t.numel);
-    }
-    struct Hyp {
-      std::vector<std::int32_t> tokens;
-      double logp = 0;
-    };
-    std::vector<Hyp> alive{Hyp{{bos}, 0.0}}, done;
-    auto penalty = [&](std::size_t n) { return std::pow((5.0 + double(n)) / 6.0, o.alpha); };
-    cache_.clear();
-    std::vector<float> rep;
-    std::int64_t cross_rows = 0;  // hypotheses the cross K/V inputs are replicated for
-    for (int t = 0; t < o.max_len && !alive.empty() && !(o.stop && o.stop()); ++t) {
-      const std::int64_t k = std::int64_t(alive.size());
-      ids_.resize(std::size_t(k));
-      for (std::int64_t b = 0; b < k; ++b) ids_[std::size_t(b)] = alive[std::size_t(b)].tokens.back();
-      const std::int32_t pos = std::int32_t(t);
-      lens_.assign(std::size_t(k), len);
-      step_.set_input(transformer_inputs::ids, std::span<const std::int32_t>(ids_), {k, 1});
-      step_.set_input(transformer_inputs::positions, std::span<const std::int32_t>(&pos, 1), {1});
-      step_.set_input(transformer_inputs::src_len, std::span<const std::int32_t>(lens_), {k});
-      for (int c = 0; c < 2 * C.n_layer && k != cross_rows; ++c) {  // kept by the program until k changes
-        rep.resize(std::size_t(k) * cross[std::size_t(c)].size());
-        for (std::int64_t b = 0; b < k; ++b) std::copy(cross[std::size_t(c)].begin(), cross[std::size_t(c)].end(), rep.begin() + b * std::int64_t(cross[std::size_t(c)].size()));
-        step_.set_input("cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k"), std::span<const float>(rep), {k, C.heads, S, dh});
-      }
-      cross_rows = k;
-      cache_.feed(step_, k, 1);
-      step_.forward(Mode::infer);
-      cache_.collect(step_);
-      const auto logits = step_.output("logits");  // [k, 1, vocab]
-      // Candidates: each hypothesis extended by each token, scored by total log-probability.
-      cand_.clear();
-      for (std::int64_t b = 0; b < k; ++b) {
-        const float* l = logits.data + b * C.vocab;
-        const double mx = *std::max_element(l, l + C.vocab);
-        double z = 0;
-        for (int v = 0; v < C.vocab; ++v) z += std::exp(double(l[v]) - mx);
-        const double lse = mx + std::log(z);
-        for (int v = 0; v < C.vocab; ++v) cand_.push_back({alive[std::size_t(b)].logp + double(l[v]) - lse, int(b), v});
-      }
-      const std::size_t keep = std::min<std::size_t>(cand_.size(), std::size_t(2 * o.beam));
-      std::partial_sort(cand_.begin(), cand_.begin() + std::ptrdiff_t(keep), cand_.end(), [](const Cand& a, const Cand& b) {
-        return a.score > b.score || (a.score == b.score && (a.parent < b.parent || (a.parent == b.parent && a.token < b.token)));
-      });
-      std::vector<Hyp> next;
-      parents_.clear();
-      for (std::size_t i = 0; i < keep && int(next.size()) < o.beam; ++i) {
-        Hyp h{alive[std::size_t(cand_[i].parent)].tokens, cand_[i].score};
-        h.tokens.push_back(cand_[i].token);
-        if (cand_[i].token == eos) {
-          // Finished: kept if among the `beam` best finished so far (by length-penalised score).
-          const double sc = h.logp / penalty(h.tokens.size() - 1);
-          if (int(done.size()) < o.beam) {
-            done.push_back(std::move(h));
-          } else {
-            auto worst = std::min_element(done.begin(), done.end(), [&](const Hyp& x, const Hyp& y) {
-              return x.logp / penalty(x.tokens.size() - 1) < y.logp / penalty(y.tokens.size() - 1);
-            });
-            if (sc > worst->logp / penalty(worst->tokens.size() - 1)) *worst = std::move(h);
-          }
-        } else {
-          next.push_back(std::move(h));
-          parents_.push_back(cand_[i].parent);
-        }
-      }
-      // Stop when the beam is full of finished hypotheses and no live one can beat the best of
-      // them (log-probabilities only fall; with alpha >= 0 the penalty is at most max_len's).
-      if (int(done.size()) >= o.beam && !next.empty()) {
-        double best_done = -1e300;
-        for (const Hyp& h : done) best_done = std::max(best_done, h.logp / penalty(h.tokens.size() - 1));
-        if (next.front().logp / penalty(std::size_t(o.max_len)) <= best_done) next.clear();
-      }
-      alive = std::move(next);
-      if (!alive.empty()) cache_.reorder(parents_);
-    }
-    for (Hyp& h : alive) done.push_back(std::move(h));  // max_len reached: unfinished ones compete too
-    const Hyp* best = nullptr;
-    double best_score = -1e300;
-    for (const Hyp& h : done) {
-      const double sc = h.logp / penalty(h.tokens.size() - 1);
-      if (!best || sc > best_score) best = &h, best_score = sc;
-    }
-    std::vector<std::int32_t> out(best->tokens.begin() + 1, best->tokens.end());
-    if (!out.empty() && out.back() == eos) out.pop_back();
-    return out;
-  }
-
- private:
-  struct Cand {
-    double score;
-    int parent, token;
-  };
-  Program<encoder_graph> enc_;
-  Program<step_graph> step_;
-  KvCacheSet cache_;
-  std::vector<std::int32_t> ids_, lens_;
-  std::vector<int> parents_;
-  std::vector<Cand> cand_;
+  static constexpr int n_layer = C.n_layer, heads = C.heads, d_head = C.d_model / C.heads, vocab = C.vocab;
+  static constexpr bool step_positions = true;  // sinusoidal positions of the new tokens
 };
+template <TransformerConfig C>
+using Translator = Seq2SeqTranslator<TransformerDecoding<C>>;
 
 }  // namespace ctgrad::models

@@ -76,10 +76,11 @@ void RelativePositionBiasOp::forward(const OpArgs& a) {
   const bool bi = o.bidirectional;
   const T* table = a.in[0].as<T>();
   T* out = a.out.as<T>();
+  const std::int64_t at = Tk - Tq;  // query i sits at position at + i: the last Tq of Tk (a decoding step over a cache)
   kernel::parallel(Tq, 8, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i)
       for (std::int64_t j = 0; j < Tk; ++j) {
-        const int bucket = relative_position_bucket(j - i, bi, buckets, maxd);
+        const int bucket = relative_position_bucket(j - (at + i), bi, buckets, maxd);
         for (std::int64_t h = 0; h < H; ++h) out[(h * Tq + i) * Tk + j] = table[bucket * H + h];
       }
   });
@@ -92,11 +93,12 @@ void RelativePositionBiasOp::vjp(const OpArgs& a) {
   const bool bi = o.bidirectional;
   const T* g = a.gout->as<T>();
   T* gt = a.gin[0].as<T>();
+  const std::int64_t at = Tk - Tq;
   // Heads in parallel; within a head, positions in order: repeated buckets add deterministically.
   kernel::parallel(H, 1, [&](std::int64_t h0, std::int64_t h1) {
     for (std::int64_t h = h0; h < h1; ++h)
       for (std::int64_t i = 0; i < Tq; ++i)
-        for (std::int64_t j = 0; j < Tk; ++j) gt[relative_position_bucket(j - i, bi, buckets, maxd) * H + h] += g[(h * Tq + i) * Tk + j];
+        for (std::int64_t j = 0; j < Tk; ++j) gt[relative_position_bucket(j - (at + i), bi, buckets, maxd) * H + h] += g[(h * Tq + i) * Tk + j];
   });
 }
 

@@ -6,7 +6,8 @@
 //   prefix_rows(table [L, d], T): the first T rows; T > L is a runtime error naming both (a
 //     sequence longer than the positions the model was built for).
 //   relative_position_bias(table [buckets, heads], Tq, Tk): T5's bias [1, heads, Tq, Tk] from
-//     bucketed relative positions (key - query).
+//     bucketed relative positions (key - query). The queries are the last Tq of the Tk positions
+//     (query i at Tk - Tq + i), as in a decoding step over cached keys; Tq = Tk in training.
 #pragma once
 #include <ctgrad/ops/common.hpp>
 

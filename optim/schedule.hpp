@@ -20,6 +20,12 @@ inline Schedule noam(double d_model, std::int64_t warmup, double factor = 1.0) {
   };
 }
 
+// T5's "inverse square root": factor / sqrt(max(t, k)), constant for the first k updates (the
+// paper: k = 10^4, with Adafactor's step scaled by each parameter's RMS).
+inline Schedule inverse_sqrt(std::int64_t k, double factor = 1.0) {
+  return [=](std::int64_t t) { return factor / std::sqrt(double(std::max<std::int64_t>({t, k, 1}))); };
+}
+
 // Linear warm-up from 0 to max_lr over `warmup` updates, then cosine (or linear) decay to min_lr at
 // `total`; min_lr afterwards.
 inline Schedule warmup_cosine(double max_lr, double min_lr, std::int64_t warmup, std::int64_t total, bool linear = false) {

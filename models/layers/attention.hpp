@@ -26,6 +26,7 @@ struct MultiHeadAttentionOptions {
   bool scale_scores = true;  // T5 does not scale scores by 1/sqrt(d_head)
   Init init = init::xavier_uniform();      // q, k, v (or qkv) projection weights
   Init out_init = init::xavier_uniform();  // output projection (GPT-2 scales it by depth)
+  std::optional<Init> q_init;              // the query projection's, when not `init` (T5 folds 1/sqrt(d_head) into it)
 };
 
 // Keys and values [Batch, heads, SeqKV, d_head] of incremental decoding. Not fixed: the past rows
@@ -68,18 +69,19 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
     s.b->fail(Msg("multi_head_attention in '").add(s.prefix).add("': d_model ").add(d).add(" is not a multiple of ").add(o.heads).add(" heads"), s.loc);
   if (o.fused_qkv && in.kv)
     s.b->fail(Msg("multi_head_attention in '").add(s.prefix).add("': fused_qkv is for self-attention, but kv was given"), s.loc);
-  const LinearOptions lin{.bias = o.bias, .init = o.init}, out_lin{.bias = o.bias, .init = o.out_init};
+  const LinearOptions lin{.bias = o.bias, .init = o.init}, out_lin{.bias = o.bias, .init = o.out_init},
+      q_lin{.bias = o.bias, .init = o.q_init ? *o.q_init : o.init};
   const Value kv_in = in.kv ? *in.kv : in.q;
   const bool fixed = in.cache && in.cache->fixed;
   Value q, k, v;
   if (fixed) {
-    q = linear(s.scope("wq"), in.q, d, lin);
+    q = linear(s.scope("wq"), in.q, d, q_lin);
     k = in.cache->k, v = in.cache->v;
   } else if (o.fused_qkv) {
     auto qkv = split<3>(linear(s.scope("qkv"), in.q, Dim(3) * d, lin), -1);
     q = qkv[0], k = qkv[1], v = qkv[2];
   } else {
-    q = linear(s.scope("wq"), in.q, d, lin);
+    q = linear(s.scope("wq"), in.q, d, q_lin);
     k = linear(s.scope("wk"), kv_in, d, lin);
     v = linear(s.scope("wv"), kv_in, d, lin);
   }

@@ -1,4 +1,5 @@
-// Position-wise feed-forward: fc2(dropout(act(fc1 x))); gated GELU (T5 v1.1): wo(gelu(wi_0 x) * wi_1 x).
+// Position-wise feed-forward: fc2(dropout(act(fc1 x))); gated GELU (T5 v1.1): wo(gelu(wi_0 x) * wi_1 x), GELU's tanh
+// form as T5's (Hugging Face's gelu_new).
 #pragma once
 #include <ctgrad/models/layers/linear.hpp>
 #include <ctgrad/models/layers/options.hpp>
@@ -31,7 +32,7 @@ constexpr Value feed_forward(const Scope& s, Value x, FeedForwardOptions o = {})
   const auto at = s.enter();
   const Dim d = x.shape().back(1);
   const LinearOptions in{.bias = o.bias, .init = o.init}, out{.bias = o.bias, .init = o.out_init};
-  Value h = o.activation == Act::gated_gelu ? mul(gelu(linear(s.scope("wi_0"), x, o.d_ff, in)), linear(s.scope("wi_1"), x, o.d_ff, in))
+  Value h = o.activation == Act::gated_gelu ? mul(gelu_tanh(linear(s.scope("wi_0"), x, o.d_ff, in)), linear(s.scope("wi_1"), x, o.d_ff, in))
                                             : activate(linear(s.scope("fc1"), x, o.d_ff, in), o.activation);
   return linear(s.scope(o.activation == Act::gated_gelu ? "wo" : "fc2"), dropout(h, o.dropout), d, out);
 }

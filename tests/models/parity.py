@@ -1,11 +1,13 @@
 """Parity with PyTorch (as llm.c's test_gpt2): the weights ctgrad saved are loaded into the PyTorch
-reference model (bench/reference/gpt.py, transformer.py or bert.py); on the same batch, in fp32:
+reference model (bench/reference/gpt.py, transformer.py, bert.py or t5.py); on the same batch, in fp32:
   loss within 1e-4 relative, every parameter gradient within 1e-4 relative (max |diff| over the
   tensor / max |reference| over the tensor), logits within 1e-5 (max |diff|).
 A gradient that is zero in exact arithmetic (the key-projection biases: softmax ignores a constant
 added to a row of scores) is rounding noise in both; its scale is floored at 1e-3 of the largest
 gradient entry of the model.
-usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp <writer program> <out.safetensors>
+T5 also: the relative-position bucket of every distance -300..300, both directions, equal to the
+reference's bucket function (Hugging Face's).
+usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5 <writer program> <out.safetensors>
 (bert-nsp: the BERT writer with --next-sentence, the pretraining graph with next-sentence prediction)"""
 import json
 import os
@@ -17,6 +19,7 @@ import torch  # noqa: E402
 from gpt import Gpt, read_safetensors  # noqa: E402
 from transformer import Transformer  # noqa: E402
 from bert import BertMlm  # noqa: E402
+from t5 import T5, relative_position_bucket  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
 subprocess.run([writer, path] + (["--next-sentence"] if kind == "bert-nsp" else []), check=True)
@@ -28,6 +31,9 @@ if kind == "gpt":
 elif kind in ("bert", "bert-nsp"):
     model = BertMlm(cfg["vocab"], cfg["n_layer"], cfg["heads"], cfg["d_model"], cfg["d_ff"], cfg["context"], dropout=0.0,
                     next_sentence=kind == "bert-nsp")
+elif kind == "t5":
+    model = T5(cfg["vocab"], cfg["n_layer"], cfg["n_dec_layer"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["buckets"], cfg["max_distance"],
+               dropout=0.0, label_smoothing=cfg["label_smoothing"])
 else:
     model = Transformer(cfg["vocab"], cfg["n_layer"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["label_smoothing"], cfg["pad"])
 state = {k: torch.from_numpy(v) for k, v in t.items() if not k.startswith(("grad.", "out.", "in."))}
@@ -40,6 +46,8 @@ if kind == "gpt":
     logits, loss = model(inputs["ids"], inputs["targets"])
 elif kind in ("bert", "bert-nsp"):
     logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"], inputs.get("labels"))
+elif kind == "t5":
+    logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_out"])
 else:
     logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_len"], inputs["tgt_out"])
 loss.backward()
@@ -56,6 +64,12 @@ def check(what, got, want, tol, relative, floor=0.0):
 
 check("loss", t["out.loss"][0], loss, 1e-4, True)
 check("logits", t["out.logits"], logits, 1e-5, False)
+if kind == "t5":
+    for direction in ("bidirectional", "causal"):
+        want = relative_position_bucket(inputs["distances"], direction == "bidirectional", 32, 128)
+        differ = (want != inputs["buckets_" + direction]).sum().item()
+        fails += differ != 0
+        report.append(f"{'ok  ' if differ == 0 else 'FAIL'} {direction} buckets of distances -300..300: {differ} differ")
 if kind == "bert-nsp":
     check("next-sentence logits", t["out.nsp_logits"], model.nsp_logits, 1e-5, False)
 largest = max(p.grad.abs().max().item() for p in model.parameters())

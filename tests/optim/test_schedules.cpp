@@ -38,3 +38,11 @@ TEST_CASE("warmup-stable-decay", "[optim][schedule]") {
   CHECK(s(500) == Approx(0.1));
   CHECK(constant(3e-4)(12345) == 3e-4);
 }
+
+TEST_CASE("T5's inverse square root: 1/sqrt(max(t, k)), constant for k updates", "[optim][schedule]") {
+  auto s = inverse_sqrt(10000);
+  CHECK(s(1) == Approx(0.01));
+  CHECK(s(10000) == Approx(0.01));
+  CHECK(s(40000) == Approx(0.005));
+  CHECK(inverse_sqrt(100, 3.0)(400) == Approx(0.15));
+}

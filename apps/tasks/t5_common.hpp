@@ -1,0 +1,228 @@
+// What `ctgrad train t5` and `ctgrad finetune t5` share: the ids, the model and optimizer keys
+// (Adafactor with T5's inverse-square-root schedule, or AdamW), the vocabulary, text with
+// sentinels in and out, and the presets.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <ctgrad/data/pairs.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/models/t5.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+#include "../task.hpp"
+#include "text_corpus.hpp"
+
+namespace ctgrad::cli::t5 {
+
+using training::Role;
+
+// T5's SentencePiece ids: pad 0 (also the decoder's start), </s> 1, <unk> 2.
+inline constexpr std::int32_t kPad = 0, kEos = 1, kUnk = 2;
+
+template <models::T5Config P>
+struct Graphs {
+  static constexpr auto train = freeze<models::t5<P>>();
+};
+
+inline void add_model_keys(Schema& s) {
+  s.choice("size", "small", {"tiny", "small", "t5-small"},
+           "preset: tiny (tests), small (minutes here), t5-small (the original T5-small's shape: 6+6 layers, d 512, 32k vocabulary)", Role::model)
+      .flag("tied", false, "T5 v1.0's output: the shared embedding, the decoder output scaled by d^-1/2 (off: v1.1's untied lm_head)", Role::model);
+}
+
+struct OptimizerKeys {
+  std::string lr_help;
+};
+inline void add_optimizer_keys(Schema& s, const OptimizerKeys& k) {
+  s.choice("optimizer", "adafactor", {"adafactor", "adamw"}, "Adafactor (T5's recipe) or AdamW", Role::run)
+      .real("lr", 0, {.min = 0, .max = 10}, k.lr_help)
+      .integer("warmup", 0, {.min = 0},
+               "Adafactor: lr held for k steps, then lr sqrt(k / t) (0: T5's k = 10^4 in pretraining, a constant lr in fine-tuning); "
+               "AdamW: linear warm-up steps (0: steps / 10)")
+      .real("weight_decay", 0, {.min = 0, .max = 10}, "decoupled weight decay (not on norms and the relative biases); T5: none")
+      .real("clip", 0, {.min = 0}, "global gradient-norm bound (0: none; Adafactor bounds its own update's RMS)");
+}
+
+inline double peak_lr(const Config& c) {
+  if (c.real("lr") > 0) return c.real("lr");
+  return c.text("optimizer") == "adafactor" ? 1e-2 : 1e-3;
+}
+
+// Adafactor: T5's 1/sqrt(max(t, k)), scaled so that the first k steps run at the peak (0.01 at
+// k = 10^4, as the paper); k = warmup, or `default_k` when warmup is 0 (0: constant, as T5's
+// fine-tuning). AdamW: linear warm-up (warmup, or steps / 10), then linear decay to 0 at `steps`.
+inline optim::Schedule schedule(const Config& c, std::int64_t default_k) {
+  const std::int64_t steps = c.integer("steps");
+  if (c.text("optimizer") == "adafactor") {
+    const std::int64_t k = c.integer("warmup") > 0 ? c.integer("warmup") : default_k;
+    if (k == 0) return optim::constant(peak_lr(c));
+    return optim::inverse_sqrt(k, peak_lr(c) * std::sqrt(double(k)));
+  }
+  return optim::warmup_linear(peak_lr(c), 0, c.integer("warmup") > 0 ? c.integer("warmup") : std::max<std::int64_t>(1, steps / 10), steps);
+}
+
+inline std::string describe_optimizer(const Config& c, std::int64_t default_k) {
+  char buf[300];
+  const long long k = c.integer("warmup") > 0 ? c.integer("warmup") : default_k;
+  if (c.text("optimizer") == "adamw")
+    std::snprintf(buf, sizeof buf, "AdamW lr %g (linear warm-up, then linear decay), weight decay %g", peak_lr(c), c.real("weight_decay"));
+  else if (k == 0)
+    std::snprintf(buf, sizeof buf, "Adafactor (factored second moments, update clipping 1.0, step scaled by each weight's RMS), constant lr %g", peak_lr(c));
+  else
+    std::snprintf(buf, sizeof buf,
+                  "Adafactor (factored second moments, update clipping 1.0, step scaled by each weight's RMS), lr %g for %lld steps, then %g / sqrt(t)",
+                  peak_lr(c), k, peak_lr(c) * std::sqrt(double(k)));
+  return buf;
+}
+
+inline std::unique_ptr<optim::Optimizer<float>> make_optimizer(const Config& c, Executor<float>& model) {
+  if (c.text("optimizer") == "adafactor")
+    return std::make_unique<optim::Adafactor<float>>(
+        model.parameters(), optim::AdafactorOptions{.lr = peak_lr(c), .relative_step = false, .weight_decay = c.real("weight_decay")},
+        std::vector<optim::Group>{optim::no_decay_group({"rel_bias"})});
+  return std::make_unique<optim::AdamW<float>>(model.parameters(), optim::AdamOptions{.lr = peak_lr(c), .weight_decay = c.real("weight_decay")},
+                                               std::vector<optim::Group>{optim::no_decay_group({"rel_bias"})});
+}
+
+// One SentencePiece vocabulary for pretraining and every fine-tuning task, trained as T5's was on
+// mostly English with some German (T5: 10 parts English C4 to 1 part each German, French,
+// Romanian): the KJV and Austen training units, and the German side of the Ding dictionary's
+// training split (so translating to German has pieces to write).
+inline data::SentencePieceTokenizer train_tokenizer(const corpus::Corpus& text, const std::filesystem::path& prefix, std::int32_t pieces,
+                                                    std::uint64_t seed) {
+  std::string all;
+  for (const auto& u : text.train) all += u + "\n";
+  for (const auto& p : data::split_pairs(data::ding_sentence_pairs()).train) all += p.de + "\n";
+  return data::SentencePieceTokenizer::train(all, prefix,
+                                             {.vocab_size = pieces, .model_type = "bpe", .seed = seed, .unk_id = kUnk, .bos_id = -1,
+                                              .eos_id = kEos, .pad_id = kPad, .unk_piece = "<unk>", .pad_piece = "<pad>"});
+}
+
+// The pieces of a T5 vocabulary (refused unless it is one and leaves room for the sentinels).
+inline std::int32_t check_vocabulary(const data::SentencePieceTokenizer& tok, int vocab, const std::filesystem::path& file) {
+  const std::int32_t n = tok.vocab_size();
+  if (n > vocab - models::kT5Sentinels || tok.pad_id() != kPad || tok.eos_id() != kEos)
+    throw config_error(file.string() + " is not a T5 vocabulary for this size (pad 0, </s> 1, at most " +
+                       std::to_string(vocab - models::kT5Sentinels) + " pieces before the sentinels)");
+  return n;
+}
+
+inline std::int32_t sentinel_id(int i, int vocab) { return std::int32_t(vocab - 1 - i); }
+
+// The text's ids, a sentinel <extra_id_N> where it is written. They must come in order from
+// <extra_id_0>, as T5 numbers spans; `need_sentinel`: at least one.
+inline std::vector<std::int32_t> encode_with_sentinels(const data::SentencePieceTokenizer& tok, const std::string& text, int vocab, bool need_sentinel) {
+  static const std::regex kSentinel("<extra_id_([0-9]+)>");
+  std::vector<std::int32_t> ids;
+  int next = 0;
+  std::size_t at = 0;
+  auto add_text = [&](const std::string& s) {
+    if (s.find_first_not_of(" ") == std::string::npos) return;
+    try {
+      for (std::int32_t id : tok.encode(s)) ids.push_back(id);
+    } catch (const data::data_error& e) {
+      throw config_error(std::string("the text: ") + e.what());
+    }
+  };
+  for (std::sregex_iterator it(text.begin(), text.end(), kSentinel), end; it != end; ++it) {
+    add_text(text.substr(at, std::size_t(it->position()) - at));
+    const std::string n = (*it)[1].str();
+    const long i = n.size() > 3 ? 1000 : std::stol(n);
+    if (i >= models::kT5Sentinels)
+      throw config_error("the text's " + it->str() + ": there are " + std::to_string(models::kT5Sentinels) + " sentinels, <extra_id_0> to <extra_id_" +
+                         std::to_string(models::kT5Sentinels - 1) + ">");
+    if (i != next)
+      throw config_error("the text's sentinels are out of order: " + it->str() + " where <extra_id_" + std::to_string(next) +
+                         "> comes next (T5 numbers the spans from <extra_id_0>, left to right)");
+    ids.push_back(sentinel_id(next++, vocab));
+    at = std::size_t(it->position() + it->length());
+  }
+  add_text(text.substr(at));
+  if (need_sentinel && next == 0) throw config_error("the text has no sentinel to fill (<extra_id_0>, <extra_id_1>, ...): '" + text + "'");
+  if (ids.empty()) throw config_error("the text is empty");
+  ids.push_back(kEos);
+  return ids;
+}
+
+// Ids to text, sentinels as <extra_id_N>, one space between a sentinel and the text beside it.
+inline std::string decode(const data::SentencePieceTokenizer& tok, const std::vector<std::int32_t>& ids, int vocab) {
+  std::vector<std::string> parts;
+  std::vector<std::int32_t> run;
+  auto flush = [&] {
+    if (run.empty()) return;
+    std::string t = tok.decode(run);
+    run.clear();
+    const std::size_t a = t.find_first_not_of(' ');
+    if (a != std::string::npos) parts.push_back(t.substr(a, t.find_last_not_of(' ') + 1 - a));
+  };
+  for (std::int32_t id : ids) {
+    if (id >= vocab - models::kT5Sentinels) {
+      flush();
+      parts.push_back("<extra_id_" + std::to_string(vocab - 1 - id) + ">");
+    } else if (id >= tok.vocab_size()) {
+      flush();
+      parts.push_back("<unused>");
+    } else if (id != kEos && id != kPad) {
+      run.push_back(id);
+    }
+  }
+  flush();
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+// A generated target ("<extra_id_0> span <extra_id_1> span ...") put into the text's sentinels.
+struct Filled {
+  std::string spans, text;
+};
+inline Filled fill_sentinels(const data::SentencePieceTokenizer& tok, const std::string& text, const std::vector<std::int32_t>& out, int vocab) {
+  Filled f{decode(tok, out, vocab), ""};
+  std::vector<std::string> span;
+  std::vector<std::int32_t> cur;
+  int open = -1;
+  auto close = [&] {
+    if (open >= 0) {
+      span.resize(std::max<std::size_t>(span.size(), std::size_t(open) + 1));
+      span[std::size_t(open)] = decode(tok, cur, vocab);
+    }
+    cur.clear();
+  };
+  for (std::int32_t id : out) {
+    if (id >= vocab - models::kT5Sentinels) close(), open = vocab - 1 - id;
+    else cur.push_back(id);
+  }
+  close();
+  static const std::regex kSentinel("<extra_id_([0-9]+)>");
+  std::size_t at = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), kSentinel), end; it != end; ++it) {
+    f.text += text.substr(at, std::size_t(it->position()) - at);
+    const std::size_t i = std::stoul((*it)[1].str());
+    f.text += "[" + (i < span.size() ? span[i] : std::string()) + "]";
+    at = std::size_t(it->position() + it->length());
+  }
+  f.text += text.substr(at);
+  return f;
+}
+
+// The session of the run's preset: size x tied (the original T5-small shape untied only).
+template <template <models::T5Config> class S>
+std::unique_ptr<Session> open_preset(const Config& c, const Context& ctx) {
+  const std::string& size = c.text("size");
+  const bool tied = c.flag("tied");
+  if (size == "tiny") return tied ? std::unique_ptr<Session>(new S<models::with_tied_embeddings(models::kT5Tiny)>(c, ctx))
+                                  : std::unique_ptr<Session>(new S<models::kT5Tiny>(c, ctx));
+  if (size == "t5-small") {
+    if (tied) throw config_error("size t5-small is T5 v1.1's untied output here: --set tied=false (tied is an option of tiny and small)");
+    return std::unique_ptr<Session>(new S<models::kT5SmallOriginal>(c, ctx));
+  }
+  return tied ? std::unique_ptr<Session>(new S<models::with_tied_embeddings(models::kT5Small)>(c, ctx))
+              : std::unique_ptr<Session>(new S<models::kT5Small>(c, ctx));
+}
+
+}  // namespace ctgrad::cli::t5

@@ -1,0 +1,329 @@
+// ctgrad finetune t5 --task T (= ctgrad train t5-finetune --set task=T): text-to-text fine-tuning
+// of a pretrained T5 (all its weights, loaded by name; or from scratch with the same vocabulary),
+// T5's way: every task is text in, text out, named only by a prefix of the input.
+//   translate-en-de  "translate English to German: <en>"  -> "<de>"   (the Ding dictionary's sentence pairs)
+//   translate-de-en  "translate German to English: <de>"  -> "<en>"
+//   austen-novel     "austen novel: <passage>"           -> "<title>"   (which of Austen's six novels)
+//   mix:a,b,...      one stream of all their examples: each minibatch mixes tasks, in proportion
+//                    to their sizes (T5's examples-proportional mixing)
+// Evaluation per task on its test examples: corpus BLEU (greedy and beam) for translation, exact-
+// match accuracy of the decoded title for the novels.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include <ctgrad/data/pairs.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/metrics/bleu.hpp>
+#include <ctgrad/models/t5.hpp>
+
+#include "../task.hpp"
+#include "t5_common.hpp"
+#include "text_corpus.hpp"
+
+namespace ctgrad::cli {
+namespace {
+
+namespace in = models::t5_inputs;
+namespace fs = std::filesystem;
+using training::Role;
+using namespace t5;
+
+const std::vector<std::string> kTasks{"translate-en-de", "translate-de-en", "austen-novel"};
+
+Schema finetune_schema() {
+  Schema s;
+  add_model_keys(s);
+  s.text("task", "translate-en-de", "translate-en-de, translate-de-en, austen-novel, or a mixture mix:a,b,... (one minibatch holds several tasks)",
+         Role::model)
+      .text("pretrained", "runs/t5", "a `ctgrad train t5` run folder: its tokenizer, and its weights unless init=scratch", Role::run)
+      .choice("init", "pretrained", {"pretrained", "scratch"}, "the model's start: the pretrained weights, or T5's random init", Role::run)
+      .integer("context", 96, {.min = 4, .max = 1 << 16}, "input tokens at most (prefix and </s> included; longer inputs are cut)", Role::run)
+      .integer("target_len", 64, {.min = 2, .max = 1 << 16}, "target tokens at most (</s> included; longer targets are cut)", Role::run)
+      .integer("batch", 32, {.min = 1, .max = 1 << 14}, "examples per step", Role::run)
+      .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
+      .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
+      .integer("eval_examples", 1000, {.min = 0}, "test examples per task for BLEU and accuracy (0: all)")
+      .integer("beam", 4, {.min = 1, .max = 1000}, "beam width of the evaluation's beam search")
+      .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search");
+  add_optimizer_keys(s, {.lr_help = "0: the optimizer's default (Adafactor: T5's constant 0.001, scaled by each weight's RMS; AdamW: 3e-4 peak)"});
+  add_seed_keys(s);
+  add_hyper_keys(s, Graphs<models::kT5Small>::train);  // dropout 0.1: T5 v1.1 fine-tunes with it
+  return s;
+}
+
+// The tasks of a --task spec, in its order; an unknown one or a repeat is an error naming it.
+std::vector<std::string> parse_tasks(const std::string& spec) {
+  auto known = [](const std::string& t) { return std::find(kTasks.begin(), kTasks.end(), t) != kTasks.end(); };
+  auto list = [] {
+    std::string s;
+    for (const auto& t : kTasks) s += (s.empty() ? "" : ", ") + t;
+    return s;
+  };
+  if (spec.rfind("mix:", 0) != 0) {
+    if (!known(spec)) throw config_error("task '" + spec + "' is not one of: " + list() + ", or mix:a,b,...");
+    return {spec};
+  }
+  std::vector<std::string> out;
+  for (std::size_t at = 4; at <= spec.size();) {
+    const std::size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string t = spec.substr(at, comma - at);
+    if (!known(t)) throw config_error("the mixture " + spec + " names an unknown task '" + t + "' (tasks: " + list() + ")");
+    if (std::find(out.begin(), out.end(), t) != out.end()) throw config_error("the mixture " + spec + " names '" + t + "' twice");
+    out.push_back(t);
+    at = comma + 1;
+  }
+  if (out.size() < 2) throw config_error("a mixture needs two tasks or more: " + spec + " (a single task is --task " + (out.empty() ? "..." : out[0]) + ")");
+  return out;
+}
+
+struct Example {
+  std::vector<std::int32_t> input, target;  // each ends with </s>
+  std::string target_text, source_text;
+  int task = 0;
+};
+struct TaskSet {
+  std::string name;
+  bool classification = false;
+  std::vector<Example> train, validation, test;
+  std::vector<std::string> labels;  // classification: the target texts
+  double majority = 0;              // classification: the majority class's share of the test set
+};
+
+template <models::T5Config P>
+class FinetuneSession : public Session {
+  static constexpr const auto& G = Graphs<P>::train;
+
+ public:
+  FinetuneSession(const Config& c, const Context& ctx)
+      : c_(c), ctx_(ctx), names_(parse_tasks(c.text("task"))), model_(program_options(c, ctx.threads, G)),
+        opt_(make_optimizer(with_default_lr(c), model_)), context_(c.integer("context")), target_len_(c.integer("target_len")), batch_(c.integer("batch")) {
+    check_fits(model_, {batch_, target_len_, context_, 1, 1, 1}, 16.0 * double(batch_) * double(context_ + target_len_),
+               "batch " + c.show("batch") + " x context " + c.show("context"));
+  }
+  Executor<float>& model() override { return model_; }
+  optim::Optimizer<float>& optimizer() override { return *opt_; }
+
+  void prepare() override {
+    const fs::path own = ctx_.folder.file("tokenizer.model");
+    if (ctx_.from_checkpoint) tok_.emplace(data::SentencePieceTokenizer::load(own));
+    else start_from_pretrained(own);
+    check_vocabulary(*tok_, P.vocab, own);
+    for (std::size_t i = 0; i < names_.size(); ++i) tasks_.push_back(load_task(names_[i], int(i)));
+    for (const auto& t : tasks_) {
+      train_.insert(train_.end(), t.train.begin(), t.train.end());
+      // Validation loss on up to 500 examples of each task.
+      val_.insert(val_.end(), t.validation.begin(), t.validation.begin() + std::ptrdiff_t(std::min<std::size_t>(500, t.validation.size())));
+    }
+    if (ctx_.command != "train") return;
+    std::printf("ctgrad finetune t5: %s, size %s, %s, %lld parameters, %d threads\n", c_.text("task").c_str(), c_.text("size").c_str(),
+                c_.text("init") == "scratch" ? "from scratch" : ("from " + c_.text("pretrained")).c_str(), (long long)model_.parameter_count(),
+                model_.threads());
+    for (const auto& t : tasks_)
+      std::printf("  %-16s %6zu train (%4.1f%% of the stream) / %5zu validation / %5zu test examples\n", t.name.c_str(), t.train.size(),
+                  100.0 * double(t.train.size()) / double(train_.size()), t.validation.size(), t.test.size());
+    std::printf("%s, batch %lld, %lld steps\n", describe_optimizer(with_default_lr(c_), 0).c_str(), (long long)batch_, (long long)c_.integer("steps"));
+  }
+
+  checkpoint::Metadata metadata() override {
+    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
+  }
+
+  training::LoopOptions loop() override {
+    return {.steps = c_.integer("steps"), .eval_every = c_.integer("eval_every"), .clip = c_.real("clip"), .lr = schedule(with_default_lr(c_), 0),
+            .unit = "nats/token", .items = "examples"};
+  }
+
+  training::Run run() override {
+    return {.model = model_,
+            .optimizer = *opt_,
+            .feed =
+                [this](std::int64_t step) {
+                  std::vector<std::size_t> rows(static_cast<std::size_t>(batch_));
+                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = shuffled(std::uint64_t((step - 1) * batch_ + j));
+                  set_batch(train_, rows);
+                  return double(batch_);
+                },
+            .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};
+  }
+
+  int after_training(const training::Outcome&) override { return eval(c_); }
+
+  // Per task, on its test examples: BLEU (greedy, beam) or the accuracy of the decoded label.
+  int eval(const Config&) override {
+    models::T5Translator<P> tr(model_.parameters(), Options{.threads = ctx_.threads});
+    const models::BeamOptions beam{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(target_len_), .stop = training::interrupted};
+    std::printf("validation loss %.4f nats/token\n", validation_loss());
+    for (const auto& t : tasks_) {
+      const std::size_t n = c_.integer("eval_examples") > 0 ? std::min<std::size_t>(t.test.size(), std::size_t(c_.integer("eval_examples"))) : t.test.size();
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::string> refs, greedy, beamed;
+      for (std::size_t i = 0; i < n && !training::interrupted(); ++i) {
+        refs.push_back(t.test[i].target_text);
+        greedy.push_back(decode(*tok_, tr.greedy(t.test[i].input, kPad, kEos, int(target_len_)), P.vocab));
+        if (!t.classification) beamed.push_back(decode(*tok_, tr.search(t.test[i].input, kPad, kEos, beam), P.vocab));
+      }
+      if (training::interrupted()) return 130;
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (t.classification) {
+        std::size_t right = 0, other = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          right += greedy[i] == refs[i];
+          other += std::find(t.labels.begin(), t.labels.end(), greedy[i]) == t.labels.end();
+        }
+        std::printf("%s: accuracy %.4f on %zu test passages (majority class %.4f; %zu answers not a title; greedy, %.1f s)\n", t.name.c_str(),
+                    double(right) / double(std::max<std::size_t>(n, 1)), n, t.majority, other, secs);
+      } else {
+        std::printf("%s: %zu test sentences, greedy %s; beam %d: %s (%.1f s)\n", t.name.c_str(), n, metrics::corpus_bleu(greedy, refs).str().c_str(),
+                    beam.beam, metrics::corpus_bleu(beamed, refs).str().c_str(), secs);
+        for (std::size_t i = 0; i < std::min<std::size_t>(n, 3); ++i)
+          std::printf("    %s\n    ref  %s\n    beam %s\n", t.test[i].source_text.c_str(), refs[i].c_str(), beamed[i].c_str());
+      }
+    }
+    return 0;
+  }
+
+ private:
+  // The optimizer's rate when lr is 0: T5's fine-tuning (Adafactor, constant 0.001) or AdamW 3e-4.
+  static Config with_default_lr(Config c) {
+    if (c.real("lr") == 0) c.set("lr", c.text("optimizer") == "adafactor" ? "0.001" : "0.0003", "the fine-tuning default");
+    return c;
+  }
+  void start_from_pretrained(const fs::path& own) {
+    const PretrainedRun from = open_pretrained(c_.text("pretrained"), "t5", "ctgrad train t5 --run");
+    if (!from.config_json.empty()) {
+      const auto t5 = std::find_if(cli::tasks().begin(), cli::tasks().end(), [](const Task& t) { return t.name == "t5"; });
+      Config pre(t5->schema);
+      pre.merge_json(from.config_json, "the config in " + (from.dir / "checkpoint.safetensors").string());
+      for (const char* key : {"size", "tied"})
+        if (pre.show(key) != c_.show(key))
+          throw config_error("pretrained " + from.dir.string() + " was trained with " + key + "=" + pre.show(key) + ": --set " + key + "=" + pre.show(key));
+    }
+    tok_.emplace(data::SentencePieceTokenizer::load(from.tokenizer));
+    if (c_.text("init") == "scratch") return from.copy_tokenizer(own);
+    const int copied = from.load_weights(model_, [](std::string_view) { return true; }, "size " + c_.text("size") + "'s");
+    from.copy_tokenizer(own);
+    std::printf("loaded all %d tensors from %s\n", copied, (from.dir / "checkpoint.safetensors").c_str());
+  }
+
+  Example encode(const std::string& prefix, const std::string& source, const std::string& target, int task) {
+    Example e{tok_->encode(prefix + source), tok_->encode(target), target, source, task};
+    e.input.resize(std::min<std::size_t>(e.input.size(), std::size_t(context_ - 1)));
+    e.target.resize(std::min<std::size_t>(e.target.size(), std::size_t(target_len_ - 1)));
+    e.input.push_back(kEos), e.target.push_back(kEos);
+    return e;
+  }
+
+  TaskSet load_task(const std::string& name, int index) {
+    TaskSet t;
+    t.name = name;
+    if (name == "austen-novel") {
+      const corpus::Passages p = corpus::austen_passages();
+      t.classification = true, t.labels = p.titles;
+      for (const auto& x : p.train) t.train.push_back(encode("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
+      // The held-out passages (the novels' last tenth): every other one validates, the rest test.
+      std::vector<std::int64_t> per_class(p.titles.size());
+      for (std::size_t i = 0; i < p.validation.size(); ++i) {
+        const auto& x = p.validation[i];
+        (i % 2 ? t.test : t.validation).push_back(encode("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
+        if (i % 2) ++per_class[std::size_t(x.label)];
+      }
+      t.majority = double(*std::max_element(per_class.begin(), per_class.end())) / double(std::max<std::size_t>(t.test.size(), 1));
+      return t;
+    }
+    const bool en_de = name == "translate-en-de";
+    const std::string prefix = en_de ? "translate English to German: " : "translate German to English: ";
+    const data::PairSplit split = data::split_pairs(data::ding_sentence_pairs());
+    auto add = [&](const std::vector<data::SentencePair>& from, std::vector<Example>& to) {
+      for (const auto& s : from) to.push_back(en_de ? encode(prefix, s.en, s.de, index) : encode(prefix, s.de, s.en, index));
+    };
+    add(split.train, t.train), add(split.validation, t.validation), add(split.test, t.test);
+    return t;
+  }
+
+  // The i-th training example of an endless stream of epochs over all tasks' examples, each epoch
+  // a permutation keyed by (data seed, epoch): a minibatch mixes tasks, and resume is bit-exact.
+  std::size_t shuffled(std::uint64_t i) {
+    const std::uint64_t n = train_.size(), epoch = i / n;
+    if (epoch != epoch_ || order_.empty()) {
+      order_.resize(n);
+      std::iota(order_.begin(), order_.end(), std::size_t(0));
+      const std::uint64_t k = random::key(data_seed(c_), epoch, 15);
+      for (std::uint64_t j = n - 1; j > 0; --j) std::swap(order_[j], order_[random::bits(k, j) % (j + 1)]);
+      epoch_ = epoch;
+    }
+    return order_[i % n];
+  }
+
+  void set_batch(const std::vector<Example>& set, const std::vector<std::size_t>& rows) {
+    std::int64_t S = 0, T = 0;
+    for (std::size_t r : rows) S = std::max<std::int64_t>(S, std::int64_t(set[r].input.size())), T = std::max<std::int64_t>(T, std::int64_t(set[r].target.size()));
+    const std::int64_t b = std::int64_t(rows.size());
+    src_.assign(std::size_t(b * S), kPad), tgt_in_.assign(std::size_t(b * T), kPad), tgt_out_.assign(std::size_t(b * T), kPad), src_len_.clear();
+    for (std::int64_t j = 0; j < b; ++j) {
+      const Example& e = set[rows[std::size_t(j)]];
+      std::copy(e.input.begin(), e.input.end(), src_.begin() + j * S);
+      std::copy(e.target.begin(), e.target.end(), tgt_out_.begin() + j * T);
+      std::copy(e.target.begin(), e.target.end() - 1, tgt_in_.begin() + j * T + 1);  // after the start (pad)
+      src_len_.push_back(std::int32_t(e.input.size()));
+    }
+    model_.set_input(in::src, std::span<const std::int32_t>(src_), {b, S});
+    model_.set_input(in::src_len, std::span<const std::int32_t>(src_len_), {b});
+    model_.set_input(in::tgt_in, std::span<const std::int32_t>(tgt_in_), {b, T});
+    model_.set_input(in::tgt_out, std::span<const std::int32_t>(tgt_out_), {b, T});
+  }
+
+  // Per target token, from the logits (no label smoothing), over the validation examples.
+  double validation_loss() {
+    double loss = 0;
+    std::int64_t n = 0;
+    for (std::size_t first = 0; first < val_.size() && !training::interrupted(); first += std::size_t(batch_)) {
+      std::vector<std::size_t> rows(std::min(std::size_t(batch_), val_.size() - first));
+      std::iota(rows.begin(), rows.end(), first);
+      set_batch(val_, rows);
+      model_.forward(Mode::infer);
+      const auto logits = model_.output("logits");
+      for (std::size_t k = 0; k < tgt_out_.size(); ++k) {
+        if (tgt_out_[k] == kPad) continue;
+        const float* row = logits.data + std::int64_t(k) * P.vocab;
+        const float top = *std::max_element(row, row + P.vocab);
+        double z = 0;
+        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(row[v] - top));
+        loss += std::log(z) - double(row[tgt_out_[k]] - top);
+        ++n;
+      }
+    }
+    return loss / double(std::max<std::int64_t>(n, 1));
+  }
+
+  Config c_;
+  Context ctx_;
+  std::vector<std::string> names_;
+  Program<G> model_;
+  std::unique_ptr<optim::Optimizer<float>> opt_;
+  std::int64_t context_, target_len_, batch_;
+  std::optional<data::SentencePieceTokenizer> tok_;
+  std::vector<TaskSet> tasks_;
+  std::vector<Example> train_, val_;
+  std::vector<std::size_t> order_;
+  std::uint64_t epoch_ = 0;
+  std::vector<std::int32_t> src_, src_len_, tgt_in_, tgt_out_;
+};
+
+Task finetune_task() {
+  Task t;
+  t.name = "t5-finetune";
+  t.summary = "T5 fine-tuned text to text (ctgrad finetune t5 --task ...): translation, Austen's novels, or a mixture";
+  t.schema = finetune_schema();
+  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> { return open_preset<FinetuneSession>(c, ctx); };
+  return t;
+}
+
+const bool registered = register_task(finetune_task());
+
+}  // namespace
+}  // namespace ctgrad::cli

@@ -1,0 +1,114 @@
+// Sequence-to-sequence decoding by beam search over an encoder-decoder's incremental graphs: the
+// source is encoded once (each decoder layer's cross-attention keys and values), then each step
+// feeds one token per hypothesis over the cached self-attention keys and values (KvCacheSet).
+// greedy() is beam search with a beam of 1. One implementation for every encoder-decoder model:
+// a model supplies its two graphs in a traits struct (TransformerDecoding, T5Decoding):
+//   encoder_graph  src [B, S], src_len [B] -> "cross.<l>.k/v" [B, heads, S, d_head]
+//   step_graph     ids [B, T] (and positions [T] when step_positions), src_len, "cross.<l>.k/v",
+//                  "cache.<l>.k/v" -> logits [B, T, vocab], "present.<l>.k/v"
+//   n_layer (decoder layers), heads, d_head, vocab
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ctgrad/graph/program.hpp>
+#include <ctgrad/models/decoding.hpp>
+
+namespace ctgrad::models {
+
+struct BeamOptions {
+  int beam = 4;         // 1: greedy
+  double alpha = 0.6;   // length penalty ((5 + |Y|) / 6)^alpha (GNMT; the paper's 0.6)
+  int max_len = 64;     // generated tokens at most (the end token included)
+  bool (*stop)() = nullptr;  // polled before each step: true ends the search (Ctrl-C); the best so far is returned
+};
+
+// What beam search asks of a model: the logits of the next token of each live hypothesis.
+class StepDecoder {
+ public:
+  virtual ~StepDecoder() = default;
+  // last[b]: hypothesis b's last token; t: tokens fed before it. Returns logits [k, vocab].
+  virtual std::span<const float> step(std::span<const std::int32_t> last, int t) = 0;
+  // Row b of the next step continues row parents[b] of this one.
+  virtual void reorder(std::span<const int> parents) = 0;
+  virtual int vocab() const = 0;
+};
+
+// The tokens after `start`, up to and without `eos`: beam search with the GNMT length penalty,
+// finished hypotheses kept while a live one can still beat them (exhaustive-search tested).
+std::vector<std::int32_t> beam_search(StepDecoder& model, std::int32_t start, std::int32_t eos, const BeamOptions& o);
+
+template <class M>
+class Seq2SeqTranslator : private StepDecoder {
+ public:
+  static constexpr const auto& encoder_graph = M::encoder_graph;
+  static constexpr const auto& step_graph = M::step_graph;
+
+  explicit Seq2SeqTranslator(std::span<const Parameter<float>> weights, Options opts = {})
+      : enc_(opts), step_(opts), cache_(M::n_layer, M::heads, M::d_head) {
+    copy_weights(weights, enc_, "Translator");
+    copy_weights(weights, step_, "Translator");
+  }
+
+  std::vector<std::int32_t> greedy(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, int max_len = 64) {
+    return search(src, start, eos, BeamOptions{.beam = 1, .alpha = 0, .max_len = max_len});
+  }
+  std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, const BeamOptions& o) {
+    if (src.empty()) throw std::invalid_argument("ctgrad: Translator: empty source");
+    for (std::size_t i = 0; i < src.size(); ++i)
+      if (src[i] < 0 || src[i] >= M::vocab)
+        throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(src[i]) + " at position " + std::to_string(i) +
+                                    " is outside the vocabulary [0, " + std::to_string(M::vocab) + ")");
+    src_len_ = std::int32_t(src.size());
+    enc_.set_input("src", src, {1, std::int64_t(src.size())});
+    enc_.set_input("src_len", std::span<const std::int32_t>(&src_len_, 1), {1});
+    enc_.forward(Mode::infer);
+    cross_.assign(2 * std::size_t(M::n_layer), {});
+    for (int c = 0; c < 2 * M::n_layer; ++c) {
+      const auto t = enc_.output(cross_name(c));
+      cross_[std::size_t(c)].assign(t.data, t.data + t.numel);
+    }
+    cache_.clear();
+    cross_rows_ = 0;
+    return beam_search(*this, start, eos, o);
+  }
+
+ private:
+  static std::string cross_name(int c) { return "cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k"); }
+
+  std::span<const float> step(std::span<const std::int32_t> last, int t) override {
+    const std::int64_t k = std::int64_t(last.size()), S = src_len_;
+    const std::int32_t pos = std::int32_t(t);
+    lens_.assign(std::size_t(k), src_len_);
+    step_.set_input("ids", last, {k, 1});
+    if constexpr (M::step_positions) step_.set_input("positions", std::span<const std::int32_t>(&pos, 1), {1});
+    step_.set_input("src_len", std::span<const std::int32_t>(lens_), {k});
+    for (int c = 0; c < 2 * M::n_layer && k != cross_rows_; ++c) {  // kept by the program until k changes
+      const auto& one = cross_[std::size_t(c)];
+      rep_.resize(std::size_t(k) * one.size());
+      for (std::int64_t b = 0; b < k; ++b) std::copy(one.begin(), one.end(), rep_.begin() + b * std::int64_t(one.size()));
+      step_.set_input(cross_name(c), std::span<const float>(rep_), {k, M::heads, S, M::d_head});
+    }
+    cross_rows_ = k;
+    cache_.feed(step_, k, 1);
+    step_.forward(Mode::infer);
+    cache_.collect(step_);
+    const auto logits = step_.output("logits");  // [k, 1, vocab]
+    return {logits.data, std::size_t(logits.numel)};
+  }
+  void reorder(std::span<const int> parents) override { cache_.reorder(parents); }
+  int vocab() const override { return M::vocab; }
+
+  Program<M::encoder_graph> enc_;
+  Program<M::step_graph> step_;
+  KvCacheSet cache_;
+  std::int32_t src_len_ = 0;
+  std::int64_t cross_rows_ = 0;  // hypotheses the cross K/V inputs are replicated for
+  std::vector<std::vector<float>> cross_;
+  std::vector<std::int32_t> lens_;
+  std::vector<float> rep_;
+};
+
+}  // namespace ctgrad::models
