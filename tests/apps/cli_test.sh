@@ -190,6 +190,37 @@ check "a context longer than the pretraining's" 2 "$ctgrad" finetune bert --pret
 expect_text "names both contexts" "longer than the pretrained run's 16"
 check "freezing more than the model has" 2 "$ctgrad" finetune bert --pretrained bert --run ft3 "${ft[@]}" --set freeze=9
 
+# T5: span-corruption pretraining, span filling, text-to-text fine-tuning (one task, a mixture).
+t5=(--set size=tiny --set steps=20 --set eval_every=10 --set batch=8 --set eval_sequences=32 --threads 2)
+check "train t5" 0 "$ctgrad" train t5 --run t5 "${t5[@]}"
+expect_text "t5 prints the unigram baseline" "unigram baseline on the validation targets"
+expect_text "t5 ends with a span fill" "In the beginning ["
+check "eval t5" 0 "$ctgrad" eval t5 --run t5
+expect_text "eval t5 prints the loss" "target-token accuracy"
+check "sample t5 fills two spans" 0 "$ctgrad" sample t5 --run t5 --fill "And God <extra_id_0> light: and there <extra_id_1>." --beam 2 --max-len 6
+expect_text "shows the beam's fill" "beam 2"
+check "train t5 with AdamW and the tied output" 0 "$ctgrad" train t5 --run t5_adamw "${t5[@]}" --set optimizer=adamw --set tied=true --set steps=4
+check "a text without a sentinel" 2 "$ctgrad" sample t5 --run t5 --fill "In the beginning God created"
+expect_text "says there is nothing to fill" "has no sentinel to fill"
+check "sentinels out of order" 2 "$ctgrad" sample t5 --run t5 --fill "In <extra_id_1> beginning <extra_id_0> created"
+expect_text "says which comes next" "out of order: <extra_id_1> where <extra_id_0> comes next"
+check "a sentinel past the 100" 2 "$ctgrad" sample t5 --run t5 --fill "In <extra_id_100> beginning"
+check "a BERT checkpoint given to T5" 2 "$ctgrad" eval t5 --run bert
+check "a BERT run as the pretrained T5" 2 "$ctgrad" finetune t5 --task translate-en-de --pretrained bert --run t5ft_x --set size=tiny
+expect_text "says it is not t5" "a checkpoint of model 'bert', not t5"
+t5ft=(--set size=tiny --set steps=6 --set eval_every=3 --set batch=8 --set eval_examples=4 --set beam=2 --threads 2)
+check "finetune t5 on translation" 0 "$ctgrad" finetune t5 --task translate-en-de --pretrained t5 --run t5ft "${t5ft[@]}"
+expect_text "loads the pretrained weights" "loaded all"
+expect_text "reports BLEU" "translate-en-de: 4 test sentences, greedy BLEU"
+check "finetune t5 on a mixture, from scratch" 0 "$ctgrad" finetune t5 --task mix:translate-de-en,austen-novel --pretrained t5 --init scratch --run t5mix "${t5ft[@]}"
+expect_text "reports the novel's accuracy" "austen-novel: accuracy"
+check "eval t5-finetune" 0 "$ctgrad" eval t5-finetune --run t5mix
+check "an unknown task in a mixture" 2 "$ctgrad" finetune t5 --task mix:translate-en-de,summarize --pretrained t5 --run t5ft_x "${t5ft[@]}"
+expect_text "names the unknown task" "names an unknown task 'summarize'"
+check "a mixture of one task" 2 "$ctgrad" finetune t5 --task mix:austen-novel --pretrained t5 --run t5ft_x "${t5ft[@]}"
+check "a pretrained T5 of another size" 2 "$ctgrad" finetune t5 --task austen-novel --pretrained t5 --run t5ft_x "${t5ft[@]}" --set size=small
+expect_text "names the size" "was trained with size=tiny"
+
 # What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,
 # SIGTERM saves like Ctrl-C, a diverged run keeps its last good checkpoint, metrics have no
 # duplicated steps after a kill -9 and a resume.
