@@ -134,6 +134,8 @@ class Adafactor : public Optimizer<T> {
       if (o_.scale_parameter) lr *= std::max(o_.eps2, rms(w, n));
       lr *= this->lr_factor_[k];
       std::vector<double>& u = this->work();  // the update, before clipping
+      // In parallel over rows (or elements) in fixed chunks; every sum runs in a fixed order, so
+      // the same bits on any thread count.
       if (factored(p)) {
         const std::int64_t cols = p.value.size(-1), rows = p.value.size(-2), mats = n / (rows * cols);
         T *r = this->state_[row_ + k].data.data(), *c = this->state_[col_ + k].data.data();
@@ -141,54 +143,71 @@ class Adafactor : public Optimizer<T> {
           T* rq = r + q * rows;
           T* cq = c + q * cols;
           const T* gq = g + q * rows * cols;
-          for (std::int64_t i = 0; i < rows; ++i) {
-            double s = 0;
-            for (std::int64_t j = 0; j < cols; ++j) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
-            rq[i] = T(beta2 * rq[i] + (1 - beta2) * s / double(cols));
-          }
-          for (std::int64_t j = 0; j < cols; ++j) {
-            double s = 0;
-            for (std::int64_t i = 0; i < rows; ++i) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
-            cq[j] = T(beta2 * cq[j] + (1 - beta2) * s / double(rows));
-          }
+          parallel(rows, std::max<std::int64_t>(1, 16384 / cols), [&](std::int64_t i0, std::int64_t i1) {
+            for (std::int64_t i = i0; i < i1; ++i) {
+              double s = 0;
+              for (std::int64_t j = 0; j < cols; ++j) s += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
+              rq[i] = T(beta2 * rq[i] + (1 - beta2) * s / double(cols));
+            }
+          });
+          parallel(cols, 64, [&](std::int64_t j0, std::int64_t j1) {
+            double s[64] = {};
+            for (std::int64_t i = 0; i < rows; ++i)
+              for (std::int64_t j = j0; j < j1; ++j) s[j - j0] += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
+            for (std::int64_t j = j0; j < j1; ++j) cq[j] = T(beta2 * cq[j] + (1 - beta2) * s[j - j0] / double(rows));
+          });
           double row_mean = 0;
           for (std::int64_t i = 0; i < rows; ++i) row_mean += rq[i] / double(rows);
-          for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t j = 0; j < cols; ++j) {
-              const double vhat = double(rq[i]) * double(cq[j]) / row_mean;
-              u[std::size_t(q * rows * cols + i * cols + j)] = gq[i * cols + j] / std::sqrt(vhat);
+          parallel(rows, std::max<std::int64_t>(1, 16384 / cols), [&](std::int64_t i0, std::int64_t i1) {
+            for (std::int64_t i = i0; i < i1; ++i) {
+              const double ri = double(rq[i]) / row_mean;
+              for (std::int64_t j = 0; j < cols; ++j) u[std::size_t(q * rows * cols + i * cols + j)] = gq[i * cols + j] / std::sqrt(ri * double(cq[j]));
             }
+          });
         }
       } else {
         T* v = this->state_[v_ + k].data.data();
-        for (std::int64_t i = 0; i < n; ++i) {
-          v[i] = T(beta2 * v[i] + (1 - beta2) * (double(g[i]) * g[i] + o_.eps1));
-          u[std::size_t(i)] = g[i] / std::sqrt(double(v[i]));
-        }
+        parallel(n, 16384, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) {
+            v[i] = T(beta2 * v[i] + (1 - beta2) * (double(g[i]) * g[i] + o_.eps1));
+            u[std::size_t(i)] = g[i] / std::sqrt(double(v[i]));
+          }
+        });
       }
-      double u_rms = 0;
-      for (std::int64_t i = 0; i < n; ++i) u_rms += u[std::size_t(i)] * u[std::size_t(i)] / double(n);
-      u_rms = std::sqrt(u_rms);
+      const double u_rms = std::sqrt(chunked_sum_sq(u.data(), n) / double(n));
       const double clip = std::max(1.0, u_rms / o_.clip_threshold);
       T* m = o_.beta1 > 0 ? this->state_[m_ + k].data.data() : nullptr;
       const double wd = this->decay_[k];
-      for (std::int64_t i = 0; i < n; ++i) {
-        double ui = u[std::size_t(i)] / clip;
-        if (m) ui = m[i] = T(o_.beta1 * m[i] + (1 - o_.beta1) * ui);
-        if (wd != 0) w[i] = T(w[i] - wd * lr * w[i]);
-        w[i] = T(w[i] - lr * ui);
-      }
+      parallel(n, 16384, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          double ui = u[std::size_t(i)] / clip;
+          if (m) ui = m[i] = T(o_.beta1 * m[i] + (1 - o_.beta1) * ui);
+          if (wd != 0) w[i] = T(w[i] - wd * lr * w[i]);
+          w[i] = T(w[i] - lr * ui);
+        }
+      });
     }
   }
 
  private:
-  static double rms(const T* w, std::int64_t n) {
-    double s = 0;
-    for (std::int64_t i = 0; i < n; ++i) s += double(w[i]) * w[i];
-    return std::sqrt(s / double(n));
+  // Sum of squares in chunks of 16384 summed in chunk order (the chunks in parallel).
+  template <class X>
+  double chunked_sum_sq(const X* x, std::int64_t n) {
+    constexpr std::int64_t kChunk = 16384;
+    partial_.assign(std::size_t((n + kChunk - 1) / kChunk), 0.0);
+    parallel(n, kChunk, [&](std::int64_t b, std::int64_t e) {
+      double s = 0;
+      for (std::int64_t i = b; i < e; ++i) s += double(x[i]) * double(x[i]);
+      partial_[std::size_t(b / kChunk)] = s;
+    });
+    double total = 0;
+    for (double s : partial_) total += s;
+    return total;
   }
+  double rms(const T* w, std::int64_t n) { return std::sqrt(chunked_sum_sq(w, n) / double(n)); }
   AdafactorOptions o_;
   std::size_t row_ = 0, col_ = 0, v_ = 0, m_ = 0;
+  std::vector<double> partial_;
 };
 
 struct LambOptions {
