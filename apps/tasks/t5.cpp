@@ -13,6 +13,7 @@
 #include <optional>
 
 #include <ctgrad/data/pairs.hpp>
+#include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/data/mlm.hpp>
 #include <ctgrad/data/span_corruption.hpp>
 #include <ctgrad/data/tokenizer.hpp>
@@ -106,9 +107,10 @@ class T5Session : public Session {
     }
     const data::SpanCorruptionBatches::Ids ids{.pad = kPad, .eos = kEos, .first_sentinel = std::int32_t(P.vocab - 1)};
     val_.emplace(val_seqs_, ids, span_, batch_, data_seed(c_));
-    if (ctx_.command != "train") return;
+    if (ctx_.command != "train" && ctx_.command != "export-batches") return;
     train_seqs_ = sequences(text.train, text.train_docs);
     train_.emplace(train_seqs_, ids, span_, batch_, data_seed(c_));
+    if (ctx_.command != "train") return;
     std::int64_t tokens = 0;
     for (const auto& s : train_seqs_) tokens += std::int64_t(s.size());
     std::printf("ctgrad train t5: size %s (%d+%d layers, %d heads, d_model %d, d_ff %d, %s output), %lld parameters, %d threads\n",
@@ -166,6 +168,7 @@ class T5Session : public Session {
 
   int command(const std::string& name, const Config& o) override {
     if (name == "sample") return fill(o);
+    if (name == "export-batches") return export_batches(o);
     return Session::command(name, o);
   }
 
@@ -251,6 +254,47 @@ class T5Session : public Session {
     return 0;
   }
 
+  // The batches training steps 1..N draw and the validation batches, exactly as this run feeds
+  // them, for another framework to train on (bench/reference/train_t5.py): each padded to the
+  // run's input and target lengths, [N, batch, length], with the rows each batch holds.
+  int export_batches(const Config& o) {
+    struct Set {
+      std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, rows;
+      void add(const data::SpanCorruptionBatches& b, std::int64_t batch, std::int64_t S, std::int64_t T) {
+        auto put = [&](std::vector<std::int32_t>& to, std::span<const std::int32_t> from, std::int64_t from_len, std::int64_t len) {
+          const std::size_t at = to.size();
+          to.resize(at + std::size_t(batch * len), kPad);
+          for (std::int64_t r = 0; r < b.batch(); ++r) std::copy_n(from.begin() + r * from_len, from_len, to.begin() + std::ptrdiff_t(at) + r * len);
+        };
+        put(src, b.inputs(), b.input_length(), S);
+        put(tgt_in, b.decoder_inputs(), b.target_length(), T);
+        put(tgt_out, b.targets(), b.target_length(), T);
+        src_len.insert(src_len.end(), b.input_lengths().begin(), b.input_lengths().end());
+        src_len.resize(src_len.size() + std::size_t(batch - b.batch()), 0);
+        rows.push_back(std::int32_t(b.batch()));
+      }
+    } train, val;
+    const std::int64_t steps = o.integer("steps"), S = lengths_.inputs, T = lengths_.targets;
+    for (std::int64_t step = 1; step <= steps && !training::interrupted(); ++step) train_->draw(std::uint64_t(step)), train.add(*train_, batch_, S, T);
+    for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_)
+      val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first)), val.add(*val_, batch_, S, T);
+    if (training::interrupted()) return 130;
+    std::vector<checkpoint::TensorView> t;
+    for (auto [name, set] : {std::pair{"train", &train}, std::pair{"val", &val}}) {
+      const std::int64_t n = std::int64_t(set->rows.size());
+      const std::string p(name);
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".src", set->src, {n, batch_, S}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".src_len", set->src_len, {n, batch_}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".tgt_in", set->tgt_in, {n, batch_, T}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".tgt_out", set->tgt_out, {n, batch_, T}));
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".rows", set->rows, {n}));
+    }
+    checkpoint::save(o.text("out"), t, {{"vocab", std::to_string(P.vocab)}, {"config", c_.to_json()}});
+    std::printf("wrote %s: %lld training batches and %zu validation batches of %lld x (%lld inputs, %lld targets)\n", o.text("out").c_str(),
+                (long long)steps, val.rows.size(), (long long)batch_, (long long)S, (long long)T);
+    return 0;
+  }
+
   Config c_;
   Context ctx_;
   Program<G> model_;
@@ -271,6 +315,9 @@ Task t5_task() {
   t.summary = "encoder-decoder T5 (v1.1) pretrained by span corruption on the KJV Bible and Jane Austen, span filling";
   t.schema = t5_schema();
   t.commands.push_back({"sample", "the spans a pretrained T5 writes for the sentinels of a text (greedy and beam)", sample_options()});
+  Schema exp;
+  exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "t5_batches.safetensors", "the file to write");
+  t.commands.push_back({"export-batches", "the run's training batches (steps 1..N) and validation batches, for another framework", exp});
   t.training_commands.push_back({"finetune", "t5-finetune",
                                  "text to text from the pretrained run (--pretrained DIR): --task translate-en-de, translate-de-en, austen-novel "
                                  "or a mixture mix:a,b,...",
