@@ -16,7 +16,7 @@ echo "+ unit tests"
 ctgrad="$work/build/apps/ctgrad"
 run="$work/runs"
 rm -rf "$run"
-echo "+ the command: train, eval, sample, resume, BERT pretraining and fine-tuning, bad input"
+echo "+ the command: train, eval, sample, resume, BERT and T5 pretraining and fine-tuning, bad input"
 "$ctgrad" train gpt --run "$run/gpt" --set size=tiny --set context=32 --set steps=30 --set eval_every=15 --set eval_windows=8 --set sample_tokens=20 | tail -2
 "$ctgrad" eval gpt --run "$run/gpt" --set eval_windows=8
 "$ctgrad" sample gpt --run "$run/gpt" --tokens 10 --top-k 5
@@ -29,6 +29,12 @@ bert=(--set size=tiny --set context=32 --set steps=6 --set eval_every=3 --set ba
 "$ctgrad" fill-mask bert --run "$run/bert" --text "[MASK] the [MASK] of the LORD" --top-k 2 | tail -1
 "$ctgrad" export-batches bert --run "$run/bert" --steps 2 --out "$run/batches.safetensors"
 "$ctgrad" finetune bert --pretrained "$run/bert_nsp" --run "$run/novel" --set size=tiny --set context=32 --set steps=4 --set eval_every=2 --set batch=8 --set freeze=2 | tail -1
+t5=(--set size=tiny --set steps=4 --set eval_every=2 --set batch=8 --set eval_sequences=16)
+"$ctgrad" train t5 --run "$run/t5" "${t5[@]}" | tail -1
+"$ctgrad" sample t5 --run "$run/t5" --fill "And <extra_id_0> said, Let there be <extra_id_1>." --beam 2 --max-len 6 | tail -1
+"$ctgrad" export-batches t5 --run "$run/t5" --steps 2 --out "$run/t5_batches.safetensors"
+"$ctgrad" finetune t5 --task mix:translate-en-de,austen-novel --pretrained "$run/t5" --run "$run/t5mix" --set size=tiny --set steps=4 --set eval_every=2 \
+  --set batch=8 --set eval_examples=3 --set beam=2 | tail -1
 for bad in "--set batch=1152921504606846976" "--set lr=-1" "--set nope=1" "--set dropout=1.5"; do
   set +e
   "$ctgrad" train gpt --run "$run/bad" --set size=tiny $bad > "$work/bad.txt" 2>&1
