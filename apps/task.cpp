@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace ctgrad::cli {
 
@@ -107,6 +108,13 @@ std::string file_hash(const std::filesystem::path& file) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+double token_nll(const float* logits, int vocab, std::int32_t target) {
+  const float top = *std::max_element(logits, logits + vocab);
+  double z = 0;
+  for (int v = 0; v < vocab; ++v) z += std::exp(double(logits[v] - top));
+  return std::log(z) - double(logits[target] - top);
 }
 
 PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::string& model, const std::string& how) {

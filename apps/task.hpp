@@ -129,6 +129,10 @@ void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbo
 // swapped or edited after training is refused, not silently used.
 std::string file_hash(const std::filesystem::path& file);
 
+// -log softmax(logits)[target] of one row of `vocab` logits, in double: a validation loss per
+// token that label smoothing (part of the training loss) does not change.
+double token_nll(const float* logits, int vocab, std::int32_t target);
+
 // A pretrained run a fine-tuning starts from: its checkpoint (refused unless it is one of `model`),
 // its config and its tokenizer (refused unless it is the one the checkpoint was trained with).
 // `how` says how to make one ("ctgrad train bert --run DIR").

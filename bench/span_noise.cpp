@@ -2,8 +2,9 @@
 // (spans placed without position bias) beside Google's layout. CSV on stdout for
 // bench/t5_noise_by_position.sh, which plots it (docs/models/img/t5_noise_by_position.png).
 //   ctgrad-span-noise LENGTH [DRAWS]   ->   position,ours,reference
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <ctgrad/data/span_corruption.hpp>
@@ -15,9 +16,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ctgrad-span-noise LENGTH [DRAWS]\n");
     return 2;
   }
-  const std::int64_t length = std::atoll(argv[1]), draws = argc > 2 ? std::atoll(argv[2]) : 100000;
-  if (length < 2 || draws < 1) {
-    std::fprintf(stderr, "ctgrad-span-noise: LENGTH >= 2 and DRAWS >= 1\n");
+  auto number = [](const char* s, std::int64_t& v) {
+    const auto r = std::from_chars(s, s + std::strlen(s), v);
+    return r.ec == std::errc() && *r.ptr == 0;
+  };
+  std::int64_t length = 0, draws = 100000;
+  if (!number(argv[1], length) || (argc > 2 && !number(argv[2], draws)) || length < 2 || length > (1 << 20) || draws < 1) {
+    std::fprintf(stderr, "ctgrad-span-noise: LENGTH in [2, 2^20] and DRAWS >= 1, as integers\n");
     return 2;
   }
   std::vector<double> ours(static_cast<std::size_t>(length)), ref(static_cast<std::size_t>(length));

@@ -4,6 +4,7 @@
 // the batches it would have seen.
 #pragma once
 #include <cstdint>
+#include <numeric>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,31 @@ class LmBatches {
   std::int64_t context_, batch_;
   std::uint64_t seed_;
   std::vector<std::int32_t> x_, y_;
+};
+
+// Example batches (fine-tuning): the i-th example of an endless stream of epochs over n examples,
+// each epoch a permutation keyed by (seed, epoch, salt). A function of i alone, so a resumed run
+// sees the examples it would have seen.
+class EpochOrder {
+ public:
+  EpochOrder(std::size_t n = 0, std::uint64_t seed = 0, std::uint64_t salt = 0) : n_(n), seed_(seed), salt_(salt) {}
+  std::size_t operator()(std::uint64_t i) {
+    if (n_ == 0) throw std::invalid_argument("ctgrad: EpochOrder over no examples");
+    const std::uint64_t epoch = i / n_;
+    if (epoch != epoch_ || order_.empty()) {
+      order_.resize(n_);
+      std::iota(order_.begin(), order_.end(), std::size_t(0));
+      const std::uint64_t k = random::key(seed_, epoch, salt_);
+      for (std::uint64_t j = n_ - 1; j > 0; --j) std::swap(order_[j], order_[random::bits(k, j) % (j + 1)]);  // Fisher-Yates
+      epoch_ = epoch;
+    }
+    return order_[i % n_];
+  }
+
+ private:
+  std::size_t n_;
+  std::uint64_t seed_, salt_, epoch_ = 0;
+  std::vector<std::size_t> order_;
 };
 
 }  // namespace ctgrad::data

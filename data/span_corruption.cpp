@@ -55,7 +55,10 @@ SpanLengths span_corruption_lengths(std::int64_t inputs_length, const SpanCorrup
     return std::pair{tokens - c.noise + (c.spans + 1) + 1, c.noise + (c.spans + 1) + 1};  // + 1 span at the cut, + EOS
   };
   std::int64_t tokens = 2;
-  while (sizes(tokens + 1).first <= inputs_length) ++tokens;
+  // The kept tokens grow by at least one per 1/(1 - density) tokens; the bound stops a density so
+  // close to 1 that binary32 rounds it to 1 (nothing is ever kept, the input never fills).
+  const std::int64_t bound = std::int64_t(double(inputs_length) / std::max(1e-3, 1 - o.noise_density)) + 64;
+  while (tokens < bound && sizes(tokens + 1).first <= inputs_length) ++tokens;
   if (sizes(tokens).first > inputs_length)
     throw std::invalid_argument("ctgrad: span corruption: no sequence fits an input of " + std::to_string(inputs_length) + " tokens");
   // The target is longest at the longest sequence (noise grows with length).
@@ -83,7 +86,7 @@ std::vector<std::uint8_t> noise_mask(std::int64_t length, std::uint64_t key, con
 }
 
 std::int64_t corrupt_spans(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> mask, std::int32_t first_sentinel,
-                           std::int32_t eos, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) {
+                           std::int32_t eos, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets, std::int64_t sentinels) {
   if (mask.size() != tokens.size())
     throw std::invalid_argument("ctgrad: corrupt_spans: " + std::to_string(mask.size()) + " mask entries for " + std::to_string(tokens.size()) + " tokens");
   inputs.clear(), targets.clear();
@@ -94,6 +97,9 @@ std::int64_t corrupt_spans(std::span<const std::int32_t> tokens, std::span<const
       continue;
     }
     if (t == 0 || !mask[t - 1]) {  // a span starts: one sentinel in both
+      if (spans == sentinels)
+        throw std::invalid_argument("ctgrad: corrupt_spans: more than " + std::to_string(sentinels) + " spans in a sequence of " +
+                                    std::to_string(tokens.size()) + " tokens: there are only " + std::to_string(sentinels) + " sentinels");
       const std::int32_t sentinel = first_sentinel - std::int32_t(spans++);
       inputs.push_back(sentinel), targets.push_back(sentinel);
     }
@@ -139,7 +145,7 @@ void SpanCorruptionBatches::build(std::span<const std::size_t> which, std::uint6
     const auto& s = sequences_[which[b]];
     const std::uint64_t row_key = random::bits(key, per_sequence ? which[b] : b);
     const auto mask = noise_mask(std::int64_t(s.size()), row_key, o_);
-    corrupt_spans(s, mask, ids_.first_sentinel, ids_.eos, in[b], out[b]);
+    corrupt_spans(s, mask, ids_.first_sentinel, ids_.eos, in[b], out[b], ids_.sentinels);
     for (auto m : mask) noise_ += m;
     in_len_ = std::max<std::int64_t>(in_len_, std::int64_t(in[b].size()));
     out_len_ = std::max<std::int64_t>(out_len_, std::int64_t(out[b].size()));

@@ -47,9 +47,11 @@ SpanLengths span_corruption_lengths(std::int64_t inputs_length, const SpanCorrup
 std::vector<std::uint8_t> noise_mask(std::int64_t length, std::uint64_t key, const SpanCorruptionOptions& o);
 
 // Inputs and targets from tokens and their mask (replaces their contents). `first_sentinel` is
-// <extra_id_0>'s id (the vocabulary's last); span i gets first_sentinel - i. Returns the spans.
+// <extra_id_0>'s id (the vocabulary's last); span i gets first_sentinel - i. Returns the spans;
+// more than `sentinels` spans is an error (the next ids are ordinary tokens).
 std::int64_t corrupt_spans(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> mask, std::int32_t first_sentinel,
-                           std::int32_t eos, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets);
+                           std::int32_t eos, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets,
+                           std::int64_t sentinels = 100);
 
 // Batches for an encoder-decoder: rows drawn from `sequences` (raw tokens, each at most
 // span_corruption_lengths(...).tokens long), corrupted with masks keyed by (seed, batch number,
@@ -59,6 +61,7 @@ class SpanCorruptionBatches {
  public:
   struct Ids {
     std::int32_t pad = 0, eos = 1, first_sentinel = 0;
+    std::int64_t sentinels = 100;
   };
   SpanCorruptionBatches(const std::vector<std::vector<std::int32_t>>& sequences, Ids ids, SpanCorruptionOptions o, std::int64_t batch,
                         std::uint64_t seed);

@@ -16,7 +16,8 @@
 // folds that into the query projection's initialisation.
 // Initialisation (Mesh TensorFlow / Hugging Face T5, factor 1): shared N(0, 1); wq N(0, (d d_head)^-1/2);
 // wk, wv N(0, d^-1/2); wo N(0, (heads d_head)^-1/2); wi_0, wi_1 N(0, d^-1/2); ffn.wo N(0, d_ff^-1/2);
-// relative bias N(0, d^-1/2); lm_head N(0, d^-1/2) (a unit-variance logit at the start); norms 1.
+// relative bias N(0, d^-1/2); norms 1; lm_head N(0, d^-1/2), Mesh TensorFlow's dense default (a
+// unit-variance logit at the start; Hugging Face draws it N(0, 1)).
 // Hyperparameters: dropout (0.1; T5 v1.1 pretrains without), label_smoothing (0), norm_eps (1e-6).
 //
 // Graphs sharing the parameter names (inputs as the Transformer's, models/transformer.hpp):

@@ -8,7 +8,9 @@
 //                  "cache.<l>.k/v" -> logits [B, T, vocab], "present.<l>.k/v"
 //   n_layer (decoder layers), heads, d_head, vocab
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <vector>

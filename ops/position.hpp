@@ -94,6 +94,8 @@ struct RelativePositionBiasOp {
     if (c.dtype[0] != DType::real || t.rank != 2 || !(t[0] == Dim(o.relative.buckets)))
       return ShapeResult::fail(Msg("table must be [").add(o.relative.buckets).add(", heads], got ").add(t));
     if (o.relative.max_distance <= 0) return ShapeResult::fail("max distance must be positive");
+    if (o.relative.buckets < (o.relative.bidirectional ? 4 : 2))  // half of them exact, at least one
+      return ShapeResult::fail(Msg("needs at least ").add(o.relative.bidirectional ? 4 : 2).add(" buckets, got ").add(o.relative.buckets));
     ShapeResult r;
     r.shape = Shape{1, t[1], o.queries, o.keys};
     return r;

@@ -125,6 +125,22 @@ void scale_grads(std::span<const Parameter<T>> params, double factor) {
     parallel(p.grad.numel, 32768, [&](std::int64_t b, std::int64_t e) { vec::scale(p.grad.data + b, e - b, factor); });
 }
 
+// Sum of squares of x[0..n) in chunks of 4096: SIMD within a chunk, the chunks in parallel into
+// fixed slots of `partial` (the caller's scratch: no allocation once it is large enough), added in
+// chunk order. The same bits on any thread count.
+template <class T>
+double sum_squares_fixed_order(const T* x, std::int64_t n, std::vector<double>& partial) {
+  constexpr std::int64_t kChunk = 4096;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (partial.size() < std::size_t(chunks)) partial.resize(std::size_t(chunks));
+  parallel(chunks, 8, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t c = b; c < e; ++c) partial[std::size_t(c)] = vec::sum_squares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
+  });
+  double total = 0;
+  for (std::int64_t c = 0; c < chunks; ++c) total += partial[std::size_t(c)];
+  return total;
+}
+
 // Global L2 norm of all gradients, then scales them so it is at most max_norm (as
 // torch.nn.utils.clip_grad_norm_). Returns the norm before clipping. Summed in a fixed order.
 // SIMD sums over chunks of 4096 (in the working precision), added in double in chunk order; the

@@ -151,10 +151,13 @@ class Adafactor : public Optimizer<T> {
             }
           });
           parallel(cols, 64, [&](std::int64_t j0, std::int64_t j1) {
-            double s[64] = {};
-            for (std::int64_t i = 0; i < rows; ++i)
-              for (std::int64_t j = j0; j < j1; ++j) s[j - j0] += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
-            for (std::int64_t j = j0; j < j1; ++j) cq[j] = T(beta2 * cq[j] + (1 - beta2) * s[j - j0] / double(rows));
+            for (std::int64_t jb = j0; jb < j1; jb += 64) {  // columns in blocks of 64, each summed over the rows in order
+              const std::int64_t je = std::min(j1, jb + 64);
+              double s[64] = {};
+              for (std::int64_t i = 0; i < rows; ++i)
+                for (std::int64_t j = jb; j < je; ++j) s[j - jb] += double(gq[i * cols + j]) * gq[i * cols + j] + o_.eps1;
+              for (std::int64_t j = jb; j < je; ++j) cq[j] = T(beta2 * cq[j] + (1 - beta2) * s[j - jb] / double(rows));
+            }
           });
           double row_mean = 0;
           for (std::int64_t i = 0; i < rows; ++i) row_mean += rq[i] / double(rows);
@@ -174,7 +177,7 @@ class Adafactor : public Optimizer<T> {
           }
         });
       }
-      const double u_rms = std::sqrt(chunked_sum_sq(u.data(), n) / double(n));
+      const double u_rms = std::sqrt(sum_squares_fixed_order(u.data(), n, partial_) / double(n));
       const double clip = std::max(1.0, u_rms / o_.clip_threshold);
       T* m = o_.beta1 > 0 ? this->state_[m_ + k].data.data() : nullptr;
       const double wd = this->decay_[k];
@@ -190,21 +193,7 @@ class Adafactor : public Optimizer<T> {
   }
 
  private:
-  // Sum of squares in chunks of 16384 summed in chunk order (the chunks in parallel).
-  template <class X>
-  double chunked_sum_sq(const X* x, std::int64_t n) {
-    constexpr std::int64_t kChunk = 16384;
-    partial_.assign(std::size_t((n + kChunk - 1) / kChunk), 0.0);
-    parallel(n, kChunk, [&](std::int64_t b, std::int64_t e) {
-      double s = 0;
-      for (std::int64_t i = b; i < e; ++i) s += double(x[i]) * double(x[i]);
-      partial_[std::size_t(b / kChunk)] = s;
-    });
-    double total = 0;
-    for (double s : partial_) total += s;
-    return total;
-  }
-  double rms(const T* w, std::int64_t n) { return std::sqrt(chunked_sum_sq(w, n) / double(n)); }
+  double rms(const T* w, std::int64_t n) { return std::sqrt(sum_squares_fixed_order(w, n, partial_) / double(n)); }
   AdafactorOptions o_;
   std::size_t row_ = 0, col_ = 0, v_ = 0, m_ = 0;
   std::vector<double> partial_;

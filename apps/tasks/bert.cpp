@@ -285,10 +285,7 @@ class BertSession : public Session {
       for (std::int64_t k = 0; k < picks; ++k) {  // -log softmax at the target (the loss may add NSP, smoothing)
         const float* row = logits.data + k * P.vocab;
         const std::int32_t target = val_->targets()[std::size_t(k)];
-        const float top = *std::max_element(row, row + P.vocab);
-        double z = 0;
-        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(row[v] - top));
-        loss += std::log(z) - double(row[target] - top);
+        loss += token_nll(row, P.vocab, target);
         right += std::max_element(row, row + vocab_) - row == target;
       }
       n += picks;

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include <ctgrad/checkpoint/training.hpp>
+#include <ctgrad/data/batches.hpp>
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/graph/random.hpp>
@@ -48,7 +49,7 @@ Schema finetune_schema() {
       .choice("task", "austen-novel", {"austen-novel"}, "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from", Role::model)
       .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch", Role::run)
       .choice("init", "pretrained", {"pretrained", "scratch"}, "the encoder's start: the pretrained weights, or BERT's random init", Role::run)
-      .choice("pool", "cls", {"cls", "mean"}, "the classifier reads the <cls> vector (BERT), or the mean of the passage's vectors", Role::model)
+      .choice("pool", "cls", {"cls", "mean"}, "the classifier reads the <cls> vector (BERT), or the mean of the row's vectors ([CLS] passage [SEP])", Role::model)
       .integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per passage, [CLS] and [SEP] included (longer ones are cut; at most the pretraining context)", Role::run)
       .integer("batch", 32, {.min = 1, .max = 1 << 14}, "passages per step", Role::run)
       .integer("steps", 600, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
@@ -105,6 +106,7 @@ class FinetuneSession : public Session {
       p.train = std::move(kept);
     }
     train_ = encode(p.train), val_ = encode(p.validation);
+    order_ = data::EpochOrder(train_.size(), data_seed(c_), 11);
     std::printf("ctgrad finetune bert: task austen-novel, size %s, encoder %s, %lld parameters, %d threads\n", c_.text("size").c_str(),
                 c_.text("init") == "scratch" ? "from scratch" : ("from " + c_.text("pretrained")).c_str(), (long long)model_.parameter_count(),
                 model_.threads());
@@ -141,7 +143,7 @@ class FinetuneSession : public Session {
             .feed =
                 [this](std::int64_t step) {
                   std::vector<std::size_t> rows(static_cast<std::size_t>(batch_));
-                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = shuffled(std::uint64_t((step - 1) * batch_ + j));
+                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = order_(std::uint64_t((step - 1) * batch_ + j));
                   set_batch(train_, rows);
                   return double(batch_);
                 },
@@ -246,20 +248,6 @@ class FinetuneSession : public Session {
     return out;
   }
 
-  // The i-th training example of an endless stream of epochs, each a permutation keyed by
-  // (data seed, epoch): resume is bit-exact.
-  std::size_t shuffled(std::uint64_t i) {
-    const std::uint64_t n = train_.size(), epoch = i / n;
-    if (epoch != epoch_ || order_.empty()) {
-      order_.resize(n);
-      std::iota(order_.begin(), order_.end(), std::size_t(0));
-      const std::uint64_t k = random::key(data_seed(c_), epoch, 11);
-      for (std::uint64_t j = n - 1; j > 0; --j) std::swap(order_[j], order_[random::bits(k, j) % (j + 1)]);
-      epoch_ = epoch;
-    }
-    return order_[i % n];
-  }
-
   void set_batch(const std::vector<Example>& set, const std::vector<std::size_t>& rows) {
     std::int64_t seq = 0;
     for (std::size_t r : rows) seq = std::max<std::int64_t>(seq, std::int64_t(set[r].ids.size()));
@@ -312,8 +300,7 @@ class FinetuneSession : public Session {
   std::vector<std::string> titles_;
   std::vector<Example> train_, val_;
   double majority_ = 0;
-  std::vector<std::size_t> order_;
-  std::uint64_t epoch_ = 0;
+  data::EpochOrder order_;  // the training examples, epoch by epoch
   std::vector<std::int32_t> ids_, segments_, lengths_, labels_;
   std::vector<float> pool_;
 };

@@ -39,7 +39,7 @@ Schema t5_schema() {
   s.integer("context", 64, {.min = 8, .max = 1 << 16}, "input tokens per sequence after corruption (</s> included): sets how many raw tokens a sequence holds", Role::run)
       .integer("batch", 32, {.min = 1, .max = 1 << 14}, "sequences per step", Role::run)
       .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
-      .real("noise_density", 0.15, {.min = 0, .max = 1, .min_open = true, .max_open = true}, "fraction of a sequence's tokens corrupted")
+      .real("noise_density", 0.15, {.min = 0, .max = 0.95, .min_open = true}, "fraction of a sequence's tokens corrupted")
       .real("mean_span", 3.0, {.min = 1, .max = 1e6}, "mean length of a corrupted span")
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
@@ -69,6 +69,14 @@ class T5Session : public Session {
       lengths_ = data::span_corruption_lengths(c.integer("context"), span_);
     } catch (const std::invalid_argument& e) {
       throw config_error(std::string("context ") + c.show("context") + ": " + e.what());
+    }
+    // A sequence's spans (one more when the cut splits one) must not outnumber the sentinels.
+    if (const std::int64_t spans = data::span_counts(lengths_.tokens, span_).spans + 1; spans > models::kT5Sentinels) {
+      std::int64_t fits = c.integer("context");
+      while (fits > 8 && data::span_counts(data::span_corruption_lengths(fits, span_).tokens, span_).spans + 1 > models::kT5Sentinels) --fits;
+      throw config_error("context " + c.show("context") + " packs sequences of " + std::to_string(lengths_.tokens) + " tokens with up to " +
+                         std::to_string(spans) + " spans, more than the " + std::to_string(models::kT5Sentinels) +
+                         " sentinels: at most --set context=" + std::to_string(fits) + " (or a longer mean_span)");
     }
     check_fits(model_, {batch_, lengths_.targets, lengths_.inputs, 1, 1, 1}, 16.0 * double(batch_) * double(lengths_.inputs + lengths_.targets),
                "batch " + c.show("batch") + " x context " + c.show("context"));
@@ -199,10 +207,7 @@ class T5Session : public Session {
       for (std::size_t k = 0; k < targets.size(); ++k) {
         if (targets[k] == kPad) continue;
         const float* row = logits.data + std::int64_t(k) * P.vocab;
-        const float top = *std::max_element(row, row + P.vocab);
-        double z = 0;
-        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(row[v] - top));
-        s.loss += std::log(z) - double(row[targets[k]] - top);
+        s.loss += token_nll(row, P.vocab, targets[k]);
         right += std::max_element(row, row + P.vocab) - row == targets[k];
         ++n;
       }

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include <ctgrad/data/pairs.hpp>
+#include <ctgrad/data/batches.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/metrics/bleu.hpp>
 #include <ctgrad/models/t5.hpp>
@@ -119,6 +120,7 @@ class FinetuneSession : public Session {
       // Validation loss on up to 500 examples of each task.
       val_.insert(val_.end(), t.validation.begin(), t.validation.begin() + std::ptrdiff_t(std::min<std::size_t>(500, t.validation.size())));
     }
+    order_ = data::EpochOrder(train_.size(), data_seed(c_), 15);
     if (ctx_.command != "train") return;
     std::printf("ctgrad finetune t5: %s, size %s, %s, %lld parameters, %d threads\n", c_.text("task").c_str(), c_.text("size").c_str(),
                 c_.text("init") == "scratch" ? "from scratch" : ("from " + c_.text("pretrained")).c_str(), (long long)model_.parameter_count(),
@@ -144,7 +146,7 @@ class FinetuneSession : public Session {
             .feed =
                 [this](std::int64_t step) {
                   std::vector<std::size_t> rows(static_cast<std::size_t>(batch_));
-                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = shuffled(std::uint64_t((step - 1) * batch_ + j));
+                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = order_(std::uint64_t((step - 1) * batch_ + j));
                   set_batch(train_, rows);
                   return double(batch_);
                 },
@@ -198,6 +200,7 @@ class FinetuneSession : public Session {
     const PretrainedRun from = open_pretrained(c_.text("pretrained"), "t5", "ctgrad train t5 --run");
     if (!from.config_json.empty()) {
       const auto t5 = std::find_if(cli::tasks().begin(), cli::tasks().end(), [](const Task& t) { return t.name == "t5"; });
+      if (t5 == cli::tasks().end()) throw std::logic_error("the t5 task is not registered");
       Config pre(t5->schema);
       pre.merge_json(from.config_json, "the config in " + (from.dir / "checkpoint.safetensors").string());
       for (const char* key : {"size", "tied"})
@@ -246,20 +249,6 @@ class FinetuneSession : public Session {
     return t;
   }
 
-  // The i-th training example of an endless stream of epochs over all tasks' examples, each epoch
-  // a permutation keyed by (data seed, epoch): a minibatch mixes tasks, and resume is bit-exact.
-  std::size_t shuffled(std::uint64_t i) {
-    const std::uint64_t n = train_.size(), epoch = i / n;
-    if (epoch != epoch_ || order_.empty()) {
-      order_.resize(n);
-      std::iota(order_.begin(), order_.end(), std::size_t(0));
-      const std::uint64_t k = random::key(data_seed(c_), epoch, 15);
-      for (std::uint64_t j = n - 1; j > 0; --j) std::swap(order_[j], order_[random::bits(k, j) % (j + 1)]);
-      epoch_ = epoch;
-    }
-    return order_[i % n];
-  }
-
   void set_batch(const std::vector<Example>& set, const std::vector<std::size_t>& rows) {
     std::int64_t S = 0, T = 0;
     for (std::size_t r : rows) S = std::max<std::int64_t>(S, std::int64_t(set[r].input.size())), T = std::max<std::int64_t>(T, std::int64_t(set[r].target.size()));
@@ -290,11 +279,7 @@ class FinetuneSession : public Session {
       const auto logits = model_.output("logits");
       for (std::size_t k = 0; k < tgt_out_.size(); ++k) {
         if (tgt_out_[k] == kPad) continue;
-        const float* row = logits.data + std::int64_t(k) * P.vocab;
-        const float top = *std::max_element(row, row + P.vocab);
-        double z = 0;
-        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(row[v] - top));
-        loss += std::log(z) - double(row[tgt_out_[k]] - top);
+        loss += token_nll(logits.data + std::int64_t(k) * P.vocab, P.vocab, tgt_out_[k]);
         ++n;
       }
     }
@@ -310,8 +295,7 @@ class FinetuneSession : public Session {
   std::optional<data::SentencePieceTokenizer> tok_;
   std::vector<TaskSet> tasks_;
   std::vector<Example> train_, val_;
-  std::vector<std::size_t> order_;
-  std::uint64_t epoch_ = 0;
+  data::EpochOrder order_;  // the training examples, epoch by epoch
   std::vector<std::int32_t> src_, src_len_, tgt_in_, tgt_out_;
 };
 

@@ -46,6 +46,11 @@ TEST_CASE("Span corruption: inputs and targets as the paper's example", "[data][
   CHECK(corrupt_spans(tokens, mask, 99, 1, in, out) == 2);
   CHECK(in == std::vector<std::int32_t>{10, 99, 13, 14, 15, 98, 18, 1});
   CHECK(out == std::vector<std::int32_t>{99, 11, 12, 98, 16, 17, 1});
+  // More spans than sentinels: the next ids would be ordinary tokens.
+  std::vector<std::int32_t> many(300, 7);
+  std::vector<std::uint8_t> alternate(300);
+  for (std::size_t i = 0; i < alternate.size(); i += 2) alternate[i] = 1;
+  CHECK_THROWS_WITH(corrupt_spans(many, alternate, 999, 1, in, out, 100), Catch::Contains("there are only 100 sentinels"));
   // A span at the start and one at the end.
   CHECK(corrupt_spans(tokens, std::vector<std::uint8_t>{1, 0, 0, 0, 0, 0, 0, 1, 1}, 99, 1, in, out) == 2);
   CHECK(in == std::vector<std::int32_t>{99, 11, 12, 13, 14, 15, 16, 98, 1});
@@ -102,7 +107,8 @@ TEST_CASE("Span corruption: lengths fit (the reference's random_spans_helper, on
         REQUIRE(std::int64_t(out.size()) <= l.targets);
       }
   }
-  CHECK(span_corruption_lengths(512, {}).tokens == 567);  // the reference: 568 (and 114 targets); one less leaves room for the cut's span
+  CHECK(span_corruption_lengths(512, {}).tokens == 567);
+  CHECK(span_corruption_lengths(64, {.noise_density = 0.99999999}).tokens > 64);  // returns: binary32 rounds it to 1, nothing is kept  // the reference: 568 (and 114 targets); one less leaves room for the cut's span
   CHECK_THROWS_WITH(span_corruption_lengths(3, {}), Catch::Contains("no room"));
 }
 

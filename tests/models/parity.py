@@ -7,7 +7,8 @@ added to a row of scores) is rounding noise in both; its scale is floored at 1e-
 gradient entry of the model.
 T5 also: the relative-position bucket of every distance -300..300, both directions, equal to the
 reference's bucket function (Hugging Face's).
-usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5 <writer program> <out.safetensors>
+usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied <writer program> <out.safetensors>
+(t5-tied: the T5 writer with --tied, v1.0's output tied to the shared embedding)
 (bert-nsp: the BERT writer with --next-sentence, the pretraining graph with next-sentence prediction)"""
 import json
 import os
@@ -22,7 +23,7 @@ from bert import BertMlm  # noqa: E402
 from t5 import T5, relative_position_bucket  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
-subprocess.run([writer, path] + (["--next-sentence"] if kind == "bert-nsp" else []), check=True)
+subprocess.run([writer, path] + {"bert-nsp": ["--next-sentence"], "t5-tied": ["--tied"]}.get(kind, []), check=True)
 t, meta = read_safetensors(path)
 cfg = json.loads(meta["config"])
 torch.manual_seed(0)
@@ -31,9 +32,9 @@ if kind == "gpt":
 elif kind in ("bert", "bert-nsp"):
     model = BertMlm(cfg["vocab"], cfg["n_layer"], cfg["heads"], cfg["d_model"], cfg["d_ff"], cfg["context"], dropout=0.0,
                     next_sentence=kind == "bert-nsp")
-elif kind == "t5":
+elif kind in ("t5", "t5-tied"):
     model = T5(cfg["vocab"], cfg["n_layer"], cfg["n_dec_layer"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["buckets"], cfg["max_distance"],
-               dropout=0.0, label_smoothing=cfg["label_smoothing"])
+               tied=cfg["tied"], dropout=0.0, label_smoothing=cfg["label_smoothing"])
 else:
     model = Transformer(cfg["vocab"], cfg["n_layer"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["label_smoothing"], cfg["pad"])
 state = {k: torch.from_numpy(v) for k, v in t.items() if not k.startswith(("grad.", "out.", "in."))}
@@ -46,7 +47,7 @@ if kind == "gpt":
     logits, loss = model(inputs["ids"], inputs["targets"])
 elif kind in ("bert", "bert-nsp"):
     logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"], inputs.get("labels"))
-elif kind == "t5":
+elif kind in ("t5", "t5-tied"):
     logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_out"])
 else:
     logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_len"], inputs["tgt_out"])
@@ -64,7 +65,7 @@ def check(what, got, want, tol, relative, floor=0.0):
 
 check("loss", t["out.loss"][0], loss, 1e-4, True)
 check("logits", t["out.logits"], logits, 1e-5, False)
-if kind == "t5":
+if kind in ("t5", "t5-tied"):
     for direction in ("bidirectional", "causal"):
         want = relative_position_bucket(inputs["distances"], direction == "bidirectional", 32, 128)
         differ = (want != inputs["buckets_" + direction]).sum().item()

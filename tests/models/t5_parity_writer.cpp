@@ -2,7 +2,8 @@
 // a small T5's weights after a few AdamW steps of span filling, one padded batch (sources of 12, 9
 // and 5 tokens in 12, targets of 10, 7 and 4 in 10, pad ignored), ctgrad's fp32 logits, loss and
 // every parameter gradient on it, and the relative-position bucket of every distance -300..300
-// (both directions, T5's 32 buckets to distance 128) for the reference's bucket function.
+// (both directions, T5's 32 buckets to distance 128) for the reference's bucket function. With
+// --tied: T5 v1.0's output (the shared embedding, the decoder output scaled by d^-1/2).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,14 +20,12 @@ namespace in = models::t5_inputs;
 // 8 buckets to distance 10: sequences of 12 reach the logarithmic buckets.
 constexpr models::T5Config kParity{.vocab = 50, .n_layer = 2, .n_dec_layer = 2, .d_model = 32, .heads = 4, .d_ff = 48, .buckets = 8, .max_distance = 10};
 static constexpr auto kGraph = freeze<models::t5<kParity>>();
+static constexpr auto kTied = freeze<models::t5<models::with_tied_embeddings(kParity)>>();
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: t5_parity_writer out.safetensors\n");
-    return 2;
-  }
+template <const auto& G>
+int write(const char* path, bool tied) {
   constexpr std::int64_t B = 3, S = 12, T = 10;
-  Program<kGraph> model(Options{.threads = 2, .seed = 5, .hypers = {{"dropout", 0.0}, {"label_smoothing", 0.1}}});
+  Program<G> model(Options{.threads = 2, .seed = 5, .hypers = {{"dropout", 0.0}, {"label_smoothing", 0.1}}});
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.01}, {optim::no_decay_group()});
   std::vector<std::int32_t> src(B * S), src_len{12, 9, 5}, tgt_in(B * T), tgt_out(B * T);
   const std::vector<std::int32_t> tgt_len{10, 7, 4};
@@ -63,11 +62,20 @@ int main(int argc, char** argv) {
     causal.push_back(relative_position_bucket(r, false, 32, 128));
   }
   const std::int64_t n = std::int64_t(distances.size());
-  testing::save_for_parity(argv[1], model,
+  testing::save_for_parity(path, model,
                            {{"src", &src, {B, S}}, {"src_len", &src_len, {B}}, {"tgt_in", &tgt_in, {B, T}}, {"tgt_out", &tgt_out, {B, T}},
                             {"distances", &distances, {n}}, {"buckets_bidirectional", &bidirectional, {n}}, {"buckets_causal", &causal, {n}}},
                            "{\"vocab\": 50, \"n_layer\": 2, \"n_dec_layer\": 2, \"d_model\": 32, \"heads\": 4, \"d_ff\": 48, \"buckets\": 8, "
-                           "\"max_distance\": 10, \"label_smoothing\": 0.1}");
+                           "\"max_distance\": 10, \"label_smoothing\": 0.1, \"tied\": " + std::string(tied ? "true" : "false") + "}");
   std::printf("ctgrad loss %.6f after 30 AdamW steps\n", double(model.loss()));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  const bool tied = argc == 3 && std::string(argv[2]) == "--tied";
+  if (argc != 2 && !tied) {
+    std::fprintf(stderr, "usage: t5_parity_writer out.safetensors [--tied]\n");
+    return 2;
+  }
+  return tied ? write<kTied>(argv[1], true) : write<kGraph>(argv[1], false);
 }

@@ -31,7 +31,7 @@ double stddev(std::span<const float> v) {
 }
 
 // Batch 2, source 6 (the second padded after 4), target 5; pad (0) in the targets is ignored.
-const RandomInputs kInputs{.seed = 11, .sym = {2, 5, 6, 1, 1, 1}, .index_range = 13, .index_ranges = {{"src_len", 4, 7}, {"tgt_out", 1, 13}}};
+const RandomInputs kInputs{.seed = 11, .sym = {2, 5, 6, 1, 1, 1}, .index_range = 13, .index_ranges = {{"src_len", 4, 7}, {"tgt_out", 0, 13}}};
 
 struct T5Batch {
   std::vector<std::int32_t> src, src_len, tgt_in, tgt_out;
