@@ -57,7 +57,7 @@ TEST_CASE("Span corruption: inputs and targets as the paper's example", "[data][
   CHECK(out == std::vector<std::int32_t>{99, 10, 98, 17, 18, 1});
 }
 
-TEST_CASE("Span corruption: the noise rate is flat over positions, at every length; the reference's is not", "[data][t5]") {
+TEST_CASE("Span corruption: the noise rate is flat over positions at every length, the reference's is not", "[data][t5]") {
   constexpr int kDraws = 100000;
   for (const std::int64_t L : {8, 20, 30, 64, 114}) {
     const SpanCounts c = span_counts(L, {});
