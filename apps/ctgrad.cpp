@@ -2,6 +2,7 @@
 //   ctgrad train <model> [--config file.json] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]
 //   ctgrad eval <model> [--run DIR] [--set key=value ...] [--threads N] [model's eval options]
 //   ctgrad <command> <model> [--run DIR] [options]      a model's own commands: sample, translate, ...
+//   ctgrad ablate <model> --grid key=a,b [--seeds N] ...  an ablation study (apps/ablate.cpp)
 //   ctgrad help [<model>]                               models, commands, config keys and options
 // The models are the tasks registered in apps/tasks/ (apps/task.hpp). Exit codes: 0 done, 1 a
 // runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
@@ -13,11 +14,15 @@
 #include <iostream>
 #include <sstream>
 
+#include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 
 #include "task.hpp"
 
 namespace ctgrad::cli {
+
+int ablate(const std::vector<std::string>& args);  // apps/ablate.cpp
+
 namespace {
 
 struct Args {
@@ -58,6 +63,7 @@ int usage(const Task* t, FILE* out = stdout) {
   std::fprintf(out, "usage: ctgrad <command> <model> [options]\n\n"
               "  train <model>   [--config FILE] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]\n"
               "  eval <model>    [--run DIR] [--set key=value ...] [--threads N]\n"
+              "  ablate <model>  --grid key=a,b [--grid ...] [--seeds N] [--set key=value ...] [--jobs J] [--run DIR] [--yes]\n"
               "  help [<model>]  this text, or a model's commands, config keys and options\n\nmodels:\n");
   for (const Task& task : tasks())
     if (!t || &task == t) std::fprintf(out, "  %-12s %s (commands: %s)\n", task.name.c_str(), task.summary.c_str(), command_list(task).c_str());
@@ -267,6 +273,9 @@ int run(const Args& a) {
   }
   session->prepare();
   if (training::interrupted()) return interrupted_exit();
+  if (a.command == "train")  // what the run is, for studies and scripts that read run folders
+    checkpoint::write_atomically(ctx.folder.file("run.json"), "{\"model\": \"" + t.name + "\", \"parameters\": " +
+                                                                  std::to_string(session->model().parameter_count()) + ", \"config\": " + cfg.to_json() + "}\n");
 
   if (a.command != "train") {
     static const Schema none;
@@ -312,6 +321,7 @@ int main(int argc, char** argv) {
     return code;
   };
   try {
+    if (argc > 1 && std::string(argv[1]) == "ablate") return ablate(std::vector<std::string>(argv + 1, argv + argc));
     const Args a = parse(argc, argv);
     if (a.command.empty() && !a.help) return usage(nullptr, stderr), 2;
     if (a.help) {

@@ -221,6 +221,34 @@ check "a mixture of one task" 2 "$ctgrad" finetune t5 --task mix:austen-novel --
 check "a pretrained T5 of another size" 2 "$ctgrad" finetune t5 --task austen-novel --pretrained t5 --run t5ft_x "${t5ft[@]}" --set size=small
 expect_text "names the size" "was trained with size=tiny"
 
+# Ablation studies: a tiny grid x 2 seeds end to end, its report, a rerun that skips finished
+# runs, a half-finished run continued, and the refusals.
+study=(--set size=tiny --set steps=20 --set eval_every=10 --set context=32 --set batch=8 --set eval_windows=16 --set sample_tokens=0)
+check "ablate: 2 configurations x 2 seeds" 0 "$ctgrad" ablate gpt --grid lr=1e-3,3e-3 --seeds 2 "${study[@]}" --jobs 2 --run study
+expect_text "says what it runs" "2 configurations x 2 seeds = 4 runs (4 to run), 2 at a time"
+for f in study.json results.md results.csv results.json results.html curves.png final.png; do check "ablate writes $f" 0 test -s "study/$f"; done
+check "each run keeps its result" 0 test -s "study/runs/001_lr_3e-3/seed2/result.json"
+check "each run keeps its config" 0 grep -q '"lr":0.003' "study/runs/001_lr_3e-3/seed2/run.json"
+check "the report compares with the baseline" 0 grep -q "| \`lr=3e-3\` | 2 |" study/results.md
+check "the html holds its plots" 0 grep -q "data:image/png;base64," study/results.html
+check "ablate again: nothing to run" 0 "$ctgrad" ablate gpt --grid lr=1e-3,3e-3 --seeds 2 "${study[@]}" --jobs 2 --run study
+expect_text "skips the finished runs" "(0 to run)"
+rm study/runs/000_lr_1e-3/seed1/result.json
+check "ablate continues a half-finished run" 0 "$ctgrad" ablate gpt --grid lr=1e-3,3e-3 --seeds 2 "${study[@]}" --run study
+expect_text "runs only it" "(1 to run)"
+check "its run resumed" 0 grep -q "nothing to train" study/runs/000_lr_1e-3/seed1/train.log
+check "ablate: another study in the folder" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 "${study[@]}" --run study
+expect_text "refuses it" "holds another study"
+check "ablate: an unknown key" 2 "$ctgrad" ablate gpt --grid lrr=1e-3 --run study_x
+expect_text "names the closest key" "did you mean 'lr'?"
+check "ablate: a value out of range" 2 "$ctgrad" ablate gpt --grid lr=1e-3,0 --run study_x
+expect_text "names the key" "lr"
+check "ablate: a value its model refuses" 2 "$ctgrad" ablate gpt --grid dropout=0,2 "${study[@]}" --run study_x
+expect_text "names the configuration" "dropout=2 cannot run"
+check "ablate: too many runs without --yes" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3,3e-3 --grid dropout=0,0.1,0.2,0.3 --seeds 5 --run study_x
+expect_text "asks for --yes" "add --yes"
+check "ablate: the seeds are the study's" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --set seed=4 --run study_x
+
 # What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,
 # SIGTERM saves like Ctrl-C, a diverged run keeps its last good checkpoint, metrics have no
 # duplicated steps after a kill -9 and a resume.

@@ -1,0 +1,183 @@
+// ctgrad ablate <model> --grid key=a,b[,c] [--grid ...] [--seeds N] [--set key=value ...] [--jobs J]
+//                       [--threads N] [--run DIR] [--metric M] [--max-runs N] [--yes]
+// Every combination of the grid's values x seeds 1..N, each a `ctgrad train <model>` in a folder of
+// the study (training::ablation::Study: resumable, several at once, a report with confidence
+// intervals and paired differences). Each run is a child process: its own threads, its log in its
+// folder, a crash or a refusal that fails one run and not the study.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include <ctgrad/training/ablation.hpp>
+
+#include "task.hpp"
+
+extern char** environ;
+
+namespace ctgrad::cli {
+
+namespace {
+
+namespace ab = training::ablation;
+
+const Task& find_model(const std::string& name) {
+  for (const Task& t : tasks())
+    if (t.name == name) return t;
+  std::string list;
+  for (const Task& t : tasks()) list += (list.empty() ? "" : ", ") + t.name;
+  throw config_error("unknown model '" + name + "' (models: " + list + ")");
+}
+
+bool is_seed_key(const std::string& k) { return k == "seed" || k == "init_seed" || k == "data_seed" || k == "dropout_seed"; }
+
+// A key of the model's schema; its values parsed as the schema's type and range (config_error naming them).
+void check_setting(const Task& t, const std::string& key, const std::string& value, const std::string& where) {
+  if (is_seed_key(key)) throw config_error(where + ": the study sets the seeds (seed 1..N, --seeds N): '" + key + "' cannot be set");
+  Config c = t.schema.defaults();
+  c.set(key + "=" + value, where);
+}
+
+// git's commit of the source tree this binary was built from, when known.
+std::string build_commit() {
+#ifdef CTGRAD_GIT_COMMIT
+  return CTGRAD_GIT_COMMIT;
+#else
+  return "";
+#endif
+}
+
+// One run: `ctgrad train` as a child, its output appended to train.log in the run's folder.
+// Ctrl-C reaches the child through the terminal; a SIGTERM to the study is passed on to it.
+int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunContext& ctx) {
+  std::vector<std::string> args{"ctgrad", "train", model, "--run", r.dir.string(), ctx.resume ? "--resume" : "--overwrite", "--threads",
+                                std::to_string(ctx.threads)};
+  for (const auto& [k, v] : r.sets) args.insert(args.end(), {"--set", k + "=" + v});
+  args.insert(args.end(), {"--set", "seed=" + std::to_string(r.seed)});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t io;
+  posix_spawn_file_actions_init(&io);
+  const std::string log = (r.dir / "train.log").string();
+  posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&io, 1, 2);
+  pid_t child = 0;
+  const int err = posix_spawn(&child, "/proc/self/exe", &io, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&io);
+  if (err != 0) throw std::runtime_error("cannot start ctgrad train: " + std::string(std::strerror(err)));
+  bool passed_on = false;
+  for (;;) {
+    int status = 0;
+    const pid_t w = ::waitpid(child, &status, WNOHANG);
+    if (w == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (w < 0 && errno != EINTR) return 1;
+    if (training::interrupted() && !passed_on) ::kill(child, SIGTERM), passed_on = true;  // it saves a checkpoint and stops
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+int ablate(const std::vector<std::string>& rest) {
+  if (rest.size() < 2 || rest[1].rfind("--", 0) == 0)
+    throw config_error("usage: ctgrad ablate <model> --grid key=a,b [--grid ...] [--seeds N] [--set key=value ...] [--jobs J] [--run DIR] [--yes]");
+  const Task& t = find_model(rest[1]);
+  ab::StudyOptions o;
+  o.model = t.name;
+  o.seeds = 3;
+  o.dir = "studies/" + t.name;
+  o.commit = build_commit();
+  std::string name;
+  for (std::size_t i = 2; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= rest.size()) throw config_error(a + " needs a value");
+      return rest[++i];
+    };
+    if (a == "--grid") {
+      const std::string g = value();
+      const auto eq = g.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == g.size()) throw config_error("--grid " + g + ": write key=a,b,...");
+      ab::Axis axis{g.substr(0, eq), {}};
+      for (std::size_t at = eq + 1; at <= g.size();) {
+        const std::size_t comma = std::min(g.find(',', at), g.size());
+        const std::string v = g.substr(at, comma - at);
+        if (v.empty()) throw config_error("--grid " + g + ": an empty value");
+        check_setting(t, axis.key, v, "--grid " + g);
+        axis.values.push_back(v);
+        at = comma + 1;
+      }
+      o.grid.push_back(std::move(axis));
+    } else if (a == "--set") {
+      const std::string s = value();
+      const auto eq = s.find('=');
+      if (eq == std::string::npos || eq == 0) throw config_error("--set " + s + ": write key=value");
+      check_setting(t, s.substr(0, eq), s.substr(eq + 1), "--set " + s);
+      o.fixed.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+    } else if (a == "--seeds") o.seeds = int(training::parse_integer(value(), "--seeds", {.min = 1, .max = 100}));
+    else if (a == "--jobs") o.jobs = int(training::parse_integer(value(), "--jobs", {.min = 1, .max = 256}));
+    else if (a == "--threads") o.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
+    else if (a == "--max-runs") o.max_runs = int(training::parse_integer(value(), "--max-runs", {.min = 1, .max = 1 << 20}));
+    else if (a == "--run") o.dir = value();
+    else if (a == "--metric") o.metric = value();
+    else if (a == "--name") name = value();
+    else if (a == "--yes") o.yes = true;
+    else
+      throw config_error("unknown option '" + a + "' for ctgrad ablate (options: --grid, --seeds, --set, --jobs, --threads, --run, --metric, --name, " +
+                         "--max-runs, --yes)");
+  }
+  if (o.grid.empty()) throw config_error("ctgrad ablate " + t.name + " needs a grid: --grid key=a,b (keys: ctgrad help " + t.name + ")");
+  for (const auto& [k, v] : o.fixed)
+    for (const ab::Axis& a : o.grid)
+      if (a.key == k) throw config_error("'" + k + "' is both in the grid and set with --set");
+  if (name.empty()) {
+    name = t.name + ":";
+    for (const ab::Axis& a : o.grid) name += " " + a.key;
+  }
+  o.name = name;
+  std::optional<ab::Study> study;
+  try {
+    study.emplace(o);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  // Every configuration is opened once before anything runs (its model built, its hyperparameters
+  // checked by the ops, its memory checked): a value no run could train is refused up front.
+  for (std::size_t i = 0; i < study->runs().size(); i += std::size_t(o.seeds)) {
+    const ab::RunSpec& r = study->runs()[i];
+    Config c = t.schema.defaults();
+    for (const auto& [k, v] : r.sets) c.set(k + "=" + v, "--grid/--set");
+    try {
+      (void)t.open(c, Context{"check", training::RunFolder(r.dir), false, 1});
+    } catch (const std::exception& e) {
+      throw config_error("the configuration " + r.config + " cannot run: " + std::string(e.what()));
+    }
+  }
+  try {
+    study->prepare();
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  std::size_t todo = 0;
+  for (const auto& r : study->runs()) todo += !study->finished(r);
+  std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to run), %d at a time, in %s\n", t.name.c_str(),
+              study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo, o.jobs, o.dir.c_str());
+  std::fflush(stdout);
+  const int failed = study->run([&](const ab::RunSpec& r, const ab::RunContext& ctx) { return train_child(t.name, r, ctx); });
+  study->report();
+  std::printf("%s\nreport: %s (also results.csv, results.json, results.html, curves.png, final.png)\n",
+              training::interrupted() ? "interrupted: rerun the same command to continue the study" : "", (o.dir / "results.md").c_str());
+  if (training::interrupted()) return 130;
+  return failed ? 1 : 0;
+}
+
+}  // namespace ctgrad::cli

@@ -1,0 +1,464 @@
+#include <ctgrad/training/ablation.hpp>
+
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/training/log.hpp>
+#include <ctgrad/training/trainer.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace ctgrad::training::ablation {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+double t975(int df) {
+  static const double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                                  2.120,  2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df < 1) throw std::invalid_argument("ctgrad: t975 needs df >= 1");
+  if (df <= 30) return kTable[df - 1];
+  return 1.960 + 2.4 / double(df);  // within 0.002 of the quantile beyond 30
+}
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string folder_name(const std::string& config) {
+  std::string s;
+  for (char c : config) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
+  return s;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The validation records of a run: step -> metric -> value, and the training time at the last one.
+struct Curve {
+  std::vector<std::int64_t> steps;
+  std::vector<std::map<std::string, double>> values;
+  double seconds = 0;
+};
+Curve read_curve(const fs::path& jsonl) {
+  Curve c;
+  std::ifstream f(jsonl);
+  std::string line;
+  while (std::getline(f, line)) {
+    const json r = json::parse(line, nullptr, false);
+    if (!r.is_object() || !r.contains("step") || !r["step"].is_number_integer()) continue;
+    std::map<std::string, double> v;
+    for (const auto& [k, x] : r.items())
+      if (k.rfind("val_", 0) == 0 && x.is_number()) v[k.substr(4)] = x.get<double>();
+    if (v.empty()) continue;
+    c.steps.push_back(r["step"].get<std::int64_t>());
+    c.values.push_back(std::move(v));
+    if (r.contains("train_seconds") && r["train_seconds"].is_number()) c.seconds = r["train_seconds"].get<double>();
+  }
+  return c;
+}
+
+json study_json(const StudyOptions& o) {
+  json grid = json::array();
+  for (const Axis& a : o.grid) grid.push_back({{"key", a.key}, {"values", a.values}});
+  json fixed = json::array();
+  for (const auto& [k, v] : o.fixed) fixed.push_back({k, v});
+  return {{"format", "ctgrad-study-1"}, {"name", o.name}, {"model", o.model}, {"grid", grid}, {"fixed", fixed}, {"metric", o.metric}};
+}
+
+}  // namespace
+
+Study::Study(StudyOptions o) : o_(std::move(o)) {
+  if (o_.grid.empty()) throw std::invalid_argument("ctgrad: an ablation study needs a grid (--grid key=a,b)");
+  if (o_.seeds < 1) throw std::invalid_argument("ctgrad: an ablation study needs at least 1 seed");
+  if (o_.jobs < 1) throw std::invalid_argument("ctgrad: --jobs must be at least 1");
+  std::set<std::string> keys;
+  std::size_t configs = 1;
+  for (const Axis& a : o_.grid) {
+    if (a.key.empty()) throw std::invalid_argument("ctgrad: a grid key is empty");
+    if (!keys.insert(a.key).second) throw std::invalid_argument("ctgrad: the grid names '" + a.key + "' twice");
+    if (a.values.empty()) throw std::invalid_argument("ctgrad: the grid key '" + a.key + "' has no values");
+    std::set<std::string> vals;
+    for (const auto& v : a.values)
+      if (!vals.insert(v).second) throw std::invalid_argument("ctgrad: the grid key '" + a.key + "' lists '" + v + "' twice");
+    configs *= a.values.size();
+  }
+  for (const auto& [k, v] : o_.fixed)
+    if (keys.count(k)) throw std::invalid_argument("ctgrad: '" + k + "' is both a grid key and a fixed setting");
+  const std::size_t total = configs * std::size_t(o_.seeds);
+  if (int(total) > o_.max_runs && !o_.yes)
+    throw std::invalid_argument("ctgrad: this study is " + std::to_string(configs) + " configurations x " + std::to_string(o_.seeds) +
+                                " seeds = " + std::to_string(total) + " runs, more than " + std::to_string(o_.max_runs) +
+                                ": add --yes to run them all");
+  // Every combination, the last key fastest; the baseline (all first values) first.
+  std::vector<std::size_t> at(o_.grid.size(), 0);
+  for (std::size_t c = 0; c < configs; ++c) {
+    std::string config;
+    std::vector<std::pair<std::string, std::string>> sets;
+    for (std::size_t k = 0; k < o_.grid.size(); ++k) {
+      const std::string& v = o_.grid[k].values[at[k]];
+      config += (config.empty() ? "" : ",") + o_.grid[k].key + "=" + v;
+      sets.emplace_back(o_.grid[k].key, v);
+    }
+    sets.insert(sets.end(), o_.fixed.begin(), o_.fixed.end());
+    char index[32];
+    std::snprintf(index, sizeof index, "%03zu_", c);
+    for (int s = 1; s <= o_.seeds; ++s)
+      runs_.push_back({config, sets, s, o_.dir / "runs" / (index + folder_name(config)) / ("seed" + std::to_string(s))});
+    for (std::size_t k = o_.grid.size(); k-- > 0;) {
+      if (++at[k] < o_.grid[k].values.size()) break;
+      at[k] = 0;
+    }
+  }
+}
+
+void Study::prepare() const {
+  std::error_code ec;
+  fs::create_directories(o_.dir, ec);
+  if (!fs::is_directory(o_.dir, ec)) throw std::invalid_argument("ctgrad: the study folder " + o_.dir.string() + " cannot be made");
+  const fs::path file = o_.dir / "study.json";
+  const json mine = study_json(o_);
+  if (fs::exists(file, ec)) {
+    const json theirs = json::parse(read_text(file), nullptr, false);
+    if (theirs != mine)
+      throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds another study (" + file.string() + " differs: model, grid, fixed " +
+                                  "settings or metric): use another --run folder");
+    return;
+  }
+  for (const auto& e : fs::directory_iterator(o_.dir, ec))
+    if (e.path().filename() != "runs")
+      throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds files of something else (" + e.path().filename().string() +
+                                  "): a study needs a folder of its own");
+  checkpoint::write_atomically(file, mine.dump(2) + "\n");
+}
+
+bool Study::finished(const RunSpec& r) const {
+  std::error_code ec;
+  return fs::is_regular_file(r.dir / "result.json", ec);
+}
+
+std::string Study::metric() const {
+  if (!o_.metric.empty()) return o_.metric;
+  for (const RunSpec& r : runs_) {  // the first metric a run logged: its loss
+    std::ifstream f(r.dir / "metrics.jsonl");
+    std::string line;
+    while (std::getline(f, line)) {
+      const json j = json::parse(line, nullptr, false);
+      if (!j.is_object()) continue;
+      for (const auto& [k, x] : j.items())
+        if (k.rfind("val_", 0) == 0) return k == "val_loss" || !j.contains("val_loss") ? k.substr(4) : "loss";
+    }
+  }
+  return "loss";
+}
+
+bool Study::lower_is_better() const {
+  const std::string m = metric();
+  return m.find("loss") != std::string::npos || m.find("error") != std::string::npos || m == "perplexity";
+}
+
+int Study::run(const RunFn& f) const {
+  prepare();
+  std::vector<const RunSpec*> todo;
+  for (const RunSpec& r : runs_)
+    if (!finished(r)) todo.push_back(&r);
+  const int cores = o_.threads > 0 ? o_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs = std::max(1, std::min<int>(o_.jobs, int(todo.size())));
+  const int threads = std::max(1, cores / jobs);
+  const std::size_t done_before = runs_.size() - todo.size();
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t next = 0, running = 0, done = 0;
+  int failed = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto progress = [&] {  // under m
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::size_t left = todo.size() - done - running;
+    std::string eta = "?";
+    if (done > 0) eta = format_duration(secs / double(done) * double(left + running) / 1.0);
+    std::fprintf(stderr, "\rstudy %s: %zu done, %zu running, %zu left, %d failed, %s elapsed, ETA %s   ", o_.name.c_str(),
+                 done_before + done, running, left, failed, format_duration(secs).c_str(), eta.c_str());
+    std::fflush(stderr);
+  };
+  auto worker = [&] {
+    for (;;) {
+      const RunSpec* r = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(m);
+        if (next >= todo.size() || interrupted()) return;
+        r = todo[next++];
+        ++running;
+        progress();
+      }
+      std::error_code ec;
+      fs::create_directories(r->dir, ec);
+      const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
+      const auto s0 = std::chrono::steady_clock::now();
+      int rc = 1;
+      try {
+        rc = f(*r, RunContext{threads, resume});
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", r->config.c_str(), r->seed, e.what());
+      }
+      if (rc == 0) {  // the result of a finished run: its final validation, kept with its settings
+        const Curve c = read_curve(r->dir / "metrics.jsonl");
+        json sets = json::object();
+        for (const auto& [k, v] : r->sets) sets[k] = v;
+        json last = json::object();
+        if (!c.values.empty())
+          for (const auto& [k, v] : c.values.back()) last[k] = v;
+        const json result{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
+                          {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"final", last}, {"train_seconds", c.seconds},
+                          {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
+        checkpoint::write_atomically(r->dir / "result.json", result.dump(2) + "\n");
+      }
+      std::lock_guard<std::mutex> lock(m);
+      --running, ++done;
+      if (rc != 0) {
+        ++failed;
+        std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d (its folder: %s)\n", r->config.c_str(), r->seed, rc, r->dir.c_str());
+      }
+      progress();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 0; j < jobs; ++j) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  std::fprintf(stderr, "\n");
+  return failed;
+}
+
+std::vector<Summary> Study::summarize() const {
+  const std::string m = metric();
+  std::vector<Summary> out;
+  std::map<std::string, std::size_t> index;
+  for (const RunSpec& r : runs_) {
+    auto [it, added] = index.emplace(r.config, out.size());
+    if (added) {
+      Summary s;
+      s.config = r.config;
+      for (std::size_t k = 0; k < o_.grid.size(); ++k) s.values.push_back(r.sets[k]);
+      s.finals.assign(std::size_t(o_.seeds), kNaN);
+      out.push_back(std::move(s));
+    }
+    Summary& s = out[it->second];
+    if (!finished(r)) continue;
+    const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+    if (!res.is_object() || !res.contains("final") || !res["final"].contains(m)) continue;
+    s.finals[std::size_t(r.seed - 1)] = res["final"][m].get<double>();
+    if (res.contains("train_seconds")) s.seconds += res["train_seconds"].get<double>();
+    const json info = json::parse(read_text(r.dir / "run.json"), nullptr, false);
+    if (info.is_object() && info.contains("parameters") && info["parameters"].is_number_integer()) s.parameters = info["parameters"].get<std::int64_t>();
+  }
+  auto stats = [](const std::vector<double>& x, double& mean, double& sd, double& ci) {
+    const int n = int(x.size());
+    mean = 0, sd = 0, ci = 0;
+    if (n == 0) return;
+    for (double v : x) mean += v / n;
+    if (n < 2) return;
+    for (double v : x) sd += (v - mean) * (v - mean) / (n - 1);
+    sd = std::sqrt(sd);
+    ci = t975(n - 1) * sd / std::sqrt(double(n));
+  };
+  for (Summary& s : out) {
+    std::vector<double> x;
+    for (double v : s.finals)
+      if (!std::isnan(v)) x.push_back(v);
+    s.n = int(x.size());
+    if (s.n) s.seconds /= s.n;
+    stats(x, s.mean, s.sd, s.ci);
+    std::vector<double> d;  // paired with the baseline, seed by seed
+    for (std::size_t k = 0; k < s.finals.size(); ++k)
+      if (!std::isnan(s.finals[k]) && !std::isnan(out.front().finals[k])) d.push_back(s.finals[k] - out.front().finals[k]);
+    s.pairs = int(d.size());
+    double sd = 0;
+    stats(d, s.diff, sd, s.diff_ci);
+  }
+  return out;
+}
+
+namespace {
+
+std::string fixed(double v, int digits = 4) {
+  if (std::isnan(v)) return "";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+std::string signed_fixed(double v, int digits = 4) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%+.*f", digits, v);
+  return b;
+}
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+  return o;
+}
+// RFC 4648 base64, for the PNGs inside results.html (15 lines: no Debian C++ library worth a
+// dependency for it).
+std::string base64(const std::string& in) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
+    out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], k[v & 63]};
+  }
+  if (i + 1 == in.size()) {
+    const unsigned v = (unsigned char)in[i] << 16;
+    out += {k[v >> 18], k[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8;
+    out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+}  // namespace
+
+void Study::report() const {
+  const std::string m = metric();
+  const std::vector<Summary> sums = summarize();
+  const bool lower = lower_is_better();
+  const fs::path dir = o_.dir;
+  // results.csv
+  {
+    std::string csv = "config";
+    for (const Axis& a : o_.grid) csv += "," + a.key;
+    csv += ",seeds,mean,sd,ci95_low,ci95_high,diff_vs_baseline,diff_ci95_low,diff_ci95_high,train_seconds,parameters";
+    for (int s = 1; s <= o_.seeds; ++s) csv += ",seed" + std::to_string(s);
+    csv += "\n";
+    for (const Summary& s : sums) {
+      csv += "\"" + s.config + "\"";
+      for (const auto& [k, v] : s.values) csv += "," + v;
+      csv += "," + std::to_string(s.n) + "," + fixed(s.mean, 6) + "," + fixed(s.sd, 6) + "," + fixed(s.mean - s.ci, 6) + "," + fixed(s.mean + s.ci, 6) +
+             "," + fixed(s.diff, 6) + "," + fixed(s.diff - s.diff_ci, 6) + "," + fixed(s.diff + s.diff_ci, 6) + "," + fixed(s.seconds, 1) + "," +
+             std::to_string(s.parameters);
+      for (double v : s.finals) csv.append(",").append(fixed(v, 6));
+      csv += "\n";
+    }
+    checkpoint::write_atomically(dir / "results.csv", csv);
+  }
+  // results.json
+  {
+    json arr = json::array();
+    for (const Summary& s : sums) {
+      json values = json::object();
+      for (const auto& [k, v] : s.values) values[k] = v;
+      json finals = json::array();
+      for (double v : s.finals) finals.push_back(std::isnan(v) ? json(nullptr) : json(v));
+      arr.push_back({{"config", s.config}, {"values", values}, {"seeds", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"ci95", s.ci},
+                     {"diff_vs_baseline", s.diff}, {"diff_ci95", s.diff_ci}, {"pairs", s.pairs}, {"train_seconds", s.seconds},
+                     {"parameters", s.parameters}, {"finals", finals}});
+    }
+    const json out{{"study", study_json(o_)}, {"metric", m}, {"lower_is_better", lower}, {"configurations", arr}};
+    checkpoint::write_atomically(dir / "results.json", out.dump(2) + "\n");
+  }
+  // The plots: validation curves per configuration (mean over seeds, min-max band), and the final
+  // metric per configuration with its 95% interval.
+  {
+    std::string data;
+    std::string plot;
+    int block = 0;
+    for (std::size_t c = 0; c < sums.size(); ++c) {
+      std::map<std::int64_t, std::vector<double>> at;  // step -> the seeds' values
+      for (const RunSpec& r : runs_) {
+        if (r.config != sums[c].config || !finished(r)) continue;
+        const Curve cv = read_curve(r.dir / "metrics.jsonl");
+        for (std::size_t i = 0; i < cv.steps.size(); ++i)
+          if (auto it = cv.values[i].find(m); it != cv.values[i].end()) at[cv.steps[i]].push_back(it->second);
+      }
+      if (at.empty()) continue;
+      std::string rows;
+      for (const auto& [step, v] : at) {
+        double mean = 0;
+        for (double x : v) mean += x / double(v.size());
+        rows += std::to_string(step) + " " + fixed(mean, 6) + " " + fixed(*std::min_element(v.begin(), v.end()), 6) + " " +
+                fixed(*std::max_element(v.begin(), v.end()), 6) + "\n";
+      }
+      data += rows + "\n\n";
+      const std::string title = gnuplot_quote(sums[c].config);
+      plot += std::string(plot.empty() ? "plot " : ", ") + "$curves index " + std::to_string(block) + " using 1:3:4 with filledcurves fs transparent solid 0.2 lc " +
+              std::to_string(c + 1) + " notitle, $curves index " + std::to_string(block) + " using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc " +
+              std::to_string(c + 1) + " title " + title;
+      ++block;
+    }
+    if (!plot.empty())
+      gnuplot("set terminal pngcairo size 900,520 font ',10'\nset output " + gnuplot_quote((dir / "curves.png").string()) + "\n$curves << EOD\n" +
+                  data + "EOD\nset key outside right\nset xlabel 'step'\nset ylabel " + gnuplot_quote("validation " + m) + "\nset title " +
+                  gnuplot_quote(o_.name + ": validation " + m + " (mean over seeds, band: min-max)") + "\n" + plot + "\n",
+              dir / "curves.png");
+    std::string bars;
+    for (std::size_t c = 0; c < sums.size(); ++c)
+      if (sums[c].n) bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(sums[c].ci, 6) + " \"" + sums[c].config + "\"\n";
+    if (!bars.empty())
+      gnuplot("set terminal pngcairo size 900,520 font ',10'\nset output " + gnuplot_quote((dir / "final.png").string()) + "\n$bars << EOD\n" + bars +
+                  "EOD\nset style fill solid 0.5\nset boxwidth 0.6\nset xtics rotate by -30\nset ylabel " + gnuplot_quote("final validation " + m) +
+                  "\nset title " + gnuplot_quote(o_.name + ": final " + m + " per configuration (95% interval over seeds)") +
+                  "\nset xrange [-0.6:" + std::to_string(sums.size() - 0.4) + "]\nplot $bars using 1:2:xtic(4) with boxes notitle, '' using 1:2:3 with yerrorbars lc rgb 'black' pt 0 notitle\n",
+              dir / "final.png");
+  }
+  // results.md and results.html: the same table.
+  const std::string better = lower ? "lower is better" : "higher is better";
+  std::string md = "# " + o_.name + "\n\n" + (o_.model.empty() ? "" : "Model `" + o_.model + "`; ") + "metric: final validation " + m + " (" + better +
+                   "); " + std::to_string(o_.seeds) + " seeds; baseline: the first value of each grid key (" + sums.front().config + ").";
+  if (!o_.fixed.empty()) {
+    md += " Fixed:";
+    for (const auto& [k, v] : o_.fixed) md += " `" + k + "=" + v + "`";
+    md += ".";
+  }
+  md += "\n\n| configuration | seeds | " + m + " mean ± sd | 95% CI | vs baseline (paired) | 95% CI of the difference | train time | parameters |\n|---|---|---|---|---|---|---|---|\n";
+  std::string rows_html;
+  for (const Summary& s : sums) {
+    const bool base = &s == &sums.front();
+    const std::string diff = base ? "baseline" : s.pairs ? signed_fixed(s.diff) : "";
+    const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
+    const std::string ci = s.n < 2 ? "" : "[" + fixed(s.mean - s.ci) + ", " + fixed(s.mean + s.ci) + "]";
+    const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
+    const std::string secs = s.n ? format_duration(s.seconds) : "";
+    const std::string params = s.parameters ? std::to_string(s.parameters) : "";
+    md += "| `" + s.config + "` | " + std::to_string(s.n) + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
+    rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + std::to_string(s.n) + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
+                 diff + "</td><td>" + dci + "</td><td>" + secs + "</td><td>" + params + "</td></tr>\n";
+  }
+  if (o_.seeds > 1)
+    md += "\nA difference whose interval excludes 0 is one the seeds agree on; with " + std::to_string(o_.seeds) + " seeds an interval is mean ± " +
+          fixed(t975(o_.seeds - 1), 2) + " sd / sqrt(" + std::to_string(o_.seeds) + ") (Student's t).\n";
+  std::error_code ec;
+  for (const char* png : {"curves.png", "final.png"})
+    if (fs::is_regular_file(dir / png, ec)) md += "\n![" + std::string(png) + "](" + png + ")\n";
+  checkpoint::write_atomically(dir / "results.md", md);
+  std::string html = "<!doctype html><html><head><meta charset='utf-8'><title>" + html_escape(o_.name) +
+                     "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+                     "padding:4px 8px;text-align:right}td:first-child{text-align:left}</style></head><body><h1>" +
+                     html_escape(o_.name) + "</h1><p>" + html_escape(o_.model.empty() ? "" : "Model " + o_.model + "; ") + "metric: final validation " +
+                     html_escape(m) + " (" + better + "); " + std::to_string(o_.seeds) + " seeds; baseline " + html_escape(sums.front().config) +
+                     ".</p><table><tr><th>configuration</th><th>seeds</th><th>mean ± sd</th><th>95% CI</th><th>vs baseline (paired)</th>"
+                     "<th>95% CI of the difference</th><th>train time</th><th>parameters</th></tr>\n" + rows_html + "</table>\n";
+  for (const char* png : {"curves.png", "final.png"})
+    if (fs::is_regular_file(dir / png, ec)) html += "<p><img alt='" + std::string(png) + "' src='data:image/png;base64," + base64(read_text(dir / png)) + "'></p>\n";
+  html += "</body></html>\n";
+  checkpoint::write_atomically(dir / "results.html", html);
+}
+
+}  // namespace ctgrad::training::ablation

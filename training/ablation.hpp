@@ -1,0 +1,112 @@
+// Ablation studies: a grid of configurations x seeds, each run in a folder of its own, resumable,
+// several at once; then a report with confidence intervals and paired differences.
+//
+//   ablation::StudyOptions o{.name = "gpt norm", .grid = {{"norm", {"pre", "post"}}, {"lr", {"1e-3", "3e-3"}}},
+//                            .seeds = 3, .dir = "studies/norm", .jobs = 2};
+//   ablation::Study study(o);
+//   study.run([](const ablation::RunSpec& r, const ablation::RunContext& ctx) {
+//     ... train with r.sets and r.seed into r.dir on ctx.threads threads (resume if ctx.resume) ...
+//     return 0;                                  // non-zero: the run failed (the study goes on)
+//   });
+//   study.report();                              // results.md .csv .json .html, curves.png, final.png
+//
+// A run is what the study asks of a model: its settings (the grid's values and the fixed ones, as
+// key=value) and a seed, which pairs runs across configurations (same data order, same initial
+// weights where the architecture allows). The run writes its metrics.jsonl (training::TrainingLog's
+// format) into its folder; the study reads the validation metrics from it and, when the run
+// returns, records result.json there. A folder with result.json is finished and skipped; one
+// with a checkpoint but no result is continued (ctx.resume). The study's folder holds study.json:
+// a folder holding another study is refused, and nothing finished is ever overwritten.
+//
+// Statistics, per configuration: the final value of the metric over seeds (mean, sd, a 95%
+// confidence interval from Student's t); and against the baseline configuration (the first value
+// of every grid key) the paired difference over the seeds both have, with its own interval.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ctgrad::training::ablation {
+
+struct Axis {
+  std::string key;
+  std::vector<std::string> values;  // the first is the baseline
+};
+
+struct StudyOptions {
+  std::string name;                                         // shown in the report
+  std::string model;                                        // recorded (the CLI's model)
+  std::vector<Axis> grid;
+  int seeds = 3;                                            // seeds 1 .. seeds
+  std::vector<std::pair<std::string, std::string>> fixed;   // settings of every run
+  std::filesystem::path dir;                                // the study's folder
+  int jobs = 1;                                             // runs at once
+  int threads = 0;                                          // cores for the whole study (0: all), split between the jobs
+  std::string metric;                                       // the validation metric compared ("" : the first one logged, the loss)
+  int max_runs = 48;                                        // more runs than this need `yes`
+  bool yes = false;
+  std::string commit;                                       // recorded in each run's result (the build's git commit)
+};
+
+struct RunSpec {
+  std::string config;                                       // "norm=post,lr=3e-3" ("baseline" for the first values)
+  std::vector<std::pair<std::string, std::string>> sets;    // the grid's values, then the fixed ones
+  int seed = 1;
+  std::filesystem::path dir;
+};
+
+struct RunContext {
+  int threads = 1;
+  bool resume = false;  // the folder holds a checkpoint of this run: continue it
+};
+
+using RunFn = std::function<int(const RunSpec&, const RunContext&)>;
+
+struct Summary {
+  std::string config;
+  std::vector<std::pair<std::string, std::string>> values;  // the grid's values of this configuration
+  std::vector<double> finals;                               // per seed (NaN: not finished)
+  int n = 0;
+  double mean = 0, sd = 0, ci = 0;                          // ci: the 95% interval's half-width
+  double diff = 0, diff_ci = 0;                             // paired, against the baseline
+  int pairs = 0;
+  double seconds = 0;                                       // mean training time
+  std::int64_t parameters = 0;
+};
+
+class Study {
+ public:
+  // Checks the options (an empty grid, a key twice, a value twice, too many runs without `yes`:
+  // std::invalid_argument naming it).
+  explicit Study(StudyOptions o);
+  const StudyOptions& options() const { return o_; }
+  // Every configuration x seed, baseline first.
+  const std::vector<RunSpec>& runs() const { return runs_; }
+  // Creates the folder and study.json, or checks that the one there is this study.
+  void prepare() const;
+  // Runs every run that is not finished, options().jobs at a time, with a one-line progress view
+  // (done / running / left, ETA). Returns how many failed. Stops starting new runs on Ctrl-C.
+  int run(const RunFn& f) const;
+  // Per configuration, from the run folders (finished runs only).
+  std::vector<Summary> summarize() const;
+  // results.md, results.csv, results.json, results.html (self-contained), curves.png, final.png.
+  void report() const;
+
+  bool finished(const RunSpec& r) const;
+  // The metric the study compares, and whether lower is better (a loss).
+  std::string metric() const;
+  bool lower_is_better() const;
+
+ private:
+  StudyOptions o_;
+  std::vector<RunSpec> runs_;
+};
+
+// Student's t quantile t_{0.975, df} (the 95% two-sided interval), df >= 1.
+double t975(int df);
+
+}  // namespace ctgrad::training::ablation
