@@ -173,3 +173,35 @@ int PretrainedRun::load_weights(Executor<float>& model, const std::function<bool
 }
 
 }  // namespace ctgrad::cli
+
+#include "variants.hpp"
+
+namespace ctgrad::cli {
+
+void add_arch_keys(Schema& s, const layers::Arch& d, bool tie) {
+  using training::Role;
+  s.choice("norm", std::string(name(d.norm)), {"pre", "post"}, "architecture: residual blocks normalise before (pre) or after (post) the sublayer",
+           Role::model)
+      .choice("norm_kind", std::string(name(d.norm_kind)), {"layer", "rms"}, "architecture: LayerNorm or RMSNorm", Role::model)
+      .choice("act", std::string(name(d.act)), {"relu", "gelu", "gelu_tanh", "swiglu"},
+              "architecture: the feed-forward activation (swiglu: gated, 2/3 the width, the same parameters)", Role::model)
+      .choice("pos", std::string(name(d.pos)), {"learned", "sinusoidal", "none"}, "architecture: absolute positions added to the embeddings",
+              Role::model)
+      .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads at the same d_model (0: the preset's)", Role::model);
+  if (tie) s.flag("tie_embeddings", d.tie, "architecture: the output projection is the token embedding's transpose", Role::model);
+}
+
+std::string describe_arch(const layers::Arch& a, bool with_tie) {
+  std::string s = std::string(name(a.norm)) + "-norm " + (a.norm_kind == layers::NormKind::rms ? "RMSNorm" : "LayerNorm") + ", " +
+                  std::string(name(a.act)) + ", " + (a.pos == layers::Pos::none ? std::string("no") : std::string(name(a.pos))) + " positions";
+  if (with_tie) s += a.tie ? ", tied output" : ", untied output";
+  return s;
+}
+
+std::string arch_value(const Config& c, const std::string& key, int preset_heads) {
+  if (key == "heads") return std::to_string(c.integer("heads") ? c.integer("heads") : preset_heads);
+  if (key == "tie_embeddings") return c.flag(key) ? "true" : "false";
+  return c.text(key);
+}
+
+}  // namespace ctgrad::cli

@@ -26,6 +26,7 @@
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/translator.hpp>
+#include <ctgrad/models/variants.hpp>
 
 #include <algorithm>
 #include <array>
@@ -34,10 +35,15 @@
 
 namespace ctgrad::models {
 
-// Shapes and topology only: dropout and label smoothing are hyperparameters.
+// Shapes and topology only: dropout and label smoothing are hyperparameters. The architecture
+// (arch) is the paper's; an ablation changes it (transformer_variant_space): pre-norm adds a final
+// norm to each stack ("enc_norm", "dec_norm"), learned positions are a table per stack
+// ("enc_pos", "dec_pos": [max_positions, d]), an untied output is "out.weight" [vocab, d].
 struct TransformerConfig {
   int vocab = 8000, n_layer = 6, d_model = 512, heads = 8, d_ff = 2048;
   int pad = 0;  // the padding id: ignored by the loss, masked by the lengths
+  layers::Arch arch{.norm = layers::Norm::post, .act = layers::Act::relu, .pos = layers::Pos::sinusoidal, .tie = true};
+  int max_positions = 256;  // learned positions: the longest sequence
 };
 
 inline constexpr TransformerConfig kTransformerBase{.vocab = 8000, .n_layer = 6, .d_model = 512, .heads = 8, .d_ff = 2048};
@@ -45,6 +51,19 @@ inline constexpr TransformerConfig kTransformerBase{.vocab = 8000, .n_layer = 6,
 inline constexpr TransformerConfig kTransformerSmall{.vocab = 8000, .n_layer = 3, .d_model = 256, .heads = 4, .d_ff = 1024};
 // The Annotated Transformer's copy task: symbols 1..10, 0 pads (trained without dropout or smoothing).
 inline constexpr TransformerConfig kTransformerCopy{.vocab = 11, .n_layer = 2, .d_model = 64, .heads = 4, .d_ff = 128};
+
+// The architecture keys of a preset for ablations: its variants change at most `order` of them.
+constexpr VariantSpace<TransformerConfig, 6> transformer_variant_space(const TransformerConfig& p, int order) {
+  using C = TransformerConfig;
+  return {{{norm_axis<C>(p.arch), norm_kind_axis<C>(p.arch), act_axis<C>(p.arch), pos_axis<C>(p.arch),
+            heads_axis<C>(p.heads,
+                          [](C c, std::string_view v) {
+                            c.heads = parse_int(v);
+                            return c;
+                          }),
+            tie_axis<C>(p.arch)}},
+          order};
+}
 
 namespace transformer_inputs {
 inline constexpr InputName src{"src", DType::index};              // [Batch, SeqKV] source ids, padded
@@ -61,25 +80,47 @@ namespace detail {
 constexpr layers::TransformerBlockOptions transformer_block_options(Builder& g, const TransformerConfig& c, bool decoder) {
   const Real p = g.hyper("dropout", 0.1);
   return {.attention = {.heads = c.heads, .dropout = p, .causal = decoder},
-          .ffn = {.d_ff = c.d_ff, .activation = layers::Act::relu},
-          .placement = layers::Norm::post,
-          .norm = {.eps = g.hyper("norm_eps", 1e-5)},
+          .ffn = {.d_ff = gated(c.arch.act) ? layers::gated_width(c.d_ff) : c.d_ff, .activation = c.arch.act},
+          .placement = c.arch.norm,
+          .norm = {.kind = c.arch.norm_kind, .eps = g.hyper("norm_eps", 1e-5)},
           .dropout = p,
           .cross = decoder,
           .names = {.self = "self", .cross = "cross", .ffn = "ffn"}};
 }
 
-// emb[ids] * sqrt(d) + positions (at `positions` when given, else 0..T-1), dropout.
-constexpr Value transformer_embed(Builder& g, const TransformerConfig& c, Value emb, Value ids, const Value* positions) {
+// emb[ids] * sqrt(d) + positions (at `positions` when given, else 0..T-1), dropout. `stack` names
+// a learned table ("enc", "dec").
+constexpr Value transformer_embed(Builder& g, const TransformerConfig& c, Value emb, Value ids, const Value* positions, std::string_view stack) {
   Value x = layers::embed(emb, ids, true);
   const Dim len = ids.shape()[1];
-  x = add(x, positions ? sinusoidal_positions_at(*positions, c.d_model) : sinusoidal_positions(g, len, c.d_model));
+  if (c.arch.pos == layers::Pos::sinusoidal)
+    x = add(x, positions ? sinusoidal_positions_at(*positions, c.d_model) : sinusoidal_positions(g, len, c.d_model));
+  if (c.arch.pos == layers::Pos::learned) {
+    std::string name(stack);
+    name += "_pos";
+    Value table = layers::embedding_table(g.scope(name), c.max_positions, c.d_model, init::normal(0.02));
+    x = add(x, positions ? ctgrad::embedding(table, *positions) : prefix_rows(table, len));
+  }
   return dropout(x, g.hyper("dropout", 0.1));
+}
+
+// Pre-norm stacks end with a norm ("enc_norm", "dec_norm"); post-norm ones are normalised already.
+constexpr Value transformer_stack_end(Builder& g, const TransformerConfig& c, Value x, std::string_view stack) {
+  if (c.arch.norm == layers::Norm::post) return x;
+  std::string name(stack);
+  name += "_norm";
+  return layers::norm(g.scope(name), x, {.kind = c.arch.norm_kind, .eps = g.hyper("norm_eps", 1e-5)});
+}
+
+// The logits: tied to the shared embedding (the paper), or an own projection "out".
+constexpr Value transformer_logits(Builder& g, const TransformerConfig& c, Value y, Value emb) {
+  if (c.arch.tie) return layers::tied_logits(y, emb);
+  return layers::linear(g.scope("out"), y, c.vocab, {.bias = false, .init = init::normal(1 / ops::const_sqrt(double(c.d_model)))});
 }
 
 // `weights`, when given, receives each layer's attention probabilities (for heatmaps).
 constexpr Value transformer_encode(Builder& g, const TransformerConfig& c, Value emb, Value src, Value src_len, Value* weights = nullptr) {
-  Value x = transformer_embed(g, c, emb, src, nullptr);               // [B, S, d]
+  Value x = transformer_embed(g, c, emb, src, nullptr, "enc");        // [B, S, d]
   const Value mask = key_padding_mask(src_len, SeqKV);              // [B, 1, 1, S]
   const auto block = transformer_block_options(g, c, false);
   for (int l = 0; l < c.n_layer; ++l) {
@@ -87,7 +128,7 @@ constexpr Value transformer_encode(Builder& g, const TransformerConfig& c, Value
     if (weights) weights[l] = *r.self_weights;
     x = r.x;
   }
-  return x;  // memory [B, S, d]
+  return transformer_stack_end(g, c, x, "enc");  // memory [B, S, d]
 }
 
 // The decoder layers. `self_mask`: target padding (training) or none (decoding, where the cache
@@ -105,7 +146,7 @@ constexpr Value transformer_decode(Builder& g, const TransformerConfig& c, Value
     if (self_weights) self_weights[l] = *r.self_weights, cross_weights[l] = *r.cross_weights;
     y = r.x;
   }
-  return y;
+  return transformer_stack_end(g, c, y, "dec");
 }
 
 constexpr Value shared_embedding(Builder& g, const TransformerConfig& c) {
@@ -126,7 +167,7 @@ constexpr TeacherForced transformer_teacher_forced(Builder& g, const Transformer
   Value tgt_len = g.input(in::tgt_len, {Batch});
   Value emb = shared_embedding(g, c);
   Value memory = transformer_encode(g, c, emb, src, src_len, enc_w);
-  Value y = transformer_embed(g, c, emb, tgt_in, nullptr);
+  Value y = transformer_embed(g, c, emb, tgt_in, nullptr, "dec");
   y = transformer_decode(g, c, y, key_padding_mask(tgt_len, Seq), memory, key_padding_mask(src_len, SeqKV), nullptr, nullptr, self_w,
                          cross_w);
   return {emb, y};
@@ -139,7 +180,7 @@ constexpr auto transformer = [] {
   Builder g;
   const auto [emb, y] = detail::transformer_teacher_forced(g, C);
   Value tgt_out = g.input(transformer_inputs::tgt_out, {Batch, Seq});
-  Value logits = layers::tied_logits(y, emb);  // [B, T, vocab]
+  Value logits = detail::transformer_logits(g, C, y, emb);  // [B, T, vocab]
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, tgt_out, {.ignore_index = C.pad, .label_smoothing = g.hyper("label_smoothing", 0.1)}));
   return g;
@@ -182,7 +223,8 @@ template <TransformerConfig C>
 constexpr auto transformer_step = [] {
   Builder g;
   Value ids = g.input(transformer_inputs::ids, {Batch, Seq});
-  Value positions = g.input(transformer_inputs::positions, {Seq});
+  const bool positioned = C.arch.pos != layers::Pos::none;
+  Value positions = positioned ? g.input(transformer_inputs::positions, {Seq}) : Value{};
   Value src_len = g.input(transformer_inputs::src_len, {Batch});
   std::array<layers::KvCache, 64> cross{}, caches{};
   const Shape self_kv{Batch, C.heads, SeqKV, C.d_model / C.heads}, cross_kv{Batch, C.heads, Sym3, C.d_model / C.heads};
@@ -192,7 +234,7 @@ constexpr auto transformer_step = [] {
     caches[std::size_t(l)] = {ca.input("k", self_kv), ca.input("v", self_kv)};
   }
   Value emb = detail::shared_embedding(g, C);
-  Value y = detail::transformer_embed(g, C, emb, ids, &positions);
+  Value y = detail::transformer_embed(g, C, emb, ids, positioned ? &positions : nullptr, "dec");
   const Value src_mask = key_padding_mask(src_len, Sym3);  // [B, 1, 1, S]
   y = detail::transformer_decode(g, C, y, std::nullopt, std::nullopt, src_mask, cross.data(), caches.data());
   for (int l = 0; l < C.n_layer; ++l) {
@@ -200,7 +242,7 @@ constexpr auto transformer_step = [] {
     g.output(caches[std::size_t(l)].k, out.join("k"));
     g.output(caches[std::size_t(l)].v, out.join("v"));
   }
-  g.output(layers::tied_logits(y, emb), "logits");
+  g.output(detail::transformer_logits(g, C, y, emb), "logits");
   return g;
 };
 
@@ -211,7 +253,7 @@ struct TransformerDecoding {
   static constexpr auto encoder_graph = freeze<transformer_encoder<C>>();
   static constexpr auto step_graph = freeze<transformer_step<C>>();
   static constexpr int n_layer = C.n_layer, heads = C.heads, d_head = C.d_model / C.heads, vocab = C.vocab;
-  static constexpr bool step_positions = true;  // sinusoidal positions of the new tokens
+  static constexpr bool step_positions = C.arch.pos != layers::Pos::none;  // the new tokens' positions
 };
 template <TransformerConfig C>
 using Translator = Seq2SeqTranslator<TransformerDecoding<C>>;

@@ -10,6 +10,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <span>
 #include <string>
@@ -42,16 +43,21 @@ class StepDecoder {
 // finished hypotheses kept while a live one can still beat them (exhaustive-search tested).
 std::vector<std::int32_t> beam_search(StepDecoder& model, std::int32_t start, std::int32_t eos, const BeamOptions& o);
 
-template <class M>
-class Seq2SeqTranslator : private StepDecoder {
- public:
-  static constexpr const auto& encoder_graph = M::encoder_graph;
-  static constexpr const auto& step_graph = M::step_graph;
+// The sizes a search needs of a model's graphs.
+struct Seq2SeqShape {
+  int n_layer = 1, heads = 1, d_head = 1, vocab = 1;
+  bool step_positions = false;  // the step graph takes the new tokens' positions
+};
 
-  explicit Seq2SeqTranslator(std::span<const Parameter<float>> weights, Options opts = {})
-      : enc_(opts), step_(opts), cache_(M::n_layer, M::heads, M::d_head) {
-    copy_weights(weights, enc_, "Translator");
-    copy_weights(weights, step_, "Translator");
+// Beam search over an encoder program and a step program (any compiled pair of a model's graphs).
+class Seq2SeqSearch : private StepDecoder {
+ public:
+  // Copies the weights, by name, into both programs.
+  Seq2SeqSearch(std::unique_ptr<Executor<float>> encoder, std::unique_ptr<Executor<float>> step, const Seq2SeqShape& shape,
+                std::span<const Parameter<float>> weights)
+      : enc_(std::move(encoder)), step_(std::move(step)), m_(shape), cache_(shape.n_layer, shape.heads, shape.d_head) {
+    copy_weights(weights, *enc_, "Translator");
+    copy_weights(weights, *step_, "Translator");
   }
 
   std::vector<std::int32_t> greedy(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, int max_len = 64) {
@@ -60,16 +66,16 @@ class Seq2SeqTranslator : private StepDecoder {
   std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, const BeamOptions& o) {
     if (src.empty()) throw std::invalid_argument("ctgrad: Translator: empty source");
     for (std::size_t i = 0; i < src.size(); ++i)
-      if (src[i] < 0 || src[i] >= M::vocab)
+      if (src[i] < 0 || src[i] >= m_.vocab)
         throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(src[i]) + " at position " + std::to_string(i) +
-                                    " is outside the vocabulary [0, " + std::to_string(M::vocab) + ")");
+                                    " is outside the vocabulary [0, " + std::to_string(m_.vocab) + ")");
     src_len_ = std::int32_t(src.size());
-    enc_.set_input("src", src, {1, std::int64_t(src.size())});
-    enc_.set_input("src_len", std::span<const std::int32_t>(&src_len_, 1), {1});
-    enc_.forward(Mode::infer);
-    cross_.assign(2 * std::size_t(M::n_layer), {});
-    for (int c = 0; c < 2 * M::n_layer; ++c) {
-      const auto t = enc_.output(cross_name(c));
+    enc_->set_input("src", src, {1, std::int64_t(src.size())});
+    enc_->set_input("src_len", std::span<const std::int32_t>(&src_len_, 1), {1});
+    enc_->forward(Mode::infer);
+    cross_.assign(2 * std::size_t(m_.n_layer), {});
+    for (int c = 0; c < 2 * m_.n_layer; ++c) {
+      const auto t = enc_->output(cross_name(c));
       cross_[std::size_t(c)].assign(t.data, t.data + t.numel);
     }
     cache_.clear();
@@ -84,33 +90,45 @@ class Seq2SeqTranslator : private StepDecoder {
     const std::int64_t k = std::int64_t(last.size()), S = src_len_;
     const std::int32_t pos = std::int32_t(t);
     lens_.assign(std::size_t(k), src_len_);
-    step_.set_input("ids", last, {k, 1});
-    if constexpr (M::step_positions) step_.set_input("positions", std::span<const std::int32_t>(&pos, 1), {1});
-    step_.set_input("src_len", std::span<const std::int32_t>(lens_), {k});
-    for (int c = 0; c < 2 * M::n_layer && k != cross_rows_; ++c) {  // kept by the program until k changes
+    step_->set_input("ids", last, {k, 1});
+    if (m_.step_positions) step_->set_input("positions", std::span<const std::int32_t>(&pos, 1), {1});
+    step_->set_input("src_len", std::span<const std::int32_t>(lens_), {k});
+    for (int c = 0; c < 2 * m_.n_layer && k != cross_rows_; ++c) {  // kept by the program until k changes
       const auto& one = cross_[std::size_t(c)];
       rep_.resize(std::size_t(k) * one.size());
       for (std::int64_t b = 0; b < k; ++b) std::copy(one.begin(), one.end(), rep_.begin() + b * std::int64_t(one.size()));
-      step_.set_input(cross_name(c), std::span<const float>(rep_), {k, M::heads, S, M::d_head});
+      step_->set_input(cross_name(c), std::span<const float>(rep_), {k, m_.heads, S, m_.d_head});
     }
     cross_rows_ = k;
-    cache_.feed(step_, k, 1);
-    step_.forward(Mode::infer);
-    cache_.collect(step_);
-    const auto logits = step_.output("logits");  // [k, 1, vocab]
+    cache_.feed(*step_, k, 1);
+    step_->forward(Mode::infer);
+    cache_.collect(*step_);
+    const auto logits = step_->output("logits");  // [k, 1, vocab]
     return {logits.data, std::size_t(logits.numel)};
   }
   void reorder(std::span<const int> parents) override { cache_.reorder(parents); }
-  int vocab() const override { return M::vocab; }
+  int vocab() const override { return m_.vocab; }
 
-  Program<M::encoder_graph> enc_;
-  Program<M::step_graph> step_;
+  std::unique_ptr<Executor<float>> enc_, step_;
+  Seq2SeqShape m_;
   KvCacheSet cache_;
   std::int32_t src_len_ = 0;
   std::int64_t cross_rows_ = 0;  // hypotheses the cross K/V inputs are replicated for
   std::vector<std::vector<float>> cross_;
   std::vector<std::int32_t> lens_;
   std::vector<float> rep_;
+};
+
+// The search over one model's compile-time graphs (a traits struct M, see above).
+template <class M>
+class Seq2SeqTranslator : public Seq2SeqSearch {
+ public:
+  static constexpr const auto& encoder_graph = M::encoder_graph;
+  static constexpr const auto& step_graph = M::step_graph;
+
+  explicit Seq2SeqTranslator(std::span<const Parameter<float>> weights, Options opts = {})
+      : Seq2SeqSearch(std::make_unique<Program<M::encoder_graph>>(opts), std::make_unique<Program<M::step_graph>>(opts),
+                      {M::n_layer, M::heads, M::d_head, M::vocab, M::step_positions}, weights) {}
 };
 
 }  // namespace ctgrad::models

@@ -8,14 +8,36 @@
 #pragma once
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/models/layers/layers.hpp>
+#include <ctgrad/models/variants.hpp>
 
 namespace ctgrad::models {
 
-// Shapes and topology only.
+// Shapes and topology only. The architecture (arch) is d2l's ViT; an ablation changes it
+// (vit_variant_space): post-norm drops head_norm (the blocks end normalised), sinusoidal or no
+// positions drop "pos".
 struct VitConfig {
   int image = 28, channels = 1, patch = 4, d_model = 128, n_layer = 4, heads = 4, d_mlp = 256, classes = 10;
   bool mean_pool = false;  // d2l exercise 2: classify from the mean of the patch representations
+  layers::Arch arch{.norm = layers::Norm::pre, .act = layers::Act::gelu, .pos = layers::Pos::learned};
 };
+
+// The architecture keys of a preset for ablations (no tied output: a classifier has none), and
+// the pooling: <cls> or the mean of the patches.
+constexpr VariantSpace<VitConfig, 6> vit_variant_space(const VitConfig& p, int order) {
+  using C = VitConfig;
+  return {{{norm_axis<C>(p.arch), norm_kind_axis<C>(p.arch), act_axis<C>(p.arch), pos_axis<C>(p.arch),
+            heads_axis<C>(p.heads,
+                          [](C c, std::string_view v) {
+                            c.heads = parse_int(v);
+                            return c;
+                          }),
+            {"pool", {p.mean_pool ? "mean" : "cls", p.mean_pool ? "cls" : "mean"},
+             [](C c, std::string_view v) {
+               c.mean_pool = v == "mean";
+               return c;
+             }}}},
+          order};
+}
 
 // The benchmark shape (7x7 patches of 4).
 inline constexpr VitConfig kVitSmall{};
@@ -44,16 +66,19 @@ constexpr auto vit = [] {
     Value cls = g.param("cls", {1, 1, d}, init::zeros());
     x = concat({broadcast_to(cls, {Batch, 1, d}), x}, 1);  // [B, N+1, d]
   }
-  Value pos = g.param("pos", {1, C.mean_pool ? n : n + 1, d}, init::normal(0.02));
-  x = dropout(add(x, pos), p);
+  const int tokens = C.mean_pool ? n : n + 1;
+  if (C.arch.pos == Pos::learned) x = add(x, g.param("pos", {1, tokens, d}, init::normal(0.02)));
+  if (C.arch.pos == Pos::sinusoidal) x = add(x, sinusoidal_positions(g, Dim(tokens), d));
+  x = dropout(x, p);
   const TransformerBlockOptions block{.attention = {.heads = C.heads, .dropout = p},
-                                      .ffn = {.d_ff = C.d_mlp, .activation = Act::gelu, .dropout = p},
-                                      .placement = Norm::pre,
-                                      .norm = {.eps = eps},
+                                      .ffn = {.d_ff = gated(C.arch.act) ? gated_width(C.d_mlp) : C.d_mlp, .activation = C.arch.act, .dropout = p},
+                                      .placement = C.arch.norm,
+                                      .norm = {.kind = C.arch.norm_kind, .eps = eps},
                                       .dropout = p};
   for (int l = 0; l < C.n_layer; ++l) x = transformer_block(g.scope("vit", l), {.x = x}, block).x;
   Value pooled = C.mean_pool ? mean(x, 1) : reshape(slice(x, 1, 0, 1), {Batch, d});  // [B, d]
-  Value logits = linear(g.scope("head"), norm(g.scope("head_norm"), pooled, {.eps = eps}), C.classes);
+  if (C.arch.norm == Norm::pre) pooled = norm(g.scope("head_norm"), pooled, {.kind = C.arch.norm_kind, .eps = eps});
+  Value logits = linear(g.scope("head"), pooled, C.classes);
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, labels, {.label_smoothing = g.hyper("label_smoothing", 0)}));
   return g;

@@ -16,6 +16,7 @@
 #include <ctgrad/optim/schedule.hpp>
 
 #include "../task.hpp"
+#include "../variants/gpt.hpp"
 
 namespace ctgrad::cli {
 namespace {
@@ -23,10 +24,8 @@ namespace {
 namespace in = models::gpt_inputs;
 using training::Role;
 
-template <models::GptConfig P>
-struct Gpt {
-  static constexpr auto graph = freeze<models::gpt<P>>();
-};
+// The preset's graph: its hyperparameters are every variant's.
+constexpr auto kHyperGraph = freeze<models::gpt<models::kGptSmall>>();
 
 Schema gpt_schema() {
   Schema s;
@@ -44,8 +43,9 @@ Schema gpt_schema() {
       .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_windows", 0, {.min = 0}, "validation windows (0: the whole validation split)")
       .integer("sample_tokens", 300, {.min = 0, .max = 1 << 20}, "tokens of the sample after training");
+  add_arch_keys(s, models::kGptSmall.arch);
   add_seed_keys(s);
-  add_hyper_keys(s, Gpt<models::kGptSmall>::graph);
+  add_hyper_keys(s, kHyperGraph);
   return s;
 }
 
@@ -83,22 +83,21 @@ struct TextStream {
   }
 };
 
-template <models::GptConfig P>
+template <models::GptConfig P, int Order>
 class GptSession : public Session {
-  static constexpr const auto& G = Gpt<P>::graph;
-
  public:
   GptSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)),
-        opt_(model_.parameters(), optim::AdamOptions{.lr = c.real("lr"), .beta2 = c.real("beta2"), .weight_decay = c.real("weight_decay")},
+      : c_(c), ctx_(ctx), programs_(find_variant<GptPrograms>("gpt", "size=" + c.text("size"), c, gpt_space<P, Order>, P.n_head)),
+        model_(programs_.train(program_options(c, ctx.threads, kHyperGraph))),
+        opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .beta2 = c.real("beta2"), .weight_decay = c.real("weight_decay")},
              {optim::no_decay_group()}),
         context_(c.integer("context")), batch_(c.integer("batch")) {
     if (context_ > P.context)
       throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
-    check_fits(model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
+    check_fits(*model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
   }
-  Executor<float>& model() override { return model_; }
+  Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
 
   void prepare() override {
@@ -130,8 +129,9 @@ class GptSession : public Session {
     if (ctx_.command != "train") return;
     train_ids_ = tok_.tok->encode(split_.train);
     batches_.emplace(train_ids_, context_, batch_, data_seed(c_));
-    std::printf("ctgrad train gpt: size %s (%d layers, %d heads, d_model %d), %lld parameters, %d threads\n", c_.text("size").c_str(), P.n_layer,
-                P.n_head, P.d_model, (long long)model_.parameter_count(), model_.threads());
+    const auto& v = programs_.config;
+    std::printf("ctgrad train gpt: size %s (%d layers, %d heads, d_model %d; %s), %lld parameters, %d threads\n", c_.text("size").c_str(), v.n_layer,
+                v.n_head, v.d_model, describe_arch(v.arch).c_str(), (long long)model_->parameter_count(), model_->threads());
     std::printf("KJV Bible: %zu train / %zu validation tokens, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
                 train_ids_.size(), val_ids_.size(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
                 (long long)c_.integer("steps"));
@@ -150,13 +150,13 @@ class GptSession : public Session {
   }
 
   training::Run run() override {
-    return {.model = model_,
+    return {.model = *model_,
             .optimizer = opt_,
             .feed =
                 [this](std::int64_t step) {
                   batches_->get(std::uint64_t(step));
-                  model_.set_input(in::ids, batches_->x(), {batch_, context_});
-                  model_.set_input(in::targets, batches_->y(), {batch_, context_});
+                  model_->set_input(in::ids, batches_->x(), {batch_, context_});
+                  model_->set_input(in::targets, batches_->y(), {batch_, context_});
                   return double(batch_ * context_);
                 },
             .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};
@@ -236,10 +236,10 @@ class GptSession : public Session {
           vx[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t)];
           vy[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t + 1)];
         }
-      model_.set_input(in::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
-      model_.set_input(in::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});
-      model_.forward(Mode::infer);
-      total += double(model_.loss()) * double(n);
+      model_->set_input(in::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
+      model_->set_input(in::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});
+      model_->forward(Mode::infer);
+      total += double(model_->loss()) * double(n);
     }
     return total / double(windows_);
   }
@@ -248,7 +248,7 @@ class GptSession : public Session {
   std::size_t generate(std::vector<std::int32_t> ids, const models::SamplingOptions& so) {
     models::check(so);
     const std::size_t start = ids.size();
-    models::GptGenerator<P> gen(model_.parameters(), Options{.threads = ctx_.threads});
+    models::GptSampler gen(programs_.decoder(Options{.threads = ctx_.threads}), programs_.config, model_->parameters());
     TextStream out(*tok_.tok, ids);
     gen.generate(ids, vocab_, so, [&](std::int32_t id) {
       out(id);
@@ -259,7 +259,8 @@ class GptSession : public Session {
 
   Config c_;
   Context ctx_;
-  Program<G> model_;
+  const GptPrograms& programs_;
+  std::unique_ptr<Executor<float>> model_;
   optim::AdamW<float> opt_;
   std::int64_t context_, batch_, windows_ = 0;
   AnyTokenizer tok_;
@@ -277,9 +278,9 @@ Task gpt_task() {
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", sample_options()});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");
-    if (size == "tiny") return std::make_unique<GptSession<models::kGptTiny>>(c, ctx);
-    if (size == "medium") return std::make_unique<GptSession<models::kGptMedium>>(c, ctx);
-    return std::make_unique<GptSession<models::kGptSmall>>(c, ctx);
+    if (size == "tiny") return std::make_unique<GptSession<models::kGptTiny, kGptOrderTiny>>(c, ctx);
+    if (size == "medium") return std::make_unique<GptSession<models::kGptMedium, kGptOrderMedium>>(c, ctx);
+    return std::make_unique<GptSession<models::kGptSmall, kGptOrderSmall>>(c, ctx);
   };
   t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
     if (ctx.command != "train" && c.integer("context") > saved.integer("context"))

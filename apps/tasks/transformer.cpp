@@ -17,6 +17,7 @@
 #include <ctgrad/optim/schedule.hpp>
 
 #include "../task.hpp"
+#include "../variants/transformer.hpp"
 
 namespace ctgrad::cli {
 namespace {
@@ -26,11 +27,8 @@ namespace fs = std::filesystem;
 using training::gnuplot_quote;
 using training::Role;
 
-template <models::TransformerConfig P>
-struct Graphs {
-  static constexpr auto train = freeze<models::transformer<P>>();
-  static constexpr auto maps = freeze<models::transformer_attention_maps<P>>();
-};
+// The preset's graph: its hyperparameters are every variant's.
+constexpr auto kHyperGraph = freeze<models::transformer<models::kTransformerSmall>>();
 
 // The paper's recipe: Adam (0.9, 0.98, 1e-9), Noam schedule, label smoothing 0.1 and dropout 0.1
 // (hyperparameters of the model). Warm-up 4000 for base; shorter for the small runs on 2 cores,
@@ -50,8 +48,9 @@ Schema transformer_schema() {
       .integer("beam", 4, {.min = 1, .max = 1000}, "beam width of eval")
       .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search")
       .integer("eval_sentences", 0, {.min = 0}, "test sentences for BLEU (0: all)");
+  add_arch_keys(s, models::kTransformerSmall.arch);
   add_seed_keys(s);
-  add_hyper_keys(s, Graphs<models::kTransformerSmall>::train);
+  add_hyper_keys(s, kHyperGraph);
   return s;
 }
 
@@ -183,20 +182,20 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
     }
 }
 
-template <models::TransformerConfig P>
+template <models::TransformerConfig P, int Order>
 class TransformerSession : public Session {
-  static constexpr const auto& G = Graphs<P>::train;
-
  public:
   TransformerSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), copy_(c.text("task") == "copy"), model_(options(c, ctx)),
-        opt_(model_.parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}), batch_(c.integer("batch")),
+      : c_(c), ctx_(ctx), copy_(c.text("task") == "copy"),
+        programs_(find_variant<TransformerPrograms>("transformer", copy_ ? "task=copy" : "size=" + c.text("size"), c, transformer_space<P, Order>,
+                                                    P.heads)),
+        model_(programs_.train(options(c, ctx))), opt_(model_->parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}), batch_(c.integer("batch")),
         max_len_(c.integer("max_len")), seed_(data_seed(c)) {
     const std::int64_t len = copy_ ? 10 : max_len_;
-    check_fits(model_, {batch_, len, len, 1, 1, 1}, 40.0 * double(batch_) * double(len),
+    check_fits(*model_, {batch_, len, len, 1, 1, 1}, 40.0 * double(batch_) * double(len),
                "batch " + c.show("batch") + " x max_len " + c.show("max_len"));
   }
-  Executor<float>& model() override { return model_; }
+  Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
 
   void prepare() override {
@@ -206,8 +205,10 @@ class TransformerSession : public Session {
       load_translation_data();
     }
     if (ctx_.command != "train") return;
-    std::printf("ctgrad train transformer: task %s, %d+%d layers, d_model %d, %d heads, d_ff %d, %lld parameters, %d threads\n",
-                c_.text("task").c_str(), P.n_layer, P.n_layer, P.d_model, P.heads, P.d_ff, (long long)model_.parameter_count(), model_.threads());
+    const auto& v = programs_.config;
+    std::printf("ctgrad train transformer: task %s, %d+%d layers, d_model %d, %d heads, d_ff %d (%s), %lld parameters, %d threads\n",
+                c_.text("task").c_str(), v.n_layer, v.n_layer, v.d_model, v.heads, v.d_ff, describe_arch(v.arch).c_str(),
+                (long long)model_->parameter_count(), model_->threads());
     if (!copy_)
       std::printf("Ding EN->DE sentence pairs: %zu train / %zu validation / %zu test, shared BPE vocabulary of %d\n", train_.size(), val_.size(),
                   test_.size(), P.vocab);
@@ -227,7 +228,7 @@ class TransformerSession : public Session {
   }
 
   training::Run run() override {
-    return {.model = model_, .optimizer = opt_, .feed = [this](std::int64_t step) {
+    return {.model = *model_, .optimizer = opt_, .feed = [this](std::int64_t step) {
               Batch bt;
               if (copy_) {
                 copy_batch_.clear();
@@ -242,7 +243,7 @@ class TransformerSession : public Session {
                 if (e != epoch_no_) epoch_ = epoch_batches(train_, batch_, seed_, e), epoch_no_ = e;
                 bt = make_batch(train_, epoch_[std::size_t((step - 1) % per_epoch)]);
               }
-              feed(model_, bt);
+              feed(*model_, bt);
               return double(bt.tokens());
             },
             .validate = [this] { return training::Metrics{{{"loss", validation_nll()}}}; }};
@@ -320,14 +321,19 @@ class TransformerSession : public Session {
  private:
   // Copy runs default to no dropout and no label smoothing.
   static Options options(const Config& c, const Context& ctx) {
-    Options o = program_options(c, ctx.threads, G);
+    Options o = program_options(c, ctx.threads, kHyperGraph);
     if (c.text("task") == "copy")
       for (auto& [name, v] : o.hypers)
         if ((name == "dropout" || name == "label_smoothing") && !c.was_set(name)) v = 0;
     return o;
   }
 
-  models::Translator<P> translator() { return models::Translator<P>(model_.parameters(), Options{.threads = ctx_.threads}); }
+  models::Seq2SeqSearch translator() {
+    const Options o{.threads = ctx_.threads};
+    const auto& v = programs_.config;
+    return models::Seq2SeqSearch(programs_.encoder(o), programs_.step(o),
+                                 {v.n_layer, v.heads, v.d_model / v.heads, v.vocab, v.arch.pos != layers::Pos::none}, model_->parameters());
+  }
 
   std::vector<std::int32_t> encode_source(const std::string& text) const {
     std::vector<std::int32_t> src = tok_->encode(text);
@@ -380,9 +386,9 @@ class TransformerSession : public Session {
     std::stable_sort(idx.begin(), idx.end(), [&](auto x, auto y) { return val_[std::size_t(x)].src.size() < val_[std::size_t(y)].src.size(); });
     for (std::size_t b = 0; b < idx.size() && !training::interrupted(); b += std::size_t(batch_)) {
       const Batch bt = make_batch(val_, std::span<const std::int64_t>(idx).subspan(b, std::min(idx.size() - b, std::size_t(batch_))));
-      feed(model_, bt);
-      model_.forward(Mode::infer);
-      const auto logits = model_.output("logits");  // [B, T, vocab]
+      feed(*model_, bt);
+      model_->forward(Mode::infer);
+      const auto logits = model_->output("logits");  // [B, T, vocab]
       for (std::int64_t r = 0; r < bt.B * bt.T; ++r) {
         if (bt.tgt_out[std::size_t(r)] == P.pad) continue;
         const float* l = logits.data + r * P.vocab;
@@ -402,9 +408,9 @@ class TransformerSession : public Session {
     const auto out = tr.greedy(src, kBos, kEos, int(max_len_));
     std::vector<std::int32_t> tgt_in{kBos};
     tgt_in.insert(tgt_in.end(), out.begin(), out.end());
-    static constexpr const auto& M = Graphs<P>::maps;
-    Program<M> maps(Options{.threads = ctx_.threads});
-    models::copy_weights(model_.parameters(), maps, "attention maps");
+    const auto owned = programs_.maps(Options{.threads = ctx_.threads});
+    Executor<float>& maps = *owned;
+    models::copy_weights(model_->parameters(), maps, "attention maps");
     const std::int32_t sl = std::int32_t(src.size()), tl = std::int32_t(tgt_in.size());
     maps.set_input(in::src, std::span<const std::int32_t>(src), {1, sl});
     maps.set_input(in::src_len, std::span<const std::int32_t>(&sl, 1), {1});
@@ -417,13 +423,14 @@ class TransformerSession : public Session {
       return v;
     };
     std::printf("\nattention of: %s -> %s\n", sentence.c_str(), tok_->decode(out).c_str());
-    write_heatmaps(maps, dir, P.n_layer, P.heads, pieces(src), pieces(tgt_in));
+    write_heatmaps(maps, dir, P.n_layer, programs_.config.heads, pieces(src), pieces(tgt_in));
   }
 
   Config c_;
   Context ctx_;
   bool copy_;
-  Program<G> model_;
+  const TransformerPrograms& programs_;
+  std::unique_ptr<Executor<float>> model_;
   optim::Adam<float> opt_;
   std::int64_t batch_, max_len_;
   std::uint64_t seed_;
@@ -441,9 +448,9 @@ Task transformer_task() {
   t.commands.push_back({"eval", "validation NLL, BLEU of greedy and beam search on the test split, heatmaps", eval_options()});
   t.commands.push_back({"translate", "translate an English sentence with beam search", translate_options()});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    if (c.text("task") == "copy") return std::make_unique<TransformerSession<models::kTransformerCopy>>(c, ctx);
-    if (c.text("size") == "base") return std::make_unique<TransformerSession<models::kTransformerBase>>(c, ctx);
-    return std::make_unique<TransformerSession<models::kTransformerSmall>>(c, ctx);
+    if (c.text("task") == "copy") return std::make_unique<TransformerSession<models::kTransformerCopy, kTransformerOrderCopy>>(c, ctx);
+    if (c.text("size") == "base") return std::make_unique<TransformerSession<models::kTransformerBase, kTransformerOrderBase>>(c, ctx);
+    return std::make_unique<TransformerSession<models::kTransformerSmall, kTransformerOrderSmall>>(c, ctx);
   };
   return t;
 }

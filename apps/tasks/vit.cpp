@@ -15,6 +15,7 @@
 #include <ctgrad/optim/schedule.hpp>
 
 #include "../task.hpp"
+#include "../variants/vit.hpp"
 
 namespace ctgrad::cli {
 namespace {
@@ -23,10 +24,8 @@ namespace in = models::vit_inputs;
 namespace fs = std::filesystem;
 using training::Role;
 
-template <models::VitConfig P>
-struct Graph {
-  static constexpr auto g = freeze<models::vit<P>>();
-};
+// The preset's graph: its hyperparameters are every variant's.
+constexpr auto kHyperGraph = freeze<models::vit<models::kVitFast>>();
 
 Schema vit_schema() {
   Schema s;
@@ -40,8 +39,9 @@ Schema vit_schema() {
       .real("warmup_epochs", 1.0, {.min = 0}, "warm-up, in epochs")
       .real("weight_decay", 0.05, {.min = 0, .max = 10}, "AdamW's decay (not on biases, norms, the class token and positions)")
       .flag("augment", false, "random shifts of up to 2 pixels and horizontal flips", Role::run);
+  add_arch_keys(s, models::kVitFast.arch, false);
   add_seed_keys(s);
-  add_hyper_keys(s, Graph<models::kVitFast>::g);
+  add_hyper_keys(s, kHyperGraph);
   return s;
 }
 
@@ -93,18 +93,16 @@ void prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>
 
 template <models::VitConfig P>
 class VitSession : public Session {
-  static constexpr const auto& G = Graph<P>::g;
-
  public:
   VitSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)),
-        opt_(model_.parameters(), optim::AdamOptions{.lr = c.real("lr"), .weight_decay = c.real("weight_decay")},
+      : c_(c), ctx_(ctx), programs_(find_variant<VitPrograms>("vit", "size=" + c.text("size"), c, vit_space<P>, P.heads)),
+        model_(programs_.train(program_options(c, ctx.threads, kHyperGraph))), opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .weight_decay = c.real("weight_decay")},
              {optim::no_decay_group({"cls", "pos"})}),
         batch_(c.integer("batch")), n_train_(c.integer("train_images")), seed_(data_seed(c)) {
     if (n_train_ < batch_) throw config_error("train_images (" + c.show("train_images") + ") must be at least batch (" + c.show("batch") + ")");
-    check_fits(model_, {batch_, 1, 1, 1, 1, 1}, 4.0 * 784 * double(batch_), "batch " + c.show("batch"));
+    check_fits(*model_, {batch_, 1, 1, 1, 1, 1}, 4.0 * 784 * double(batch_), "batch " + c.show("batch"));
   }
-  Executor<float>& model() override { return model_; }
+  Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
 
   void prepare() override {
@@ -114,9 +112,10 @@ class VitSession : public Session {
     per_epoch_ = n_train_ / batch_;
     x_.resize(std::size_t(batch_ * 784));
     y_.resize(std::size_t(batch_));
-    std::printf("ctgrad train vit: %dx%d patches of %d, d_model %d, %d layers, %d heads, MLP %d, %s pooling, %lld parameters, %d threads\n",
-                P.image / P.patch, P.image / P.patch, P.patch, P.d_model, P.n_layer, P.heads, P.d_mlp, P.mean_pool ? "mean" : "<cls>",
-                (long long)model_.parameter_count(), model_.threads());
+    const auto& v = programs_.config;
+    std::printf("ctgrad train vit: %dx%d patches of %d, d_model %d, %d layers, %d heads, MLP %d, %s pooling (%s), %lld parameters, %d threads\n",
+                v.image / v.patch, v.image / v.patch, v.patch, v.d_model, v.n_layer, v.heads, v.d_mlp, v.mean_pool ? "mean" : "<cls>",
+                describe_arch(v.arch, false).c_str(), (long long)model_->parameter_count(), model_->threads());
     std::printf("Fashion-MNIST: %lld train images (augment %s) / %lld test; %lld epochs of %lld steps, batch %lld\n", (long long)n_train_,
                 c_.flag("augment") ? "on" : "off", (long long)test_.count, (long long)c_.integer("epochs"), (long long)per_epoch_, (long long)batch_);
   }
@@ -132,7 +131,7 @@ class VitSession : public Session {
 
   training::Run run() override {
     epoch_start_ = std::chrono::steady_clock::now();
-    return {.model = model_,
+    return {.model = *model_,
             .optimizer = opt_,
             .feed =
                 [this](std::int64_t step) {
@@ -143,8 +142,8 @@ class VitSession : public Session {
                     image(train_, i, c_.flag("augment"), seed_, std::uint64_t(epoch), x_.data() + b * 784);
                     y_[std::size_t(b)] = train_.labels[std::size_t(i)];
                   }
-                  model_.set_input(in::images, std::span<const float>(x_), {batch_, 1, 28, 28});
-                  model_.set_input(in::labels, std::span<const std::int32_t>(y_), {batch_});
+                  model_->set_input(in::images, std::span<const float>(x_), {batch_, 1, 28, 28});
+                  model_->set_input(in::labels, std::span<const std::int32_t>(y_), {batch_});
                   return double(batch_);
                 },
             .validate =
@@ -209,10 +208,10 @@ class VitSession : public Session {
       x.resize(std::size_t(n * 784));
       y.assign(test_.labels.begin() + b0, test_.labels.begin() + b0 + n);
       for (std::int64_t i = 0; i < n; ++i) image(test_, b0 + i, false, 0, 0, x.data() + i * 784);
-      model_.set_input(in::images, std::span<const float>(x), {n, 1, 28, 28});
-      model_.set_input(in::labels, std::span<const std::int32_t>(y), {n});
-      model_.forward(Mode::infer);
-      const auto l = model_.output("logits");
+      model_->set_input(in::images, std::span<const float>(x), {n, 1, 28, 28});
+      model_->set_input(in::labels, std::span<const std::int32_t>(y), {n});
+      model_->forward(Mode::infer);
+      const auto l = model_->output("logits");
       for (std::int64_t i = 0; i < n; ++i)
         pred[std::size_t(b0 + i)] = std::int32_t(std::max_element(l.data + i * 10, l.data + i * 10 + 10) - (l.data + i * 10));
     }
@@ -226,7 +225,8 @@ class VitSession : public Session {
 
   Config c_;
   Context ctx_;
-  Program<G> model_;
+  const VitPrograms& programs_;
+  std::unique_ptr<Executor<float>> model_;
   optim::AdamW<float> opt_;
   std::int64_t batch_, n_train_, per_epoch_ = 1;
   std::uint64_t seed_;
@@ -245,17 +245,10 @@ Task vit_task() {
   t.summary = "Vision Transformer on Fashion-MNIST: test accuracy, confusion matrix, prediction grid";
   t.schema = vit_schema();
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    const bool mean = c.text("pool") == "mean";
     const std::string& size = c.text("size");
-    if (size == "small") return mean ? std::unique_ptr<Session>(std::make_unique<VitSession<models::VitConfig{.mean_pool = true}>>(c, ctx))
-                                     : std::make_unique<VitSession<models::kVitSmall>>(c, ctx);
-    if (size == "tiny")
-      return mean ? std::unique_ptr<Session>(std::make_unique<VitSession<models::VitConfig{.image = 28, .channels = 1, .patch = 7, .d_model = 32,
-                                                                                               .n_layer = 2, .heads = 2, .d_mlp = 64, .classes = 10,
-                                                                                               .mean_pool = true}>>(c, ctx))
-                  : std::make_unique<VitSession<models::kVitTiny>>(c, ctx);
-    return mean ? std::unique_ptr<Session>(std::make_unique<VitSession<models::VitConfig{.patch = 7, .mean_pool = true}>>(c, ctx))
-                : std::make_unique<VitSession<models::kVitFast>>(c, ctx);
+    if (size == "small") return std::make_unique<VitSession<models::kVitSmall>>(c, ctx);
+    if (size == "tiny") return std::make_unique<VitSession<models::kVitTiny>>(c, ctx);
+    return std::make_unique<VitSession<models::kVitFast>>(c, ctx);
   };
   return t;
 }

@@ -1,5 +1,5 @@
 // Position-wise feed-forward: fc2(dropout(act(fc1 x))); gated GELU (T5 v1.1): wo(gelu(wi_0 x) * wi_1 x), GELU's tanh
-// form as T5's (Hugging Face's gelu_new).
+// form as T5's (Hugging Face's gelu_new); SwiGLU (Shazeer 2020, LLaMA): wo(silu(wi_0 x) * wi_1 x).
 #pragma once
 #include <ctgrad/models/layers/linear.hpp>
 #include <ctgrad/models/layers/options.hpp>
@@ -23,7 +23,8 @@ constexpr Value activate(Value x, Act a) {
     case Act::gelu: return gelu(x);
     case Act::gelu_tanh: return gelu_tanh(x);
     case Act::silu: return silu(x);
-    case Act::gated_gelu: break;
+    case Act::gated_gelu:
+    case Act::swiglu: break;
   }
   return gelu(x);
 }
@@ -32,9 +33,14 @@ constexpr Value feed_forward(const Scope& s, Value x, FeedForwardOptions o = {})
   const auto at = s.enter();
   const Dim d = x.shape().back(1);
   const LinearOptions in{.bias = o.bias, .init = o.init}, out{.bias = o.bias, .init = o.out_init};
-  Value h = o.activation == Act::gated_gelu ? mul(gelu_tanh(linear(s.scope("wi_0"), x, o.d_ff, in)), linear(s.scope("wi_1"), x, o.d_ff, in))
-                                            : activate(linear(s.scope("fc1"), x, o.d_ff, in), o.activation);
-  return linear(s.scope(o.activation == Act::gated_gelu ? "wo" : "fc2"), dropout(h, o.dropout), d, out);
+  Value h{};
+  if (gated(o.activation)) {
+    Value gate = linear(s.scope("wi_0"), x, o.d_ff, in);
+    h = mul(o.activation == Act::swiglu ? silu(gate) : gelu_tanh(gate), linear(s.scope("wi_1"), x, o.d_ff, in));
+  } else {
+    h = activate(linear(s.scope("fc1"), x, o.d_ff, in), o.activation);
+  }
+  return linear(s.scope(gated(o.activation) ? "wo" : "fc2"), dropout(h, o.dropout), d, out);
 }
 
 }  // namespace ctgrad::layers
