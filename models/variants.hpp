@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <ctgrad/models/layers/options.hpp>
@@ -95,6 +96,9 @@ constexpr auto variant_table() {
   return t;
 }
 
+template <const auto& S>
+inline constexpr auto kVariantTable = variant_table<S>();
+
 // The config of a variant of `preset`.
 template <class C, std::size_t A>
 constexpr C variant_config(C preset, const VariantSpace<C, A>& s, const VariantIndex<A>& v) {
@@ -116,6 +120,18 @@ int find_variant(const VariantSpace<C, A>& s, const std::array<VariantIndex<A>, 
   for (std::size_t i = 0; i < N; ++i)
     if (table[i] == want) return int(i);
   return -1;
+}
+
+// What each variant of a preset makes: Make<config>::make for every variant's config, in the
+// order of variant_table (the preset first), e.g. a function making the variant's program:
+//   template <Arch A> struct Variant { static constexpr auto g = freeze<model<A>>();
+//                                    static std::unique_ptr<Executor<float>> make(const Options& o) { ... } };
+//   constexpr auto makers = variant_makers<Arch{}, kSpace, Variant>();   // makers[i](options)
+template <auto Preset, const auto& Space, template <auto> class Make>
+constexpr auto variant_makers() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return std::array{&Make<variant_config(Preset, Space, kVariantTable<Space>[I])>::make...};
+  }(std::make_index_sequence<kVariantTable<Space>.size()>());
 }
 
 // A number written in a value ("8"), at compile time.

@@ -87,6 +87,16 @@ json study_json(const StudyOptions& o) {
 
 }  // namespace
 
+void record_parameters(const fs::path& run_dir, std::int64_t parameters) {
+  checkpoint::write_atomically(run_dir / "run.json", json{{"parameters", parameters}}.dump() + "\n");
+}
+
+const std::string& RunSpec::value(const std::string& key) const {
+  for (const auto& [k, v] : sets)
+    if (k == key) return v;
+  throw std::invalid_argument("ctgrad: the study run " + config + " sets no '" + key + "'");
+}
+
 Study::Study(StudyOptions o) : o_(std::move(o)) {
   if (o_.grid.empty()) throw std::invalid_argument("ctgrad: an ablation study needs a grid (--grid key=a,b)");
   if (o_.seeds < 1) throw std::invalid_argument("ctgrad: an ablation study needs at least 1 seed");
@@ -435,7 +445,7 @@ void Study::report() const {
     const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
     const std::string ci = s.n < 2 ? "" : "[" + fixed(s.mean - s.ci) + ", " + fixed(s.mean + s.ci) + "]";
     const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
-    const std::string secs = s.n ? format_duration(s.seconds) : "";
+    const std::string secs = !s.n ? "" : s.seconds < 60 ? fixed(s.seconds, 1) + " s" : format_duration(s.seconds);
     const std::string params = s.parameters ? std::to_string(s.parameters) : "";
     md += "| `" + s.config + "` | " + std::to_string(s.n) + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
     rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + std::to_string(s.n) + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +

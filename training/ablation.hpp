@@ -53,10 +53,12 @@ struct StudyOptions {
 };
 
 struct RunSpec {
-  std::string config;                                       // "norm=post,lr=3e-3" ("baseline" for the first values)
+  std::string config;                                       // "norm=post,lr=3e-3"
   std::vector<std::pair<std::string, std::string>> sets;    // the grid's values, then the fixed ones
   int seed = 1;
   std::filesystem::path dir;
+  // The value this run sets for `key`; std::invalid_argument naming it when there is none.
+  const std::string& value(const std::string& key) const;
 };
 
 struct RunContext {
@@ -105,6 +107,10 @@ class Study {
   StudyOptions o_;
   std::vector<RunSpec> runs_;
 };
+
+// For run functions: records the run's parameter count (run.json in its folder, as `ctgrad train`
+// writes it), which the report shows.
+void record_parameters(const std::filesystem::path& run_dir, std::int64_t parameters);
 
 // Student's t quantile t_{0.975, df} (the 95% two-sided interval), df >= 1.
 double t975(int df);

@@ -47,7 +47,8 @@ Schema transformer_schema() {
       .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
       .integer("beam", 4, {.min = 1, .max = 1000}, "beam width of eval")
       .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search")
-      .integer("eval_sentences", 0, {.min = 0}, "test sentences for BLEU (0: all)");
+      .integer("eval_sentences", 0, {.min = 0}, "test sentences for BLEU (0: all)")
+      .integer("val_bleu", 0, {.min = 0}, "validation sentences translated greedily at each validation for its BLEU (0: none)");
   add_arch_keys(s, models::kTransformerSmall.arch);
   add_seed_keys(s);
   add_hyper_keys(s, kHyperGraph);
@@ -246,7 +247,22 @@ class TransformerSession : public Session {
               feed(*model_, bt);
               return double(bt.tokens());
             },
-            .validate = [this] { return training::Metrics{{{"loss", validation_nll()}}}; }};
+            .validate = [this] {
+              training::Metrics m{{{"loss", validation_nll()}}};
+              if (!copy_ && c_.integer("val_bleu") > 0) m.values.emplace_back("bleu", validation_bleu(std::size_t(c_.integer("val_bleu"))));
+              return m;
+            }};
+  }
+
+  // Corpus BLEU of greedy translations of the first n validation sentences.
+  double validation_bleu(std::size_t n) {
+    auto tr = translator();
+    std::vector<std::string> refs, hyps;
+    for (std::size_t i = 0; i < std::min(n, val_.size()) && !training::interrupted(); ++i) {
+      refs.push_back(val_[i].tgt_text);
+      hyps.push_back(tok_->decode(tr.greedy(val_[i].src, kBos, kEos, int(max_len_))));
+    }
+    return metrics::corpus_bleu(hyps, refs).score;
   }
 
   int after_training(const training::Outcome&) override {

@@ -221,23 +221,26 @@ check "a mixture of one task" 2 "$ctgrad" finetune t5 --task mix:austen-novel --
 check "a pretrained T5 of another size" 2 "$ctgrad" finetune t5 --task austen-novel --pretrained t5 --run t5ft_x "${t5ft[@]}" --set size=small
 expect_text "names the size" "was trained with size=tiny"
 
-# Ablation studies: a tiny grid x 2 seeds end to end, its report, a rerun that skips finished
-# runs, a half-finished run continued, and the refusals.
+# Ablation studies: a tiny grid of two architectures x 2 seeds end to end, its report, a rerun that
+# skips finished runs, a half-finished run continued, and the refusals.
 study=(--set size=tiny --set steps=20 --set eval_every=10 --set context=32 --set batch=8 --set eval_windows=16 --set sample_tokens=0)
-check "ablate: 2 configurations x 2 seeds" 0 "$ctgrad" ablate gpt --grid lr=1e-3,3e-3 --seeds 2 "${study[@]}" --jobs 2 --run study
+check "ablate: 2 architectures x 2 seeds" 0 "$ctgrad" ablate gpt --grid norm=pre,post --seeds 2 "${study[@]}" --jobs 2 --run study
 expect_text "says what it runs" "2 configurations x 2 seeds = 4 runs (4 to run), 2 at a time"
 for f in study.json results.md results.csv results.json results.html curves.png final.png; do check "ablate writes $f" 0 test -s "study/$f"; done
-check "each run keeps its result" 0 test -s "study/runs/001_lr_3e-3/seed2/result.json"
-check "each run keeps its config" 0 grep -q '"lr":0.003' "study/runs/001_lr_3e-3/seed2/run.json"
-check "the report compares with the baseline" 0 grep -q "| \`lr=3e-3\` | 2 |" study/results.md
+check "each run keeps its result" 0 test -s "study/runs/001_norm_post/seed2/result.json"
+check "each run keeps its config" 0 grep -q '"norm":"post"' "study/runs/001_norm_post/seed2/run.json"
+check "each run keeps its commit" 0 grep -q '"commit"' "study/runs/001_norm_post/seed2/result.json"
+check "the post-norm run trained the post-norm graph" 0 grep -q "post-norm LayerNorm" "study/runs/001_norm_post/seed2/train.log"
+check "the report compares with the baseline" 0 grep -q "| \`norm=post\` | 2 |" study/results.md
 check "the html holds its plots" 0 grep -q "data:image/png;base64," study/results.html
-check "ablate again: nothing to run" 0 "$ctgrad" ablate gpt --grid lr=1e-3,3e-3 --seeds 2 "${study[@]}" --jobs 2 --run study
+check "ablate again: nothing to run" 0 "$ctgrad" ablate gpt --grid norm=pre,post --seeds 2 "${study[@]}" --jobs 2 --run study
 expect_text "skips the finished runs" "(0 to run)"
-rm study/runs/000_lr_1e-3/seed1/result.json
-check "ablate continues a half-finished run" 0 "$ctgrad" ablate gpt --grid lr=1e-3,3e-3 --seeds 2 "${study[@]}" --run study
+rm study/runs/000_norm_pre/seed1/result.json
+check "ablate continues a half-finished run" 0 "$ctgrad" ablate gpt --grid norm=pre,post --seeds 2 "${study[@]}" --run study
 expect_text "runs only it" "(1 to run)"
-check "its run resumed" 0 grep -q "nothing to train" study/runs/000_lr_1e-3/seed1/train.log
-check "ablate: another study in the folder" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 "${study[@]}" --run study
+check "its run resumed" 0 grep -q "nothing to train" study/runs/000_norm_pre/seed1/train.log
+check "a runtime key in a grid" 0 "$ctgrad" ablate gpt --grid lr=1e-3,3e-3 --seeds 1 "${study[@]}" --run study_lr
+check "ablate: another study in the folder" 2 "$ctgrad" ablate gpt --grid norm=pre,post --grid lr=1e-3,2e-3 "${study[@]}" --run study
 expect_text "refuses it" "holds another study"
 check "ablate: an unknown key" 2 "$ctgrad" ablate gpt --grid lrr=1e-3 --run study_x
 expect_text "names the closest key" "did you mean 'lr'?"
@@ -245,9 +248,18 @@ check "ablate: a value out of range" 2 "$ctgrad" ablate gpt --grid lr=1e-3,0 --r
 expect_text "names the key" "lr"
 check "ablate: a value its model refuses" 2 "$ctgrad" ablate gpt --grid dropout=0,2 "${study[@]}" --run study_x
 expect_text "names the configuration" "dropout=2 cannot run"
+check "ablate: an architecture this build has not compiled" 2 "$ctgrad" ablate gpt --grid norm=pre,post --grid act=gelu_tanh,relu "${study[@]}" --run study_x
+expect_text "names the order compiled" "changing at most 1"
 check "ablate: too many runs without --yes" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3,3e-3 --grid dropout=0,0.1,0.2,0.3 --seeds 5 --run study_x
 expect_text "asks for --yes" "add --yes"
 check "ablate: the seeds are the study's" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --set seed=4 --run study_x
+check "train: a variant not compiled" 2 "$ctgrad" train gpt --set norm=post --set act=relu --set pos=none --run variant_x
+expect_text "says which keys it changes" "norm=post, act=relu, pos=none changes 3 architecture keys"
+check "train: heads that are not a variant" 2 "$ctgrad" train gpt --set heads=3 --run variant_x
+expect_text "lists the heads compiled" "heads: 4, 1, 8"
+check "a Transformer variant trains and translates on the copy task" 0 "$ctgrad" train transformer --set task=copy --set pos=learned --set steps=30 --set batch=8 --set eval_every=30 --run copy_learned --threads 2
+check "its eval decodes with its own step graph" 0 "$ctgrad" eval transformer --run copy_learned
+check "a ViT variant trains" 0 "$ctgrad" train vit --set size=tiny --set norm=post --set epochs=1 --set train_images=64 --set batch=32 --run vit_post --threads 2
 
 # What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,
 # SIGTERM saves like Ctrl-C, a diverged run keeps its last good checkpoint, metrics have no
