@@ -181,10 +181,23 @@ std::string Study::metric() const {
   return "loss";
 }
 
-bool Study::lower_is_better() const {
-  const std::string m = metric();
-  return m.find("loss") != std::string::npos || m.find("error") != std::string::npos || m == "perplexity";
+std::vector<std::string> Study::metrics() const {
+  std::vector<std::string> out{metric()};
+  for (const RunSpec& r : runs_) {
+    if (!finished(r)) continue;
+    const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+    if (!res.is_object() || !res.contains("final") || !res["final"].is_object()) continue;
+    for (const auto& [k, v] : res["final"].items())
+      if (v.is_number() && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  }
+  return out;
 }
+
+bool lower_is_better(const std::string& m) {
+  return m.find("loss") != std::string::npos || m.find("error") != std::string::npos || m.find("nll") != std::string::npos ||
+         m == "perplexity";
+}
+bool Study::lower_is_better() const { return ablation::lower_is_better(metric()); }
 
 int Study::run(const RunFn& f) const {
   prepare();
@@ -257,8 +270,8 @@ int Study::run(const RunFn& f) const {
   return failed;
 }
 
-std::vector<Summary> Study::summarize() const {
-  const std::string m = metric();
+std::vector<Summary> Study::summarize(const std::string& metric_name) const {
+  const std::string m = metric_name.empty() ? metric() : metric_name;
   std::vector<Summary> out;
   std::map<std::string, std::size_t> index;
   for (const RunSpec& r : runs_) {
@@ -351,37 +364,47 @@ void Study::report() const {
   const std::vector<Summary> sums = summarize();
   const bool lower = lower_is_better();
   const fs::path dir = o_.dir;
-  // results.csv
+  const std::vector<std::string> all_metrics = metrics();
+  std::vector<std::vector<Summary>> per_metric;
+  for (const std::string& name : all_metrics) per_metric.push_back(name == m ? sums : summarize(name));
+  // results.csv: a row per configuration and metric.
   {
     std::string csv = "config";
     for (const Axis& a : o_.grid) csv += "," + a.key;
-    csv += ",seeds,mean,sd,ci95_low,ci95_high,diff_vs_baseline,diff_ci95_low,diff_ci95_high,train_seconds,parameters";
+    csv += ",metric,seeds,mean,sd,ci95_low,ci95_high,diff_vs_baseline,diff_ci95_low,diff_ci95_high,train_seconds,parameters";
     for (int s = 1; s <= o_.seeds; ++s) csv += ",seed" + std::to_string(s);
     csv += "\n";
-    for (const Summary& s : sums) {
-      csv += "\"" + s.config + "\"";
-      for (const auto& [k, v] : s.values) csv += "," + v;
-      csv += "," + std::to_string(s.n) + "," + fixed(s.mean, 6) + "," + fixed(s.sd, 6) + "," + fixed(s.mean - s.ci, 6) + "," + fixed(s.mean + s.ci, 6) +
-             "," + fixed(s.diff, 6) + "," + fixed(s.diff - s.diff_ci, 6) + "," + fixed(s.diff + s.diff_ci, 6) + "," + fixed(s.seconds, 1) + "," +
-             std::to_string(s.parameters);
-      for (double v : s.finals) csv.append(",").append(fixed(v, 6));
-      csv += "\n";
-    }
+    for (std::size_t k = 0; k < all_metrics.size(); ++k)
+      for (const Summary& s : per_metric[k]) {
+        csv += "\"" + s.config + "\"";
+        for (const auto& [key, v] : s.values) csv += "," + v;
+        csv += "," + all_metrics[k] + "," + std::to_string(s.n) + "," + fixed(s.mean, 6) + "," + fixed(s.sd, 6) + "," + fixed(s.mean - s.ci, 6) + "," +
+               fixed(s.mean + s.ci, 6) + "," + fixed(s.diff, 6) + "," + fixed(s.diff - s.diff_ci, 6) + "," + fixed(s.diff + s.diff_ci, 6) + "," +
+               fixed(s.seconds, 1) + "," + std::to_string(s.parameters);
+        for (double v : s.finals) csv.append(",").append(fixed(v, 6));
+        csv += "\n";
+      }
     checkpoint::write_atomically(dir / "results.csv", csv);
   }
-  // results.json
+  // results.json: the compared metric's table, and every metric's.
   {
-    json arr = json::array();
-    for (const Summary& s : sums) {
-      json values = json::object();
-      for (const auto& [k, v] : s.values) values[k] = v;
-      json finals = json::array();
-      for (double v : s.finals) finals.push_back(std::isnan(v) ? json(nullptr) : json(v));
-      arr.push_back({{"config", s.config}, {"values", values}, {"seeds", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"ci95", s.ci},
-                     {"diff_vs_baseline", s.diff}, {"diff_ci95", s.diff_ci}, {"pairs", s.pairs}, {"train_seconds", s.seconds},
-                     {"parameters", s.parameters}, {"finals", finals}});
-    }
-    const json out{{"study", study_json(o_)}, {"metric", m}, {"lower_is_better", lower}, {"configurations", arr}};
+    auto table = [](const std::vector<Summary>& rows) {
+      json arr = json::array();
+      for (const Summary& s : rows) {
+        json values = json::object();
+        for (const auto& [k, v] : s.values) values[k] = v;
+        json finals = json::array();
+        for (double v : s.finals) finals.push_back(std::isnan(v) ? json(nullptr) : json(v));
+        arr.push_back({{"config", s.config}, {"values", values}, {"seeds", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"ci95", s.ci},
+                       {"diff_vs_baseline", s.diff}, {"diff_ci95", s.diff_ci}, {"pairs", s.pairs}, {"train_seconds", s.seconds},
+                       {"parameters", s.parameters}, {"finals", finals}});
+      }
+      return arr;
+    };
+    json every = json::object();
+    for (std::size_t k = 0; k < all_metrics.size(); ++k)
+      every[all_metrics[k]] = {{"lower_is_better", ablation::lower_is_better(all_metrics[k])}, {"configurations", table(per_metric[k])}};
+    const json out{{"study", study_json(o_)}, {"metric", m}, {"lower_is_better", lower}, {"configurations", table(sums)}, {"metrics", every}};
     checkpoint::write_atomically(dir / "results.json", out.dump(2) + "\n");
   }
   // The plots: validation curves per configuration (mean over seeds, min-max band), and the final
@@ -450,6 +473,21 @@ void Study::report() const {
     md += "| `" + s.config + "` | " + std::to_string(s.n) + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
     rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + std::to_string(s.n) + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
                  diff + "</td><td>" + dci + "</td><td>" + secs + "</td><td>" + params + "</td></tr>\n";
+  }
+  for (std::size_t k = 1; k < all_metrics.size(); ++k) {
+    const std::string& name = all_metrics[k];
+    md += "\nValidation " + name + " (" + (ablation::lower_is_better(name) ? "lower" : "higher") + " is better):\n\n| configuration | " + name +
+          " mean ± sd | vs baseline (paired) | 95% CI of the difference |\n|---|---|---|---|\n";
+    rows_html += "<tr><th colspan='8' style='text-align:left'>validation " + html_escape(name) + "</th></tr>\n";
+    for (const Summary& s : per_metric[k]) {
+      const bool base = &s == &per_metric[k].front();
+      const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
+      const std::string diff = base ? "baseline" : s.pairs ? signed_fixed(s.diff) : "";
+      const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
+      md += "| `" + s.config + "` | " + mean + " | " + diff + " | " + dci + " |\n";
+      rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + std::to_string(s.n) + "</td><td>" + mean + "</td><td></td><td>" + diff +
+                   "</td><td>" + dci + "</td><td></td><td></td></tr>\n";
+    }
   }
   if (o_.seeds > 1)
     md += "\nA difference whose interval excludes 0 is one the seeds agree on; with " + std::to_string(o_.seeds) + " seeds an interval is mean ± " +

@@ -93,8 +93,9 @@ class Study {
   // Runs every run that is not finished, options().jobs at a time, with a one-line progress view
   // (done / running / left, ETA). Returns how many failed. Stops starting new runs on Ctrl-C.
   int run(const RunFn& f) const;
-  // Per configuration, from the run folders (finished runs only).
-  std::vector<Summary> summarize() const;
+  // Per configuration, from the run folders (finished runs only): the final value of `metric`
+  // (empty: metric()).
+  std::vector<Summary> summarize(const std::string& metric = "") const;
   // results.md, results.csv, results.json, results.html (self-contained), curves.png, final.png.
   void report() const;
 
@@ -102,6 +103,8 @@ class Study {
   // The metric the study compares, and whether lower is better (a loss).
   std::string metric() const;
   bool lower_is_better() const;
+  // Every validation metric the finished runs report, metric() first.
+  std::vector<std::string> metrics() const;
 
  private:
   StudyOptions o_;
@@ -111,6 +114,9 @@ class Study {
 // For run functions: records the run's parameter count (run.json in its folder, as `ctgrad train`
 // writes it), which the report shows.
 void record_parameters(const std::filesystem::path& run_dir, std::int64_t parameters);
+
+// Whether a metric is better lower (a loss, an error rate, a perplexity).
+bool lower_is_better(const std::string& metric);
 
 // Student's t quantile t_{0.975, df} (the 95% two-sided interval), df >= 1.
 double t975(int df);
