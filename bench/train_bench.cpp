@@ -131,13 +131,13 @@ class Peer {
     const char* lib = std::getenv("LD_LIBRARY_PATH");
     std::vector<std::string> env{std::string("LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp") + (lib && *lib ? ":" + std::string(lib) : ""),
                                  "OMP_NUM_THREADS=" + std::to_string(threads)};
-    // OPENBLAS_CORETYPE goes to the peer's OpenBLAS unchecked: dropped when it names kernels
-    // this CPU cannot run (ctgrad's own loader ignores such a value the same way).
-    const char* core = std::getenv("OPENBLAS_CORETYPE");
-    const bool drop_core = core && !ctgrad::cpu::openblas_core_lacks(core, ctgrad::cpu::features()).empty();
+    // The peer's OpenBLAS gets the kernels ctgrad's gets: the best this CPU runs (by instruction
+    // set, as ctgrad's loader chooses them), not the host's OPENBLAS_CORETYPE.
+    const std::string_view core = ctgrad::cpu::best_openblas_core(ctgrad::cpu::features());
+    if (!core.empty()) env.push_back("OPENBLAS_CORETYPE=" + std::string(core));
     for (char** e = environ; *e; ++e)
       if (std::strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0 &&
-          !(drop_core && std::strncmp(*e, "OPENBLAS_CORETYPE=", 18) == 0))
+          std::strncmp(*e, "OPENBLAS_CORETYPE=", 18) != 0)
         env.emplace_back(*e);
     std::vector<std::string> args{exe.string(), s.model, "--config", s.config, "--threads", std::to_string(threads), "--serve"};
     std::vector<char*> argv, envp;

@@ -137,4 +137,10 @@ std::string openblas_core_lacks(std::string_view core, const Features& f) {
   return "unknown core";
 }
 
+std::string_view best_openblas_core(const Features& f) {
+  if (openblas_core_lacks("SkylakeX", f).empty()) return "SkylakeX";
+  if (openblas_core_lacks("Haswell", f).empty()) return "Haswell";
+  return "";
+}
+
 }  // namespace ctgrad::cpu

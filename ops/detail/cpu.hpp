@@ -35,4 +35,9 @@ std::string model_name();  // the CPUID brand string, e.g. "AMD EPYC 9B45"
 // instructions ("avx2, fma"), or "unknown core" for a name not in the table.
 std::string openblas_core_lacks(std::string_view core, const Features& f);
 
+// The OpenBLAS core whose sgemm/dgemm are the fastest `f` runs, by instruction set rather than by
+// CPU model (an OpenBLAS release does not know the CPUs made after it): "SkylakeX" (AVX-512, the
+// kernels of every AVX-512 core), "Haswell" (AVX2 + FMA), or "" (OpenBLAS's own detection).
+std::string_view best_openblas_core(const Features& f);
+
 }  // namespace ctgrad::cpu

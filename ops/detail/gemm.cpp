@@ -125,22 +125,26 @@ void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
 
 void* load_openblas(const std::string& path, int threads, std::string& why) {
   const cpu::Features& cpu = cpu::features();
-  // OPENBLAS_CORETYPE makes OpenBLAS skip its own CPU detection and run that core's kernels
-  // whatever the CPU: a value set for another machine (a shared environment, a container image)
-  // would execute instructions this CPU lacks. Such a value is ignored for the load.
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  if (forced && !*forced) forced = nullptr;  // set but empty: OpenBLAS detects the CPU
+  // The kernels are ctgrad's choice, by the CPU's instruction sets: OpenBLAS picks them by CPU
+  // model, and a release does not know the CPUs made after it (0.3.21 runs its AVX2 kernels on a
+  // Zen 5: 121 against 230 GFLOP/s on 2 cores with the AVX-512 ones). OPENBLAS_CORETYPE, which
+  // the host may set for other programs (this project's machines set Haswell), is not followed;
+  // CTGRAD_BLAS_CORE forces a core when the CPU runs it (tests pin the AVX2 kernels with it).
+  const char* forced = std::getenv("CTGRAD_BLAS_CORE");
+  if (forced && !*forced) forced = nullptr;
   std::optional<std::string> keep;
   if (forced) {
     const std::string lacks = cpu::openblas_core_lacks(forced, cpu);
     if (lacks.empty()) keep = forced;
     else
-      std::fprintf(stderr, "ctgrad: warning: ignoring OPENBLAS_CORETYPE=%s (%s on this CPU); OpenBLAS detects the CPU itself\n",
-                   forced, lacks == "unknown core" ? "an unknown core" : ("needs " + lacks + ", absent").c_str());
+      std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BLAS_CORE=%s (%s on this CPU)\n", forced,
+                   lacks == "unknown core" ? "an unknown core" : ("needs " + lacks + ", absent").c_str());
   }
+  if (!keep && !cpu::best_openblas_core(cpu).empty()) keep = std::string(cpu::best_openblas_core(cpu));
   void* h = nullptr;
   {
-    // OpenBLAS reads both variables while it loads; with 1 thread it starts no worker threads.
+    // OpenBLAS reads both variables while it loads (no core: it detects the CPU itself); with 1
+    // thread it starts no worker threads.
     const std::string n = std::to_string(threads);
     ScopedEnv core_type("OPENBLAS_CORETYPE", keep ? keep->c_str() : nullptr);
     ScopedEnv num_threads("OPENBLAS_NUM_THREADS", n.c_str());
@@ -157,7 +161,7 @@ void* load_openblas(const std::string& path, int threads, std::string& why) {
   auto corename = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
   const std::string core = corename ? corename() : "";
   const std::string lacks = cpu::openblas_core_lacks(core, cpu);
-  if (!lacks.empty() && !(lacks == "unknown core" && !forced)) {
+  if (!lacks.empty() && !(lacks == "unknown core" && !keep)) {
     why = path + " runs its " + core + " kernels, which need " + lacks + " (this CPU: " + cpu.flags() + ")";
     return nullptr;  // left loaded: unloading OpenBLAS is not safe, and nothing calls it
   }

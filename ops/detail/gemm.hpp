@@ -19,9 +19,10 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
           const T* B, std::int64_t ldb, T* C, std::int64_t ldc, bool accumulate);
 
 // Loads an OpenBLAS library by path into its own symbol scope (RTLD_DEEPBIND), with `threads`
-// threads of its own, making sure the kernels it runs need nothing this CPU lacks: an
-// OPENBLAS_CORETYPE naming a core the CPU cannot run is ignored (with a warning), and a library
-// that still runs such a core is refused. Null, with the reason in `why`, when it cannot be used.
+// threads of its own and the kernels of cpu::best_openblas_core (CTGRAD_BLAS_CORE forces another
+// core the CPU runs; OPENBLAS_CORETYPE is not followed), making sure the kernels it runs need
+// nothing this CPU lacks: a library that still runs such a core is refused. Null, with the reason
+// in `why`, when it cannot be used.
 void* load_openblas(const std::string& path, int threads, std::string& why);
 
 // "openblas, 1 thread per call (...)" or "reference (...why...)".

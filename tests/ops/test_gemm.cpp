@@ -38,13 +38,17 @@ TEST_CASE("the kernels chosen at run time need nothing this CPU lacks", "[ops][g
   if (!std::getenv("CTGRAD_SIMD")) CHECK(arch == (f.runs_avx512() ? "avx512" : f.runs_avx2() ? "avx2" : "sse2"));
   if (!f.runs_avx2()) CHECK(simd::table("avx2") == nullptr);
   if (!f.runs_avx512()) CHECK(simd::table("avx512") == nullptr);
-  // OpenBLAS's kernels, whatever OPENBLAS_CORETYPE says (the no-AVX CTest runs set it to Haswell).
+  // OpenBLAS's kernels, whatever OPENBLAS_CORETYPE or CTGRAD_BLAS_CORE say (the no-AVX CTest runs
+  // set both to Haswell): the best this CPU runs unless CTGRAD_BLAS_CORE chose one it runs.
   const std::string backend = kernel::gemm_backend();
   const auto at = backend.rfind(", core ");
   REQUIRE(at != std::string::npos);
   const std::string core = backend.substr(at + 7, backend.size() - at - 8);
   const std::string lacks = cpu::openblas_core_lacks(core, f);
   CHECK((lacks.empty() || lacks == "unknown core"));
+  const char* forced = std::getenv("CTGRAD_BLAS_CORE");
+  const std::string_view best = cpu::best_openblas_core(f);
+  if (!best.empty() && !(forced && cpu::openblas_core_lacks(forced, f).empty())) CHECK(Catch::toLower(core) == Catch::toLower(std::string(best)));
 }
 
 TEST_CASE("OpenBLAS cores are matched against what a CPU runs", "[ops][gemm][portability]") {
