@@ -46,6 +46,68 @@ bool sentence(const std::string& s) {
 
 }  // namespace
 
+std::vector<DingPair> ding_pairs(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file))
+    throw data_error("ctgrad: EN-DE pairs need the Debian package trans-de-en (" + file.string() +
+                     " is missing): run scripts/setup.sh or apt-get install trans-de-en");
+  std::ifstream in(file);
+  std::vector<DingPair> pairs;
+  std::string line;
+  std::int32_t entry = -1;
+  while (std::getline(in, line)) {
+    ++entry;
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t at = line.find(" :: ");
+    if (at == std::string::npos) continue;
+    const auto de = split_on(line.substr(0, at), " | "), en = split_on(line.substr(at + 4), " | ");
+    if (de.size() != en.size()) continue;  // not aligned: skip rather than guess
+    for (std::size_t i = 0; i < de.size(); ++i) {
+      const std::string d = clean(split_on(de[i], "; ")[0]), e = clean(split_on(en[i], "; ")[0]);
+      if (d.empty() || e.empty()) continue;
+      pairs.push_back({{e, d}, entry, sentence(d) && sentence(e)});
+    }
+  }
+  if (pairs.size() < 10000) throw data_error("ctgrad: " + file.string() + " gave only " + std::to_string(pairs.size()) + " pairs");
+  return pairs;
+}
+
+EntrySplit split_by_entry(const std::vector<DingPair>& pairs, double validation, double test) {
+  // The side of a line: by a hash of its number and first pair, stable for an unchanged file.
+  auto side = [&](const DingPair& p) {
+    const double u = double(random::key(std::uint64_t(p.entry), p.pair.en + "\t" + p.pair.de) >> 11) * 0x1.0p-53;
+    return u < test ? 2 : u < test + validation ? 1 : 0;
+  };
+  std::vector<int> line_side;  // by entry, from the line's first pair
+  std::set<std::string> held_en, held_de;
+  std::int32_t last = -1;
+  int current = 0;
+  for (const DingPair& p : pairs) {
+    if (p.entry != last) current = side(p), last = p.entry;
+    line_side.push_back(current);
+    if (current) held_en.insert(p.pair.en), held_de.insert(p.pair.de);
+  }
+  EntrySplit s;
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    if (line_side[i] && (s.held_out_entries.empty() || s.held_out_entries.back() != pairs[i].entry)) s.held_out_entries.push_back(pairs[i].entry);
+  std::set<std::string> seen[3];  // duplicates dropped within each side
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const DingPair& p = pairs[i];
+    if (line_side[i] == 0 && (held_en.count(p.pair.en) || held_de.count(p.pair.de))) {
+      ++s.dropped;
+      continue;
+    }
+    if (!seen[line_side[i]].insert(p.pair.en + "\t" + p.pair.de).second) continue;
+    if (line_side[i] == 2) {
+      if (p.sentence) s.test.push_back(p.pair);
+    } else if (line_side[i] == 1) {
+      if (p.sentence) s.validation.push_back(p.pair);
+    } else {
+      (p.sentence ? s.train_sentences : s.train_phrases).push_back(p.pair);
+    }
+  }
+  return s;
+}
+
 std::vector<SentencePair> ding_sentence_pairs(const std::filesystem::path& file) {
   if (!std::filesystem::exists(file))
     throw data_error("ctgrad: EN-DE pairs need the Debian package trans-de-en (" + file.string() +

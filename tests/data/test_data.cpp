@@ -140,6 +140,39 @@ TEST_CASE("EN-DE sentence pairs from the Ding dictionary, split and batched", "[
   CHECK_THROWS_WITH(ding_sentence_pairs("/nonexistent"), Contains("need the Debian package trans-de-en"));
 }
 
+TEST_CASE("Ding pairs split by dictionary entry: nothing of a held-out entry trains", "[data][pairs]") {
+  const auto pairs = ding_pairs();
+  CHECK(pairs.size() > 300000);
+  std::size_t sentences = 0;
+  for (const auto& p : pairs) sentences += p.sentence;
+  CHECK(sentences > 15000);
+  const EntrySplit s = split_by_entry(pairs);
+  INFO(s.train_sentences.size() << " train sentences, " << s.train_phrases.size() << " phrases, " << s.validation.size() << " validation, "
+                                << s.test.size() << " test, " << s.dropped << " dropped");
+  CHECK(double(s.test.size()) / double(sentences) == Approx(0.05).margin(0.015));
+  CHECK(s.train_phrases.size() > 200000);
+  // The leakage check: no test or validation sentence, and no side of any pair of a held-out
+  // entry (its phrases), occurs in the training pairs.
+  std::set<std::string> train_en, train_de;
+  for (const auto* part : {&s.train_sentences, &s.train_phrases})
+    for (const auto& p : *part) train_en.insert(p.en), train_de.insert(p.de);
+  const std::set<std::int32_t> held(s.held_out_entries.begin(), s.held_out_entries.end());
+  std::set<std::string> held_en;
+  for (const auto& p : pairs)
+    if (held.count(p.entry)) held_en.insert(p.pair.en);
+  for (const auto* part : {&s.test, &s.validation})
+    for (const auto& p : *part) REQUIRE(held_en.count(p.en));  // every held-out sentence is of a held-out line
+  std::size_t leaks = 0, held_pairs = 0;
+  for (const auto& p : pairs)
+    if (held.count(p.entry)) ++held_pairs, leaks += train_en.count(p.pair.en) + train_de.count(p.pair.de);
+  CHECK(held_pairs > s.test.size() + s.validation.size());
+  CHECK(leaks == 0);
+  // Stable: the same split every time.
+  const EntrySplit again = split_by_entry(pairs);
+  CHECK(again.test.front().en == s.test.front().en);
+  CHECK(again.train_phrases.size() == s.train_phrases.size());
+}
+
 TEST_CASE("seeded shuffling and padded batches with valid lengths", "[data][batches]") {
   auto p = shuffled(100, 7, 0), q = shuffled(100, 7, 0), r = shuffled(100, 7, 1);
   CHECK(p == q);
