@@ -26,8 +26,11 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# The Wesnoth EN-DE dialogue (not installed as packages: their German catalogues are extracted).
+wesnoth() { bash "$(dirname "$0")/setup_wesnoth.sh"; }
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present, nothing to install"
+  wesnoth
   exit 0
 fi
 
@@ -37,3 +40,4 @@ sudo=""
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: done"
+wesnoth

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <set>
 #include <fstream>
 #include <filesystem>
@@ -225,4 +226,64 @@ TEST_CASE("a tokenizer save that fails leaves the saved tokenizer whole", "[data
   std::ifstream again(p);
   CHECK(std::string{std::istreambuf_iterator<char>(again), {}} == before);
   for (const auto& e : fs::directory_iterator(p.parent_path())) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}
+
+#include <ctgrad/data/gettext.hpp>
+
+namespace {
+// A .mo catalogue of these messages (the header first, as msgfmt writes it), little-endian.
+std::string make_mo(const std::vector<std::pair<std::string, std::string>>& msgs) {
+  const std::uint32_t n = std::uint32_t(msgs.size()), ids = 28, strs = 28 + 8 * n;
+  std::string head(28 + 16 * n, '\0'), body;
+  auto put = [&](std::size_t at, std::uint32_t v) { std::memcpy(head.data() + at, &v, 4); };
+  put(0, 0x950412de), put(4, 0), put(8, n), put(12, ids), put(16, strs), put(20, 0), put(24, std::uint32_t(head.size()));
+  for (std::uint32_t i = 0; i < n; ++i)
+    for (int side = 0; side < 2; ++side) {
+      const std::string& s = side ? msgs[i].second : msgs[i].first;
+      put((side ? strs : ids) + 8 * i, std::uint32_t(s.size()));
+      put((side ? strs : ids) + 8 * i + 4, std::uint32_t(head.size() + body.size()));
+      body += s;
+      body += '\0';
+    }
+  return head + body;
+}
+}  // namespace
+
+TEST_CASE("gettext .mo catalogues: messages read, markup dropped, damage named", "[data][gettext]") {
+  const fs::path dir = scratch("mo");
+  fs::create_directories(dir);
+  const std::string mo = make_mo({{"", "Content-Type: text/plain; charset=UTF-8\n"},
+                                  {"Onward, my friends!", "Vorwärts, meine Freunde!"},
+                                  {"speaker\x04<i>Run</i>\n away!", "<i>Lauft</i>\n weg!"},
+                                  {std::string("one orc\0%d orcs", 15), std::string("ein Ork\0%d Orks", 15)},
+                                  {"Hello $name.", "Hallo $name."},
+                                  {"Untranslated.", ""},
+                                  {"Onward, my friends!", "Vorwärts, meine Freunde!"}});
+  std::ofstream(dir / "a.mo", std::ios::binary) << mo;
+  const auto msgs = read_mo(dir / "a.mo");
+  REQUIRE(msgs.size() == 6);  // the header is left out
+  CHECK(msgs[0].id == "Onward, my friends!");
+  CHECK(msgs[0].str == "Vorwärts, meine Freunde!");
+  const auto pairs = wesnoth_pairs(dir);
+  REQUIRE(pairs.size() == 3);
+  CHECK(pairs[1].en == "Run away!");  // context, tags and the line break gone
+  CHECK(pairs[1].de == "Lauft weg!");
+  CHECK(pairs[2].en == "one orc");    // a plural's singular
+  std::ofstream(dir / "b.mo", std::ios::binary) << mo.substr(0, 40);
+  CHECK_THROWS_WITH(read_mo(dir / "b.mo"), Contains("b.mo") && Contains("run past the end"));
+  std::ofstream(dir / "b.mo", std::ios::binary) << "not a catalogue at all, some text";
+  CHECK_THROWS_WITH(read_mo(dir / "b.mo"), Contains("wrong magic number"));
+  CHECK_THROWS_WITH(wesnoth_pairs(scratch("none")), Contains("scripts/setup_wesnoth.sh"));
+}
+
+TEST_CASE("the Wesnoth EN-DE dialogue, as the set-up installs it", "[data][gettext]") {
+  const auto pairs = wesnoth_pairs();  // scripts/setup.sh runs scripts/setup_wesnoth.sh
+  CHECK(pairs.size() > 9000);
+  double words = 0;
+  for (const auto& p : pairs) {
+    words += double(std::count(p.en.begin(), p.en.end(), ' ') + 1);
+    REQUIRE(p.en.find('<') == std::string::npos);
+    REQUIRE(p.de.find('$') == std::string::npos);
+  }
+  CHECK(words / double(pairs.size()) > 10);
 }

@@ -1,0 +1,32 @@
+// EN-DE sentence pairs from gettext catalogues: the Battle for Wesnoth's campaign dialogue and
+// narration (Debian wesnoth-1.16-* packages, GPL-2+), whose German .mo files scripts/setup_wesnoth.sh
+// extracts without installing the game.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ctgrad/data/pairs.hpp>
+
+namespace ctgrad::data {
+
+// The messages of a compiled gettext catalogue (.mo, GNU gettext manual "The Format of GNU MO
+// Files"): msgid -> msgstr, both as stored (a plural's forms NUL-separated, a context before
+// \x04), the header entry left out. A file that is not a whole .mo catalogue is a data_error
+// naming it and what is wrong.
+struct Message {
+  std::string id, str;
+};
+std::vector<Message> read_mo(const std::filesystem::path& file);
+
+// Where scripts/setup_wesnoth.sh puts the catalogues: $CTGRAD_DATA/wesnoth/de, CTGRAD_DATA
+// defaulting to /var/cache/ctgrad.
+std::filesystem::path wesnoth_dir();
+
+// The translated messages of every catalogue in `dir` as sentence pairs: the context and plural
+// forms dropped, <i>/<b>/<big>/<small>/<span> tags removed, whitespace collapsed; messages with
+// $variables, {macros} or ~ markup, untranslated or unchanged ones, and duplicates are left out.
+// A missing folder is a data_error that names the set-up script.
+std::vector<SentencePair> wesnoth_pairs(const std::filesystem::path& dir = wesnoth_dir());
+
+}  // namespace ctgrad::data
