@@ -3,6 +3,7 @@
 //   ctgrad eval <model> [--run DIR] [--set key=value ...] [--threads N] [model's eval options]
 //   ctgrad <command> <model> [--run DIR] [options]      a model's own commands: sample, translate, ...
 //   ctgrad ablate <model> --grid key=a,b [--seeds N] ...  an ablation study (apps/ablate.cpp)
+//   ctgrad average-checkpoints <model> --run DIR [--last K]  checkpoint averaging (apps/average.cpp)
 //   ctgrad help [<model>]                               models, commands, config keys and options
 // The models are the tasks registered in apps/tasks/ (apps/task.hpp). Exit codes: 0 done, 1 a
 // runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
@@ -21,12 +22,13 @@
 
 namespace ctgrad::cli {
 
-int ablate(const std::vector<std::string>& args);  // apps/ablate.cpp
+int ablate(const std::vector<std::string>& args);               // apps/ablate.cpp
+int average_checkpoints(const std::vector<std::string>& args);  // apps/average.cpp
 
 namespace {
 
 struct Args {
-  std::string command, model, run_dir, config_file;
+  std::string command, model, run_dir, config_file, checkpoint;
   std::vector<std::string> sets;
   std::vector<std::pair<std::string, std::string>> options;  // a command's own --options
   bool resume = false, overwrite = false, help = false;
@@ -62,8 +64,9 @@ std::string command_list(const Task& t) {
 int usage(const Task* t, FILE* out = stdout) {
   std::fprintf(out, "usage: ctgrad <command> <model> [options]\n\n"
               "  train <model>   [--config FILE] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]\n"
-              "  eval <model>    [--run DIR] [--set key=value ...] [--threads N]\n"
+              "  eval <model>    [--run DIR] [--checkpoint FILE] [--set key=value ...] [--threads N]\n"
               "  ablate <model>  --grid key=a,b [--grid ...] [--seeds N] [--set key=value ...] [--jobs J] [--run DIR] [--yes]\n"
+              "  average-checkpoints <model> --run DIR [--last K] [--out FILE]   the mean of the last K kept checkpoints\n"
               "  help [<model>]  this text, or a model's commands, config keys and options\n\nmodels:\n");
   for (const Task& task : tasks())
     if (!t || &task == t) std::fprintf(out, "  %-12s %s (commands: %s)\n", task.name.c_str(), task.summary.c_str(), command_list(task).c_str());
@@ -145,7 +148,10 @@ Args parse(int argc, char** argv) {
       if (slot.empty()) throw config_error(o + " needs a " + (o == "--run" ? "folder" : "file") + " name, got ''");
       if (o == "--run") run_given = true;
     } else if (o == "--set") a.sets.push_back(value());
-    else if (o == "--resume" && a.command == "train") a.resume = true;
+    else if (o == "--checkpoint" && a.command != "train") {
+      a.checkpoint = value();
+      if (a.checkpoint.empty()) throw config_error("--checkpoint needs a file name, got ''");
+    } else if (o == "--resume" && a.command == "train") a.resume = true;
     else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
     else if (o == "--threads") a.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
     else if (own && o.rfind("--", 0) == 0 && own->options.find(o.substr(2))) {
@@ -154,6 +160,7 @@ Args parse(int argc, char** argv) {
     } else {
       std::vector<std::string> known = {"--config", "--set", "--run", "--threads", "--help"};
       if (a.command == "train") known.insert(known.end(), {"--resume", "--overwrite"});
+      else known.push_back("--checkpoint");
       if (own)
         for (const training::Key& k : own->options.keys()) known.push_back("--" + k.name);
       const std::string near = training::closest(o, known);
@@ -244,6 +251,8 @@ std::string printable(std::string_view m) {
 int run(const Args& a) {
   const Task& t = *find_task(a.model);
   Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume, a.threads};
+  if (!a.checkpoint.empty())  // a file of the run folder, or a path
+    ctx.folder.use_checkpoint(a.checkpoint.find('/') == std::string::npos ? ctx.folder.file(a.checkpoint) : std::filesystem::path(a.checkpoint));
   if (ctx.from_checkpoint) ctx.folder.require_checkpoint();
   if (training::interrupted()) return interrupted_exit();
   std::optional<Config> saved;
@@ -322,6 +331,7 @@ int main(int argc, char** argv) {
   };
   try {
     if (argc > 1 && std::string(argv[1]) == "ablate") return ablate(std::vector<std::string>(argv + 1, argv + argc));
+    if (argc > 1 && std::string(argv[1]) == "average-checkpoints") return average_checkpoints(std::vector<std::string>(argv + 1, argv + argc));
     const Args a = parse(argc, argv);
     if (a.command.empty() && !a.help) return usage(nullptr, stderr), 2;
     if (a.help) {

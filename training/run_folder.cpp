@@ -1,6 +1,8 @@
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/run_folder.hpp>
 
+#include <cstdio>
+
 #include <signal.h>
 
 #include <algorithm>
@@ -14,7 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 // The files a run writes (anything else in the folder is left alone).
 bool is_run_file(const std::string& name) {
-  return name == "checkpoint.safetensors" || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
+  return name == "checkpoint.safetensors" || (name.rfind("checkpoint-", 0) == 0 && name.size() > 12) || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
          name == "epochs.jsonl" || name == "predictions.png" || name.rfind("tokenizer.", 0) == 0;
 }
 }  // namespace
@@ -61,6 +63,27 @@ void RunFolder::require_checkpoint() const {
   const auto st = fs::status(checkpoint(), ec);  // no throw on a symlink loop
   if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the checkpoint " + checkpoint().string() + ": " + ec.message());
   if (!fs::exists(st)) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
+}
+
+fs::path RunFolder::kept_checkpoint(std::int64_t step) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "checkpoint-%08lld.safetensors", (long long)step);
+  return dir_ / name;
+}
+
+std::vector<std::pair<std::int64_t, fs::path>> RunFolder::kept_checkpoints() const {
+  std::vector<std::pair<std::int64_t, fs::path>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string n = e.path().filename().string();
+    const std::string prefix = "checkpoint-", suffix = ".safetensors";
+    if (n.size() <= prefix.size() + suffix.size() || n.rfind(prefix, 0) != 0 || n.substr(n.size() - suffix.size()) != suffix) continue;
+    const std::string digits = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
+    if (digits.empty() || digits.size() > 15 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    out.emplace_back(std::stoll(digits), e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool RunFolder::has_checkpoint() const {

@@ -3,7 +3,10 @@
 // files left by a killed writer are removed before anything is written.
 #pragma once
 #include <filesystem>
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ctgrad::training {
 
@@ -12,9 +15,15 @@ class RunFolder {
   // A path the file system cannot use (too long, under a file) is a config_error.
   explicit RunFolder(std::filesystem::path dir);
   const std::filesystem::path& dir() const { return dir_; }
-  std::filesystem::path checkpoint() const { return dir_ / "checkpoint.safetensors"; }
+  std::filesystem::path checkpoint() const { return checkpoint_.empty() ? dir_ / "checkpoint.safetensors" : checkpoint_; }
+  // Reads another checkpoint of the folder instead (eval of an averaged checkpoint).
+  void use_checkpoint(std::filesystem::path file) { checkpoint_ = std::move(file); }
   std::filesystem::path file(const std::string& name) const { return dir_ / name; }
   bool has_checkpoint() const;
+  // The checkpoints kept for averaging (LoopOptions::keep_checkpoints): checkpoint-<step>.safetensors,
+  // by step, oldest first.
+  std::filesystem::path kept_checkpoint(std::int64_t step) const;
+  std::vector<std::pair<std::int64_t, std::filesystem::path>> kept_checkpoints() const;
 
   // For a new run: creates the folder. A folder that already holds a run (a checkpoint, metrics)
   // is refused with a config_error naming it, unless `overwrite`, which deletes the run's files.
@@ -25,7 +34,7 @@ class RunFolder {
   int remove_stale_temporaries() const;
 
  private:
-  std::filesystem::path dir_;
+  std::filesystem::path dir_, checkpoint_;
 };
 
 }  // namespace ctgrad::training

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 namespace ctgrad::training {
@@ -27,6 +28,17 @@ void clear_interrupted() { g_interrupted = false; }
 
 void Trainer::save(const Run& run) const {
   checkpoint::save_training<float>(folder_.checkpoint(), run.model, &run.optimizer, o_.metadata);
+  if (o_.keep_checkpoints <= 0) return;
+  // The last k saves, for checkpoint averaging: hard links to the file just written (no copy;
+  // each save writes a new file, so a link never changes), the oldest removed.
+  namespace fs = std::filesystem;
+  const fs::path step = folder_.kept_checkpoint(run.optimizer.steps());
+  std::error_code ec;
+  fs::remove(step, ec);
+  fs::create_hard_link(folder_.checkpoint(), step, ec);
+  if (ec) fs::copy_file(folder_.checkpoint(), step, fs::copy_options::overwrite_existing);
+  const auto kept = folder_.kept_checkpoints();
+  for (std::size_t i = 0; i + std::size_t(o_.keep_checkpoints) < kept.size(); ++i) fs::remove(kept[i].second, ec);
 }
 
 checkpoint::Metadata Trainer::load(Run& run) const {

@@ -47,6 +47,7 @@ struct LoopOptions {
   std::function<double(std::int64_t)> lr;   // learning rate of step s; empty: the optimizer's own
   std::string unit = "nats/token", items = "tok";
   checkpoint::Metadata metadata;            // stored with each checkpoint (the config, the model, ...)
+  int keep_checkpoints = 0;                 // also keep the last k as checkpoint-<step>.safetensors (averaging)
 };
 
 struct Outcome {

@@ -45,6 +45,7 @@ Schema transformer_schema() {
       .real("lr_factor", 0.5, {.min = 0, .max = 100, .min_open = true}, "the Noam schedule's factor")
       .integer("warmup", 1000, {.min = 1}, "warm-up steps of the Noam schedule")
       .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
+      .integer("keep_checkpoints", 0, {.min = 0, .max = 1000}, "keep the last k checkpoints for averaging (ctgrad average-checkpoints)")
       .integer("beam", 4, {.min = 1, .max = 1000}, "beam width of eval")
       .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search")
       .integer("eval_sentences", 0, {.min = 0}, "test sentences for BLEU (0: all)")
@@ -225,7 +226,8 @@ class TransformerSession : public Session {
             .eval_every = c_.integer("eval_every"),
             .lr = optim::noam(P.d_model, c_.integer("warmup"), c_.real("lr_factor")),
             .unit = "nats/token (NLL)",
-            .items = "tok"};
+            .items = "tok",
+            .keep_checkpoints = int(c_.integer("keep_checkpoints"))};
   }
 
   training::Run run() override {

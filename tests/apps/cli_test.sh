@@ -259,6 +259,17 @@ check "train: heads that are not a variant" 2 "$ctgrad" train gpt --set heads=3 
 expect_text "lists the heads compiled" "heads: 4, 1, 8"
 check "a Transformer variant trains and translates on the copy task" 0 "$ctgrad" train transformer --set task=copy --set pos=learned --set steps=30 --set batch=8 --set eval_every=30 --run copy_learned --threads 2
 check "its eval decodes with its own step graph" 0 "$ctgrad" eval transformer --run copy_learned
+# Checkpoint averaging (the paper's last 5): kept checkpoints, their mean, eval of it.
+check "train keeping the last 3 checkpoints" 0 "$ctgrad" train transformer --set task=copy --set steps=40 --set batch=8 --set eval_every=10 --set keep_checkpoints=3 --run kept --threads 2
+check "it keeps 3" 0 test "$(ls kept/checkpoint-*.safetensors | wc -l)" -eq 3
+check "average-checkpoints" 0 "$ctgrad" average-checkpoints transformer --run kept --last 3
+expect_text "names the steps" "steps 20, 30, 40"
+check "eval reads the averaged checkpoint" 0 "$ctgrad" eval transformer --run kept --checkpoint averaged.safetensors
+check "average-checkpoints: a run that kept none" 2 "$ctgrad" average-checkpoints transformer --run copy_learned
+expect_text "says how to keep them" "keep_checkpoints"
+check "average-checkpoints: another model's run" 2 "$ctgrad" average-checkpoints gpt --run kept
+check "average-checkpoints: over the run's own checkpoint" 2 "$ctgrad" average-checkpoints transformer --run kept --out checkpoint.safetensors
+check "eval: a missing --checkpoint file" 2 "$ctgrad" eval transformer --run kept --checkpoint nothing.safetensors
 check "a ViT variant trains" 0 "$ctgrad" train vit --set size=tiny --set norm=post --set epochs=1 --set train_images=64 --set batch=32 --run vit_post --threads 2
 
 # What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,

@@ -1,0 +1,95 @@
+// ctgrad average-checkpoints <model> --run DIR [--last K] [--out FILE]
+// The paper's checkpoint averaging (Vaswani et al. 2017, section 6.1: the last 5 checkpoints for
+// base models): the mean, in double, of every parameter of the last K checkpoints a run kept
+// (--set keep_checkpoints=K while training), written as a checkpoint of the run that `eval` and
+// the model's commands read with --checkpoint FILE. The optimizer state and metadata are the
+// newest checkpoint's; the checkpoints must be of the same model and config.
+#include <cstdio>
+#include <map>
+
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/checkpoint/training.hpp>
+
+#include "task.hpp"
+
+namespace ctgrad::cli {
+
+int average_checkpoints(const std::vector<std::string>& rest) {
+  if (rest.size() < 2 || rest[1].rfind("--", 0) == 0)
+    throw config_error("usage: ctgrad average-checkpoints <model> --run DIR [--last K] [--out FILE]");
+  const std::string model = rest[1];
+  bool known = false;
+  for (const Task& t : tasks()) known |= t.name == model;
+  if (!known) throw config_error("unknown model '" + model + "'");
+  std::string dir = "runs/" + model, out = "averaged.safetensors";
+  std::int64_t last = 5;
+  for (std::size_t i = 2; i < rest.size(); ++i) {
+    auto value = [&]() -> std::string {
+      if (i + 1 >= rest.size()) throw config_error(rest[i] + " needs a value");
+      return rest[++i];
+    };
+    const std::string& o = rest[i];
+    if (o == "--run") dir = value();
+    else if (o == "--last") last = training::parse_integer(value(), "--last", {.min = 1, .max = 1000});
+    else if (o == "--out") out = value();
+    else throw config_error("unknown option '" + o + "' for ctgrad average-checkpoints (options: --run, --last, --out)");
+  }
+  if (out.empty() || out.find('/') != std::string::npos || out == "checkpoint.safetensors" || out.rfind("checkpoint-", 0) == 0)
+    throw config_error("--out " + out + ": give a new file name of the run folder (not a checkpoint the run writes)");
+  const training::RunFolder folder(dir);
+  auto kept = folder.kept_checkpoints();
+  if (kept.empty())
+    throw config_error(dir + " holds no kept checkpoints (checkpoint-<step>.safetensors): train with --set keep_checkpoints=" + std::to_string(last));
+  if (std::int64_t(kept.size()) < last)
+    std::fprintf(stderr, "warning: %s keeps %zu checkpoints, fewer than --last %lld: averaging those\n", dir.c_str(), kept.size(), (long long)last);
+  kept.erase(kept.begin(), kept.end() - std::min<std::int64_t>(last, std::int64_t(kept.size())));
+
+  std::vector<checkpoint::File> files;
+  for (const auto& [step, path] : kept) {
+    files.emplace_back(path);
+    checkpoint::check_training_file(files.back());
+  }
+  const checkpoint::File& newest = files.back();
+  const auto meta = [](const checkpoint::File& f, const char* key) {
+    const auto it = f.metadata().find(key);
+    return it == f.metadata().end() ? std::string() : it->second;
+  };
+  if (meta(newest, "model") != model)
+    throw config_error(newest.path().string() + " is a checkpoint of model '" + meta(newest, "model") + "', not " + model);
+  for (const auto& f : files)
+    if (meta(f, "config") != meta(newest, "config") || meta(f, "model") != model)
+      throw config_error(f.path().string() + " is of another model or config than " + newest.path().string() + ": not averaged");
+  // The parameters averaged; the optimizer's state ("optim.") is the newest's.
+  std::vector<std::vector<float>> averaged;
+  std::vector<checkpoint::TensorView> tensors;
+  for (const std::string& name : newest.names()) {
+    const checkpoint::TensorView& t = newest.tensor(name);
+    if (name.rfind("optim.", 0) == 0 || t.dtype != checkpoint::DType::F32) {
+      tensors.push_back(t);
+      continue;
+    }
+    std::int64_t n = 1;
+    for (auto d : t.shape) n *= d;
+    std::vector<double> sum(std::size_t(n), 0.0);
+    std::vector<float> one(static_cast<std::size_t>(n));
+    for (const auto& f : files) {
+      if (!f.has(name)) throw config_error(f.path().string() + " lacks the tensor " + name + ": not averaged");
+      f.read<float>(name, std::span<float>(one), t.shape);
+      for (std::size_t i = 0; i < one.size(); ++i) sum[i] += one[i];
+    }
+    averaged.emplace_back(std::size_t(n));
+    for (std::size_t i = 0; i < sum.size(); ++i) averaged.back()[i] = float(sum[i] / double(files.size()));
+    tensors.push_back(checkpoint::view_of<float>(name, std::span<const float>(averaged.back()), t.shape));
+  }
+  checkpoint::Metadata m = newest.metadata();
+  m.erase(checkpoint::kChecksumKey);
+  std::string steps;
+  for (const auto& [step, path] : kept) steps += (steps.empty() ? "" : ", ") + std::to_string(step);
+  m["averaged_steps"] = steps;
+  checkpoint::save(folder.file(out), tensors, m);
+  std::printf("averaged the parameters of %zu checkpoints (steps %s) of %s into %s\n(read it with: ctgrad eval %s --run %s --checkpoint %s)\n",
+              files.size(), steps.c_str(), dir.c_str(), folder.file(out).c_str(), model.c_str(), dir.c_str(), out.c_str());
+  return 0;
+}
+
+}  // namespace ctgrad::cli
