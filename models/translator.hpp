@@ -32,8 +32,9 @@ struct BeamOptions {
 class StepDecoder {
  public:
   virtual ~StepDecoder() = default;
-  // last[b]: hypothesis b's last token; t: tokens fed before it. Returns logits [k, vocab].
-  virtual std::span<const float> step(std::span<const std::int32_t> last, int t) = 0;
+  // last[b]: hypothesis b's last token, sentence[b]: the sentence it translates (searches of
+  // several sentences share the batch); t: tokens fed before it. Returns logits [k, vocab].
+  virtual std::span<const float> step(std::span<const std::int32_t> last, std::span<const int> sentence, int t) = 0;
   // Row b of the next step continues row parents[b] of this one.
   virtual void reorder(std::span<const int> parents) = 0;
   virtual int vocab() const = 0;
@@ -42,6 +43,9 @@ class StepDecoder {
 // The tokens after `start`, up to and without `eos`: beam search with the GNMT length penalty,
 // finished hypotheses kept while a live one can still beat them (exhaustive-search tested).
 std::vector<std::int32_t> beam_search(StepDecoder& model, std::int32_t start, std::int32_t eos, const BeamOptions& o);
+// The same search for `sentences` sentences at once, their hypotheses in one batch per step:
+// each result is the one its sentence's own search gives.
+std::vector<std::vector<std::int32_t>> beam_search(StepDecoder& model, int sentences, std::int32_t start, std::int32_t eos, const BeamOptions& o);
 
 // The sizes a search needs of a model's graphs.
 struct Seq2SeqShape {
@@ -64,42 +68,64 @@ class Seq2SeqSearch : private StepDecoder {
     return search(src, start, eos, BeamOptions{.beam = 1, .alpha = 0, .max_len = max_len});
   }
   std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, const BeamOptions& o) {
-    if (src.empty()) throw std::invalid_argument("ctgrad: Translator: empty source");
-    for (std::size_t i = 0; i < src.size(); ++i)
-      if (src[i] < 0 || src[i] >= m_.vocab)
-        throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(src[i]) + " at position " + std::to_string(i) +
-                                    " is outside the vocabulary [0, " + std::to_string(m_.vocab) + ")");
-    src_len_ = std::int32_t(src.size());
-    enc_->set_input("src", src, {1, std::int64_t(src.size())});
-    enc_->set_input("src_len", std::span<const std::int32_t>(&src_len_, 1), {1});
+    const std::vector<std::int32_t> one(src.begin(), src.end());
+    return search_batch(std::span<const std::vector<std::int32_t>>(&one, 1), start, eos, o)[0];
+  }
+  // Several sentences at once: one encoder pass over them (padded), then each step decodes every
+  // live hypothesis of every sentence in one batch. The results are each sentence's own search's.
+  std::vector<std::vector<std::int32_t>> search_batch(std::span<const std::vector<std::int32_t>> srcs, std::int32_t start, std::int32_t eos,
+                                                      const BeamOptions& o) {
+    const std::int64_t B = std::int64_t(srcs.size());
+    if (B == 0) return {};
+    S_ = 0;
+    lens_.assign(srcs.size(), 0);
+    for (std::size_t b = 0; b < srcs.size(); ++b) {
+      if (srcs[b].empty()) throw std::invalid_argument("ctgrad: Translator: empty source (sentence " + std::to_string(b) + ")");
+      for (std::size_t i = 0; i < srcs[b].size(); ++i)
+        if (srcs[b][i] < 0 || srcs[b][i] >= m_.vocab)
+          throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(srcs[b][i]) + " at position " + std::to_string(i) +
+                                      " is outside the vocabulary [0, " + std::to_string(m_.vocab) + ")");
+      lens_[b] = std::int32_t(srcs[b].size());
+      S_ = std::max<std::int64_t>(S_, std::int64_t(srcs[b].size()));
+    }
+    padded_.assign(std::size_t(B * S_), 0);  // past each length: masked by the lengths
+    for (std::int64_t b = 0; b < B; ++b) std::copy(srcs[std::size_t(b)].begin(), srcs[std::size_t(b)].end(), padded_.begin() + b * S_);
+    enc_->set_input("src", std::span<const std::int32_t>(padded_), {B, S_});
+    enc_->set_input("src_len", std::span<const std::int32_t>(lens_), {B});
     enc_->forward(Mode::infer);
     cross_.assign(2 * std::size_t(m_.n_layer), {});
-    for (int c = 0; c < 2 * m_.n_layer; ++c) {
+    for (int c = 0; c < 2 * m_.n_layer; ++c) {  // [B, heads, S, d_head]
       const auto t = enc_->output(cross_name(c));
       cross_[std::size_t(c)].assign(t.data, t.data + t.numel);
     }
     cache_.clear();
-    cross_rows_ = 0;
-    return beam_search(*this, start, eos, o);
+    rows_.clear();
+    return beam_search(*this, int(B), start, eos, o);
   }
 
  private:
   static std::string cross_name(int c) { return "cross." + std::to_string(c / 2) + (c % 2 ? ".v" : ".k"); }
 
-  std::span<const float> step(std::span<const std::int32_t> last, int t) override {
-    const std::int64_t k = std::int64_t(last.size()), S = src_len_;
+  std::span<const float> step(std::span<const std::int32_t> last, std::span<const int> sentence, int t) override {
+    const std::int64_t k = std::int64_t(last.size());
     const std::int32_t pos = std::int32_t(t);
-    lens_.assign(std::size_t(k), src_len_);
+    row_lens_.resize(std::size_t(k));
+    for (std::int64_t r = 0; r < k; ++r) row_lens_[std::size_t(r)] = lens_[std::size_t(sentence[std::size_t(r)])];
     step_->set_input("ids", last, {k, 1});
     if (m_.step_positions) step_->set_input("positions", std::span<const std::int32_t>(&pos, 1), {1});
-    step_->set_input("src_len", std::span<const std::int32_t>(lens_), {k});
-    for (int c = 0; c < 2 * m_.n_layer && k != cross_rows_; ++c) {  // kept by the program until k changes
-      const auto& one = cross_[std::size_t(c)];
-      rep_.resize(std::size_t(k) * one.size());
-      for (std::int64_t b = 0; b < k; ++b) std::copy(one.begin(), one.end(), rep_.begin() + b * std::int64_t(one.size()));
-      step_->set_input(cross_name(c), std::span<const float>(rep_), {k, m_.heads, S, m_.d_head});
+    step_->set_input("src_len", std::span<const std::int32_t>(row_lens_), {k});
+    if (!std::equal(rows_.begin(), rows_.end(), sentence.begin(), sentence.end())) {  // kept by the program until the rows change
+      rows_.assign(sentence.begin(), sentence.end());
+      const std::size_t one = std::size_t(m_.heads * S_ * m_.d_head);
+      for (int c = 0; c < 2 * m_.n_layer; ++c) {
+        rep_.resize(std::size_t(k) * one);
+        for (std::int64_t r = 0; r < k; ++r) {
+          const float* from = cross_[std::size_t(c)].data() + std::size_t(sentence[std::size_t(r)]) * one;
+          std::copy(from, from + one, rep_.begin() + std::ptrdiff_t(std::size_t(r) * one));
+        }
+        step_->set_input(cross_name(c), std::span<const float>(rep_), {k, m_.heads, S_, m_.d_head});
+      }
     }
-    cross_rows_ = k;
     cache_.feed(*step_, k, 1);
     step_->forward(Mode::infer);
     cache_.collect(*step_);
@@ -112,10 +138,10 @@ class Seq2SeqSearch : private StepDecoder {
   std::unique_ptr<Executor<float>> enc_, step_;
   Seq2SeqShape m_;
   KvCacheSet cache_;
-  std::int32_t src_len_ = 0;
-  std::int64_t cross_rows_ = 0;  // hypotheses the cross K/V inputs are replicated for
-  std::vector<std::vector<float>> cross_;
-  std::vector<std::int32_t> lens_;
+  std::int64_t S_ = 0;                      // the longest source of the batch
+  std::vector<std::int32_t> lens_, padded_, row_lens_;
+  std::vector<int> rows_;                   // the sentence of each row the cross inputs hold
+  std::vector<std::vector<float>> cross_;   // per layer and K/V: [B, heads, S, d_head]
   std::vector<float> rep_;
 };
 

@@ -1,10 +1,13 @@
 // ctgrad train|eval|translate transformer: the encoder-decoder Transformer on the copy task or on
 // EN->DE translation of the Ding dictionary's sentence pairs (docs/models/transformer.md).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <memory>
 
@@ -65,9 +68,10 @@ Schema eval_options() {
 
 Schema translate_options() {
   Schema s;
-  s.text("text", "Everything went without a hitch.", "the English sentence")
+  s.text("text", "", "the English sentence (without it: a sentence per line of standard input)")
       .integer("beam", 4, {.min = 1, .max = 1000}, "1: greedy")
-      .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty");
+      .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty")
+      .integer("batch", 32, {.min = 1, .max = 4096}, "sentences decoded at once from standard input");
   return s;
 }
 
@@ -304,20 +308,29 @@ class TransformerSession : public Session {
     if (!std::isfinite(nll)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
     std::printf("validation loss %.4f nats/token (negative log-likelihood)\n", nll);
     const std::size_t n = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(test_.size(), std::size_t(c_.integer("eval_sentences"))) : test_.size();
-    std::vector<std::string> refs, greedy, beam;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < n && !training::interrupted(); ++i) {
-      refs.push_back(test_[i].tgt_text);
-      greedy.push_back(tok_->decode(tr.greedy(test_[i].src, kBos, kEos, int(max_len_))));
-    }
-    const double t_greedy = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<std::string> refs;
+    for (std::size_t i = 0; i < n; ++i) refs.push_back(test_[i].tgt_text);
+    // Decoded 32 sentences at a time (each sentence's result is its own search's).
+    auto decode_all = [&](const models::BeamOptions& bo, double& seconds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::string> out;
+      for (std::size_t i = 0; i < n && !training::interrupted(); i += 32) {
+        std::vector<std::vector<std::int32_t>> srcs;
+        for (std::size_t j = i; j < std::min(n, i + 32); ++j) srcs.push_back(test_[j].src);
+        for (const auto& ids : tr.search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return out;
+    };
+    double t_greedy = 0, t_beam = 0;
+    const std::vector<std::string> greedy = decode_all({.beam = 1, .alpha = 0, .max_len = int(max_len_), .stop = training::interrupted}, t_greedy);
     const models::BeamOptions bo{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
-    for (std::size_t i = 0; i < refs.size() && !training::interrupted(); ++i) beam.push_back(tok_->decode(tr.search(test_[i].src, kBos, kEos, bo)));
+    const std::vector<std::string> beam = decode_all(bo, t_beam);
     if (training::interrupted()) return 130;
-    const double t_beam = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - t_greedy;
     std::printf("test split: %zu sentences (EN -> DE), sacreBLEU-style corpus BLEU on detokenised text\n", n);
-    std::printf("greedy:        %s  (%.1f s)\n", metrics::corpus_bleu(greedy, refs).str().c_str(), t_greedy);
-    std::printf("beam %d, a %.1f: %s  (%.1f s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam);
+    std::printf("greedy:        %s  (%.1f s, %.1f sentences/s)\n", metrics::corpus_bleu(greedy, refs).str().c_str(), t_greedy, double(n) / t_greedy);
+    std::printf("beam %d, a %.1f: %s  (%.1f s, %.1f sentences/s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam,
+                double(n) / t_beam);
     for (std::size_t i = 0; i < std::min<std::size_t>(n, 8); ++i)
       std::printf("\n  EN   %s\n  ref  %s\n  beam %s\n", test_[i].src_text.c_str(), refs[i].c_str(), beam[i].c_str());
     if (!o.text("attention-png").empty()) heatmaps(o.text("attention-png"), o.text("sentence").empty() ? test_[0].src_text : o.text("sentence"));
@@ -326,13 +339,37 @@ class TransformerSession : public Session {
 
   int command(const std::string&, const Config& o) override {  // translate
     if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
-    if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
+    const models::BeamOptions bo{.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
     auto tr = translator();
-    const auto src = encode_source(o.text("text"));
-    const auto out = tr.search(src, kBos, kEos,
-                               {.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted});
+    if (o.was_set("text")) {
+      if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
+      const auto out = tr.search(encode_source(o.text("text")), kBos, kEos, bo);
+      if (training::interrupted()) return 130;
+      std::printf("%s\n", tok_->decode(out).c_str());
+      return 0;
+    }
+    // Standard input, a sentence per line, a German line for each (an empty line for an empty
+    // one): `batch` lines decoded at once, or each line as it comes when a person types them.
+    const std::size_t batch = isatty(0) ? 1 : std::size_t(o.integer("batch"));
+    std::vector<std::string> lines;
+    auto flush = [&] {
+      std::vector<std::vector<std::int32_t>> srcs;
+      std::vector<std::size_t> at;
+      for (std::size_t i = 0; i < lines.size(); ++i)
+        if (lines[i].find_first_not_of(" \t\r") != std::string::npos) srcs.push_back(encode_source(lines[i])), at.push_back(i);
+      const auto outs = tr.search_batch(srcs, kBos, kEos, bo);
+      std::vector<std::string> german(lines.size());
+      for (std::size_t k = 0; k < at.size(); ++k) german[at[k]] = tok_->decode(outs[k]);
+      for (const auto& g : german) std::printf("%s\n", g.c_str());
+      std::fflush(stdout);
+      lines.clear();
+    };
+    for (std::string line; !training::interrupted() && std::getline(std::cin, line);) {
+      lines.push_back(line);
+      if (lines.size() >= batch) flush();
+    }
     if (training::interrupted()) return 130;
-    std::printf("%s\n", tok_->decode(out).c_str());
+    flush();
     return 0;
   }
 

@@ -113,6 +113,10 @@ check "transformer translate eval" 0 "$ctgrad" eval transformer --run translate 
 expect_text "eval prints BLEU for greedy" "greedy:        BLEU = "
 expect_text "eval prints BLEU for beam" "beam 2, a 0.6: BLEU = "
 for f in enc_layer0.png dec_layer2.png cross_layer1.png; do check "heatmap $f" 0 test -s "translate/att/$f"; done
+expect_text "eval reports the decoding speed" "sentences/s"
+check "translate a sentence" 0 "$ctgrad" translate transformer --run translate --text "Everything went without a hitch." --beam 2
+check "translate lines from standard input, batched" 0 bash -c "printf 'The house is small.\n\nI am going home.\n' | '$ctgrad' translate transformer --run translate --batch 2 --beam 2 > translate/out.txt && test \$(wc -l < translate/out.txt) -eq 3 && sed -n 2p translate/out.txt | grep -qx ''"
+check "translate: an empty --text" 2 "$ctgrad" translate transformer --run translate --text "  "
 check "transformer on a gpt checkpoint" 2 "$ctgrad" eval transformer --run straight
 expect_text "names the model" "is a checkpoint of model 'gpt', not transformer"
 check "unknown task" 2 "$ctgrad" train transformer --run nothing --set task=summarize

@@ -219,3 +219,31 @@ TEST_CASE("Transformer: beam search with a wide beam finds the best sequence an 
     CHECK(tr.greedy(src, bos, eos, max_len) == greedy);
   }
 }
+
+TEST_CASE("Transformer: a batch of sentences decoded at once gives each sentence's own search", "[models][transformer]") {
+  constexpr TransformerConfig C{.vocab = 9, .n_layer = 2, .d_model = 8, .heads = 2, .d_ff = 16};
+  static constexpr auto G = freeze<transformer<C>>();
+  Program<G> model(Options{.seed = 5, .hypers = {{"dropout", 0}}});
+  for (auto& p : model.parameters())  // sharper distributions: searches that differ from greedy
+    for (std::int64_t i = 0; i < p.value.numel; ++i) p.value.data[i] *= 3;
+  Translator<C> tr(model.parameters());
+  // Sources of different lengths: padded in the batch, masked by their lengths.
+  std::vector<std::vector<std::int32_t>> srcs;
+  for (int n : {5, 2, 7, 3, 6, 1, 4}) {
+    std::vector<std::int32_t> s;
+    for (int i = 0; i < n; ++i) s.push_back(std::int32_t(3 + random::bits(std::uint64_t(n), std::uint64_t(i)) % 6));
+    srcs.push_back(s);
+  }
+  for (const BeamOptions o : {BeamOptions{.beam = 1, .alpha = 0, .max_len = 8}, BeamOptions{.beam = 3, .alpha = 0.6, .max_len = 8},
+                              BeamOptions{.beam = 5, .alpha = 1.0, .max_len = 6}}) {
+    const auto batch = tr.search_batch(srcs, 1, 2, o);
+    REQUIRE(batch.size() == srcs.size());
+    int differ_from_first = 0;
+    for (std::size_t i = 0; i < srcs.size(); ++i) {
+      const auto alone = tr.search(srcs[i], 1, 2, o);
+      CHECK(batch[i] == alone);
+      differ_from_first += batch[i] != batch[0];
+    }
+    CHECK(differ_from_first > 0);  // the sentences' searches are their own
+  }
+}
