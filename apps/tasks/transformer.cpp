@@ -11,6 +11,7 @@
 #include <sstream>
 #include <memory>
 
+#include <ctgrad/data/gettext.hpp>
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/graph/random.hpp>
@@ -42,7 +43,15 @@ Schema transformer_schema() {
   Schema s;
   s.choice("task", "translate", {"translate", "copy"}, "EN->DE translation, or the copy task", Role::model)
       .choice("size", "small", {"small", "base"}, "preset of the translation model (copy has its own)", Role::model)
+      .choice("data", "sentences", {"sentences", "ding", "ding+wesnoth"},
+              "sentences: the Ding dictionary's sentence pairs (split by sentence); ding: all its pairs, phrases too, split by entry; "
+              "ding+wesnoth: and the Battle for Wesnoth's dialogue (scripts/setup_wesnoth.sh)",
+              Role::model)
+      .real("phrase_weight", 1.0, {.min = 0, .max = 100}, "data=ding: dictionary phrases per sentence pair in each epoch (0: none)", Role::run)
       .integer("batch", 64, {.min = 1, .max = 1 << 16}, "sentence pairs per step", Role::run)
+      .integer("batch_tokens", 0, {.min = 0, .max = 1 << 24},
+               "tokens per step instead (the paper's batching: pairs of similar length, padded rows x longest side at most this; 0: batch pairs)",
+               Role::run)
       .integer("max_len", 64, {.min = 4, .max = 1 << 12}, "tokens per sentence at most (longer training pairs are dropped)", Role::run)
       .integer("steps", 3000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
       .real("lr_factor", 0.5, {.min = 0, .max = 100, .min_open = true}, "the Noam schedule's factor")
@@ -112,19 +121,37 @@ void feed(Executor<float>& model, const Batch& b) {
   model.set_input(in::tgt_out, std::span<const std::int32_t>(b.tgt_out), {b.B, b.T});
 }
 
-// Batches of an epoch: shuffled, then sorted by length within pools of (up to) 50 batches (less
-// padding), batch order shuffled again. A function of (seed, epoch): a resumed run sees the same.
-std::vector<std::vector<std::int64_t>> epoch_batches(const std::vector<Example>& ex, std::int64_t batch, std::uint64_t seed,
-                                                     std::uint64_t epoch) {
-  const auto perm = data::shuffled(std::int64_t(ex.size()), seed, epoch);
+// The examples of an epoch (indices into `ex`), `batch` at a time, or with `tokens` > 0 as many
+// as fit in `tokens` (rows x the longest side of the batch, padding included: the paper's
+// batches by token count). Shuffled, then sorted by length within pools of (up to) 50 batches, or
+// the whole epoch for token batches (less padding), batch order shuffled again. A function of
+// (seed, epoch): a resumed run sees the same.
+std::vector<std::vector<std::int64_t>> epoch_batches(const std::vector<Example>& ex, std::span<const std::int64_t> members, std::int64_t batch,
+                                                     std::int64_t tokens, std::uint64_t seed, std::uint64_t epoch) {
+  const auto perm = data::shuffled(std::int64_t(members.size()), seed, epoch);
   std::vector<std::vector<std::int64_t>> out;
   const std::int64_t n = std::int64_t(perm.size());
-  const std::int64_t pool = batch > n / 50 ? n : 50 * batch;  // no overflow for any batch
+  const std::int64_t pool = tokens > 0 || batch > n / 50 ? n : 50 * batch;  // no overflow for any batch
+  auto longest = [&](std::int64_t i) {
+    const auto& e = ex[std::size_t(i)];
+    return std::int64_t(std::max(e.src.size(), e.tgt.size() - 1));
+  };
   for (std::int64_t p0 = 0; p0 < n; p0 += pool) {
-    std::vector<std::int64_t> chunk(perm.begin() + p0, perm.begin() + std::min(p0 + pool, n));
-    std::stable_sort(chunk.begin(), chunk.end(), [&](auto x, auto y) { return ex[std::size_t(x)].src.size() < ex[std::size_t(y)].src.size(); });
-    for (std::size_t b = 0; b < chunk.size(); b += std::size_t(batch))
-      out.emplace_back(chunk.begin() + std::ptrdiff_t(b), chunk.begin() + std::ptrdiff_t(std::min(chunk.size(), b + std::size_t(batch))));
+    std::vector<std::int64_t> chunk;
+    for (std::int64_t k = p0; k < std::min(p0 + pool, n); ++k) chunk.push_back(members[std::size_t(perm[std::size_t(k)])]);
+    if (tokens <= 0) {  // by source length (less padding of the sources)
+      std::stable_sort(chunk.begin(), chunk.end(), [&](auto x, auto y) { return ex[std::size_t(x)].src.size() < ex[std::size_t(y)].src.size(); });
+      for (std::size_t b = 0; b < chunk.size(); b += std::size_t(batch))
+        out.emplace_back(chunk.begin() + std::ptrdiff_t(b), chunk.begin() + std::ptrdiff_t(std::min(chunk.size(), b + std::size_t(batch))));
+      continue;
+    }
+    std::stable_sort(chunk.begin(), chunk.end(), [&](auto x, auto y) { return longest(x) < longest(y); });
+    std::vector<std::int64_t> cur;
+    for (std::int64_t i : chunk) {  // sorted by length: the newest is the longest
+      if (!cur.empty() && std::int64_t(cur.size() + 1) * longest(i) > tokens) out.push_back(std::move(cur)), cur.clear();
+      cur.push_back(i);
+    }
+    if (!cur.empty()) out.push_back(std::move(cur));
   }
   const auto order = data::shuffled(std::int64_t(out.size()), seed ^ 0x9e3779b97f4a7c15ull, epoch);
   std::vector<std::vector<std::int64_t>> shuffled_out;
@@ -215,9 +242,14 @@ class TransformerSession : public Session {
     std::printf("ctgrad train transformer: task %s, %d+%d layers, d_model %d, %d heads, d_ff %d (%s), %lld parameters, %d threads\n",
                 c_.text("task").c_str(), v.n_layer, v.n_layer, v.d_model, v.heads, v.d_ff, describe_arch(v.arch).c_str(),
                 (long long)model_->parameter_count(), model_->threads());
-    if (!copy_)
-      std::printf("Ding EN->DE sentence pairs: %zu train / %zu validation / %zu test, shared BPE vocabulary of %d\n", train_.size(), val_.size(),
-                  test_.size(), P.vocab);
+    if (!copy_) {
+      std::printf("EN->DE (data=%s): %lld sentence pairs and %lld dictionary phrases train (%.1f phrases per pair an epoch) / %zu validation / "
+                  "%zu test sentence pairs%s, shared BPE vocabulary of %d\n",
+                  c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_), c_.real("phrase_weight"),
+                  val_.size(), test_.size(), wesnoth_test_.empty() ? "" : (" (+ " + std::to_string(wesnoth_test_.size()) + " Wesnoth test)").c_str(),
+                  P.vocab);
+      if (c_.integer("batch_tokens") > 0) std::printf("batches of up to %lld tokens (rows x longest side)\n", (long long)c_.integer("batch_tokens"));
+    }
   }
 
   checkpoint::Metadata metadata() override {
@@ -244,11 +276,7 @@ class TransformerSession : public Session {
                   copy_batch_.push_back(copy_example(seed_, std::uint64_t(step * batch_ + b))), idx.push_back(b);
                 bt = make_batch(copy_batch_, idx);
               } else {
-                // Step s takes batch (s - 1) mod n of epoch (s - 1) / n.
-                const std::int64_t per_epoch = std::int64_t((train_.size() + std::size_t(batch_) - 1) / std::size_t(batch_));
-                const std::uint64_t e = std::uint64_t((step - 1) / per_epoch);
-                if (e != epoch_no_) epoch_ = epoch_batches(train_, batch_, seed_, e), epoch_no_ = e;
-                bt = make_batch(train_, epoch_[std::size_t((step - 1) % per_epoch)]);
+                bt = make_batch(train_, training_batch(step));
               }
               feed(*model_, bt);
               return double(bt.tokens());
@@ -308,29 +336,41 @@ class TransformerSession : public Session {
     if (!std::isfinite(nll)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
     std::printf("validation loss %.4f nats/token (negative log-likelihood)\n", nll);
     const std::size_t n = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(test_.size(), std::size_t(c_.integer("eval_sentences"))) : test_.size();
-    std::vector<std::string> refs;
-    for (std::size_t i = 0; i < n; ++i) refs.push_back(test_[i].tgt_text);
     // Decoded 32 sentences at a time (each sentence's result is its own search's).
-    auto decode_all = [&](const models::BeamOptions& bo, double& seconds) {
+    auto decode_all = [&](const std::vector<Example>& set, std::size_t count, const models::BeamOptions& bo, double& seconds) {
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<std::string> out;
-      for (std::size_t i = 0; i < n && !training::interrupted(); i += 32) {
+      for (std::size_t i = 0; i < count && !training::interrupted(); i += 32) {
         std::vector<std::vector<std::int32_t>> srcs;
-        for (std::size_t j = i; j < std::min(n, i + 32); ++j) srcs.push_back(test_[j].src);
+        for (std::size_t j = i; j < std::min(count, i + 32); ++j) srcs.push_back(set[j].src);
         for (const auto& ids : tr.search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
       }
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return out;
     };
-    double t_greedy = 0, t_beam = 0;
-    const std::vector<std::string> greedy = decode_all({.beam = 1, .alpha = 0, .max_len = int(max_len_), .stop = training::interrupted}, t_greedy);
+    const models::BeamOptions gr{.beam = 1, .alpha = 0, .max_len = int(max_len_), .stop = training::interrupted};
     const models::BeamOptions bo{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
-    const std::vector<std::string> beam = decode_all(bo, t_beam);
+    std::vector<std::string> refs, beam;
+    auto score = [&](const std::vector<Example>& set, std::size_t count, const char* name) {
+      refs.clear();
+      for (std::size_t i = 0; i < count; ++i) refs.push_back(set[i].tgt_text);
+      double t_greedy = 0, t_beam = 0;
+      const std::vector<std::string> greedy = decode_all(set, count, gr, t_greedy);
+      beam = decode_all(set, count, bo, t_beam);
+      if (training::interrupted()) return;
+      std::printf("%s: %zu sentences (EN -> DE), sacreBLEU-style corpus BLEU on detokenised text\n", name, count);
+      std::printf("greedy:        %s  (%.1f s, %.1f sentences/s)\n", metrics::corpus_bleu(greedy, refs).str().c_str(), t_greedy,
+                  double(count) / t_greedy);
+      std::printf("beam %d, a %.1f: %s  (%.1f s, %.1f sentences/s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam,
+                  double(count) / t_beam);
+    };
+    if (!wesnoth_test_.empty()) {
+      const std::size_t nw = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(wesnoth_test_.size(), std::size_t(c_.integer("eval_sentences")))
+                                                             : wesnoth_test_.size();
+      score(wesnoth_test_, nw, "Wesnoth test split");
+    }
+    score(test_, n, "test split");
     if (training::interrupted()) return 130;
-    std::printf("test split: %zu sentences (EN -> DE), sacreBLEU-style corpus BLEU on detokenised text\n", n);
-    std::printf("greedy:        %s  (%.1f s, %.1f sentences/s)\n", metrics::corpus_bleu(greedy, refs).str().c_str(), t_greedy, double(n) / t_greedy);
-    std::printf("beam %d, a %.1f: %s  (%.1f s, %.1f sentences/s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam,
-                double(n) / t_beam);
     for (std::size_t i = 0; i < std::min<std::size_t>(n, 8); ++i)
       std::printf("\n  EN   %s\n  ref  %s\n  beam %s\n", test_[i].src_text.c_str(), refs[i].c_str(), beam[i].c_str());
     if (!o.text("attention-png").empty()) heatmaps(o.text("attention-png"), o.text("sentence").empty() ? test_[0].src_text : o.text("sentence"));
@@ -398,11 +438,27 @@ class TransformerSession : public Session {
   }
 
   void load_translation_data() {
-    const data::PairSplit split = data::split_pairs(data::ding_sentence_pairs());
+    // The pairs: the sentence pairs split by a hash of their English side (data=sentences), or
+    // every pair of the dictionary split by entry, phrases training too, and the game's dialogue.
+    std::vector<data::SentencePair> train, phrases, validation, test, wesnoth_test;
+    const std::string mode = c_.text("data");
+    if (mode == "sentences") {
+      data::PairSplit split = data::split_pairs(data::ding_sentence_pairs());
+      train = std::move(split.train), validation = std::move(split.validation), test = std::move(split.test);
+    } else {
+      data::EntrySplit split = data::split_by_entry(data::ding_pairs());
+      train = std::move(split.train_sentences), phrases = std::move(split.train_phrases);
+      validation = std::move(split.validation), test = std::move(split.test);
+      if (mode == "ding+wesnoth") {
+        const data::PairSplit w = data::split_pairs(data::wesnoth_pairs());
+        train.insert(train.end(), w.train.begin(), w.train.end());
+        wesnoth_test = w.test;  // its own BLEU; validation stays the dictionary's, comparable across data
+      }
+    }
     const fs::path model_file = ctx_.folder.file("tokenizer.model");
     if (!ctx_.from_checkpoint) {
-      std::string text;  // one shared vocabulary for both languages, from the training split only
-      for (const auto& p : split.train) text += p.en + "\n" + p.de + "\n";
+      std::string text;  // one shared vocabulary for both languages, from the training sentences only
+      for (const auto& p : train) text += p.en + "\n" + p.de + "\n";
       tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
           text, ctx_.folder.file("tokenizer"),
           {.vocab_size = P.vocab, .model_type = "bpe", .seed = seed_, .unk_id = 1, .bos_id = kBos, .eos_id = kEos, .pad_id = kPad}));
@@ -428,9 +484,46 @@ class TransformerSession : public Session {
       }
       return out;
     };
-    train_ = encode(split.train, true);
-    val_ = encode(split.validation, true);
-    test_ = encode(split.test, false);  // every test sentence counts for BLEU
+    val_ = encode(validation, true);
+    test_ = encode(test, false);  // every test sentence counts for BLEU
+    wesnoth_test_ = encode(wesnoth_test, false);
+    if (ctx_.command != "train") return;  // the training pairs are encoded for training only
+    train_ = encode(train, true);
+    sentences_ = std::int64_t(train_.size());
+    for (auto& e : encode(phrases, true)) train_.push_back(std::move(e));
+  }
+
+  // The examples of epoch e: every sentence pair, and phrase_weight as many dictionary phrases,
+  // the next ones of a fixed shuffle of them (each phrase comes once before any comes twice).
+  std::vector<std::int64_t> epoch_members(std::uint64_t e) const {
+    std::vector<std::int64_t> m(static_cast<std::size_t>(sentences_));
+    for (std::int64_t i = 0; i < sentences_; ++i) m[std::size_t(i)] = i;
+    const std::int64_t phrases = std::int64_t(train_.size()) - sentences_;
+    const std::int64_t take = std::min(phrases, std::int64_t(std::llround(c_.real("phrase_weight") * double(sentences_))));
+    if (phrases > 0 && take > 0) {
+      if (phrase_order_.empty()) phrase_order_ = data::shuffled(phrases, seed_ ^ 0x7068726173ull, 0);
+      for (std::int64_t k = 0; k < take; ++k) m.push_back(sentences_ + phrase_order_[std::size_t((std::int64_t(e) * take + k) % phrases)]);
+    }
+    return m;
+  }
+  // The batch of step s (1-based): epochs in order, each epoch's batches in order; a function of
+  // s alone, so a resumed run continues with the same batches.
+  std::span<const std::int64_t> training_batch(std::int64_t step) {
+    std::int64_t first = 1;  // the first step of epoch e
+    for (std::uint64_t e = 0;; ++e) {
+      if (epoch_sizes_.size() <= e) {
+        const auto members = epoch_members(e);
+        epoch_sizes_.push_back(std::int64_t(epoch_batches(train_, members, batch_, c_.integer("batch_tokens"), seed_, e).size()));
+      }
+      if (step < first + epoch_sizes_[e]) {
+        if (e != epoch_no_) {
+          const auto members = epoch_members(e);
+          epoch_ = epoch_batches(train_, members, batch_, c_.integer("batch_tokens"), seed_, e), epoch_no_ = e;
+        }
+        return epoch_[std::size_t(step - first)];
+      }
+      first += epoch_sizes_[e];
+    }
   }
 
   // The negative log-likelihood of the validation targets (the training loss adds label smoothing).
@@ -490,8 +583,11 @@ class TransformerSession : public Session {
   std::int64_t batch_, max_len_;
   std::uint64_t seed_;
   std::unique_ptr<data::SentencePieceTokenizer> tok_;
-  std::vector<Example> train_, val_, test_, copy_batch_;
+  std::vector<Example> train_, val_, test_, wesnoth_test_, copy_batch_;  // train_: the sentence pairs, then the phrases
+  std::int64_t sentences_ = 0;
+  mutable std::vector<std::int64_t> phrase_order_;
   std::vector<std::vector<std::int64_t>> epoch_;
+  std::vector<std::int64_t> epoch_sizes_;  // batches per epoch, as far as computed
   std::uint64_t epoch_no_ = ~0ull;
 };
 

@@ -108,12 +108,15 @@ check "transformer copy task" 0 "$ctgrad" train transformer --run copy --set tas
 check "transformer copy eval" 0 "$ctgrad" eval transformer --run copy
 expect_text "copy eval counts exact copies" "held-out sequences copied exactly"
 check "transformer translate smoke" 0 "$ctgrad" train transformer --run translate --set steps=4 --set eval_every=2 --set batch=16 --threads 2
-expect_text "translate prints the split" "sentence pairs:"
+expect_text "translate prints the split" "sentence pairs and"
 check "transformer translate eval" 0 "$ctgrad" eval transformer --run translate --set eval_sentences=4 --set beam=2 --attention-png translate/att
 expect_text "eval prints BLEU for greedy" "greedy:        BLEU = "
 expect_text "eval prints BLEU for beam" "beam 2, a 0.6: BLEU = "
 for f in enc_layer0.png dec_layer2.png cross_layer1.png; do check "heatmap $f" 0 test -s "translate/att/$f"; done
 expect_text "eval reports the decoding speed" "sentences/s"
+check "train on the whole dictionary with the game's dialogue, token batches" 0 "$ctgrad" train transformer --run translate_all --set data=ding+wesnoth --set phrase_weight=2 --set batch_tokens=600 --set steps=3 --set eval_every=3 --threads 2
+expect_text "says what it trains on" "dictionary phrases train (2.0 phrases per pair an epoch)"
+expect_text "and the game's test" "Wesnoth test"
 check "translate a sentence" 0 "$ctgrad" translate transformer --run translate --text "Everything went without a hitch." --beam 2
 check "translate lines from standard input, batched" 0 bash -c "printf 'The house is small.\n\nI am going home.\n' | '$ctgrad' translate transformer --run translate --batch 2 --beam 2 > translate/out.txt && test \$(wc -l < translate/out.txt) -eq 3 && sed -n 2p translate/out.txt | grep -qx ''"
 check "translate: an empty --text" 2 "$ctgrad" translate transformer --run translate --text "  "
