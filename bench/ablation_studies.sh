@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The three studies of docs/ablations.md, each one `ctgrad ablate` command (2 runs at a time,
+# a core each), then their reports and plots copied into docs/ablations/<study>/.
+# usage: bash bench/ablation_studies.sh BUILD_DIR OUT_DIR [a|b|c ...]   (default: all three)
+set -euo pipefail
+build=$(realpath "$1")
+out=$2
+shift 2
+studies=("$@")
+[ ${#studies[@]} -gt 0 ] || studies=(a b c)
+here=$(cd "$(dirname "$0")/.." && pwd)
+ctgrad="$build/apps/ctgrad"
+run() {  # name, then the ablate arguments
+  local name=$1
+  shift
+  echo "== $name: ctgrad ablate $*"
+  /usr/bin/time -f "$name: %e s wall" "$ctgrad" ablate "$@" --jobs 2 --run "$out/$name" --yes
+  mkdir -p "$here/docs/ablations/$name"
+  cp "$out/$name"/results.md "$out/$name"/results.csv "$out/$name"/curves.png "$out/$name"/final.png "$here/docs/ablations/$name/"
+}
+for s in "${studies[@]}"; do
+  case $s in
+    # (a) The stability question: pre-norm against post-norm, at the baby GPT's rate and ten times it.
+    a) run gpt-norm-lr gpt --grid norm=pre,post --grid lr=1e-3,1e-2 --seeds 3 --set sample_tokens=0 --name "GPT: norm placement x learning rate" ;;
+    # (b) Positions: learned (GPT-2), the paper's sinusoids, or none (causal attention alone).
+    b) run gpt-pos gpt --grid pos=learned,sinusoidal,none --seeds 3 --set sample_tokens=0 --name "GPT: positional encoding" ;;
+    # (c) The paper's Table 3 (A) and label smoothing, small: heads at d_model 256, smoothing 0.1 or 0;
+    # validation NLL and greedy BLEU of 500 validation sentences.
+    c) run transformer-heads-ls transformer --grid heads=4,1,8 --grid label_smoothing=0.1,0 --seeds 1 --set steps=1500 --set batch=32 \
+         --set eval_every=500 --set val_bleu=500 --name "Transformer EN-DE: heads x label smoothing" ;;
+    *) echo "unknown study $s (a, b or c)" >&2; exit 2 ;;
+  esac
+done
