@@ -201,7 +201,7 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
     std::string defaulted;
     for (const training::Key& k : t.schema.keys()) {
       if (saved->was_set(k.name)) continue;
-      if (k.role == training::Role::model)  // what the weights' shapes depend on must be stated
+      if (k.role == training::Role::model && !k.added_later)  // what the weights' shapes depend on must be stated
         throw config_error("the config in " + ctx.folder.checkpoint().string() + " lacks '" + k.name + "': the checkpoint is damaged");
       defaulted += (defaulted.empty() ? "" : ", ") + k.name + "=" + saved->show(k.name);
     }

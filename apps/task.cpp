@@ -189,6 +189,7 @@ void add_arch_keys(Schema& s, const layers::Arch& d, bool tie) {
               Role::model)
       .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads at the same d_model (0: the preset's)", Role::model);
   if (tie) s.flag("tie_embeddings", d.tie, "architecture: the output projection is the token embedding's transpose", Role::model);
+  s.added_later({"norm", "norm_kind", "act", "pos", "heads", "tie_embeddings"});  // runs trained before them had the defaults
 }
 
 std::string describe_arch(const layers::Arch& a, bool with_tie) {

@@ -143,6 +143,13 @@ Schema& Schema::flag(std::string name, bool value, std::string help, Role role) 
   return add({std::move(name), std::move(help), Kind::flag, role, value, {}, {}});
 }
 
+Schema& Schema::added_later(std::initializer_list<std::string_view> names) {
+  for (std::string_view n : names)
+    for (Key& k : keys_)
+      if (k.name == n) k.added_later = true;
+  return *this;
+}
+
 const Key* Schema::find(std::string_view name) const {
   for (const Key& k : keys_)
     if (k.name == name) return &k;

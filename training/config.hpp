@@ -17,6 +17,7 @@
 // resume; free keys (steps, the schedule, evaluation) may change.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <set>
@@ -51,6 +52,9 @@ struct Key {
   Value default_value;
   Range range;
   std::vector<std::string> choices;
+  // A model key added after checkpoints existed: one that lacks it was written before it, when
+  // its default was the only behaviour, so the default is used (with a warning), not refused.
+  bool added_later = false;
 };
 
 class Config;
@@ -62,6 +66,9 @@ class Schema {
   Schema& text(std::string name, std::string value, std::string help, Role role = Role::free);
   Schema& choice(std::string name, std::string value, std::vector<std::string> choices, std::string help, Role role = Role::free);
   Schema& flag(std::string name, bool value, std::string help, Role role = Role::free);
+
+  // Marks keys as added after checkpoints existed (Key::added_later).
+  Schema& added_later(std::initializer_list<std::string_view> names);
 
   const Key* find(std::string_view name) const;
   const Key& key(std::string_view name) const;  // throws config_error naming the closest key

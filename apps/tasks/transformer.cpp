@@ -11,6 +11,7 @@
 #include <sstream>
 #include <memory>
 
+#include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/data/gettext.hpp>
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/tokenizer.hpp>
@@ -63,6 +64,7 @@ Schema transformer_schema() {
       .integer("eval_sentences", 0, {.min = 0}, "test sentences for BLEU (0: all)")
       .integer("val_bleu", 0, {.min = 0}, "validation sentences translated greedily at each validation for its BLEU (0: none)");
   add_arch_keys(s, models::kTransformerSmall.arch);
+  s.added_later({"data"});
   add_seed_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
@@ -377,7 +379,8 @@ class TransformerSession : public Session {
     return 0;
   }
 
-  int command(const std::string&, const Config& o) override {  // translate
+  int command(const std::string& name, const Config& o) override {
+    if (name == "export-batches") return export_batches(o);
     if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
     const models::BeamOptions bo{.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
     auto tr = translator();
@@ -487,10 +490,60 @@ class TransformerSession : public Session {
     val_ = encode(validation, true);
     test_ = encode(test, false);  // every test sentence counts for BLEU
     wesnoth_test_ = encode(wesnoth_test, false);
-    if (ctx_.command != "train") return;  // the training pairs are encoded for training only
+    if (ctx_.command != "train" && ctx_.command != "export-batches") return;  // the training pairs: for training only
     train_ = encode(train, true);
     sentences_ = std::int64_t(train_.size());
     for (auto& e : encode(phrases, true)) train_.push_back(std::move(e));
+  }
+
+  // The run's training batches of steps 1..N (as train feeds them), its validation batches (as
+  // validation_nll makes them) and the test sources, for another framework to train and decode
+  // the same (bench/reference/train_transformer.py); the test references beside, one per line.
+  int export_batches(const Config& o) {
+    if (copy_) throw config_error("export-batches exports a translation run (this run is the copy task)");
+    struct Set {
+      std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, tgt_len, shapes;  // shapes: B, S, T per batch
+      void add(const Batch& b) {
+        src.insert(src.end(), b.src.begin(), b.src.end());
+        src_len.insert(src_len.end(), b.src_len.begin(), b.src_len.end());
+        tgt_in.insert(tgt_in.end(), b.tgt_in.begin(), b.tgt_in.end());
+        tgt_out.insert(tgt_out.end(), b.tgt_out.begin(), b.tgt_out.end());
+        tgt_len.insert(tgt_len.end(), b.tgt_len.begin(), b.tgt_len.end());
+        shapes.insert(shapes.end(), {std::int32_t(b.B), std::int32_t(b.S), std::int32_t(b.T)});
+      }
+    } train, val;
+    const std::int64_t steps = o.integer("steps");
+    for (std::int64_t step = 1; step <= steps && !training::interrupted(); ++step) train.add(make_batch(train_, training_batch(step)));
+    std::vector<std::int64_t> idx;
+    for (std::int64_t i = 0; i < std::int64_t(val_.size()); ++i) idx.push_back(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](auto x, auto y) { return val_[std::size_t(x)].src.size() < val_[std::size_t(y)].src.size(); });
+    for (std::size_t b = 0; b < idx.size(); b += std::size_t(batch_))
+      val.add(make_batch(val_, std::span<const std::int64_t>(idx).subspan(b, std::min(idx.size() - b, std::size_t(batch_)))));
+    std::vector<std::int32_t> test_src, test_offsets{0};
+    std::string refs;
+    for (const Example& e : test_) {
+      test_src.insert(test_src.end(), e.src.begin(), e.src.end());
+      test_offsets.push_back(std::int32_t(test_src.size()));
+      refs += e.tgt_text + "\n";
+    }
+    if (training::interrupted()) return 130;
+    std::vector<checkpoint::TensorView> t;
+    for (auto [name, set] : {std::pair{"train", &train}, std::pair{"val", &val}}) {
+      const std::string p(name);
+      const std::int64_t n = std::int64_t(set->shapes.size() / 3);
+      t.push_back(checkpoint::view_of<std::int32_t>(p + ".shapes", set->shapes, {n, 3}));
+      for (auto [field, v] : {std::pair{".src", &set->src}, std::pair{".src_len", &set->src_len}, std::pair{".tgt_in", &set->tgt_in},
+                              std::pair{".tgt_out", &set->tgt_out}, std::pair{".tgt_len", &set->tgt_len}})
+        t.push_back(checkpoint::view_of<std::int32_t>(p + field, *v, {std::int64_t(v->size())}));
+    }
+    t.push_back(checkpoint::view_of<std::int32_t>("test.src", test_src, {std::int64_t(test_src.size())}));
+    t.push_back(checkpoint::view_of<std::int32_t>("test.offsets", test_offsets, {std::int64_t(test_offsets.size())}));
+    const std::string out = o.text("out");
+    checkpoint::save(out, t, {{"config", c_.to_json()}, {"vocab", std::to_string(P.vocab)}, {"d_model", std::to_string(P.d_model)}});
+    checkpoint::write_atomically(out + ".test.de", refs);
+    std::printf("wrote %s: %lld training batches, %zu validation batches, %zu test sources (references: %s.test.de)\n", out.c_str(),
+                (long long)steps, val.shapes.size() / 3, test_.size(), out.c_str());
+    return 0;
   }
 
   // The examples of epoch e: every sentence pair, and phrase_weight as many dictionary phrases,
@@ -597,7 +650,10 @@ Task transformer_task() {
   t.summary = "encoder-decoder Transformer: EN->DE translation (BLEU), or the copy task";
   t.schema = transformer_schema();
   t.commands.push_back({"eval", "validation NLL, BLEU of greedy and beam search on the test split, heatmaps", eval_options()});
-  t.commands.push_back({"translate", "translate an English sentence with beam search", translate_options()});
+  t.commands.push_back({"translate", "translate English sentences (--text, or lines of standard input) with beam search", translate_options()});
+  Schema exp;
+  exp.integer("steps", 3000, {.min = 1, .max = 1 << 22}, "training steps to export").text("out", "transformer_batches.safetensors", "the file to write");
+  t.commands.push_back({"export-batches", "the run's training batches (steps 1..N), validation batches and test sources, for another framework", exp});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     if (c.text("task") == "copy") return std::make_unique<TransformerSession<models::kTransformerCopy, kTransformerOrderCopy>>(c, ctx);
     if (c.text("size") == "base") return std::make_unique<TransformerSession<models::kTransformerBase, kTransformerOrderBase>>(c, ctx);

@@ -436,6 +436,9 @@ expect_text "names the missing key" "lacks 'size'"
 edit_meta no_steps config.steps null
 check "a checkpoint config without steps" 0 "$ctgrad" eval gpt --run no_steps
 expect_text "the default is said out loud" "does not state steps=2000: using the default"
+edit_meta no_norm config.norm null
+check "a run trained before the architecture keys existed" 0 "$ctgrad" eval gpt --run no_norm
+expect_text "has the defaults, said out loud" "does not state norm=pre: using the default"
 edit_meta empty_config "config.*" "{}"
 check "an empty checkpoint config" 2 "$ctgrad" sample gpt --run empty_config
 edit_meta negative_step optimizer_step '"-1"'
