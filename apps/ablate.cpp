@@ -1,5 +1,5 @@
 // ctgrad ablate <model> --grid key=a,b[,c] [--grid ...] [--seeds N] [--set key=value ...] [--jobs J]
-//                       [--threads N] [--run DIR] [--metric M] [--max-runs N] [--yes]
+//                       [--threads N] [--run DIR] [--metric M] [--max-runs N] [--yes] [--retry-failed]
 // Every combination of the grid's values x seeds 1..N, each a `ctgrad train <model>` in a folder of
 // the study (training::ablation::Study: resumable, several at once, a report with confidence
 // intervals and paired differences). Each run is a child process: its own threads, its log in its
@@ -18,6 +18,8 @@
 #include <thread>
 
 #include <ctgrad/training/ablation.hpp>
+
+#include "git_commit.h"
 
 #include "task.hpp"
 
@@ -46,14 +48,8 @@ void check_setting(const Task& t, const std::string& key, const std::string& val
   c.set(key + "=" + value, where);
 }
 
-// git's commit of the source tree this binary was built from, when known.
-std::string build_commit() {
-#ifdef CTGRAD_GIT_COMMIT
-  return CTGRAD_GIT_COMMIT;
-#else
-  return "";
-#endif
-}
+// git's commit of the source tree this binary was built from ("-dirty": with local changes).
+std::string build_commit() { return CTGRAD_GIT_COMMIT; }
 
 // One run: `ctgrad train` as a child, its output appended to train.log in the run's folder.
 // Ctrl-C reaches the child through the terminal; a SIGTERM to the study is passed on to it.
@@ -131,9 +127,10 @@ int ablate(const std::vector<std::string>& rest) {
     else if (a == "--metric") o.metric = value();
     else if (a == "--name") name = value();
     else if (a == "--yes") o.yes = true;
+    else if (a == "--retry-failed") o.retry_failed = true;
     else
       throw config_error("unknown option '" + a + "' for ctgrad ablate (options: --grid, --seeds, --set, --jobs, --threads, --run, --metric, --name, " +
-                         "--max-runs, --yes)");
+                         "--max-runs, --yes, --retry-failed)");
   }
   if (o.grid.empty()) throw config_error("ctgrad ablate " + t.name + " needs a grid: --grid key=a,b (keys: ctgrad help " + t.name + ")");
   for (const auto& [k, v] : o.fixed)
@@ -173,7 +170,11 @@ int ablate(const std::vector<std::string>& rest) {
               study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo, o.jobs, o.dir.c_str());
   std::fflush(stdout);
   const int failed = study->run([&](const ab::RunSpec& r, const ab::RunContext& ctx) { return train_child(t.name, r, ctx); });
-  study->report();
+  try {
+    study->report();
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
   std::printf("%s\nreport: %s (also results.csv, results.json, results.html, curves.png, final.png)\n",
               training::interrupted() ? "interrupted: rerun the same command to continue the study" : "", (o.dir / "results.md").c_str());
   if (training::interrupted()) return 130;

@@ -18,9 +18,10 @@ int average_checkpoints(const std::vector<std::string>& rest) {
   if (rest.size() < 2 || rest[1].rfind("--", 0) == 0)
     throw config_error("usage: ctgrad average-checkpoints <model> --run DIR [--last K] [--out FILE]");
   const std::string model = rest[1];
-  bool known = false;
-  for (const Task& t : tasks()) known |= t.name == model;
-  if (!known) throw config_error("unknown model '" + model + "'");
+  const Task* task = nullptr;
+  for (const Task& t : tasks())
+    if (t.name == model) task = &t;
+  if (!task) throw config_error("unknown model '" + model + "'");
   std::string dir = "runs/" + model, out = "averaged.safetensors";
   std::int64_t last = 5;
   for (std::size_t i = 2; i < rest.size(); ++i) {
@@ -34,8 +35,9 @@ int average_checkpoints(const std::vector<std::string>& rest) {
     else if (o == "--out") out = value();
     else throw config_error("unknown option '" + o + "' for ctgrad average-checkpoints (options: --run, --last, --out)");
   }
-  if (out.empty() || out.find('/') != std::string::npos || out == "checkpoint.safetensors" || out.rfind("checkpoint-", 0) == 0)
-    throw config_error("--out " + out + ": give a new file name of the run folder (not a checkpoint the run writes)");
+  if (out.empty() || out.find('/') != std::string::npos || out.size() < 13 || out.substr(out.size() - 12) != ".safetensors" ||
+      out == "checkpoint.safetensors" || out.rfind("checkpoint-", 0) == 0)
+    throw config_error("--out " + out + ": give a new .safetensors file name of the run folder (not a checkpoint the run writes)");
   const training::RunFolder folder(dir);
   auto kept = folder.kept_checkpoints();
   if (kept.empty())
@@ -56,9 +58,19 @@ int average_checkpoints(const std::vector<std::string>& rest) {
   };
   if (meta(newest, "model") != model)
     throw config_error(newest.path().string() + " is a checkpoint of model '" + meta(newest, "model") + "', not " + model);
-  for (const auto& f : files)
-    if (meta(f, "config") != meta(newest, "config") || meta(f, "model") != model)
-      throw config_error(f.path().string() + " is of another model or config than " + newest.path().string() + ": not averaged");
+  // Of one model and one run: the keys the weights and the run depend on agree (a resume may have
+  // changed free keys, such as steps).
+  auto config_of = [&](const checkpoint::File& f) {
+    Config c = task->schema.defaults();
+    c.merge_json(meta(f, "config"), "the config in " + f.path().string());
+    return c;
+  };
+  const Config last_config = config_of(newest);
+  for (const auto& f : files) {
+    if (meta(f, "model") != model) throw config_error(f.path().string() + " is a checkpoint of model '" + meta(f, "model") + "', not " + model);
+    const auto diff = config_of(f).differences(last_config, training::Role::run);
+    if (!diff.empty()) throw config_error(f.path().string() + " is of another run than " + newest.path().string() + " (" + diff.front() + "): not averaged");
+  }
   // The parameters averaged; the optimizer's state ("optim.") is the newest's.
   std::vector<std::vector<float>> averaged;
   std::vector<checkpoint::TensorView> tensors;

@@ -184,7 +184,7 @@ void add_arch_keys(Schema& s, const layers::Arch& d, bool tie) {
            Role::model)
       .choice("norm_kind", std::string(name(d.norm_kind)), {"layer", "rms"}, "architecture: LayerNorm or RMSNorm", Role::model)
       .choice("act", std::string(name(d.act)), {"relu", "gelu", "gelu_tanh", "swiglu"},
-              "architecture: the feed-forward activation (swiglu: gated, 2/3 the width, the same parameters)", Role::model)
+              "architecture: the feed-forward activation (swiglu: gated, 2/3 the width, about the same parameters)", Role::model)
       .choice("pos", std::string(name(d.pos)), {"learned", "sinusoidal", "none"}, "architecture: absolute positions added to the embeddings",
               Role::model)
       .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads at the same d_model (0: the preset's)", Role::model);

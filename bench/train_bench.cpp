@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <ctgrad/ops/detail/cpu.hpp>
+#include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/models/vit.hpp>
@@ -131,10 +132,10 @@ class Peer {
     const char* lib = std::getenv("LD_LIBRARY_PATH");
     std::vector<std::string> env{std::string("LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp") + (lib && *lib ? ":" + std::string(lib) : ""),
                                  "OMP_NUM_THREADS=" + std::to_string(threads)};
-    // The peer's OpenBLAS gets the kernels ctgrad's gets: the best this CPU runs (by instruction
-    // set, as ctgrad's loader chooses them), not the host's OPENBLAS_CORETYPE.
-    const std::string_view core = ctgrad::cpu::best_openblas_core(ctgrad::cpu::features());
-    if (!core.empty()) env.push_back("OPENBLAS_CORETYPE=" + std::string(core));
+    // The peer's OpenBLAS gets the kernels ctgrad's gets (by instruction set, or CTGRAD_BLAS_CORE),
+    // not the host's OPENBLAS_CORETYPE.
+    const std::string core = ctgrad::kernel::openblas_core_choice();
+    if (!core.empty()) env.push_back("OPENBLAS_CORETYPE=" + core);
     for (char** e = environ; *e; ++e)
       if (std::strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0 &&
           std::strncmp(*e, "OPENBLAS_CORETYPE=", 18) != 0)

@@ -19,8 +19,10 @@
 // Static sizes come from a GptConfig preset; batch and sequence length are runtime dims. The
 // architecture choices (GptConfig::arch: norm placement and kind, activation, positions, tied
 // output) are GPT-2's by default; an ablation changes them (gpt_variant_space): post-norm drops
-// ln_f (each block ends normalised), SwiGLU's hidden width is 2/3 of 4d (equal parameters),
-// sinusoidal or no positions drop wpe, an untied output is "lm_head.weight" [vocab, d].
+// ln_f (each block ends normalised), SwiGLU's hidden width is 2/3 of 4d (about equal parameters),
+// sinusoidal or no positions drop wpe (sinusoids enter at the token embeddings' scale, RMS init_std
+// as GPT-2's learned table: unscaled, RMS 0.71 against 0.02, they drown the tokens), an untied
+// output is "lm_head.weight" [vocab, d].
 #pragma once
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/models/decoding.hpp>
@@ -100,6 +102,9 @@ constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, bool decode)
   return c.arch.norm == Norm::pre ? norm(g.scope("ln_f"), x, {.kind = c.arch.norm_kind, .eps = eps}) : x;
 }
 
+// The paper's sinusoids (RMS 1/sqrt(2)) at RMS init_std, the scale of the token embeddings.
+constexpr Value scaled_sinusoids(Value pe, Real init_std) { return scale(scale(pe, init_std), ops::const_sqrt(2.0)); }
+
 // The logits: tied to the token table (GPT-2), or an own projection "lm_head".
 constexpr Value gpt_logits(Builder& g, const GptConfig& c, Value x, Value wte, Real init_std) {
   if (c.arch.tie) return layers::tied_logits(x, wte);
@@ -119,7 +124,7 @@ constexpr auto gpt = [] {
   Value wte = embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(init_std));
   Value x = embed(wte, ids);
   if (C.arch.pos == Pos::learned) x = add_learned_positions(g.scope("wpe"), x, C.context, init::normal(init_std));
-  if (C.arch.pos == Pos::sinusoidal) x = add_sinusoidal_positions(x);
+  if (C.arch.pos == Pos::sinusoidal) x = add(x, detail::scaled_sinusoids(sinusoidal_positions(g, ids.shape()[1], C.d_model), init_std));
   x = detail::gpt_blocks(g, C, dropout(x, g.hyper("dropout", 0)), false);
   Value logits = detail::gpt_logits(g, C, x, wte, init_std);  // [B, T, vocab]
   g.output(logits, "logits");
@@ -139,7 +144,7 @@ constexpr auto gpt_decoder = [] {
   if (C.arch.pos != Pos::none) {
     Value positions = g.input(gpt_inputs::positions, {Seq});            // [T] past .. past+T-1
     x = add(x, C.arch.pos == Pos::learned ? ctgrad::embedding(embedding_table(g.scope("wpe"), C.context, C.d_model, init::normal(init_std)), positions)
-                                          : sinusoidal_positions_at(positions, C.d_model));
+                                          : detail::scaled_sinusoids(sinusoidal_positions_at(positions, C.d_model), init_std));
   }
   x = detail::gpt_blocks(g, C, x, true);
   g.output(detail::gpt_logits(g, C, x, wte, init_std), "logits");  // [B, T, vocab]

@@ -33,7 +33,9 @@ double t975(int df) {
                                   2.120,  2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
   if (df < 1) throw std::invalid_argument("ctgrad: t975 needs df >= 1");
   if (df <= 30) return kTable[df - 1];
-  return 1.960 + 2.4 / double(df);  // within 0.002 of the quantile beyond 30
+  // Beyond the table: the Cornish-Fisher expansion around the normal quantile (within 1e-4).
+  const double z = 1.959964, n = double(df);
+  return z + (z * z * z + z) / (4 * n) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * n * n);
 }
 
 namespace {
@@ -58,6 +60,7 @@ struct Curve {
   std::vector<std::int64_t> steps;
   std::vector<std::map<std::string, double>> values;
   double seconds = 0;
+  std::string metric = "loss";  // the first metric the run reports ("val_loss" is its alias)
 };
 Curve read_curve(const fs::path& jsonl) {
   Curve c;
@@ -73,7 +76,10 @@ Curve read_curve(const fs::path& jsonl) {
     c.steps.push_back(r["step"].get<std::int64_t>());
     c.values.push_back(std::move(v));
     if (r.contains("train_seconds") && r["train_seconds"].is_number()) c.seconds = r["train_seconds"].get<double>();
+    if (r.contains("metric") && r["metric"].is_string()) c.metric = r["metric"].get<std::string>();
   }
+  if (c.metric != "loss")  // "loss" is then the alias of another metric
+    for (auto& v : c.values) v.erase("loss");
   return c;
 }
 
@@ -82,7 +88,7 @@ json study_json(const StudyOptions& o) {
   for (const Axis& a : o.grid) grid.push_back({{"key", a.key}, {"values", a.values}});
   json fixed = json::array();
   for (const auto& [k, v] : o.fixed) fixed.push_back({k, v});
-  return {{"format", "ctgrad-study-1"}, {"name", o.name}, {"model", o.model}, {"grid", grid}, {"fixed", fixed}, {"metric", o.metric}};
+  return {{"format", "ctgrad-study-1"}, {"model", o.model}, {"grid", grid}, {"fixed", fixed}};
 }
 
 }  // namespace
@@ -150,8 +156,8 @@ void Study::prepare() const {
   if (fs::exists(file, ec)) {
     const json theirs = json::parse(read_text(file), nullptr, false);
     if (theirs != mine)
-      throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds another study (" + file.string() + " differs: model, grid, fixed " +
-                                  "settings or metric): use another --run folder");
+      throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds another study (" + file.string() + " differs: model, grid or fixed " +
+                                  "settings): use another --run folder");
     return;
   }
   for (const auto& e : fs::directory_iterator(o_.dir, ec))
@@ -163,20 +169,20 @@ void Study::prepare() const {
 
 bool Study::finished(const RunSpec& r) const {
   std::error_code ec;
+  return fs::is_regular_file(r.dir / "result.json", ec) || (!o_.retry_failed && fs::is_regular_file(r.dir / "failed.json", ec));
+}
+
+bool Study::succeeded(const RunSpec& r) const {
+  std::error_code ec;
   return fs::is_regular_file(r.dir / "result.json", ec);
 }
 
 std::string Study::metric() const {
   if (!o_.metric.empty()) return o_.metric;
-  for (const RunSpec& r : runs_) {  // the first metric a run logged: its loss
-    std::ifstream f(r.dir / "metrics.jsonl");
-    std::string line;
-    while (std::getline(f, line)) {
-      const json j = json::parse(line, nullptr, false);
-      if (!j.is_object()) continue;
-      for (const auto& [k, x] : j.items())
-        if (k.rfind("val_", 0) == 0) return k == "val_loss" || !j.contains("val_loss") ? k.substr(4) : "loss";
-    }
+  for (const RunSpec& r : runs_) {  // the first metric the runs report (a model's loss, a classifier's error)
+    if (!succeeded(r)) continue;
+    const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+    if (res.is_object() && res.contains("metric") && res["metric"].is_string()) return res["metric"].get<std::string>();
   }
   return "loss";
 }
@@ -184,7 +190,7 @@ std::string Study::metric() const {
 std::vector<std::string> Study::metrics() const {
   std::vector<std::string> out{metric()};
   for (const RunSpec& r : runs_) {
-    if (!finished(r)) continue;
+    if (!succeeded(r)) continue;
     const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
     if (!res.is_object() || !res.contains("final") || !res["final"].is_object()) continue;
     for (const auto& [k, v] : res["final"].items())
@@ -240,25 +246,32 @@ int Study::run(const RunFn& f) const {
       try {
         rc = f(*r, RunContext{threads, resume});
       } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(m);
         std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", r->config.c_str(), r->seed, e.what());
       }
-      if (rc == 0) {  // the result of a finished run: its final validation, kept with its settings
-        const Curve c = read_curve(r->dir / "metrics.jsonl");
-        json sets = json::object();
-        for (const auto& [k, v] : r->sets) sets[k] = v;
-        json last = json::object();
-        if (!c.values.empty())
-          for (const auto& [k, v] : c.values.back()) last[k] = v;
-        const json result{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
-                          {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"final", last}, {"train_seconds", c.seconds},
-                          {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
-        checkpoint::write_atomically(r->dir / "result.json", result.dump(2) + "\n");
+      // The outcome, kept with the run's settings: its final validation, or how it failed (a
+      // diverged or refused run is a result of the study: reported, and not retried unless asked).
+      const Curve c = read_curve(r->dir / "metrics.jsonl");
+      json sets = json::object();
+      for (const auto& [k, v] : r->sets) sets[k] = v;
+      json last = json::object();
+      if (!c.values.empty())
+        for (const auto& [k, v] : c.values.back()) last[k] = v;
+      const bool stopped = interrupted() && rc != 0;  // Ctrl-C: neither a result nor a failure; the run continues next time
+      if (!stopped) {
+        const json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
+                           {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
+                           {"train_seconds", c.seconds}, {"exit_code", rc},
+                           {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
+        checkpoint::write_atomically(r->dir / (rc == 0 ? "result.json" : "failed.json"), outcome.dump(2) + "\n");
+        if (rc == 0) fs::remove(r->dir / "failed.json", ec);
       }
       std::lock_guard<std::mutex> lock(m);
       --running, ++done;
-      if (rc != 0) {
+      if (rc != 0 && !stopped) {
         ++failed;
-        std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d (its folder: %s)\n", r->config.c_str(), r->seed, rc, r->dir.c_str());
+        std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d%s (its folder: %s)\n", r->config.c_str(), r->seed, rc,
+                     rc == 3 ? ": training diverged" : "", r->dir.c_str());
       }
       progress();
     }
@@ -284,7 +297,11 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
       out.push_back(std::move(s));
     }
     Summary& s = out[it->second];
-    if (!finished(r)) continue;
+    std::error_code ec;
+    if (!succeeded(r)) {
+      s.failed += fs::is_regular_file(r.dir / "failed.json", ec);
+      continue;
+    }
     const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
     if (!res.is_object() || !res.contains("final") || !res["final"].contains(m)) continue;
     s.finals[std::size_t(r.seed - 1)] = res["final"][m].get<double>();
@@ -294,10 +311,12 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
   }
   auto stats = [](const std::vector<double>& x, double& mean, double& sd, double& ci) {
     const int n = int(x.size());
-    mean = 0, sd = 0, ci = 0;
+    mean = kNaN, sd = kNaN, ci = kNaN;  // undefined: written as empty (CSV) and null (JSON)
     if (n == 0) return;
+    mean = 0;
     for (double v : x) mean += v / n;
     if (n < 2) return;
+    sd = 0;
     for (double v : x) sd += (v - mean) * (v - mean) / (n - 1);
     sd = std::sqrt(sd);
     ci = t975(n - 1) * sd / std::sqrt(double(n));
@@ -328,6 +347,7 @@ std::string fixed(double v, int digits = 4) {
   return b;
 }
 std::string signed_fixed(double v, int digits = 4) {
+  if (std::isnan(v)) return "";
   char b[64];
   std::snprintf(b, sizeof b, "%+.*f", digits, v);
   return b;
@@ -361,6 +381,23 @@ std::string base64(const std::string& in) {
 
 void Study::report() const {
   const std::string m = metric();
+  if (!o_.metric.empty()) {  // a metric the runs do not report would leave every row empty
+    std::vector<std::string> logged;
+    bool any = false;
+    for (const RunSpec& r : runs_) {
+      if (!succeeded(r)) continue;
+      any = true;
+      const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+      if (res.is_object() && res.contains("final") && res["final"].is_object())
+        for (const auto& [k, v] : res["final"].items())
+          if (std::find(logged.begin(), logged.end(), k) == logged.end()) logged.push_back(k);
+    }
+    if (any && std::find(logged.begin(), logged.end(), o_.metric) == logged.end()) {
+      std::string list;
+      for (const auto& k : logged) list += (list.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("ctgrad: the study's runs report no validation metric '" + o_.metric + "' (they report: " + list + ")");
+    }
+  }
   const std::vector<Summary> sums = summarize();
   const bool lower = lower_is_better();
   const fs::path dir = o_.dir;
@@ -416,7 +453,7 @@ void Study::report() const {
     for (std::size_t c = 0; c < sums.size(); ++c) {
       std::map<std::int64_t, std::vector<double>> at;  // step -> the seeds' values
       for (const RunSpec& r : runs_) {
-        if (r.config != sums[c].config || !finished(r)) continue;
+        if (r.config != sums[c].config || !succeeded(r)) continue;
         const Curve cv = read_curve(r.dir / "metrics.jsonl");
         for (std::size_t i = 0; i < cv.steps.size(); ++i)
           if (auto it = cv.values[i].find(m); it != cv.values[i].end()) at[cv.steps[i]].push_back(it->second);
@@ -443,7 +480,8 @@ void Study::report() const {
               dir / "curves.png");
     std::string bars;
     for (std::size_t c = 0; c < sums.size(); ++c)
-      if (sums[c].n) bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(sums[c].ci, 6) + " \"" + sums[c].config + "\"\n";
+      if (sums[c].n)
+        bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(std::isnan(sums[c].ci) ? 0.0 : sums[c].ci, 6) + " \"" + sums[c].config + "\"\n";
     if (!bars.empty())
       gnuplot("set terminal pngcairo size 900,520 font ',10'\nset output " + gnuplot_quote((dir / "final.png").string()) + "\n$bars << EOD\n" + bars +
                   "EOD\nset style fill solid 0.5\nset boxwidth 0.6\nset xtics rotate by -30\nset ylabel " + gnuplot_quote("final validation " + m) +
@@ -470,8 +508,9 @@ void Study::report() const {
     const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
     const std::string secs = !s.n ? "" : s.seconds < 60 ? fixed(s.seconds, 1) + " s" : format_duration(s.seconds);
     const std::string params = s.parameters ? std::to_string(s.parameters) : "";
-    md += "| `" + s.config + "` | " + std::to_string(s.n) + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
-    rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + std::to_string(s.n) + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
+    const std::string seeds = std::to_string(s.n) + (s.failed ? " (" + std::to_string(s.failed) + " failed)" : "");
+    md += "| `" + s.config + "` | " + seeds + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
+    rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + seeds + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
                  diff + "</td><td>" + dci + "</td><td>" + secs + "</td><td>" + params + "</td></tr>\n";
   }
   for (std::size_t k = 1; k < all_metrics.size(); ++k) {

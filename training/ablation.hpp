@@ -14,8 +14,9 @@
 // key=value) and a seed, which pairs runs across configurations (same data order, same initial
 // weights where the architecture allows). The run writes its metrics.jsonl (training::TrainingLog's
 // format) into its folder; the study reads the validation metrics from it and, when the run
-// returns, records result.json there. A folder with result.json is finished and skipped; one
-// with a checkpoint but no result is continued (ctx.resume). The study's folder holds study.json:
+// returns, records result.json there (failed.json with its exit code when it fails: a diverged
+// run is a result too). A folder with either is finished and skipped (a failed one is retried
+// with retry_failed); one with a checkpoint but neither is continued (ctx.resume). The study's folder holds study.json:
 // a folder holding another study is refused, and nothing finished is ever overwritten.
 //
 // Statistics, per configuration: the final value of the metric over seeds (mean, sd, a 95%
@@ -49,6 +50,7 @@ struct StudyOptions {
   std::string metric;                                       // the validation metric compared ("" : the first one logged, the loss)
   int max_runs = 48;                                        // more runs than this need `yes`
   bool yes = false;
+  bool retry_failed = false;                                // run again the runs that failed (diverged, refused)
   std::string commit;                                       // recorded in each run's result (the build's git commit)
 };
 
@@ -78,6 +80,7 @@ struct Summary {
   int pairs = 0;
   double seconds = 0;                                       // mean training time
   std::int64_t parameters = 0;
+  int failed = 0;                                           // seeds whose run failed (diverged, refused)
 };
 
 class Study {
@@ -99,7 +102,9 @@ class Study {
   // results.md, results.csv, results.json, results.html (self-contained), curves.png, final.png.
   void report() const;
 
+  // A run is finished when it has a result, or failed (unless retry_failed); succeeded: a result.
   bool finished(const RunSpec& r) const;
+  bool succeeded(const RunSpec& r) const;
   // The metric the study compares, and whether lower is better (a loss).
   std::string metric() const;
   bool lower_is_better() const;

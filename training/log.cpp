@@ -95,7 +95,15 @@ TrainingLog::TrainingLog(const fs::path& dir, std::int64_t first, std::int64_t s
     if ((ec && ec != std::errc::no_such_file_or_directory) || (fs::exists(st) && !fs::is_regular_file(st)))
       throw config_error((dir / name).string() + " is not a regular file" + (ec ? " (" + ec.message() + ")" : "") + ": move it away");
   }
-  if (resume) cut_back(dir, first, items_);
+  if (resume) {
+    cut_back(dir, first, items_);
+    // A resumed run's training time goes on from the kept records' (studies compare whole runs).
+    std::ifstream in(dir / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const json r = json::parse(line, nullptr, false);
+      if (r.is_object() && r.contains("train_seconds") && r["train_seconds"].is_number()) seconds_before_ = r["train_seconds"].get<double>();
+    }
+  }
   jsonl_.open(dir / "metrics.jsonl", resume ? std::ios::app : std::ios::trunc);
   csv_.open(dir / "metrics.csv", resume ? std::ios::app : std::ios::trunc);
   if (!jsonl_ || !csv_) throw std::runtime_error("ctgrad: cannot write the metrics files in " + dir.string() + ": " + std::strerror(errno));
@@ -112,9 +120,14 @@ void TrainingLog::step(std::int64_t step, double loss, double lr, double items, 
   const double secs = seconds(), rate = items_done_ / std::max(secs, 1e-9);
   jsonl_ << json{{"step", step}, {"loss", loss}, {"lr", lr}, {items_ + "_per_s", rate}}.dump() << "\n";
   if (val) {
-    json v{{"step", step}, {"train_seconds", secs}};
+    json v{{"step", step}, {"train_seconds", secs + seconds_before_}};
     bool first = true;
-    for (const auto& [name, x] : val->values) v[first ? "val_loss" : "val_" + name] = x, first = false;
+    for (const auto& [name, x] : val->values) {
+      // The first metric is also "val_loss" (the plots and the CSV read it), and "metric" names it.
+      if (first) v["val_loss"] = x, v["metric"] = name;
+      v["val_" + name] = x;
+      first = false;
+    }
     jsonl_ << v.dump() << "\n";
   }
   csv_ << csv_row(step, loss, lr, rate, val ? std::optional<double>(val->loss()) : std::nullopt);

@@ -44,6 +44,7 @@ class TrainingLog {
   bool tty_;
   std::chrono::steady_clock::time_point t0_;
   double paused_ = 0, items_done_ = 0, avg_ = -1;
+  double seconds_before_ = 0;  // a resumed run: the training time of the records it keeps
 };
 
 // The loss curve (metrics.csv) as a PNG, with gnuplot; without gnuplot, a warning and no plot.

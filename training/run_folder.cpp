@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 namespace {
 // The files a run writes (anything else in the folder is left alone).
 bool is_run_file(const std::string& name) {
-  return name == "checkpoint.safetensors" || (name.rfind("checkpoint-", 0) == 0 && name.size() > 12) || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
+  // Any *.safetensors: the checkpoint, kept ones (checkpoint-<step>) and averaged ones.
+  return (name.size() > 12 && name.substr(name.size() - 12) == ".safetensors") || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
          name == "epochs.jsonl" || name == "predictions.png" || name.rfind("tokenizer.", 0) == 0;
 }
 }  // namespace

@@ -1,5 +1,6 @@
 // ctgrad train|eval|translate transformer: the encoder-decoder Transformer on the copy task or on
 // EN->DE translation of the Ding dictionary's sentence pairs (docs/models/transformer.md).
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -227,8 +228,14 @@ class TransformerSession : public Session {
         model_(programs_.train(options(c, ctx))), opt_(model_->parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}), batch_(c.integer("batch")),
         max_len_(c.integer("max_len")), seed_(data_seed(c)) {
     const std::int64_t len = copy_ ? 10 : max_len_;
-    check_fits(*model_, {batch_, len, len, 1, 1, 1}, 40.0 * double(batch_) * double(len),
-               "batch " + c.show("batch") + " x max_len " + c.show("max_len"));
+    if (programs_.config.arch.pos == layers::Pos::learned && len > programs_.config.max_positions)
+      throw config_error("pos=learned has a table of " + std::to_string(programs_.config.max_positions) + " positions: max_len " +
+                         c.show("max_len") + " is longer");
+    // Token batches hold up to batch_tokens tokens: as many rows of max_len as that is, at most.
+    const std::int64_t rows = c.integer("batch_tokens") > 0 ? std::max<std::int64_t>(1, (c.integer("batch_tokens") + len - 1) / len) : batch_;
+    check_fits(*model_, {rows, len, len, 1, 1, 1}, 40.0 * double(rows) * double(len),
+               c.integer("batch_tokens") > 0 ? "batch_tokens " + c.show("batch_tokens") + " (max_len " + c.show("max_len") + ")"
+                                             : "batch " + c.show("batch") + " x max_len " + c.show("max_len"));
   }
   Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
@@ -396,6 +403,7 @@ class TransformerSession : public Session {
     const std::size_t batch = isatty(0) ? 1 : std::size_t(o.integer("batch"));
     std::vector<std::string> lines;
     auto flush = [&] {
+      if (training::interrupted()) return;  // a search cut short is not a translation
       std::vector<std::vector<std::int32_t>> srcs;
       std::vector<std::size_t> at;
       for (std::size_t i = 0; i < lines.size(); ++i)
@@ -403,11 +411,22 @@ class TransformerSession : public Session {
       const auto outs = tr.search_batch(srcs, kBos, kEos, bo);
       std::vector<std::string> german(lines.size());
       for (std::size_t k = 0; k < at.size(); ++k) german[at[k]] = tok_->decode(outs[k]);
+      if (training::interrupted()) return;
       for (const auto& g : german) std::printf("%s\n", g.c_str());
       std::fflush(stdout);
       lines.clear();
     };
-    for (std::string line; !training::interrupted() && std::getline(std::cin, line);) {
+    // Waits for input in slices, so that Ctrl-C ends a read at a terminal (the signal handlers
+    // restart interrupted reads).
+    auto wait_for_line = [] {
+      while (!training::interrupted()) {
+        if (std::cin.rdbuf()->in_avail() > 0) return true;
+        pollfd p{0, POLLIN, 0};
+        if (::poll(&p, 1, 200) != 0) return true;  // input, end of input, or an error: getline tells
+      }
+      return false;
+    };
+    for (std::string line; wait_for_line() && std::getline(std::cin, line);) {
       lines.push_back(line);
       if (lines.size() >= batch) flush();
     }
@@ -494,6 +513,8 @@ class TransformerSession : public Session {
     train_ = encode(train, true);
     sentences_ = std::int64_t(train_.size());
     for (auto& e : encode(phrases, true)) train_.push_back(std::move(e));
+    if (sentences_ == 0)
+      throw config_error("no training sentence pair fits in max_len " + c_.show("max_len") + " tokens: raise --set max_len");
   }
 
   // The run's training batches of steps 1..N (as train feeds them), its validation batches (as
@@ -568,6 +589,7 @@ class TransformerSession : public Session {
         const auto members = epoch_members(e);
         epoch_sizes_.push_back(std::int64_t(epoch_batches(train_, members, batch_, c_.integer("batch_tokens"), seed_, e).size()));
       }
+      if (epoch_sizes_[e] == 0) throw std::runtime_error("epoch " + std::to_string(e) + " has no training batch");
       if (step < first + epoch_sizes_[e]) {
         if (e != epoch_no_) {
           const auto members = epoch_members(e);

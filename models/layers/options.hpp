@@ -48,8 +48,8 @@ constexpr Act parse_act(std::string_view s) {
 }
 constexpr Pos parse_pos(std::string_view s) { return s == "sinusoidal" ? Pos::sinusoidal : s == "none" ? Pos::none : Pos::learned; }
 
-// SwiGLU's hidden width for a parameter count equal to a plain FFN of d_ff (Shazeer 2020: 2/3 of
-// it, as LLaMA), rounded up to a multiple of 8.
+// SwiGLU's hidden width for about the parameter count of a plain FFN of d_ff (Shazeer 2020: 2/3
+// of it, as LLaMA), rounded up to a multiple of 8.
 constexpr int gated_width(int d_ff) { return (2 * d_ff / 3 + 7) / 8 * 8; }
 
 }  // namespace ctgrad::layers

@@ -123,7 +123,7 @@ void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
 
 }  // namespace
 
-void* load_openblas(const std::string& path, int threads, std::string& why) {
+std::string openblas_core_choice(bool warn) {
   const cpu::Features& cpu = cpu::features();
   // The kernels are ctgrad's choice, by the CPU's instruction sets: OpenBLAS picks them by CPU
   // model, and a release does not know the CPUs made after it (0.3.21 runs its AVX2 kernels on a
@@ -131,16 +131,21 @@ void* load_openblas(const std::string& path, int threads, std::string& why) {
   // the host may set for other programs (this project's machines set Haswell), is not followed;
   // CTGRAD_BLAS_CORE forces a core when the CPU runs it (tests pin the AVX2 kernels with it).
   const char* forced = std::getenv("CTGRAD_BLAS_CORE");
-  if (forced && !*forced) forced = nullptr;
-  std::optional<std::string> keep;
-  if (forced) {
+  if (forced && *forced) {
     const std::string lacks = cpu::openblas_core_lacks(forced, cpu);
-    if (lacks.empty()) keep = forced;
-    else
+    if (lacks.empty()) return forced;
+    if (warn)
       std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BLAS_CORE=%s (%s on this CPU)\n", forced,
                    lacks == "unknown core" ? "an unknown core" : ("needs " + lacks + ", absent").c_str());
   }
-  if (!keep && !cpu::best_openblas_core(cpu).empty()) keep = std::string(cpu::best_openblas_core(cpu));
+  return std::string(cpu::best_openblas_core(cpu));
+}
+
+void* load_openblas(const std::string& path, int threads, std::string& why) {
+  const cpu::Features& cpu = cpu::features();
+  const std::string choice = openblas_core_choice(true);
+  std::optional<std::string> keep;
+  if (!choice.empty()) keep = choice;
   void* h = nullptr;
   {
     // OpenBLAS reads both variables while it loads (no core: it detects the CPU itself); with 1

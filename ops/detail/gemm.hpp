@@ -25,6 +25,10 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
 // in `why`, when it cannot be used.
 void* load_openblas(const std::string& path, int threads, std::string& why);
 
+// The OpenBLAS core load_openblas asks for: CTGRAD_BLAS_CORE when this CPU runs it (a warning
+// otherwise, when `warn`), else cpu::best_openblas_core; "" lets OpenBLAS detect the CPU.
+std::string openblas_core_choice(bool warn = false);
+
 // "openblas, 1 thread per call (...)" or "reference (...why...)".
 std::string gemm_backend();
 bool gemm_uses_blas();

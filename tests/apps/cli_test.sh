@@ -112,8 +112,8 @@ expect_text "translate prints the split" "sentence pairs and"
 check "transformer translate eval" 0 "$ctgrad" eval transformer --run translate --set eval_sentences=4 --set beam=2 --attention-png translate/att
 expect_text "eval prints BLEU for greedy" "greedy:        BLEU = "
 expect_text "eval prints BLEU for beam" "beam 2, a 0.6: BLEU = "
-for f in enc_layer0.png dec_layer2.png cross_layer1.png; do check "heatmap $f" 0 test -s "translate/att/$f"; done
 expect_text "eval reports the decoding speed" "sentences/s"
+for f in enc_layer0.png dec_layer2.png cross_layer1.png; do check "heatmap $f" 0 test -s "translate/att/$f"; done
 check "train on the whole dictionary with the game's dialogue, token batches" 0 "$ctgrad" train transformer --run translate_all --set data=ding+wesnoth --set phrase_weight=2 --set batch_tokens=600 --set steps=3 --set eval_every=3 --threads 2
 expect_text "says what it trains on" "dictionary phrases train (2.0 phrases per pair an epoch)"
 expect_text "and the game's test" "Wesnoth test"

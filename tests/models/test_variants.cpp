@@ -157,7 +157,7 @@ TEST_CASE("Variants: the GPT's parameters follow its choices", "[models][variant
   CHECK(has(a, "h.0.mlp.fc1.weight"));
   CHECK(has(b, "ln_f.weight"));
   CHECK(has(b, "lm_head.weight"));        // untied
-  CHECK(has(b, "h.1.mlp.wi_0.weight"));   // SwiGLU, 2/3 of 4d wide: the same parameters as 4d
+  CHECK(has(b, "h.1.mlp.wi_0.weight"));   // SwiGLU, 2/3 of 4d wide (rounded up to 8)
   CHECK(b.parameter("h.1.mlp.wi_0.weight").value.size(0) == layers::gated_width(4 * kGptMicro.d_model));
 }
 
