@@ -18,6 +18,13 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 
+#include <ctgrad/training/distributed.hpp>
+#ifdef CTGRAD_HAVE_MPI
+#include <ctgrad/training/mpi.hpp>
+#endif
+#include <thread>
+
+#include "git_commit.h"
 #include "task.hpp"
 
 namespace ctgrad::cli {
@@ -248,12 +255,72 @@ std::string printable(std::string_view m) {
   return r;
 }
 
+// The ranks of this job: MPI's world when an MPI launcher started this process with more than
+// one rank, else one process.
+int launched_ranks() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* n = std::getenv(v)) return std::max(1, std::atoi(n));
+  if (std::getenv("PMIX_RANK") || std::getenv("PMI_RANK"))  // srun: the task count says
+    if (const char* n = std::getenv("SLURM_NTASKS")) return std::max(1, std::atoi(n));
+  return 1;
+}
+training::Communicator& world() {
+  static std::unique_ptr<training::Communicator> comm = [] () -> std::unique_ptr<training::Communicator> {
+    const int n = launched_ranks();
+    if (n <= 1) return std::make_unique<training::Solo>();
+#ifdef CTGRAD_HAVE_MPI
+    double timeout = 300;
+    if (const char* t = std::getenv("CTGRAD_MPI_TIMEOUT")) timeout = training::parse_real(t, "CTGRAD_MPI_TIMEOUT", {.min = 1, .max = 1e6});
+    auto c = training::mpi_world(timeout);
+    if (const char* mb = std::getenv("CTGRAD_BUCKET_MB"))
+      c->bucket_bytes = std::size_t(training::parse_real(mb, "CTGRAD_BUCKET_MB", {.min = 0.001, .max = 1e5}) * (1 << 20));
+    if (!c->leader()) std::freopen("/dev/null", "w", stdout);  // one progress bar: rank 0's
+    return c;
+#else
+    throw config_error("started by an MPI launcher with " + std::to_string(n) +
+                       " ranks, but this ctgrad was built without MPI (apt-get install libopenmpi-dev openmpi-bin, then rebuild)");
+#endif
+  }();
+  return *comm;
+}
+
 int run(const Args& a) {
   const Task& t = *find_task(a.model);
-  Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume, a.threads};
+  training::Communicator& comm = world();
+  const bool parallel = comm.size() > 1;
+  if (parallel) {
+    if (a.command != "train")
+      throw config_error("ctgrad " + a.command + " runs as one process: start it without mpirun (only train is data-parallel)");
+    if (!t.data_parallel) {
+      std::string list;
+      for (const Task& o : tasks())
+        if (o.data_parallel) list += (list.empty() ? "" : ", ") + o.name;
+      throw config_error(t.name + " does not train data-parallel yet (models that do: " + list + "): start it without mpirun");
+    }
+  }
+  int threads = a.threads;
+  if (parallel && threads == 0) {  // the cores of this machine shared by its ranks
+    int local = 1;
+    if (const char* n = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(n));
+    threads = std::max(1, int(std::thread::hardware_concurrency()) / local);
+  }
+  // Rank 0 sets the run up (the folder, the tokenizer, a checkpoint of the initial weights for a
+  // new run); the other ranks then open it as a run to continue: the same weights, tokenizer and
+  // config on every rank. The run folder must be one every rank sees (a shared file system).
+  const bool follower = parallel && !comm.leader();
+  if (follower) {
+    std::string ok;
+    comm.broadcast(ok, 0, "rank 0's set-up of the run");
+  }
+  Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume || follower, threads, comm.shard()};
   if (!a.checkpoint.empty())  // a file of the run folder, or a path
     ctx.folder.use_checkpoint(a.checkpoint.find('/') == std::string::npos ? ctx.folder.file(a.checkpoint) : std::filesystem::path(a.checkpoint));
-  if (ctx.from_checkpoint) ctx.folder.require_checkpoint();
+  if (ctx.from_checkpoint) {
+    if (follower && !ctx.folder.has_checkpoint())
+      throw config_error("rank " + std::to_string(comm.rank()) + " does not see rank 0's checkpoint " + ctx.folder.checkpoint().string() +
+                         ": the run folder must be on a file system every rank shares");
+    ctx.folder.require_checkpoint();
+  }
   if (training::interrupted()) return interrupted_exit();
   std::optional<Config> saved;
   const Config cfg = make_config(t, a, ctx, saved);
@@ -298,6 +365,20 @@ int run(const Args& a) {
   loop.metadata = session->metadata();
   loop.metadata["config"] = cfg.to_json();
   loop.metadata["model"] = t.name;
+  if (parallel) {
+    if (!follower) {
+      if (!ctx.from_checkpoint)  // the initial weights, for the other ranks to load
+        checkpoint::save_training<float>(ctx.folder.checkpoint(), session->model(), &session->optimizer(), loop.metadata);
+      std::string ok = "ok";
+      comm.broadcast(ok, 0, "rank 0's set-up of the run");
+    }
+    training::require_same(comm, "the build (git commit)", CTGRAD_GIT_COMMIT);
+    training::require_same(comm, "the config", cfg.to_json());
+    loop.comm = &comm;
+    std::printf("data parallel: %d ranks of %d thread%s, each feeding 1/%d of every batch; gradients summed in buckets of %.1f MB\n",
+                comm.size(), session->model().threads(), session->model().threads() == 1 ? "" : "s", comm.size(),
+                double(comm.bucket_bytes) / (1 << 20));
+  }
   if (session->optimizer().steps() >= loop.steps) {
     std::printf("the checkpoint in %s is already at step %lld of %lld: nothing to train (raise --set steps=)\n", ctx.folder.dir().c_str(),
                 (long long)session->optimizer().steps(), (long long)loop.steps);
@@ -310,6 +391,12 @@ int run(const Args& a) {
   const training::Outcome out = trainer.fit(r);
   if (out.interrupted) return 130;
   if (out.diverged) return 3;
+  if (parallel) {
+    std::printf("communication: %.1f s of %.1f s of training (%.1f%%), %.1f MB summed per step\n", out.communication_seconds, out.seconds,
+                100 * out.communication_seconds / std::max(out.seconds, 1e-9),
+                comm.bytes() / 1e6 / double(std::max<std::int64_t>(out.last - out.first + 1, 1)));
+    if (follower) return 0;  // rank 0 writes the plot and shows the result
+  }
   training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
   std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s, plot %s\n",
               training::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), ctx.folder.checkpoint().c_str(),
@@ -326,6 +413,10 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);                   // a file-size limit fails the write with a message, not a kill
   auto fail = [](int code, const std::string& m) {
     if (ctgrad::training::interrupted()) return interrupted_exit();  // a failure caused by the interrupt (a killed child)
+    if (launched_ranks() > 1) try {  // the other ranks would wait for this one: every rank stops, now
+        world().abort(printable(m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m), code);
+      } catch (const std::exception&) {  // a build without MPI: one message per rank
+      }
     std::fprintf(stderr, "%s%s\n", m.rfind("ctgrad: ", 0) == 0 ? "" : "ctgrad: ", printable(m).c_str());
     return code;
   };

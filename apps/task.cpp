@@ -96,6 +96,12 @@ void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbo
     throw config_error(what + " needs " + gb(need) + " for activations, inputs and parameters; " + gb(have) + " of memory is available (free memory, container and ulimit -v limits)");
 }
 
+void check_shards(const Context& ctx, std::int64_t rows, const std::string& key) {
+  if (ctx.shard.count > 1 && rows % ctx.shard.count != 0)
+    throw config_error(key + " " + std::to_string(rows) + " does not split into " + std::to_string(ctx.shard.count) +
+                       " equal shards: give a multiple of the " + std::to_string(ctx.shard.count) + " ranks");
+}
+
 std::string file_hash(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw config_error("cannot read " + file.string());

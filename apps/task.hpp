@@ -47,6 +47,7 @@ struct Context {
   training::RunFolder folder;
   bool from_checkpoint = false;   // eval, the extra commands, train --resume
   int threads = 0;                // 0: all cores
+  training::Shard shard;          // under mpirun: the part of each global batch this rank feeds
 };
 
 // A model bound to a config, its data and its run folder, for one command.
@@ -78,6 +79,9 @@ struct Task {
   std::vector<Command> commands;  // beyond train; one named "eval" declares eval's options
   std::vector<TrainingCommand> training_commands;
   std::function<std::unique_ptr<Session>(const Config&, const Context&)> open;
+  // Its training feeds Context::shard of each batch (and says Run::loss_terms when shards'
+  // losses average over different counts): `mpirun -np N ctgrad train` is refused otherwise.
+  bool data_parallel = false;
   // Extra checks of a config against the checkpoint's, beyond the keys' roles (a GPT may be
   // evaluated at a shorter context than it was trained at, not a longer one).
   std::function<void(const Config& config, const Config& saved, const Context&)> check_against_checkpoint = {};
@@ -124,6 +128,10 @@ Options program_options(const Config& c, int threads, const G& g) {
 // `extra` bytes the task keeps per step (batches), against the memory available now. `what` says
 // which keys set the dims ("batch 12 x context 64").
 void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbols> sym, double extra, const std::string& what);
+
+// Data parallelism: the global batch of `rows` (set by `key`) must split into equal shards, so
+// that each rank's dropout masks are the ones of its rows in a one-process run.
+void check_shards(const Context& ctx, std::int64_t rows, const std::string& key);
 
 // A 64-bit FNV-1a hash of a file's bytes, as hex: recorded in a checkpoint so that a tokenizer
 // swapped or edited after training is refused, not silently used.

@@ -497,6 +497,7 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
     }
     OpArgs a{attrs_[static_cast<std::size_t>(i)], in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
     a.seed = dropout_seed_;
+    a.shard = shard_;
 
     a.step = static_cast<std::uint64_t>(vjp ? step_ - 1 : step_);  // forward() counts after running
     a.node = i;

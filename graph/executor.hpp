@@ -121,6 +121,10 @@ class Executor {
   // The seed of the random ops (dropout); with steps() it is the whole RNG state.
   std::uint64_t seed() const { return dropout_seed_; }
   void set_seed(std::uint64_t s) { dropout_seed_ = s; }
+  // Data parallelism: this process is shard `s` of equal shards of each global batch (rows
+  // s x B .. (s + 1) x B); dropout then draws the masks of those rows of the global batch.
+  std::uint64_t random_shard() const { return shard_; }
+  void set_random_shard(std::uint64_t s) { shard_ = s; }
 
  private:
   struct Impl;
@@ -141,7 +145,7 @@ class Executor {
   GraphView g_;
   PlanView plan_[2];  // [train, infer]
   Options opts_;
-  std::uint64_t dropout_seed_ = 0;
+  std::uint64_t dropout_seed_ = 0, shard_ = 0;
   std::unique_ptr<Impl> impl_;
   std::vector<Hyper> hypers_;
   std::vector<int> hyper_index_;  // node -> index in hypers_, -1

@@ -83,6 +83,10 @@ struct OpArgs {
   std::uint64_t step = 0;
   int node = 0;
   bool training = true;  // false in Mode::infer: dropout is the identity
+  // Data parallelism: this process holds rows shard x rows .. (shard + 1) x rows of the global
+  // batch, so a random op numbers its elements from shard x numel: the masks of the whole batch
+  // are the ones a single process would draw.
+  std::uint64_t shard = 0;
 
   template <class Op>
   options_t<Op> attrs() const {

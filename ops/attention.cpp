@@ -24,6 +24,7 @@ struct Broadcast {
 
 struct Geometry {
   std::int64_t heads, Tq, Tk, d, dv;  // heads = product of the leading dims
+  std::uint64_t first = 0;             // dropout counter of element 0 (a data-parallel shard's offset)
   double scale, p;
   bool causal;
   Broadcast mask, bias;
@@ -48,6 +49,7 @@ Geometry geometry(const OpArgs& a) {
   Geometry g;
   g.Tq = q.size(-2), g.d = q.size(-1), g.Tk = k.size(-2), g.dv = v.size(-1);
   g.heads = q.rows(2);
+  g.first = a.shard * std::uint64_t(g.heads * g.Tq * g.Tk);
   g.scale = o.scale != 0 ? double(o.scale) : 1.0 / std::sqrt(double(g.d));
   g.p = a.training ? double(o.dropout) : 0.0;
   g.causal = o.causal;
@@ -82,7 +84,7 @@ T dot(const T* a, const T* b, std::int64_t n) {
 template <class T>
 T drop(const Geometry& g, std::uint64_t key, std::int64_t h, std::int64_t i, std::int64_t j) {
   if (g.p <= 0) return T(1);
-  return random::uniform(key, std::uint64_t((h * g.Tq + i) * g.Tk + j)) >= g.p ? T(1.0 / (1.0 - g.p)) : T(0);
+  return random::uniform(key, g.first + std::uint64_t((h * g.Tq + i) * g.Tk + j)) >= g.p ? T(1.0 / (1.0 - g.p)) : T(0);
 }
 
 // Work space of one task on its stack (no heap in a step, whichever thread runs it): a block of

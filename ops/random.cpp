@@ -15,8 +15,9 @@ void masked(const OpArgs& a, F f) {
   const double p = a.attrs<DropoutOp>().p;
   const T scale = T(1.0 / (1.0 - p));
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
+  const std::uint64_t first = a.shard * std::uint64_t(a.out.numel);  // this shard's elements of the global batch
   kernel::parallel(a.out.numel, kernel::grain_for(8), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) f(i, random::uniform(key, std::uint64_t(i)) >= p ? scale : T(0));
+    for (std::int64_t i = b; i < e; ++i) f(i, random::uniform(key, first + std::uint64_t(i)) >= p ? scale : T(0));
   });
 }
 }  // namespace

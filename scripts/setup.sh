@@ -17,6 +17,7 @@ packages=(
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)
   libopenblas0-openmp libdnnl-dev            # reference points for ctgrad-bench gemm
   libtorch-dev                               # the libtorch peer of ctgrad-bench gpt|vit|transformer
+  libopenmpi-dev openmpi-bin                 # data-parallel training (mpirun -np N ctgrad train ...)
 )
 
 missing=()

@@ -88,6 +88,10 @@ std::string format_duration(double s) {
 TrainingLog::TrainingLog(const fs::path& dir, std::int64_t first, std::int64_t steps, std::string unit, std::string items)
     : first_(first), steps_(steps), unit_(std::move(unit)), items_(std::move(items)), tty_(::isatty(STDOUT_FILENO)),
       t0_(std::chrono::steady_clock::now()) {
+  if (dir.empty()) {  // another rank's: timing only
+    quiet_ = true;
+    return;
+  }
   const bool resume = first > 1;
   for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
     std::error_code ec;
@@ -117,6 +121,7 @@ double TrainingLog::seconds() const {
 void TrainingLog::step(std::int64_t step, double loss, double lr, double items, const std::optional<Metrics>& val) {
   items_done_ += items;
   avg_ = avg_ < 0 ? loss : 0.9 * avg_ + 0.1 * loss;
+  if (quiet_) return;
   const double secs = seconds(), rate = items_done_ / std::max(secs, 1e-9);
   jsonl_ << json{{"step", step}, {"loss", loss}, {"lr", lr}, {items_ + "_per_s", rate}}.dump() << "\n";
   if (val) {

@@ -23,7 +23,8 @@ struct Metrics {
 
 class TrainingLog {
  public:
-  // `unit` names the loss ("nats/char"); `items` what a step processes ("tok", "img").
+  // `unit` names the loss ("nats/char"); `items` what a step processes ("tok", "img"). An empty
+  // `dir`: a log that only keeps time (the other ranks of a data-parallel run).
   TrainingLog(const std::filesystem::path& dir, std::int64_t first, std::int64_t steps, std::string unit, std::string items);
   double seconds() const;  // training time so far, without evaluation and checkpoints
   template <class F>
@@ -41,7 +42,7 @@ class TrainingLog {
   std::ofstream jsonl_, csv_;
   std::int64_t first_, steps_;
   std::string unit_, items_;
-  bool tty_;
+  bool tty_, quiet_ = false;
   std::chrono::steady_clock::time_point t0_;
   double paused_ = 0, items_done_ = 0, avg_ = -1;
   double seconds_before_ = 0;  // a resumed run: the training time of the records it keeps

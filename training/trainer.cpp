@@ -1,10 +1,15 @@
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/training/trainer.hpp>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -24,7 +29,41 @@ void install_interrupt_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 bool interrupted() { return g_interrupted; }
+void set_interrupted() { g_interrupted = true; }
 void clear_interrupted() { g_interrupted = false; }
+
+namespace {
+
+// Sums the ranks' gradients, each scaled by its weight first (its share of the global batch's
+// loss terms), in buckets of comm.bucket_bytes.
+void reduce_gradients(Executor<float>& model, Communicator& comm, float weight) {
+  const std::span<float> g = model.parameter_grads();
+  if (weight != 1.0f)
+    model.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g.size(), 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
+        for (std::size_t i = r.begin(); i < r.end(); ++i) g[i] *= weight;
+      });
+    });
+  const std::size_t bucket = std::max<std::size_t>(comm.bucket_bytes / sizeof(float), 1);
+  for (std::size_t at = 0; at < g.size(); at += bucket) comm.allreduce_sum(g.subspan(at, std::min(bucket, g.size() - at)), "the gradients");
+}
+
+// The parameters' bytes, hashed (FNV-1a over 64-bit words): replicas that drifted apart differ.
+std::string weights_hash(Executor<float>& model) {
+  const std::span<float> w = model.parameter_values();
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const std::size_t words = w.size_bytes() / 8;
+  const auto* p = reinterpret_cast<const unsigned char*>(w.data());
+  for (std::size_t i = 0; i < words; ++i) {
+    std::uint64_t x;
+    std::memcpy(&x, p + 8 * i, 8);
+    h = (h ^ x) * 0x100000001b3ull;
+  }
+  for (std::size_t i = words * 8; i < w.size_bytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return std::to_string(h);
+}
+
+}  // namespace
 
 void Trainer::save(const Run& run) const {
   checkpoint::save_training<float>(folder_.checkpoint(), run.model, &run.optimizer, o_.metadata);
@@ -53,7 +92,12 @@ Outcome Trainer::fit(Run& run) {
     out.last = run.optimizer.steps();
     return out;
   }
-  TrainingLog log(folder_.dir(), out.first, o_.steps, o_.unit, o_.items);
+  Solo solo;
+  Communicator& comm = o_.comm ? *o_.comm : solo;
+  const bool parallel = comm.size() > 1, leader = comm.leader();
+  if (parallel) run.model.set_random_shard(std::uint64_t(comm.rank()));
+  const double comm0 = comm.seconds();
+  TrainingLog log(leader ? folder_.dir() : std::filesystem::path(), out.first, o_.steps, o_.unit, o_.items);
   std::int64_t saved_step = folder_.has_checkpoint() ? run.optimizer.steps() : -1;  // -1: none yet
   auto kept = [&] {
     return saved_step < 0 ? std::string("no checkpoint was saved yet")
@@ -62,19 +106,38 @@ Outcome Trainer::fit(Run& run) {
   auto validate_now = [&](std::int64_t step) {
     return run.validate_at ? run.validate_at(step) : step % o_.eval_every == 0 || step == o_.steps;
   };
+  auto finish = [&] {
+    log.close();
+    out.seconds = log.seconds(), out.communication_seconds = comm.seconds() - comm0;
+  };
+  auto checkpoint = [&](std::int64_t step) {
+    if (parallel) require_same(comm, "the weights after step " + std::to_string(step), weights_hash(run.model));  // replicas in sync
+    if (leader) save(run);
+    saved_step = step;
+  };
   for (std::int64_t step = out.first; step <= o_.steps; ++step) {
-    const double items = run.feed(step);
+    double items = run.feed(step);
     run.model.zero_grad();
     run.model.forward();
     run.model.backward();
-    const double loss = run.model.loss();  // before validation runs the model on other batches
+    double loss = run.model.loss();  // before validation runs the model on other batches
+    if (parallel) {
+      // The global batch's loss and gradient: each shard's weighted by its share of the loss terms.
+      const double terms = run.loss_terms ? run.loss_terms() : 1.0;
+      double sums[4] = {loss * terms, terms, items, interrupted() ? 1.0 : 0.0};
+      comm.allreduce_sum(sums, "the step's loss");
+      if (sums[3] > 0) set_interrupted();
+      loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0, items = sums[2];
+      if (std::isfinite(loss)) reduce_gradients(run.model, comm, float(terms / sums[1]));
+    }
     if (!std::isfinite(loss)) {
       // Nothing of this step is kept: the last checkpoint is the last good state.
-      log.close();
-      out.diverged = true, out.last = step - 1, out.seconds = log.seconds();
-      std::printf("\nstopped at step %lld: the training loss is %s (%s; lower the learning rate or raise the clipping, then %s)\n",
-                  (long long)step, std::isnan(loss) ? "NaN" : "infinite", kept().c_str(),
-                  saved_step < 0 ? "start again with --overwrite" : "--resume or start over with --overwrite");
+      finish();
+      out.diverged = true, out.last = step - 1;
+      if (leader)
+        std::printf("\nstopped at step %lld: the training loss is %s (%s; lower the learning rate or raise the clipping, then %s)\n",
+                    (long long)step, std::isnan(loss) ? "NaN" : "infinite", kept().c_str(),
+                    saved_step < 0 ? "start again with --overwrite" : "--resume or start over with --overwrite");
       return out;
     }
     if (o_.lr) run.optimizer.set_lr(o_.lr(step));
@@ -85,13 +148,14 @@ Outcome Trainer::fit(Run& run) {
     if (run.after_step) run.after_step(step, loss);
     std::optional<Metrics> val;
     if (validate_now(step)) val = log.untimed([&] { return run.validate(); });
-    if (val && interrupted()) {
+    if (val && (parallel ? any_interrupted(comm) : interrupted())) {
       // A validation cut short is not a result: nothing of this step is logged or saved, and a
       // resumed run trains again from the last checkpoint (bit for bit) and validates in full.
-      log.close();
-      out.interrupted = true, out.last = step, out.seconds = log.seconds();
-      std::printf("\ninterrupted during the validation of step %lld: %s (%s)\n", (long long)step, kept().c_str(),
-                  saved_step < 0 ? "start again with --overwrite" : "continue with --resume");
+      finish();
+      out.interrupted = true, out.last = step;
+      if (leader)
+        std::printf("\ninterrupted during the validation of step %lld: %s (%s)\n", (long long)step, kept().c_str(),
+                    saved_step < 0 ? "start again with --overwrite" : "continue with --resume");
       return out;
     }
     log.step(step, loss, run.optimizer.lr(), items, val);
@@ -99,27 +163,25 @@ Outcome Trainer::fit(Run& run) {
     if (val) {
       out.last_validation = *val;
       if (!std::isfinite(val->loss())) {
-        log.close();
-        out.diverged = true, out.seconds = log.seconds();
-        std::printf("stopped at step %lld: the validation loss is not finite (%s)\n", (long long)step, kept().c_str());
+        finish();
+        out.diverged = true;
+        if (leader) std::printf("stopped at step %lld: the validation loss is not finite (%s)\n", (long long)step, kept().c_str());
         return out;
       }
-      log.untimed([&] { return save(run), 0; });
-      saved_step = step;
-      if (run.after_validation) run.after_validation(step, *val);
+      log.untimed([&] { return checkpoint(step), 0; });
+      if (run.after_validation && leader) run.after_validation(step, *val);
     }
-    if (interrupted()) {
-      save(run);
-      saved_step = step;
-      log.close();
-      out.interrupted = true, out.seconds = log.seconds();
-      std::printf("\ninterrupted at step %lld: checkpoint saved to %s (continue with --resume)\n", (long long)step,
-                  folder_.checkpoint().c_str());
+    if (interrupted()) {  // the same on every rank: the flag was summed with the step's loss
+      checkpoint(step);
+      finish();
+      out.interrupted = true;
+      if (leader)
+        std::printf("\ninterrupted at step %lld: checkpoint saved to %s (continue with --resume)\n", (long long)step,
+                    folder_.checkpoint().c_str());
       return out;
     }
   }
-  log.close();
-  out.seconds = log.seconds();
+  finish();
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/graph/executor.hpp>
 #include <ctgrad/optim/optimizer.hpp>
+#include <ctgrad/training/distributed.hpp>
 #include <ctgrad/training/log.hpp>
 #include <ctgrad/training/run_folder.hpp>
 
@@ -38,7 +39,11 @@ struct Run {
   std::function<bool(std::int64_t step)> validate_at = {};
   // Called after each step with its training loss, and after each validation (an epoch line).
   std::function<void(std::int64_t step, double loss)> after_step = {};
-  std::function<void(std::int64_t step, const Metrics&)> after_validation = {};
+  std::function<void(std::int64_t step, const Metrics&)> after_validation = {};  // rank 0 only
+  // Data parallelism: how many terms the loss of the shard just fed averages over (the scored
+  // tokens); the ranks' gradients are weighted by it, so the step is the global batch's. Empty:
+  // every shard's loss has the same number of terms (equal rows of equal length).
+  std::function<double()> loss_terms = {};
 };
 
 struct LoopOptions {
@@ -48,6 +53,9 @@ struct LoopOptions {
   std::string unit = "nats/token", items = "tok";
   checkpoint::Metadata metadata;            // stored with each checkpoint (the config, the model, ...)
   int keep_checkpoints = 0;                 // also keep the last k as checkpoint-<step>.safetensors (averaging)
+  // Data parallel over these ranks when there is more than one (the Run's feed then feeds this
+  // rank's shard): gradients summed, rank 0 logs and saves. Null: one process.
+  Communicator* comm = nullptr;
 };
 
 struct Outcome {
@@ -55,6 +63,7 @@ struct Outcome {
   bool interrupted = false;          // Ctrl-C or SIGTERM: saved, stopped
   bool diverged = false;             // a non-finite loss: stopped without saving it
   double seconds = 0;                // training time, without validation and checkpoints
+  double communication_seconds = 0;  // of that, in collectives (data parallelism)
   Metrics last_validation;
 };
 
@@ -81,6 +90,7 @@ class Trainer {
 // validation, sampling) check it and stop cleanly. Installed once, for the whole process.
 void install_interrupt_handlers();
 bool interrupted();
+void set_interrupted();  // as if a signal came: another rank of a data-parallel job was interrupted
 void clear_interrupted();
 
 }  // namespace ctgrad::training

@@ -96,6 +96,7 @@ class GptSession : public Session {
       throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
     check_fits(*model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
+    check_shards(ctx, batch_, "batch");
   }
   Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
@@ -153,11 +154,13 @@ class GptSession : public Session {
     return {.model = *model_,
             .optimizer = opt_,
             .feed =
-                [this](std::int64_t step) {
+                [this](std::int64_t step) {  // this rank's rows of the step's batch
                   batches_->get(std::uint64_t(step));
-                  model_->set_input(in::ids, batches_->x(), {batch_, context_});
-                  model_->set_input(in::targets, batches_->y(), {batch_, context_});
-                  return double(batch_ * context_);
+                  const std::int64_t first = ctx_.shard.begin(batch_) * context_, rows = ctx_.shard.rows(batch_);
+                  const auto x = std::span<const std::int32_t>(batches_->x()), y = std::span<const std::int32_t>(batches_->y());
+                  model_->set_input(in::ids, x.subspan(std::size_t(first), std::size_t(rows * context_)), {rows, context_});
+                  model_->set_input(in::targets, y.subspan(std::size_t(first), std::size_t(rows * context_)), {rows, context_});
+                  return double(rows * context_);
                 },
             .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};
   }
@@ -275,6 +278,7 @@ Task gpt_task() {
   t.name = "gpt";
   t.summary = "decoder-only LM (GPT-2 blocks) on the KJV Bible, characters or BPE";
   t.schema = gpt_schema();
+  t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", sample_options()});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");

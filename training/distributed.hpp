@@ -1,0 +1,68 @@
+// Data parallelism: N processes (ranks) train one model; each feeds its shard of every global
+// batch, the gradients are summed over the ranks, and every rank takes the same optimizer step, so
+// the run does not depend on N. The Trainer does the reduction when LoopOptions::comm has more than
+// one rank; a model's feed reads its Shard. The collectives come from a Communicator: MPI's
+// (training/mpi.hpp, the `ctgrad` command under mpirun) or one process (Solo).
+//
+// Contract of a Communicator: every rank calls the same collectives in the same order with the
+// same lengths; the sums are the same bits on every rank. A collective that waits longer than the
+// communicator's timeout ends every rank with a message naming it (a dead or hung rank).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace ctgrad::training {
+
+// Which part of each global batch this process feeds: rows begin(B) .. end(B) of B.
+struct Shard {
+  int index = 0, count = 1;
+  std::int64_t begin(std::int64_t rows) const { return rows * index / count; }
+  std::int64_t end(std::int64_t rows) const { return rows * (index + 1) / count; }
+  std::int64_t rows(std::int64_t global) const { return end(global) - begin(global); }
+  bool leader() const { return index == 0; }  // rank 0 writes the outputs
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  Shard shard() const { return {rank(), size()}; }
+  bool leader() const { return rank() == 0; }
+  // Sums over the ranks, in place. `what` names the collective in a timeout message.
+  virtual void allreduce_sum(std::span<float> data, const char* what) = 0;
+  virtual void allreduce_sum(std::span<double> data, const char* what) = 0;
+  // Rank `root`'s bytes to every rank.
+  virtual void broadcast(std::string& bytes, int root, const char* what) = 0;
+  // Ends every rank: prints `message` (with this rank) and exits with `code`.
+  [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
+  // Seconds spent inside collectives so far, and the bytes they summed.
+  double seconds() const { return seconds_; }
+  double bytes() const { return bytes_; }
+  // Gradients are summed in buckets of this many bytes (PyTorch DDP's 25 MB by default).
+  std::size_t bucket_bytes = std::size_t(25) << 20;
+
+ protected:
+  double seconds_ = 0, bytes_ = 0;
+};
+
+// One process: the collectives are identities.
+class Solo final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void allreduce_sum(std::span<float>, const char*) override {}
+  void allreduce_sum(std::span<double>, const char*) override {}
+  void broadcast(std::string&, int, const char*) override {}
+  [[noreturn]] void abort(const std::string& message, int code) override;
+};
+
+// Every rank's `value` of `what` must be rank 0's: otherwise a config_error on every rank naming
+// the ranks that differ (a build, a config or a data file that is not the same everywhere).
+void require_same(Communicator& comm, const std::string& what, const std::string& value);
+
+// True on every rank when any rank was interrupted (Ctrl-C, SIGTERM): all stop at the same step.
+bool any_interrupted(Communicator& comm);
+
+}  // namespace ctgrad::training
