@@ -221,6 +221,7 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
   }
   if (!a.config_file.empty()) cfg.merge_json(read_file(a.config_file, 1 << 20), "config file " + a.config_file);
   for (const auto& s : a.sets) cfg.set(s, "--set");
+  if (t.dependent_defaults) t.dependent_defaults(cfg);  // stated in the checkpoint: a resumed run keeps them
   if (saved) {
     const training::Role pinned = a.command == "train" ? training::Role::run : training::Role::model;
     const auto diff = cfg.differences(*saved, pinned);

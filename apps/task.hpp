@@ -79,6 +79,9 @@ struct Task {
   std::vector<Command> commands;  // beyond train; one named "eval" declares eval's options
   std::vector<TrainingCommand> training_commands;
   std::function<std::unique_ptr<Session>(const Config&, const Context&)> open;
+  // Defaults that depend on other keys (the copy task trains without dropout), set on the config
+  // before it is used, so that the checkpoint states them and a resumed run (or another rank) keeps them.
+  std::function<void(Config&)> dependent_defaults = {};
   // Its training feeds Context::shard of each batch (and says Run::loss_terms when shards'
   // losses average over different counts): `mpirun -np N ctgrad train` is refused otherwise.
   bool data_parallel = false;

@@ -41,7 +41,7 @@ void reduce_gradients(Executor<float>& model, Communicator& comm, float weight) 
   if (weight != 1.0f)
     model.execute([&] {
       tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g.size(), 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
-        for (std::size_t i = r.begin(); i < r.end(); ++i) g[i] *= weight;
+        for (std::size_t i = r.begin(); i < r.end(); ++i) g[i] = weight == 0 ? 0.0f : g[i] * weight;
       });
     });
   const std::size_t bucket = std::max<std::size_t>(comm.bucket_bytes / sizeof(float), 1);
@@ -124,7 +124,7 @@ Outcome Trainer::fit(Run& run) {
     if (parallel) {
       // The global batch's loss and gradient: each shard's weighted by its share of the loss terms.
       const double terms = run.loss_terms ? run.loss_terms() : 1.0;
-      double sums[4] = {loss * terms, terms, items, interrupted() ? 1.0 : 0.0};
+      double sums[4] = {terms > 0 ? loss * terms : 0.0, terms, items, interrupted() ? 1.0 : 0.0};  // no terms: no part
       comm.allreduce_sum(sums, "the step's loss");
       if (sums[3] > 0) set_interrupted();
       loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0, items = sums[2];

@@ -85,6 +85,9 @@ class BertSession : public Session {
     const std::int64_t picks = batch_ * std::max<std::int64_t>(1, std::llround(c.real("select") * double(context_)));
     check_fits(model_, {batch_, context_, 1, picks, 1, 1}, 24.0 * double(batch_) * double(context_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
+    check_shards(ctx, batch_, "batch");
+    if (P.next_sentence && ctx.shard.count > 1)  // its two losses average over different counts: no one weight per rank
+      throw config_error("next_sentence=true does not train data-parallel yet: start it without mpirun");
   }
   Executor<float>& model() override { return model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
@@ -197,15 +200,17 @@ class BertSession : public Session {
             .feed =
                 [this](std::int64_t step) {
                   train_->draw(std::uint64_t(step));
-                  set_batch(*train_);
-                  return double(std::accumulate(train_->lengths().begin(), train_->lengths().end(), std::int64_t(0)));
+                  set_batch(*train_, ctx_.shard);
+                  const auto lengths = train_->lengths().subspan(std::size_t(ctx_.shard.begin(batch_)), std::size_t(ctx_.shard.rows(batch_)));
+                  return double(std::accumulate(lengths.begin(), lengths.end(), std::int64_t(0)));
                 },
             .validate = [this] {
               const Scores v = validate();
               training::Metrics m{{{"loss", v.loss}, {"accuracy", v.accuracy}}};
               if constexpr (P.next_sentence) m.values.push_back({"next_sentence_accuracy", v.next_sentence_accuracy});
               return m;
-            }};
+            },
+            .loss_terms = [this] { return double(shard_picks_); }};
   }
 
   int eval(const Config&) override {
@@ -257,15 +262,25 @@ class BertSession : public Session {
     return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1)), best};
   }
 
-  void set_batch(const data::MlmBatches& b) {
-    const std::int64_t rows = b.batch(), seq = b.seq(), picks = std::int64_t(b.picks().size());
-    model_.set_input(in::ids, b.ids(), {rows, seq});
-    model_.set_input(in::segments, b.segments(), {rows, seq});
-    model_.set_input(in::lengths, b.lengths(), {rows});
-    model_.set_input(in::picks, b.picks(), {picks});
-    model_.set_input(in::targets, b.targets(), {picks});
-    if constexpr (P.next_sentence) model_.set_input(in::labels, b.next_labels(), {rows});
+  // The batch, or a data-parallel rank's rows of it (the batch's padded length kept, so each
+  // rank's dropout masks are its rows' of the whole batch) with the picks in them.
+  void set_batch(const data::MlmBatches& b, training::Shard shard = {}) {
+    const std::int64_t seq = b.seq(), first = shard.begin(b.batch()), rows = shard.rows(b.batch());
+    const std::size_t lo = std::size_t(first * seq), n = std::size_t(rows * seq);
+    shard_picks_ = 0, picks_.clear(), targets_.clear();
+    for (std::size_t i = 0; i < b.picks().size(); ++i)
+      if (std::size_t(b.picks()[i]) >= lo && std::size_t(b.picks()[i]) < lo + n)
+        picks_.push_back(b.picks()[i] - std::int32_t(lo)), targets_.push_back(b.targets()[i]);
+    shard_picks_ = std::int64_t(picks_.size());
+    model_.set_input(in::ids, b.ids().subspan(lo, n), {rows, seq});
+    model_.set_input(in::segments, b.segments().subspan(lo, n), {rows, seq});
+    model_.set_input(in::lengths, b.lengths().subspan(std::size_t(first), std::size_t(rows)), {rows});
+    model_.set_input(in::picks, std::span<const std::int32_t>(picks_), {shard_picks_});
+    model_.set_input(in::targets, std::span<const std::int32_t>(targets_), {shard_picks_});
+    if constexpr (P.next_sentence) model_.set_input(in::labels, b.next_labels().subspan(std::size_t(first), std::size_t(rows)), {rows});
   }
+  std::vector<std::int32_t> picks_, targets_;  // of this rank's rows
+  std::int64_t shard_picks_ = 0;
 
   struct Scores {
     double loss, accuracy, next_sentence_accuracy;
@@ -448,6 +463,7 @@ Task bert_task() {
   t.name = "bert";
   t.summary = "encoder-only masked LM (BERT) on the KJV Bible and Jane Austen, fill-mask";
   t.schema = bert_schema();
+  t.data_parallel = true;
   t.commands.push_back({"fill-mask", "the top-k tokens, with probabilities, for each [MASK] of a text", fill_mask_options()});
   Schema exp;
   exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "bert_batches.safetensors", "the file to write");

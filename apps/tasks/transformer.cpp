@@ -277,24 +277,28 @@ class TransformerSession : public Session {
 
   training::Run run() override {
     return {.model = *model_, .optimizer = opt_, .feed = [this](std::int64_t step) {
+              // This rank's pairs of the step's batch (all of them in one process), padded to
+              // their own longest: the loss terms (target tokens) weight the ranks' gradients.
               Batch bt;
               if (copy_) {
                 copy_batch_.clear();
                 std::vector<std::int64_t> idx;
                 for (std::int64_t b = 0; b < batch_; ++b)
                   copy_batch_.push_back(copy_example(seed_, std::uint64_t(step * batch_ + b))), idx.push_back(b);
-                bt = make_batch(copy_batch_, idx);
+                bt = make_batch(copy_batch_, shard_of(idx));
               } else {
-                bt = make_batch(train_, training_batch(step));
+                bt = make_batch(train_, shard_of(training_batch(step)));
               }
               feed(*model_, bt);
+              shard_tokens_ = bt.tokens();
               return double(bt.tokens());
             },
             .validate = [this] {
               training::Metrics m{{{"loss", validation_nll()}}};
               if (!copy_ && c_.integer("val_bleu") > 0) m.values.emplace_back("bleu", validation_bleu(std::size_t(c_.integer("val_bleu"))));
               return m;
-            }};
+            },
+            .loss_terms = [this] { return double(shard_tokens_); }};
   }
 
   // Corpus BLEU of greedy translations of the first n validation sentences.
@@ -436,14 +440,7 @@ class TransformerSession : public Session {
   }
 
  private:
-  // Copy runs default to no dropout and no label smoothing.
-  static Options options(const Config& c, const Context& ctx) {
-    Options o = program_options(c, ctx.threads, kHyperGraph);
-    if (c.text("task") == "copy")
-      for (auto& [name, v] : o.hypers)
-        if ((name == "dropout" || name == "label_smoothing") && !c.was_set(name)) v = 0;
-    return o;
-  }
+  static Options options(const Config& c, const Context& ctx) { return program_options(c, ctx.threads, kHyperGraph); }
 
   models::Seq2SeqSearch translator() {
     const Options o{.threads = ctx_.threads};
@@ -582,6 +579,16 @@ class TransformerSession : public Session {
   }
   // The batch of step s (1-based): epochs in order, each epoch's batches in order; a function of
   // s alone, so a resumed run continues with the same batches.
+  // This rank's rows of a batch's rows (all of them in one process).
+  std::vector<std::int64_t> shard_of(std::span<const std::int64_t> rows) const {
+    const std::int64_t n = std::int64_t(rows.size());
+    if (ctx_.shard.rows(n) == 0)
+      throw std::runtime_error("a batch of " + std::to_string(n) + " pairs has none for rank " + std::to_string(ctx_.shard.index) +
+                               " of " + std::to_string(ctx_.shard.count) + ": raise batch_tokens or use fewer ranks");
+    return {rows.begin() + ctx_.shard.begin(n), rows.begin() + ctx_.shard.end(n)};
+  }
+  std::int64_t shard_tokens_ = 0;
+
   std::span<const std::int64_t> training_batch(std::int64_t step) {
     std::int64_t first = 1;  // the first step of epoch e
     for (std::uint64_t e = 0;; ++e) {
@@ -671,6 +678,12 @@ Task transformer_task() {
   t.name = "transformer";
   t.summary = "encoder-decoder Transformer: EN->DE translation (BLEU), or the copy task";
   t.schema = transformer_schema();
+  t.data_parallel = true;
+  t.dependent_defaults = [](Config& c) {  // copy runs default to no dropout and no label smoothing
+    if (c.text("task") != "copy") return;
+    for (const char* k : {"dropout", "label_smoothing"})
+      if (!c.was_set(k)) c.set(k, "0", "the copy task's default");
+  };
   t.commands.push_back({"eval", "validation NLL, BLEU of greedy and beam search on the test split, heatmaps", eval_options()});
   t.commands.push_back({"translate", "translate English sentences (--text, or lines of standard input) with beam search", translate_options()});
   Schema exp;

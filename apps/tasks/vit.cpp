@@ -101,6 +101,7 @@ class VitSession : public Session {
         batch_(c.integer("batch")), n_train_(c.integer("train_images")), seed_(data_seed(c)) {
     if (n_train_ < batch_) throw config_error("train_images (" + c.show("train_images") + ") must be at least batch (" + c.show("batch") + ")");
     check_fits(*model_, {batch_, 1, 1, 1, 1, 1}, 4.0 * 784 * double(batch_), "batch " + c.show("batch"));
+    check_shards(ctx, batch_, "batch");
   }
   Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
@@ -137,14 +138,16 @@ class VitSession : public Session {
                 [this](std::int64_t step) {
                   const std::int64_t epoch = (step - 1) / per_epoch_, k = (step - 1) % per_epoch_;
                   if (epoch != order_epoch_) order_ = data::shuffled(n_train_, seed_, std::uint64_t(epoch)), order_epoch_ = epoch;
-                  for (std::int64_t b = 0; b < batch_; ++b) {
+                  for (std::int64_t b = ctx_.shard.begin(batch_); b < ctx_.shard.end(batch_); ++b) {
                     const std::int64_t i = order_[std::size_t(k * batch_ + b)];
                     image(train_, i, c_.flag("augment"), seed_, std::uint64_t(epoch), x_.data() + b * 784);
                     y_[std::size_t(b)] = train_.labels[std::size_t(i)];
                   }
-                  model_->set_input(in::images, std::span<const float>(x_), {batch_, 1, 28, 28});
-                  model_->set_input(in::labels, std::span<const std::int32_t>(y_), {batch_});
-                  return double(batch_);
+                  // This rank's images of the batch (all of it in one process).
+                  const std::int64_t first = ctx_.shard.begin(batch_), rows = ctx_.shard.rows(batch_);
+                  model_->set_input(in::images, std::span<const float>(x_).subspan(std::size_t(first * 784), std::size_t(rows * 784)), {rows, 1, 28, 28});
+                  model_->set_input(in::labels, std::span<const std::int32_t>(y_).subspan(std::size_t(first), std::size_t(rows)), {rows});
+                  return double(rows);
                 },
             .validate =
                 [this] {
@@ -244,6 +247,7 @@ Task vit_task() {
   t.name = "vit";
   t.summary = "Vision Transformer on Fashion-MNIST: test accuracy, confusion matrix, prediction grid";
   t.schema = vit_schema();
+  t.data_parallel = true;
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");
     if (size == "small") return std::make_unique<VitSession<models::kVitSmall>>(c, ctx);
