@@ -374,7 +374,13 @@ int run(const Args& a) {
       comm.broadcast(ok, 0, "rank 0's set-up of the run");
     }
     training::require_same(comm, "the build (git commit)", CTGRAD_GIT_COMMIT);
-    training::require_same(comm, "the config", cfg.to_json());
+    training::require_same(comm, "the config", cfg.to_json(), [&](const std::string& root, const std::string&) {
+      Config theirs = t.schema.defaults();
+      theirs.merge_json(root, "rank 0's config");
+      std::string list;
+      for (const auto& d : cfg.differences(theirs, training::Role::free)) list += (list.empty() ? "" : "; ") + d;
+      return list;
+    });
     loop.comm = &comm;
     std::printf("data parallel: %d ranks of %d thread%s, each feeding 1/%d of every batch; gradients summed in buckets of %.1f MB\n",
                 comm.size(), session->model().threads(), session->model().threads() == 1 ? "" : "s", comm.size(),

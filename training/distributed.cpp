@@ -13,7 +13,8 @@ void Solo::abort(const std::string& message, int code) {
   std::exit(code);
 }
 
-void require_same(Communicator& comm, const std::string& what, const std::string& value) {
+void require_same(Communicator& comm, const std::string& what, const std::string& value,
+                  const std::function<std::string(const std::string&, const std::string&)>& explain) {
   if (comm.size() == 1) return;
   std::string root = value;
   comm.broadcast(root, 0, what.c_str());
@@ -24,9 +25,12 @@ void require_same(Communicator& comm, const std::string& what, const std::string
   std::string ranks;
   for (std::size_t r = 0; r < differs.size(); ++r)
     if (differs[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  if (!ranks.empty())
-    throw config_error("the ranks of this job differ in " + what + ": rank" + (ranks.find(',') == std::string::npos ? " " : "s ") + ranks +
-                       " differ from rank 0 (every rank must run the same build with the same config and data)");
+  if (ranks.empty()) return;
+  const bool one = ranks.find(',') == std::string::npos;
+  std::string how;
+  if (root != value && explain) how = " (rank 0 has " + explain(root, value) + ")";
+  throw config_error("the ranks of this job differ in " + what + ": rank" + (one ? " " : "s ") + ranks + (one ? " differs" : " differ") +
+                     " from rank 0" + how + "; every rank must run the same build with the same config and data");
 }
 
 bool any_interrupted(Communicator& comm) {

@@ -9,6 +9,7 @@
 // communicator's timeout ends every rank with a message naming it (a dead or hung rank).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -59,8 +60,10 @@ class Solo final : public Communicator {
 };
 
 // Every rank's `value` of `what` must be rank 0's: otherwise a config_error on every rank naming
-// the ranks that differ (a build, a config or a data file that is not the same everywhere).
-void require_same(Communicator& comm, const std::string& what, const std::string& value);
+// the ranks that differ (a build, a config or a data file that is not the same everywhere);
+// `explain(rank 0's value, this rank's)` says how, on a rank that differs.
+void require_same(Communicator& comm, const std::string& what, const std::string& value,
+                  const std::function<std::string(const std::string&, const std::string&)>& explain = {});
 
 // True on every rank when any rank was interrupted (Ctrl-C, SIGTERM): all stop at the same step.
 bool any_interrupted(Communicator& comm);

@@ -90,7 +90,7 @@ class Mpi final : public Communicator {
       wake_.wait_for(lock, std::chrono::milliseconds(500));
       if (busy_ && std::chrono::duration<double>(Clock::now() - since_).count() > timeout_) {
         std::fprintf(stderr,
-                     "ctgrad (rank %d of %d): no answer from the other ranks for %.0f s in %s: a rank died or hangs; stopping "
+                     "\nctgrad (rank %d of %d): no answer from the other ranks for %.0f s in %s: a rank died or hangs; stopping "
                      "(CTGRAD_MPI_TIMEOUT=seconds sets the limit)\n",
                      rank_, size_, timeout_, what_);
         std::fflush(stderr);

@@ -111,6 +111,43 @@ TEST_CASE("dropout keeps 1-p of the values, scaled, is the identity in inference
   for (double v : out(p, "y")) CHECK(v == 1.0);
 }
 
+constexpr auto drop_both = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, 2, 6, 4});
+  g.output(dropout(x, 0.3), "y");
+  g.output(attention(x, x, x, {.dropout = 0.3}), "a");
+  return g;
+};
+static constexpr auto DROP_BOTH = freeze<drop_both>();
+
+TEST_CASE("a data-parallel shard draws the dropout masks of its rows of the global batch", "[ops][values][distributed]") {
+  // Rows 0..5 in one process, or rows 0..2 as shard 0 and 3..5 as shard 1: the same bits.
+  std::vector<float> x(6 * 2 * 6 * 4);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(double(i)));
+  Program<DROP_BOTH> whole(Options{.seed = 9});
+  whole.set_input("x", std::span<const float>(x), {6, 2, 6, 4});
+  whole.forward();
+  for (const char* name : {"y", "a"}) {
+    const auto all = out(whole, name);
+    std::vector<double> joined;
+    for (int shard = 0; shard < 2; ++shard) {
+      Program<DROP_BOTH> part(Options{.seed = 9});
+      part.set_random_shard(std::uint64_t(shard));
+      part.set_input("x", std::span<const float>(x).subspan(std::size_t(shard) * x.size() / 2, x.size() / 2), {3, 2, 6, 4});
+      part.forward();
+      const auto o = out(part, name);
+      joined.insert(joined.end(), o.begin(), o.end());
+    }
+    INFO(name);
+    CHECK(joined == all);
+  }
+  Program<DROP_BOTH> unsharded(Options{.seed = 9});  // shard 1's rows drawn as shard 0: other masks
+  unsharded.set_input("x", std::span<const float>(x).subspan(x.size() / 2), {3, 2, 6, 4});
+  unsharded.forward();
+  const auto all = out(whole, "y");
+  CHECK(out(unsharded, "y") != std::vector<double>(all.begin() + long(all.size() / 2), all.end()));
+}
+
 constexpr auto masks = [] {
   Builder g;
   g.input("x", {Batch, Seq, 2});
