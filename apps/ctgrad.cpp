@@ -275,6 +275,7 @@ training::Communicator& world() {
     auto c = training::mpi_world(timeout);
     if (const char* mb = std::getenv("CTGRAD_BUCKET_MB"))
       c->bucket_bytes = std::size_t(training::parse_real(mb, "CTGRAD_BUCKET_MB", {.min = 0.001, .max = 1e5}) * (1 << 20));
+    if (const char* o = std::getenv("CTGRAD_OVERLAP")) c->overlap = std::string(o) != "0";
     if (!c->leader()) std::freopen("/dev/null", "w", stdout);  // one progress bar: rank 0's
     return c;
 #else
@@ -313,7 +314,8 @@ int run(const Args& a) {
     std::string ok;
     comm.broadcast(ok, 0, "rank 0's set-up of the run");
   }
-  Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume || follower, threads, comm.shard()};
+  Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume || follower, threads, comm.shard(),
+              parallel ? &comm : nullptr};
   if (!a.checkpoint.empty())  // a file of the run folder, or a path
     ctx.folder.use_checkpoint(a.checkpoint.find('/') == std::string::npos ? ctx.folder.file(a.checkpoint) : std::filesystem::path(a.checkpoint));
   if (ctx.from_checkpoint) {
@@ -399,9 +401,13 @@ int run(const Args& a) {
   if (out.interrupted) return 130;
   if (out.diverged) return 3;
   if (parallel) {
-    std::printf("communication: %.1f s of %.1f s of training (%.1f%%), %.1f MB summed per step\n", out.communication_seconds, out.seconds,
-                100 * out.communication_seconds / std::max(out.seconds, 1e-9),
-                comm.bytes() / 1e6 / double(std::max<std::int64_t>(out.last - out.first + 1, 1)));
+    const double steps = double(std::max<std::int64_t>(out.last - out.first + 1, 1));
+    std::printf("communication: %.1f ms per step in %d bucket%s (%.2f MB), %.1f ms of it waited for (%.0f%% hidden behind the backward pass); "
+                "%.1f%% of the training time\n",
+                1e3 * out.communication_seconds / steps, out.buckets, out.buckets == 1 ? "" : "s", comm.bytes() / 1e6 / steps,
+                1e3 * out.communication_waited / steps,
+                100 * std::max(0.0, 1 - out.communication_waited / std::max(out.communication_seconds, 1e-12)),
+                100 * out.communication_seconds / std::max(out.seconds, 1e-9));
     if (follower) return 0;  // rank 0 writes the plot and shows the result
   }
   training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);

@@ -48,6 +48,17 @@ struct Context {
   bool from_checkpoint = false;   // eval, the extra commands, train --resume
   int threads = 0;                // 0: all cores
   training::Shard shard;          // under mpirun: the part of each global batch this rank feeds
+  training::Communicator* comm = nullptr;  // under mpirun: the ranks (validation is split over them)
+};
+
+// Validation split over the ranks of a data-parallel run: batch k of an evaluation is this rank's
+// when k % ranks == rank; sum() adds the ranks' partial sums. One process: every batch, no sum.
+struct EvalShard {
+  training::Communicator* comm = nullptr;
+  bool mine(std::int64_t k) const { return !comm || k % comm->size() == comm->rank(); }
+  void sum(std::span<double> v) const {
+    if (comm) comm->allreduce_sum(v, "the validation sums");
+  }
 };
 
 // A model bound to a config, its data and its run folder, for one command.

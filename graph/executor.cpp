@@ -528,9 +528,25 @@ void Executor<T>::forward(Mode mode) {
   impl_->arena.execute([&] {
     for (int s = 0; s < p.n_fwd; ++s) run_step(p, p.fwd_order, p.fwd_begin[s], p.fwd_begin[s + 1], false);
   });
-  ++step_;
+  if (mode == Mode::train) ++step_;  // the RNG step counts training forwards only: validation (split over ranks or not) draws nothing
   have_forward_ = true;
   last_mode_ = mode;
+}
+
+template <class T>
+std::vector<int> Executor<T>::gradient_ready_steps() const {
+  const PlanView& p = plan_[0];
+  std::vector<int> ready(params_.size(), -1);
+  for (int b = 0; b < p.n_bwd; ++b)
+    for (int k = p.bwd_begin[b]; k < p.bwd_begin[b + 1]; ++k) {
+      const Node& n = g_.nodes[p.bwd_order[k]];
+      for (int j = 0; j < n.n_in; ++j) {
+        const int src = n.in[static_cast<std::size_t>(j)];
+        const int pi = param_index_[static_cast<std::size_t>(src)];
+        if (pi >= 0 && p.needs_grad[src]) ready[static_cast<std::size_t>(pi)] = b;  // its last writer so far
+      }
+    }
+  return ready;
 }
 
 template <class T>
@@ -573,6 +589,7 @@ void Executor<T>::backward() {
         std::memset(r.data, 0, static_cast<std::size_t>(r.numel) * sizeof(T));
       }
       run_step(p, p.bwd_order, p.bwd_begin[b], p.bwd_begin[b + 1], true);
+      if (backward_hook_) backward_hook_(b);
     }
   });
   have_forward_ = false;  // activations may be overwritten by now

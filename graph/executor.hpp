@@ -72,6 +72,13 @@ class Executor {
   void backward();
   void set_output_grad(std::string_view output, std::span<const T> grad);
   void zero_grad();
+  // backward() runs in backward_steps() steps; after step b the gradient of parameter i is final
+  // when gradient_ready_steps()[i] <= b (-1: no gradient flows to it). A hook called after each
+  // step, on the calling thread, lets data parallelism send finished gradients while the rest of
+  // the backward pass runs. Keep it short: it holds up the next step.
+  int backward_steps() const { return plan_[0].n_bwd; }
+  std::vector<int> gradient_ready_steps() const;
+  void set_backward_hook(std::function<void(int step)> hook) { backward_hook_ = std::move(hook); }
 
   TensorView<T> output(std::string_view name) const;
   TensorView<const std::int32_t> index_output(std::string_view name) const;  // an int32 output (a mask, ids)
@@ -114,7 +121,7 @@ class Executor {
   // ...), without binding them; empty when the size overflows 64 bits. For checking a config
   // against the machine before anything is allocated.
   std::optional<std::size_t> plan_bytes_at(Mode m, const std::array<std::int64_t, kMaxSymbols>& sym) const;
-  // The RNG step: forward() number n draws dropout masks from step n. Setting it replays the
+  // The RNG step: training forward() number n draws dropout masks from step n (Mode::infer does not count). Setting it replays the
   // same random numbers (gradcheck; resuming from a checkpoint).
   std::int64_t steps() const { return step_; }
   void set_steps(std::int64_t s) { step_ = s; }
@@ -146,6 +153,7 @@ class Executor {
   PlanView plan_[2];  // [train, infer]
   Options opts_;
   std::uint64_t dropout_seed_ = 0, shard_ = 0;
+  std::function<void(int)> backward_hook_;
   std::unique_ptr<Impl> impl_;
   std::vector<Hyper> hypers_;
   std::vector<int> hyper_index_;  // node -> index in hypers_, -1

@@ -10,8 +10,14 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <condition_variable>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <ctgrad/graph/executor.hpp>
 
 namespace ctgrad::training {
 
@@ -41,8 +47,11 @@ class Communicator {
   // Seconds spent inside collectives so far, and the bytes they summed.
   double seconds() const { return seconds_; }
   double bytes() const { return bytes_; }
-  // Gradients are summed in buckets of this many bytes (PyTorch DDP's 25 MB by default).
+  // Gradients are summed in buckets of this many bytes (PyTorch DDP's 25 MB by default), each
+  // as soon as the backward pass has finished it, on a communication thread (overlap), or all
+  // after the backward pass.
   std::size_t bucket_bytes = std::size_t(25) << 20;
+  bool overlap = true;
 
  protected:
   double seconds_ = 0, bytes_ = 0;
@@ -57,6 +66,43 @@ class Solo final : public Communicator {
   void allreduce_sum(std::span<double>, const char*) override {}
   void broadcast(std::string&, int, const char*) override {}
   [[noreturn]] void abort(const std::string& message, int code) override;
+};
+
+// Sums a model's gradients over the ranks, each rank's multiplied by its weight first. Buckets are
+// contiguous runs of the gradient array of about comm.bucket_bytes, taken from its end (the
+// parameters the backward pass finishes first); with comm.overlap a bucket is sent from a
+// communication thread as soon as the plan says its last gradient is final, while the backward
+// pass goes on. Every rank sends the same buckets in the same order (the plan's).
+class GradientReducer {
+ public:
+  GradientReducer(Executor<float>& model, Communicator& comm);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+  void begin(float weight);  // before backward()
+  void finish();             // after backward(): every bucket summed
+  int buckets() const { return int(buckets_.size()); }
+  // Seconds the caller waited in finish() for communication, and seconds communicated.
+  double waited() const { return waited_; }
+
+ private:
+  struct Bucket {
+    std::size_t begin, end;
+    int ready;  // the backward step after which all its gradients are final
+  };
+  void send(const Bucket& b);
+  void enqueue_until(int step);
+  void work();
+  Executor<float>& model_;
+  Communicator& comm_;
+  std::vector<Bucket> buckets_;  // by ready step
+  float weight_ = 1;
+  std::size_t queued_ = 0, done_ = 0;
+  double waited_ = 0;
+  bool stop_ = false;
+  std::mutex mutex_;
+  std::condition_variable more_, finished_;
+  std::thread thread_;
 };
 
 // Every rank's `value` of `what` must be rank 0's: otherwise a config_error on every rank naming

@@ -34,18 +34,14 @@ void clear_interrupted() { g_interrupted = false; }
 
 namespace {
 
-// Sums the ranks' gradients, each scaled by its weight first (its share of the global batch's
-// loss terms), in buckets of comm.bucket_bytes.
-void reduce_gradients(Executor<float>& model, Communicator& comm, float weight) {
+// Multiplies every gradient by f, on the model's threads.
+void scale(Executor<float>& model, float f) {
   const std::span<float> g = model.parameter_grads();
-  if (weight != 1.0f)
-    model.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g.size(), 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
-        for (std::size_t i = r.begin(); i < r.end(); ++i) g[i] = weight == 0 ? 0.0f : g[i] * weight;
-      });
+  model.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g.size(), 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t i = r.begin(); i < r.end(); ++i) g[i] *= f;
     });
-  const std::size_t bucket = std::max<std::size_t>(comm.bucket_bytes / sizeof(float), 1);
-  for (std::size_t at = 0; at < g.size(); at += bucket) comm.allreduce_sum(g.subspan(at, std::min(bucket, g.size() - at)), "the gradients");
+  });
 }
 
 // The parameters' bytes, hashed (FNV-1a over 64-bit words): replicas that drifted apart differ.
@@ -97,6 +93,8 @@ Outcome Trainer::fit(Run& run) {
   const bool parallel = comm.size() > 1, leader = comm.leader();
   if (parallel) run.model.set_random_shard(std::uint64_t(comm.rank()));
   const double comm0 = comm.seconds();
+  std::optional<GradientReducer> reducer;
+  if (parallel) reducer.emplace(run.model, comm);
   TrainingLog log(leader ? folder_.dir() : std::filesystem::path(), out.first, o_.steps, o_.unit, o_.items);
   std::int64_t saved_step = folder_.has_checkpoint() ? run.optimizer.steps() : -1;  // -1: none yet
   auto kept = [&] {
@@ -109,6 +107,7 @@ Outcome Trainer::fit(Run& run) {
   auto finish = [&] {
     log.close();
     out.seconds = log.seconds(), out.communication_seconds = comm.seconds() - comm0;
+    if (reducer) out.communication_waited = reducer->waited(), out.buckets = reducer->buckets();
   };
   auto checkpoint = [&](std::int64_t step) {
     if (parallel) require_same(comm, "the weights after step " + std::to_string(step), weights_hash(run.model));  // replicas in sync
@@ -117,18 +116,21 @@ Outcome Trainer::fit(Run& run) {
   };
   for (std::int64_t step = out.first; step <= o_.steps; ++step) {
     double items = run.feed(step);
+    // Data parallel: the global batch's gradient is the ranks' gradients weighted by their loss
+    // terms, summed (during the backward pass), over the sum of the terms.
+    const double terms = parallel && run.loss_terms ? run.loss_terms() : 1.0;
+    if (reducer) reducer->begin(float(terms));
     run.model.zero_grad();
     run.model.forward();
     run.model.backward();
     double loss = run.model.loss();  // before validation runs the model on other batches
     if (parallel) {
-      // The global batch's loss and gradient: each shard's weighted by its share of the loss terms.
-      const double terms = run.loss_terms ? run.loss_terms() : 1.0;
+      reducer->finish();
       double sums[4] = {terms > 0 ? loss * terms : 0.0, terms, items, interrupted() ? 1.0 : 0.0};  // no terms: no part
       comm.allreduce_sum(sums, "the step's loss");
       if (sums[3] > 0) set_interrupted();
       loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0, items = sums[2];
-      if (std::isfinite(loss)) reduce_gradients(run.model, comm, float(terms / sums[1]));
+      if (std::isfinite(loss)) scale(run.model, float(1.0 / sums[1]));
     }
     if (!std::isfinite(loss)) {
       // Nothing of this step is kept: the last checkpoint is the last good state.

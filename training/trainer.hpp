@@ -63,7 +63,9 @@ struct Outcome {
   bool interrupted = false;          // Ctrl-C or SIGTERM: saved, stopped
   bool diverged = false;             // a non-finite loss: stopped without saving it
   double seconds = 0;                // training time, without validation and checkpoints
-  double communication_seconds = 0;  // of that, in collectives (data parallelism)
+  double communication_seconds = 0;  // data parallelism: in collectives (on any thread)
+  double communication_waited = 0;   // the training loop waited for gradients to be summed
+  int buckets = 0;                   // gradient buckets per step
   Metrics last_validation;
 };
 

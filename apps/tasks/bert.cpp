@@ -291,7 +291,9 @@ class BertSession : public Session {
     double loss = 0;
     std::int64_t n = 0, right = 0;
     std::array<std::int64_t, 2> nsp_rows{}, nsp_right{};
+    const EvalShard shard{ctx_.comm};
     for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_) {
+      if (!shard.mine(first / batch_)) continue;
       val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first));
       set_batch(*val_);
       model_.forward(Mode::infer);
@@ -311,6 +313,18 @@ class BertSession : public Session {
           nsp_right[std::size_t(label)] += (nsp.data[2 * b + 1] > nsp.data[2 * b]) == (label == 1), ++nsp_rows[std::size_t(label)];
         }
       }
+    }
+    if (shard.comm) {  // the ranks' counts and sums, added (exact: whole numbers, and the loss's order is all that differs)
+      double sums[7] = {loss, double(n), double(right), double(nsp_rows[0]), double(nsp_rows[1]), double(nsp_right[0]), double(nsp_right[1])};
+      shard.sum(sums);
+      loss = sums[0], n = std::int64_t(sums[1]), right = std::int64_t(sums[2]);
+      nsp_rows = {std::int64_t(sums[3]), std::int64_t(sums[4])}, nsp_right = {std::int64_t(sums[5]), std::int64_t(sums[6])};
+    }
+    if (shard.comm) {  // the ranks' counts and sums, added (exact: whole numbers, and the loss's order is all that differs)
+      double sums[7] = {loss, double(n), double(right), double(nsp_rows[0]), double(nsp_rows[1]), double(nsp_right[0]), double(nsp_right[1])};
+      shard.sum(sums);
+      loss = sums[0], n = std::int64_t(sums[1]), right = std::int64_t(sums[2]);
+      nsp_rows = {std::int64_t(sums[3]), std::int64_t(sums[4])}, nsp_right = {std::int64_t(sums[5]), std::int64_t(sums[6])};
     }
     return {loss / double(std::max<std::int64_t>(n, 1)), double(right) / double(std::max<std::int64_t>(n, 1)),
             // balanced: the validation pairs are not half "next" (a kept sequence's continuation is

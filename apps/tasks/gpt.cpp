@@ -231,8 +231,10 @@ class GptSession : public Session {
   // first eval_windows), every position scored once. Same definition as bench/reference/train_gpt.py.
   double validation_loss() {
     std::vector<std::int32_t> vx(std::size_t(batch_ * context_)), vy(vx.size());
-    double total = 0;
+    double total[1] = {0};
+    const EvalShard shard{ctx_.comm};
     for (std::int64_t w0 = 0; w0 < windows_ && !training::interrupted(); w0 += batch_) {
+      if (!shard.mine(w0 / batch_)) continue;
       const std::int64_t n = std::min(batch_, windows_ - w0);
       for (std::int64_t b = 0; b < n; ++b)
         for (std::int64_t t = 0; t < context_; ++t) {
@@ -242,9 +244,10 @@ class GptSession : public Session {
       model_->set_input(in::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
       model_->set_input(in::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});
       model_->forward(Mode::infer);
-      total += double(model_->loss()) * double(n);
+      total[0] += double(model_->loss()) * double(n);
     }
-    return total / double(windows_);
+    shard.sum(total);
+    return total[0] / double(windows_);
   }
 
   // Generates from a prompt, printing as it goes; returns the tokens made. Ctrl-C stops it.

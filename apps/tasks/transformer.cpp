@@ -614,7 +614,9 @@ class TransformerSession : public Session {
     std::vector<std::int64_t> idx;
     for (std::int64_t i = 0; i < std::int64_t(val_.size()); ++i) idx.push_back(i);
     std::stable_sort(idx.begin(), idx.end(), [&](auto x, auto y) { return val_[std::size_t(x)].src.size() < val_[std::size_t(y)].src.size(); });
+    const EvalShard shard{ctx_.comm};
     for (std::size_t b = 0; b < idx.size() && !training::interrupted(); b += std::size_t(batch_)) {
+      if (!shard.mine(std::int64_t(b) / batch_)) continue;
       const Batch bt = make_batch(val_, std::span<const std::int64_t>(idx).subspan(b, std::min(idx.size() - b, std::size_t(batch_))));
       feed(*model_, bt);
       model_->forward(Mode::infer);
@@ -629,7 +631,9 @@ class TransformerSession : public Session {
         n += 1;
       }
     }
-    return total / n;
+    double sums[2] = {total, n};
+    shard.sum(sums);
+    return sums[0] / sums[1];
   }
 
   void heatmaps(const std::string& dir, const std::string& sentence) {

@@ -206,7 +206,9 @@ class VitSession : public Session {
     std::vector<std::int32_t> pred(std::size_t(test_.count));
     std::vector<float> x;
     std::vector<std::int32_t> y;
+    const EvalShard shard{ctx_.comm};
     for (std::int64_t b0 = 0; b0 < test_.count && !training::interrupted(); b0 += 500) {
+      if (!shard.mine(b0 / 500)) continue;
       const std::int64_t n = std::min<std::int64_t>(500, test_.count - b0);
       x.resize(std::size_t(n * 784));
       y.assign(test_.labels.begin() + b0, test_.labels.begin() + b0 + n);
@@ -217,6 +219,11 @@ class VitSession : public Session {
       const auto l = model_->output("logits");
       for (std::int64_t i = 0; i < n; ++i)
         pred[std::size_t(b0 + i)] = std::int32_t(std::max_element(l.data + i * 10, l.data + i * 10 + 10) - (l.data + i * 10));
+    }
+    if (shard.comm) {  // each rank's predictions, the others' 0: summed, all of them
+      std::vector<double> all(pred.begin(), pred.end());
+      shard.sum(all);
+      for (std::size_t i = 0; i < all.size(); ++i) pred[i] = std::int32_t(all[i]);
     }
     return pred;
   }

@@ -7,6 +7,7 @@
 # - resume with the number of ranks changed (2 -> 1, 1 -> 2): the same curve;
 # - a killed rank ends the job with a message, a hung rank (SIGSTOP) ends it after
 #   CTGRAD_MPI_TIMEOUT seconds, and the last checkpoint is whole (eval reads it);
+# - gradients in small buckets, sent while the backward pass runs or after it: the same curve;
 # - ranks with different configs, commands other than train, a batch that does not split: refused.
 set -u
 ctgrad=$(realpath "$1")
@@ -49,6 +50,11 @@ check "gpt, 2 ranks" 0 "${mpirun[@]}" "$ctgrad" "${gpt[@]}" --set steps=30 --run
 expect_text "says it is data parallel" "data parallel: 2 ranks"
 expect_text "reports the communication" "communication:"
 same_curve "gpt: 2 ranks x batch 4 = 1 rank x batch 8" gpt1 gpt2
+check "gpt, 2 ranks, 20 KB buckets sent during the backward pass" 0 env CTGRAD_BUCKET_MB=0.02 "${mpirun[@]}" "$ctgrad" "${gpt[@]}" --set steps=30 --run gpt2b
+expect_text "in several buckets" "in 7 buckets"
+same_curve "small buckets: the same curve" gpt1 gpt2b
+check "gpt, 2 ranks, no overlap" 0 env CTGRAD_OVERLAP=0 CTGRAD_BUCKET_MB=0.02 "${mpirun[@]}" "$ctgrad" "${gpt[@]}" --set steps=30 --run gpt2c
+same_curve "no overlap: the same curve" gpt1 gpt2c
 check "one progress bar, one log" 0 test "$(grep -c '"val_loss"' gpt2/metrics.jsonl)" -eq 3
 
 vit=(train vit --set size=tiny --set epochs=2 --set train_images=256 --set batch=64 --threads 1)
