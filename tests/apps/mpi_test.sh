@@ -82,9 +82,9 @@ same_curve "1 then 2 ranks = 1 throughout" gpt1 to2
 
 # Faults: rank 1 killed, or stopped, while training (a long run, checkpoints every 20 steps).
 long=(train gpt --set size=tiny --set context=32 --set batch=8 --set eval_every=20 --set eval_windows=16 --set sample_tokens=0 --set steps=100000000 --threads 1)
-rank1() {  # the pid of rank 1 of the job training into folder $1, once it has a checkpoint
+rank1() {  # the pid of rank 1 of the job training into folder $1, once it has trained 50 steps
   for _ in $(seq 600); do
-    if [ -s "$1/metrics.csv" ] && [ -e "$1/checkpoint.safetensors" ]; then
+    if [ -s "$1/metrics.csv" ] && [ "$(wc -l < "$1/metrics.csv")" -gt 50 ]; then  # past the checkpoints of steps 20 and 40
       for p in $(pgrep -f "$work/$1"); do
         tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && { echo "$p"; return; }
       done
@@ -109,6 +109,15 @@ check "the last checkpoint is whole" 0 "$ctgrad" eval gpt --run killed --threads
 fault "a hung rank ends the job after the timeout" STOP hung
 expect_text "the waiting rank says why" "no answer from the other ranks for 5 s"
 check "the hung job's checkpoint is whole" 0 "$ctgrad" eval gpt --run hung --threads 1
+
+# SIGTERM to one rank: every rank stops after the same step, rank 0 saves it.
+timeout 120 "${mpirun[@]}" "$ctgrad" "${long[@]}" --run "$work/term" > "$work/out.txt" 2>&1 &
+job=$!
+victim=$(rank1 term)
+[ -n "$victim" ] && kill -TERM "$victim"
+wait "$job"
+expect_text "SIGTERM to rank 1: rank 0 saves" "checkpoint saved to"
+check "... a checkpoint past step 0" 0 /usr/bin/python3 -c "import json, sys; r = [json.loads(l) for l in open('term/metrics.jsonl')]; sys.exit(r[-1]['step'] < 20)"
 
 # Refused, on every rank, before anything trains.
 mismatch=(mpirun --oversubscribe)
