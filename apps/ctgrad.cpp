@@ -398,17 +398,21 @@ int run(const Args& a) {
   training::Trainer trainer(ctx.folder, loop);
   training::Run r = session->run();
   const training::Outcome out = trainer.fit(r);
+  if (parallel) {  // no rank exits before rank 0 has saved: mpirun ends the job at the first non-zero exit
+    std::fflush(stdout);  // rank 0's last words reach mpirun before any rank exits
+    double done[1] = {0};
+    comm.allreduce_sum(done, "the end of training");
+    if (follower) return 0;  // rank 0's exit code is the job's; an earlier non-zero one would cut its output short
+  }
   if (out.interrupted) return 130;
   if (out.diverged) return 3;
   if (parallel) {
     const double steps = double(std::max<std::int64_t>(out.last - out.first + 1, 1));
-    std::printf("communication: %.1f ms per step in %d bucket%s (%.2f MB), %.1f ms of it waited for (%.0f%% hidden behind the backward pass); "
-                "%.1f%% of the training time\n",
-                1e3 * out.communication_seconds / steps, out.buckets, out.buckets == 1 ? "" : "s", comm.bytes() / 1e6 / steps,
-                1e3 * out.communication_waited / steps,
-                100 * std::max(0.0, 1 - out.communication_waited / std::max(out.communication_seconds, 1e-12)),
-                100 * out.communication_seconds / std::max(out.seconds, 1e-9));
-    if (follower) return 0;  // rank 0 writes the plot and shows the result
+    std::printf("communication: %.1f ms per step, %.1f%% of the training time (waits for the slower rank included); gradients: %.1f ms "
+                "in %d bucket%s (%.2f MB), %.1f ms of it waited for (%.0f%% hidden behind the backward pass)\n",
+                1e3 * out.communication_seconds / steps, 100 * out.communication_seconds / std::max(out.seconds, 1e-9),
+                1e3 * out.gradient_seconds / steps, out.buckets, out.buckets == 1 ? "" : "s", 4e-6 * double(session->model().parameter_count()),
+                1e3 * out.communication_waited / steps, 100 * std::max(0.0, 1 - out.communication_waited / std::max(out.gradient_seconds, 1e-12)));
   }
   training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
   std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s, plot %s\n",

@@ -75,10 +75,12 @@ void GradientReducer::begin(float weight) {
 }
 
 void GradientReducer::send(const Bucket& b) {
+  const auto t0 = std::chrono::steady_clock::now();
   float* g = model_.parameter_grads().data();
   if (weight_ != 1.0f)
     for (std::size_t i = b.begin; i < b.end; ++i) g[i] = weight_ == 0 ? 0.0f : g[i] * weight_;  // no terms: no part (not 0 x NaN)
   comm_.allreduce_sum(std::span<float>(g + b.begin, b.end - b.begin), "the gradients");
+  sent_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // one sender at a time
 }
 
 void GradientReducer::enqueue_until(int step) {

@@ -82,7 +82,9 @@ class GradientReducer {
   void begin(float weight);  // before backward()
   void finish();             // after backward(): every bucket summed
   int buckets() const { return int(buckets_.size()); }
-  // Seconds the caller waited in finish() for communication, and seconds communicated.
+  // Seconds spent summing buckets (on any thread), and of them the seconds the caller waited in
+  // finish(): the rest was hidden behind the backward pass.
+  double sent() const { return sent_; }
   double waited() const { return waited_; }
 
  private:
@@ -98,7 +100,7 @@ class GradientReducer {
   std::vector<Bucket> buckets_;  // by ready step
   float weight_ = 1;
   std::size_t queued_ = 0, done_ = 0;
-  double waited_ = 0;
+  double waited_ = 0, sent_ = 0;
   bool stop_ = false;
   std::mutex mutex_;
   std::condition_variable more_, finished_;

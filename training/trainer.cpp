@@ -107,7 +107,7 @@ Outcome Trainer::fit(Run& run) {
   auto finish = [&] {
     log.close();
     out.seconds = log.seconds(), out.communication_seconds = comm.seconds() - comm0;
-    if (reducer) out.communication_waited = reducer->waited(), out.buckets = reducer->buckets();
+    if (reducer) out.gradient_seconds = reducer->sent(), out.communication_waited = reducer->waited(), out.buckets = reducer->buckets();
   };
   auto checkpoint = [&](std::int64_t step) {
     if (parallel) require_same(comm, "the weights after step " + std::to_string(step), weights_hash(run.model));  // replicas in sync
@@ -124,11 +124,13 @@ Outcome Trainer::fit(Run& run) {
     run.model.forward();
     run.model.backward();
     double loss = run.model.loss();  // before validation runs the model on other batches
+    bool stop = false;
     if (parallel) {
       reducer->finish();
       double sums[4] = {terms > 0 ? loss * terms : 0.0, terms, items, interrupted() ? 1.0 : 0.0};  // no terms: no part
       comm.allreduce_sum(sums, "the step's loss");
       if (sums[3] > 0) set_interrupted();
+      stop = sums[3] > 0;  // a signal that comes after the sum waits for the next step: the ranks must agree
       loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0, items = sums[2];
       if (std::isfinite(loss)) scale(run.model, float(1.0 / sums[1]));
     }
@@ -173,7 +175,7 @@ Outcome Trainer::fit(Run& run) {
       log.untimed([&] { return checkpoint(step), 0; });
       if (run.after_validation && leader) run.after_validation(step, *val);
     }
-    if (interrupted()) {  // the same on every rank: the flag was summed with the step's loss
+    if (parallel ? stop : interrupted()) {
       checkpoint(step);
       finish();
       out.interrupted = true;

@@ -64,7 +64,8 @@ struct Outcome {
   bool diverged = false;             // a non-finite loss: stopped without saving it
   double seconds = 0;                // training time, without validation and checkpoints
   double communication_seconds = 0;  // data parallelism: in collectives (on any thread)
-  double communication_waited = 0;   // the training loop waited for gradients to be summed
+  double gradient_seconds = 0;       // of that, summing gradient buckets
+  double communication_waited = 0;   // of that, the training loop waited for (the rest overlapped the backward pass)
   int buckets = 0;                   // gradient buckets per step
   Metrics last_validation;
 };

@@ -116,8 +116,13 @@ job=$!
 victim=$(rank1 term)
 [ -n "$victim" ] && kill -TERM "$victim"
 wait "$job"
-expect_text "SIGTERM to rank 1: rank 0 saves" "checkpoint saved to"
-check "... a checkpoint past step 0" 0 /usr/bin/python3 -c "import json, sys; r = [json.loads(l) for l in open('term/metrics.jsonl')]; sys.exit(r[-1]['step'] < 20)"
+expect_text "SIGTERM to rank 1: every rank stops" "interrupted"  # after a step (saved), or during a validation (the last checkpoint kept)
+check "... with a checkpoint of a trained step" 0 "$ctgrad" eval gpt --run term --threads 1
+check "... past step 40" 0 /usr/bin/python3 -c "
+import json, struct, sys
+f = open('term/checkpoint.safetensors', 'rb'); n = struct.unpack('<Q', f.read(8))[0]
+meta = json.loads(f.read(n))['__metadata__']
+sys.exit(not any(k.endswith('step') and v.isdigit() and int(v) >= 40 for k, v in meta.items()))"
 
 # Refused, on every rank, before anything trains.
 mismatch=(mpirun --oversubscribe)
