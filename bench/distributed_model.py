@@ -38,13 +38,14 @@ def efficiency(t_step, nbytes, nodes, alpha, bandwidth, bucket=BUCKET):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", required=True, help="JSON: {name: [parameters, seconds per step]}")
+    ap.add_argument("--speedup", type=float, default=1.0, help="a node computes this many times faster than the one measured")
     ap.add_argument("--check", help="JSON: {parameters, buckets, alpha_us, beta_GBps, measured_ms}: a 2-rank run here")
     a = ap.parse_args()
     models = json.loads(a.models)
     print("| model | gradient MB | step (1 node) | link | " + " | ".join(f"{n} nodes" for n in NODES) + " |")
     print("|---|---|---|---|" + "---|" * len(NODES))
     for name, (params, t_step) in models.items():
-        nbytes = 4 * params
+        nbytes, t_step = 4 * params, t_step / a.speedup
         for gbit in LINKS_GBIT:
             bw = gbit * 1e9 / 8 * LINK_EFFICIENCY
             cells = []
