@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,7 +186,9 @@ bool gnuplot(const std::string& script, const fs::path& png) {
   }
   // Drawn into a temporary file renamed over the plot: a reader never sees half a PNG.
   const std::string pid = std::to_string(::getpid());
-  const fs::path tmp = png.parent_path() / ("." + png.filename().string() + ".tmp." + pid), file = png.string() + ".gp";
+  // Both named as temporaries of this process, which a run folder removes once their writer is gone.
+  const fs::path tmp = png.parent_path() / ("." + png.filename().string() + ".tmp." + pid),
+                 file = png.parent_path() / ("." + png.filename().string() + ".gp.tmp." + pid);
   std::string text = script;
   const std::string target = "set output " + gnuplot_quote(png.string());
   if (const auto at = text.find(target); at != std::string::npos) text.replace(at, target.size(), "set output " + gnuplot_quote(tmp.string()));
@@ -197,9 +200,16 @@ bool gnuplot(const std::string& script, const fs::path& png) {
   // gnuplot runs as a child that is stopped on Ctrl-C, and after two minutes (a stuck terminal).
   const std::string arg0 = "gnuplot", arg1 = file.string();
   char* argv[] = {const_cast<char*>(arg0.c_str()), const_cast<char*>(arg1.c_str()), nullptr};
-  pid_t child = 0;
   bool drawn = false;
-  if (::posix_spawn(&child, "/usr/bin/gnuplot", nullptr, nullptr, argv, environ) == 0) {
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child == 0) {  // only async-signal-safe calls until exec
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with its parent: no gnuplot left writing into the run folder
+    if (::getppid() != parent) ::_exit(127);
+    ::execve("/usr/bin/gnuplot", argv, environ);
+    ::_exit(127);
+  }
+  if (child > 0) {
     int status = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
