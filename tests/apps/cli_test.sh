@@ -2,25 +2,13 @@
 # End-to-end test of the ctgrad command on the real KJV data: train, eval, sample, bad input, and
 # Ctrl-C then --resume, which must end with the same checkpoint bytes as an uninterrupted run.
 set -u
+source "$(dirname "$0")/checks.sh"  # check, expect_text
 ctgrad=$(realpath "$1")
 checksum_py=$(cd "$(dirname "$0")/../checkpoint" && pwd)/ctgrad_checksum.py
 train_bert_py=$(cd "$(dirname "$0")/../../bench/reference" && pwd)/train_bert.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-pass=0
-fail=0
-check() {  # name, expected exit code, command...
-  local name=$1 want=$2
-  shift 2
-  "$@" > "$work/out.txt" 2>&1
-  local rc=$?
-  cat "$work/out.txt" >> "$work/all.txt"
-  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name: exit $rc, expected $want"; cat "$work/out.txt"; fi
-}
-expect_text() {  # name, text
-  if grep -qF -- "$2" "$work/out.txt"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in:"; cat "$work/out.txt"; fi
-}
 
 common=(--set size=tiny --set steps=60 --set eval_every=30 --set batch=8 --set context=32 --set eval_windows=64 --set sample_tokens=20 --threads 2)
 check "train" 0 "$ctgrad" train gpt --run straight "${common[@]}"

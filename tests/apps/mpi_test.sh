@@ -10,24 +10,13 @@
 # - gradients in small buckets, sent while the backward pass runs or after it: the same curve;
 # - ranks with different configs, commands other than train, a batch that does not split: refused.
 set -u
+source "$(dirname "$0")/checks.sh"  # check, expect_text
 ctgrad=$(realpath "$1")
 work=$(mktemp -d)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work"
 mpirun=(mpirun --oversubscribe -np 2)
 [ "$(id -u)" -eq 0 ] && mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
-pass=0
-fail=0
-check() {  # name, expected exit code, command...
-  local name=$1 want=$2
-  shift 2
-  "$@" > "$work/out.txt" 2>&1
-  local rc=$?
-  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name: exit $rc, expected $want"; tr '\r' '\n' < "$work/out.txt" | tail -30; fi
-}
-expect_text() {  # name, text
-  if tr '\r' '\n' < "$work/out.txt" | grep -qF -- "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in:"; tr '\r' '\n' < "$work/out.txt" | tail -30; fi
-}
 same_curve() {  # name, run folder, run folder: every loss of metrics.jsonl within 1e-5 relative
   check "$1" 0 /usr/bin/python3 - "$2" "$3" <<'PY'
 import json, sys
