@@ -49,6 +49,8 @@ Schema transformer_schema() {
               "sentences: the Ding dictionary's sentence pairs (split by sentence); ding: all its pairs, phrases too, split by entry; "
               "ding+wesnoth: and the Battle for Wesnoth's dialogue (scripts/setup_wesnoth.sh)",
               Role::model)
+      .choice("vocab", "8000", {"4000", "8000", "16000"},
+              "pieces of the shared BPE vocabulary (size=small; compiled variants: 4000 and 16000 with the preset architecture)", Role::model)
       .real("phrase_weight", 1.0, {.min = 0, .max = 100}, "data=ding: dictionary phrases per sentence pair in each epoch (0: none)", Role::run)
       .integer("batch", 64, {.min = 1, .max = 1 << 16}, "sentence pairs per step", Role::run)
       .integer("batch_tokens", 0, {.min = 0, .max = 1 << 24},
@@ -65,7 +67,7 @@ Schema transformer_schema() {
       .integer("eval_sentences", 0, {.min = 0}, "test sentences for BLEU (0: all)")
       .integer("val_bleu", 0, {.min = 0}, "validation sentences translated greedily at each validation for its BLEU (0: none)");
   add_arch_keys(s, models::kTransformerSmall.arch);
-  s.added_later({"data"});
+  s.added_later({"data", "vocab"});
   add_seed_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
@@ -218,14 +220,27 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
     }
 }
 
+// The registered preset of a config: the copy task, a size, or the small size with another vocabulary
+// (apps/variants/transformer.cpp compiles those with the preset's architecture only).
+std::string transformer_preset(const Config& c) {
+  if (c.text("task") == "copy") {
+    if (c.text("vocab") != "8000") throw config_error("vocab=" + c.text("vocab") + ": the copy task has its own 11 symbols (vocab applies to task=translate)");
+    return "task=copy";
+  }
+  if (c.text("vocab") == "8000") return "size=" + c.text("size");
+  if (c.text("size") != "small") throw config_error("vocab=" + c.text("vocab") + " is compiled for size=small only (size=" + c.text("size") + " has 8000)");
+  return "size=small vocab=" + c.text("vocab");
+}
+
 template <models::TransformerConfig P, int Order>
 class TransformerSession : public Session {
  public:
   TransformerSession(const Config& c, const Context& ctx)
       : c_(c), ctx_(ctx), copy_(c.text("task") == "copy"),
-        programs_(find_variant<TransformerPrograms>("transformer", copy_ ? "task=copy" : "size=" + c.text("size"), c, transformer_space<P, Order>,
-                                                    P.heads)),
-        model_(programs_.train(options(c, ctx))), opt_(model_->parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}), batch_(c.integer("batch")),
+        programs_(find_variant<TransformerPrograms>("transformer", transformer_preset(c), c,
+                                                    c.text("vocab") == "8000" ? transformer_space<P, Order> : transformer_space<P, 0>, P.heads)),
+        model_(programs_.train(options(c, ctx))), opt_(model_->parameters(), optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}),
+        vocab_(programs_.config.vocab), batch_(c.integer("batch")),
         max_len_(c.integer("max_len")), seed_(data_seed(c)) {
     const std::int64_t len = copy_ ? 10 : max_len_;
     if (programs_.config.arch.pos == layers::Pos::learned && len > programs_.config.max_positions)
@@ -256,7 +271,7 @@ class TransformerSession : public Session {
                   "%zu test sentence pairs%s, shared BPE vocabulary of %d\n",
                   c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_), c_.real("phrase_weight"),
                   val_.size(), test_.size(), wesnoth_test_.empty() ? "" : (" (+ " + std::to_string(wesnoth_test_.size()) + " Wesnoth test)").c_str(),
-                  P.vocab);
+                  vocab_);
       if (c_.integer("batch_tokens") > 0) std::printf("batches of up to %lld tokens (rows x longest side)\n", (long long)c_.integer("batch_tokens"));
     }
   }
@@ -480,12 +495,12 @@ class TransformerSession : public Session {
       for (const auto& p : train) text += p.en + "\n" + p.de + "\n";
       tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
           text, ctx_.folder.file("tokenizer"),
-          {.vocab_size = P.vocab, .model_type = "bpe", .seed = seed_, .unk_id = 1, .bos_id = kBos, .eos_id = kEos, .pad_id = kPad}));
+          {.vocab_size = vocab_, .model_type = "bpe", .seed = seed_, .unk_id = 1, .bos_id = kBos, .eos_id = kEos, .pad_id = kPad}));
     } else {
       if (!fs::exists(model_file)) throw config_error("the tokenizer " + model_file.string() + " is missing");
       tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(model_file));
     }
-    if (tok_->vocab_size() != P.vocab || tok_->pad_id() != kPad || tok_->bos_id() != kBos || tok_->eos_id() != kEos)
+    if (tok_->vocab_size() != vocab_ || tok_->pad_id() != kPad || tok_->bos_id() != kBos || tok_->eos_id() != kEos)
       throw config_error("the tokenizer " + model_file.string() + " does not match the model (vocabulary " + std::to_string(tok_->vocab_size()) + ")");
     auto encode = [&](const std::vector<data::SentencePair>& pairs, bool drop_long) {
       std::vector<Example> out;
@@ -557,7 +572,7 @@ class TransformerSession : public Session {
     t.push_back(checkpoint::view_of<std::int32_t>("test.src", test_src, {std::int64_t(test_src.size())}));
     t.push_back(checkpoint::view_of<std::int32_t>("test.offsets", test_offsets, {std::int64_t(test_offsets.size())}));
     const std::string out = o.text("out");
-    checkpoint::save(out, t, {{"config", c_.to_json()}, {"vocab", std::to_string(P.vocab)}, {"d_model", std::to_string(P.d_model)}});
+    checkpoint::save(out, t, {{"config", c_.to_json()}, {"vocab", std::to_string(vocab_)}, {"d_model", std::to_string(P.d_model)}});
     checkpoint::write_atomically(out + ".test.de", refs);
     std::printf("wrote %s: %lld training batches, %zu validation batches, %zu test sources (references: %s.test.de)\n", out.c_str(),
                 (long long)steps, val.shapes.size() / 3, test_.size(), out.c_str());
@@ -623,10 +638,10 @@ class TransformerSession : public Session {
       const auto logits = model_->output("logits");  // [B, T, vocab]
       for (std::int64_t r = 0; r < bt.B * bt.T; ++r) {
         if (bt.tgt_out[std::size_t(r)] == P.pad) continue;
-        const float* l = logits.data + r * P.vocab;
-        const double mx = *std::max_element(l, l + P.vocab);
+        const float* l = logits.data + r * vocab_;
+        const double mx = *std::max_element(l, l + vocab_);
         double z = 0;
-        for (int v = 0; v < P.vocab; ++v) z += std::exp(double(l[v]) - mx);
+        for (int v = 0; v < vocab_; ++v) z += std::exp(double(l[v]) - mx);
         total += mx + std::log(z) - double(l[bt.tgt_out[std::size_t(r)]]);
         n += 1;
       }
@@ -666,6 +681,7 @@ class TransformerSession : public Session {
   const TransformerPrograms& programs_;
   std::unique_ptr<Executor<float>> model_;
   optim::Adam<float> opt_;
+  int vocab_;  // the compiled variant's (P is its preset's)
   std::int64_t batch_, max_len_;
   std::uint64_t seed_;
   std::unique_ptr<data::SentencePieceTokenizer> tok_;

@@ -21,8 +21,16 @@ bool add(const char* preset) {
   return register_variants<TransformerPrograms, P, transformer_space<P, Order>, Make>(preset);
 }
 
+constexpr models::TransformerConfig with_vocab(models::TransformerConfig c, int vocab) {
+  c.vocab = vocab;
+  return c;
+}
+
+// The vocabulary sweep's sizes (the vocab key) with the small preset's architecture only.
 const bool registered = add<models::kTransformerCopy, kTransformerOrderCopy>("task=copy") &&
                         add<models::kTransformerSmall, kTransformerOrderSmall>("size=small") &&
+                        add<with_vocab(models::kTransformerSmall, 4000), 0>("size=small vocab=4000") &&
+                        add<with_vocab(models::kTransformerSmall, 16000), 0>("size=small vocab=16000") &&
                         add<models::kTransformerBase, kTransformerOrderBase>("size=base");
 
 }  // namespace

@@ -105,6 +105,13 @@ for f in enc_layer0.png dec_layer2.png cross_layer1.png; do check "heatmap $f" 0
 check "train on the whole dictionary with the game's dialogue, token batches" 0 "$ctgrad" train transformer --run translate_all --set data=ding+wesnoth --set phrase_weight=2 --set batch_tokens=600 --set steps=3 --set eval_every=3 --threads 2
 expect_text "says what it trains on" "dictionary phrases train (2.0 phrases per pair an epoch)"
 expect_text "and the game's test" "Wesnoth test"
+check "another vocabulary size (a compiled variant)" 0 "$ctgrad" train transformer --run translate_v4k --set vocab=4000 --set steps=2 --set eval_every=2 --set batch=16 --threads 2
+expect_text "trains its tokenizer to that size" "shared BPE vocabulary of 4000"
+check "its eval" 0 "$ctgrad" eval transformer --run translate_v4k --set eval_sentences=2 --set beam=2
+check "vocab of another size than small's" 2 "$ctgrad" train transformer --run nothing --set vocab=16000 --set size=base
+expect_text "names where it is compiled" "vocab=16000 is compiled for size=small only"
+check "vocab with an architecture variant" 2 "$ctgrad" train transformer --run nothing --set vocab=4000 --set act=gelu
+expect_text "says none of its variants are compiled" "compiles none of size=small vocab=4000's variants"
 check "translate a sentence" 0 "$ctgrad" translate transformer --run translate --text "Everything went without a hitch." --beam 2
 check "translate lines from standard input, batched" 0 bash -c "printf 'The house is small.\n\nI am going home.\n' | '$ctgrad' translate transformer --run translate --batch 2 --beam 2 > translate/out.txt && test \$(wc -l < translate/out.txt) -eq 3 && sed -n 2p translate/out.txt | grep -qx ''"
 check "translate: an empty --text" 2 "$ctgrad" translate transformer --run translate --text "  "
