@@ -109,6 +109,8 @@ def main():
     ap.add_argument("--alpha", type=float, default=0.6)
     ap.add_argument("--max-len", type=int, default=0, help="0: the run's max_len")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--average", type=int, default=0,
+                    help="decode the mean of the last K validation points' weights (ctgrad average-checkpoints; 0: the last weights)")
     ap.add_argument("--test-limit", type=int, default=0, help="decode only the first N test sources (0: all)")
     a = ap.parse_args()
     t, meta = read_safetensors(a.batches)
@@ -127,6 +129,7 @@ def main():
     train, val = batches(t, "train"), batches(t, "val")
     every = a.eval_every or cfg["eval_every"]
     trained = 0.0
+    kept = []  # the last --average snapshots, taken at the validation points like ctgrad's kept checkpoints
     model.train()
     for step, (src, src_len, tgt_in, tgt_len, tgt_out) in enumerate(train, start=1):
         t0 = time.perf_counter()
@@ -140,8 +143,13 @@ def main():
         out_of_time = a.minutes > 0 and trained >= 60 * a.minutes
         if step % every == 0 or step == len(train) or out_of_time:
             print(json.dumps({"step": step, "val_loss": round(validation_loss(model, val), 4), "train_seconds": round(trained, 1)}), flush=True)
+            if a.average > 0:
+                kept = (kept + [{k: v.detach().double().clone() for k, v in model.state_dict().items()}])[-a.average:]
         if out_of_time:
             break
+    if len(kept) > 1:
+        model.load_state_dict({k: (sum(s[k] for s in kept) / len(kept)).to(v.dtype) for k, v in model.state_dict().items()})
+        print(json.dumps({"averaged": len(kept), "val_loss": round(validation_loss(model, val), 4)}), flush=True)
     model.eval()
     src_all, offsets = t["test.src"], t["test.offsets"]
     max_len = a.max_len or cfg["max_len"]
