@@ -13,7 +13,7 @@
 #include <memory>
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
-#include <ctgrad/data/gettext.hpp>
+#include <ctgrad/data/en_de.hpp>
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/graph/random.hpp>
@@ -272,6 +272,7 @@ class TransformerSession : public Session {
                   c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_), c_.real("phrase_weight"),
                   val_.size(), test_.size(), wesnoth_test_.empty() ? "" : (" (+ " + std::to_string(wesnoth_test_.size()) + " Wesnoth test)").c_str(),
                   vocab_);
+      if (dropped_ > 0) std::printf("%zu of the game's pairs dropped: a side of theirs is a held-out dictionary pair's, or trains\n", dropped_);
       if (c_.integer("batch_tokens") > 0) std::printf("batches of up to %lld tokens (rows x longest side)\n", (long long)c_.integer("batch_tokens"));
     }
   }
@@ -472,23 +473,12 @@ class TransformerSession : public Session {
   }
 
   void load_translation_data() {
-    // The pairs: the sentence pairs split by a hash of their English side (data=sentences), or
-    // every pair of the dictionary split by entry, phrases training too, and the game's dialogue.
-    std::vector<data::SentencePair> train, phrases, validation, test, wesnoth_test;
-    const std::string mode = c_.text("data");
-    if (mode == "sentences") {
-      data::PairSplit split = data::split_pairs(data::ding_sentence_pairs());
-      train = std::move(split.train), validation = std::move(split.validation), test = std::move(split.test);
-    } else {
-      data::EntrySplit split = data::split_by_entry(data::ding_pairs());
-      train = std::move(split.train_sentences), phrases = std::move(split.train_phrases);
-      validation = std::move(split.validation), test = std::move(split.test);
-      if (mode == "ding+wesnoth") {
-        const data::PairSplit w = data::split_pairs(data::wesnoth_pairs());
-        train.insert(train.end(), w.train.begin(), w.train.end());
-        wesnoth_test = w.test;  // its own BLEU; validation stays the dictionary's, comparable across data
-      }
-    }
+    // The pairs (data/en_de.hpp): the dictionary's sentence pairs, or every pair of it split by
+    // entry with phrases training too, and the game's dialogue, nothing of a held-out line training.
+    data::EnDeCorpus corpus = data::en_de_corpus(c_.text("data"));
+    const auto& train = corpus.train_sentences;
+    dropped_ = corpus.dropped;
+    const auto &phrases = corpus.train_phrases, &validation = corpus.validation, &test = corpus.test, &wesnoth_test = corpus.wesnoth_test;
     const fs::path model_file = ctx_.folder.file("tokenizer.model");
     if (!ctx_.from_checkpoint) {
       std::string text;  // one shared vocabulary for both languages, from the training sentences only
@@ -687,6 +677,7 @@ class TransformerSession : public Session {
   std::unique_ptr<data::SentencePieceTokenizer> tok_;
   std::vector<Example> train_, val_, test_, wesnoth_test_, copy_batch_;  // train_: the sentence pairs, then the phrases
   std::int64_t sentences_ = 0;
+  std::size_t dropped_ = 0;  // game pairs sharing a side with the other split (data/en_de.hpp)
   mutable std::vector<std::int64_t> phrase_order_;
   std::vector<std::vector<std::int64_t>> epoch_;
   std::vector<std::int64_t> epoch_sizes_;  // batches per epoch, as far as computed

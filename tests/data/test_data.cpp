@@ -228,6 +228,7 @@ TEST_CASE("a tokenizer save that fails leaves the saved tokenizer whole", "[data
   for (const auto& e : fs::directory_iterator(p.parent_path())) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
 }
 
+#include <ctgrad/data/en_de.hpp>
 #include <ctgrad/data/gettext.hpp>
 
 namespace {
@@ -274,6 +275,31 @@ TEST_CASE("gettext .mo catalogues: messages read, markup dropped, damage named",
   std::ofstream(dir / "b.mo", std::ios::binary) << "not a catalogue at all, some text";
   CHECK_THROWS_WITH(read_mo(dir / "b.mo"), Contains("wrong magic number"));
   CHECK_THROWS_WITH(wesnoth_pairs(scratch("none")), Contains("scripts/setup_wesnoth.sh"));
+}
+
+TEST_CASE("the EN-DE corpus of the dictionary and the game: nothing of a held-out line trains", "[data][pairs][gettext]") {
+  const EnDeCorpus c = en_de_corpus("ding+wesnoth");  // scripts/setup.sh installs both sources
+  const EntrySplit dict = split_by_entry(ding_pairs());
+  INFO(c.train_sentences.size() << " train sentences (dictionary and game), " << c.train_phrases.size() << " phrases, " << c.wesnoth_test.size()
+                                << " game test pairs, " << c.dropped << " game pairs dropped");
+  CHECK(c.train_sentences.size() > dict.train_sentences.size() + 8000);  // the game's dialogue trains
+  CHECK(c.test.size() == dict.test.size());                                // the dictionary's test split is unchanged
+  CHECK(c.wesnoth_test.size() > 400);
+  std::set<std::string> train_en, train_de;
+  for (const auto* part : {&c.train_sentences, &c.train_phrases})
+    for (const auto& p : *part) train_en.insert(p.en), train_de.insert(p.de);
+  // No side of any pair of a held-out dictionary line (its sentences and its phrases) trains, from
+  // either source; no test sentence of the game trains.
+  const std::set<std::int32_t> held(dict.held_out_entries.begin(), dict.held_out_entries.end());
+  std::size_t leaks = 0, held_pairs = 0;
+  for (const auto& p : ding_pairs())
+    if (held.count(p.entry)) ++held_pairs, leaks += train_en.count(p.pair.en) + train_de.count(p.pair.de);
+  CHECK(held_pairs > c.test.size() + c.validation.size());
+  CHECK(leaks == 0);
+  for (const auto* part : {&c.test, &c.validation, &c.wesnoth_test})
+    for (const auto& p : *part) leaks += train_en.count(p.en) + train_de.count(p.de);
+  CHECK(leaks == 0);
+  CHECK_THROWS_WITH(en_de_corpus("wmt"), Catch::Matchers::Contains("unknown EN-DE data 'wmt'"));
 }
 
 TEST_CASE("the Wesnoth EN-DE dialogue, as the set-up installs it", "[data][gettext]") {
