@@ -23,8 +23,8 @@ echo "PyTorch, beam 4, alpha 0.6, test split:"
 "$build/apps/ctgrad-bleu" "$out/pytorch.de" "$out/batches.safetensors.test.de"
 echo "ctgrad (same run's checkpoint; the same beam settings):"
 checkpoint=()
-if [ -n "${AVERAGE:-}" ]; then
-  "$build/apps/ctgrad" average-checkpoints transformer --run "$run" --last "$AVERAGE" --out "$out/averaged.safetensors"
-  checkpoint=(--checkpoint "$out/averaged.safetensors")
+if [ "${AVERAGE:-0}" -gt 0 ]; then
+  "$build/apps/ctgrad" average-checkpoints transformer --run "$run" --last "$AVERAGE" --out averaged.safetensors  # a file of the run folder
+  checkpoint=(--checkpoint averaged.safetensors)
 fi
 "$build/apps/ctgrad" eval transformer --run "$run" "${checkpoint[@]}" --threads "${THREADS:-2}" | grep -E "^(test split|greedy|beam)"

@@ -20,14 +20,16 @@ here=$(dirname "$(realpath "$0")")
 mkdir -p "$(dirname "$run")"
 # One step first: the run folder then holds the tokenizer and the config the batches are made with
 # (a function of the step), so both sides start together from the exported batches.
-"$ctgrad" train transformer --run "$run" --overwrite --threads 1 --set steps=1 --set keep_checkpoints="$keep" "$@" > "$run.log" 2>&1
+"$ctgrad" train transformer --run "$run" --overwrite --threads 1 --set steps=1 "$@" > "$run.log" 2>&1
 mkdir -p "$run/anchor"
 "$ctgrad" export-batches transformer --run "$run" --steps "$steps" --out "$run/anchor/batches.safetensors"
-"$ctgrad" train transformer --run "$run" --resume --threads 1 --set steps="$steps" >> "$run.log" 2>&1 &
+# keep_checkpoints only now: the step-1 checkpoint must not be one of the averaged.
+"$ctgrad" train transformer --run "$run" --resume --threads 1 --set steps="$steps" --set keep_checkpoints="$keep" >> "$run.log" 2>&1 &
 ctgrad_pid=$!
 OMP_NUM_THREADS=1 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 -E -s "$here/reference/train_transformer.py" \
   "$run/anchor/batches.safetensors" "$run/anchor/pytorch.ids" --minutes "$minutes" --average "$keep" ${TEST_LIMIT:+--test-limit "$TEST_LIMIT"} > "$run/anchor/pytorch.jsonl" 2>&1 &
 pytorch_pid=$!
+trap 'kill $pytorch_pid 2>/dev/null || true' EXIT  # ctgrad failing must not leave PyTorch running
 wait $ctgrad_pid
 # ctgrad evaluates on its core while PyTorch is still decoding on the other.
 "$ctgrad" average-checkpoints transformer --run "$run" --last "$keep" --out averaged.safetensors
