@@ -17,6 +17,7 @@
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
+#include <ctgrad/ops/detail/gemm.hpp>
 
 #include <ctgrad/training/distributed.hpp>
 #ifdef CTGRAD_HAVE_MPI
@@ -327,6 +328,10 @@ int run(const Args& a) {
   if (training::interrupted()) return interrupted_exit();
   std::optional<Config> saved;
   const Config cfg = make_config(t, a, ctx, saved);
+  if (cfg.schema().find("precision")) {
+    const std::string why = kernel::set_gemm_precision(cfg.text("precision") == "bf16" ? kernel::Precision::bf16 : kernel::Precision::fp32);
+    if (!why.empty()) std::fprintf(stderr, "ctgrad: warning: %s\n", why.c_str());
+  }
   std::unique_ptr<Session> session = t.open(cfg, ctx);
   if (ctx.from_checkpoint) {
     const auto meta = checkpoint::load_training<float>(ctx.folder.checkpoint(), session->model(), &session->optimizer());

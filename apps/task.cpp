@@ -29,7 +29,10 @@ int Session::command(const std::string& name, const Config&) {
   throw config_error("this model has no command '" + name + "'");
 }
 
-void add_seed_keys(Schema& s) {
+void add_common_keys(Schema& s) {
+  s.choice("precision", "fp32", {"fp32", "bf16"},
+           "bf16: mixed precision, matmuls on bf16 operands with fp32 accumulation (CPUs with AVX512-BF16); weights, optimizer, "
+           "softmax, norms and loss stay fp32");
   s.integer("seed", 1, {.min = 0}, "sets every random stream below that is -1", training::Role::run)
       .integer("init_seed", -1, {.min = -1}, "parameter initialisation (-1: seed)", training::Role::run)
       .integer("data_seed", -1, {.min = -1}, "data order and augmentation (-1: seed)", training::Role::run)

@@ -106,8 +106,9 @@ const std::vector<Task>& tasks();
 
 // Helpers for tasks.
 
-// The seeds: `seed` sets every stream; init_seed, data_seed, dropout_seed (-1: seed) set one.
-void add_seed_keys(Schema& s);
+// Keys of every model: the seeds (`seed` sets every stream; init_seed, data_seed, dropout_seed,
+// -1: seed, set one) and `precision` (fp32 | bf16: the matmuls' operands, applied by the CLI).
+void add_common_keys(Schema& s);
 std::uint64_t init_seed(const Config& c);
 std::uint64_t data_seed(const Config& c);
 std::uint64_t dropout_seed(const Config& c);

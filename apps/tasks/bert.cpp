@@ -55,7 +55,7 @@ Schema bert_schema() {
       .flag("pre_norm", false, "pre-norm encoder layers and a final norm (off: post-norm, as the paper)", Role::model)
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
-  add_seed_keys(s);
+  add_common_keys(s);
   add_hyper_keys(s, Bert<models::kBertSmall>::mlm);
   return s;
 }

@@ -61,7 +61,7 @@ Schema finetune_schema() {
       .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
       .integer("eval_every", 200, {.min = 1}, "steps between validations and checkpoints")
       .integer("train_passages", 0, {.min = 0}, "N > 0: train on N labelled passages only (a fixed random subset): the label budget", Role::run);
-  add_seed_keys(s);
+  add_common_keys(s);
   add_hyper_keys(s, BertCls<models::kBertSmall>::graph);
   return s;
 }

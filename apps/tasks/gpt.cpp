@@ -44,7 +44,7 @@ Schema gpt_schema() {
       .integer("eval_windows", 0, {.min = 0}, "validation windows (0: the whole validation split)")
       .integer("sample_tokens", 300, {.min = 0, .max = 1 << 20}, "tokens of the sample after training");
   add_arch_keys(s, models::kGptSmall.arch);
-  add_seed_keys(s);
+  add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
 }

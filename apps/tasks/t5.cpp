@@ -44,7 +44,7 @@ Schema t5_schema() {
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
   add_optimizer_keys(s, {.lr_help = "0: the optimizer's default (Adafactor: 0.01, scaled by each weight's RMS; AdamW: 1e-3 peak)"});
-  add_seed_keys(s);
+  add_common_keys(s);
   add_hyper_keys(s, Graphs<models::kT5Small>::train, {{"dropout", 0.0}});  // T5 v1.1 pretrains without dropout
   return s;
 }

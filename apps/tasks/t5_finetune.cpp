@@ -52,7 +52,7 @@ Schema finetune_schema() {
       .integer("beam", 4, {.min = 1, .max = 1000}, "beam width of the evaluation's beam search")
       .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search");
   add_optimizer_keys(s, {.lr_help = "0: the optimizer's default (Adafactor: a constant 0.01, scaled by each weight's RMS; AdamW: 3e-4 peak)"});
-  add_seed_keys(s);
+  add_common_keys(s);
   add_hyper_keys(s, Graphs<models::kT5Small>::train);  // dropout 0.1: T5 v1.1 fine-tunes with it
   return s;
 }

@@ -51,6 +51,9 @@ Schema transformer_schema() {
               Role::model)
       .choice("vocab", "8000", {"4000", "8000", "16000"},
               "pieces of the shared BPE vocabulary (size=small; compiled variants: 4000 and 16000 with the preset architecture)", Role::model)
+      .real("train_fraction", 1.0, {.min = 0, .max = 1, .min_open = true},
+            "train on this fraction of the training sentences and of the phrases (a fixed random subset; its vocabulary too): the data-size curve",
+            Role::run)
       .real("phrase_weight", 1.0, {.min = 0, .max = 100}, "data=ding: dictionary phrases per sentence pair in each epoch (0: none)", Role::run)
       .integer("batch", 64, {.min = 1, .max = 1 << 16}, "sentence pairs per step", Role::run)
       .integer("batch_tokens", 0, {.min = 0, .max = 1 << 24},
@@ -68,7 +71,7 @@ Schema transformer_schema() {
       .integer("val_bleu", 0, {.min = 0}, "validation sentences translated greedily at each validation for its BLEU (0: none)");
   add_arch_keys(s, models::kTransformerSmall.arch);
   s.added_later({"data", "vocab"});
-  add_seed_keys(s);
+  add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
 }
@@ -476,6 +479,20 @@ class TransformerSession : public Session {
     // The pairs (data/en_de.hpp): the dictionary's sentence pairs, or every pair of it split by
     // entry with phrases training too, and the game's dialogue, nothing of a held-out line training.
     data::EnDeCorpus corpus = data::en_de_corpus(c_.text("data"));
+    if (const double f = c_.real("train_fraction"); f < 1) {
+      // A fixed random subset of each (the same for every seed): keyed sort, first ceil(f n).
+      auto keep = [f](std::vector<data::SentencePair>& pairs, const char* what) {
+        std::vector<std::pair<std::uint64_t, std::size_t>> order(pairs.size());
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = {random::bits(random::key(0, what), i), i};
+        std::sort(order.begin(), order.end());
+        std::vector<data::SentencePair> kept;
+        const auto n = std::size_t(std::ceil(f * double(pairs.size())));
+        for (std::size_t i = 0; i < n; ++i) kept.push_back(std::move(pairs[order[i].second]));
+        pairs = std::move(kept);
+      };
+      keep(corpus.train_sentences, "train_fraction sentences");
+      keep(corpus.train_phrases, "train_fraction phrases");
+    }
     const auto& train = corpus.train_sentences;
     dropped_ = corpus.dropped;
     const auto &phrases = corpus.train_phrases, &validation = corpus.validation, &test = corpus.test, &wesnoth_test = corpus.wesnoth_test;

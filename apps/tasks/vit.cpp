@@ -40,7 +40,7 @@ Schema vit_schema() {
       .real("weight_decay", 0.05, {.min = 0, .max = 10}, "AdamW's decay (not on biases, norms, the class token and positions)")
       .flag("augment", false, "random shifts of up to 2 pixels and horizontal flips", Role::run);
   add_arch_keys(s, models::kVitFast.arch, false);
-  add_seed_keys(s);
+  add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
 }

@@ -3,11 +3,15 @@
 #include <ctgrad/ops/detail/kernel.hpp>
 
 #include <dlfcn.h>
+#include <immintrin.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <vector>
 
 namespace ctgrad::kernel {
 namespace {
@@ -121,7 +125,135 @@ void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
     blas().dgemm(kRowMajor, t_a, t_b, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), acc ? 1.0 : 0.0, C, int(ldc));
 }
 
+// Splits C into blocks from the shape alone: up to kMaxBlocks along the longer of M and N, at
+// least kMinBlock wide, and none for small products (a block re-packs the other operand, so fewer
+// is better); run(m0, m1, n0, n1) computes C[m0:m1, n0:n1].
+template <class Run>
+void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, Run&& run) {
+  constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256, kMaxBlocks = 2;
+  const bool split_m = M >= N;
+  const std::int64_t len = split_m ? M : N;
+  const std::int64_t blocks = 2 * M * N * K < kMinWork ? 1 : std::min(kMaxBlocks, std::max<std::int64_t>(1, len / kMinBlock));
+  if (blocks == 1) {
+    run(0, M, 0, N);
+    return;
+  }
+  parallel(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t lo = b * len / blocks, hi = (b + 1) * len / blocks;
+      if (split_m) run(lo, hi, 0, N);
+      else run(0, M, lo, hi);
+    }
+  });
+}
+
+// ---- bf16: oneDNN's bf16 x bf16 -> fp32 GEMM ----
+using bf16_gemm_fn = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const std::uint16_t*, std::int64_t,
+                             const std::uint16_t*, std::int64_t, float, float*, std::int64_t);
+
+struct OneDnn {
+  bf16_gemm_fn gemm = nullptr;
+  void (*omp_set_num_threads)(int) = nullptr;
+  std::string why;  // why it cannot be used
+  OneDnn() {
+    // Its OpenMP runtime runs one thread per call (set in each calling thread): oneTBB owns the cores.
+    void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      why = std::string("oneDNN could not be loaded (") + dlerror() + "; run scripts/setup.sh)";
+      return;
+    }
+    gemm = reinterpret_cast<bf16_gemm_fn>(dlsym(h, "dnnl_gemm_bf16bf16f32"));
+    omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "omp_set_num_threads"));
+    if (!gemm || !omp_set_num_threads) {
+      gemm = nullptr;
+      why = "libdnnl.so.2 lacks dnnl_gemm_bf16bf16f32 or its OpenMP runtime";
+    }
+  }
+};
+const OneDnn& onednn() {
+  static const OneDnn d;
+  return d;
+}
+
+std::atomic<bool> g_bf16{false};
+
+// fp32 -> bf16, round to nearest even (AVX512-BF16's vcvtneps2bf16): rows of a strided matrix
+// into a dense one. Only called when the CPU has AVX512-BF16 (set_gemm_precision checks).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16(const float* src, std::int64_t rows, std::int64_t cols,
+                                                                               std::int64_t ld, std::uint16_t* dst) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * ld;
+    std::uint16_t* d = dst + r * cols;
+    std::int64_t j = 0;
+    for (; j + 16 <= cols; j += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + j), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s + j)));
+    if (j < cols) {
+      const __mmask16 m = __mmask16((1u << (cols - j)) - 1);
+      _mm256_mask_storeu_epi16(d + j, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + j)));
+    }
+  }
+}
+
+// Grow-only operand buffers, one pair per nesting depth of a thread: a task this thread steals
+// while it waits inside a GEMM may run a GEMM of its own.
+struct Bf16Buffers {
+  std::vector<std::uint16_t> a, b;
+};
+thread_local std::vector<std::unique_ptr<Bf16Buffers>> t_buffers;
+thread_local std::size_t t_depth = 0;
+thread_local bool t_one_omp_thread = false;
+
+// A (stored rows x cols, leading dimension ld) converted in parallel into a dense bf16 copy.
+void convert(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::vector<std::uint16_t>& dst) {
+  if (dst.size() < std::size_t(rows * cols)) dst.resize(std::size_t(rows * cols));
+  std::uint16_t* d = dst.data();
+  parallel(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, cols)),
+           [&](std::int64_t r0, std::int64_t r1) { to_bf16(src + r0 * ld, r1 - r0, cols, ld, d + r0 * cols); });
+}
+
+void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
+               std::int64_t ldb, float* C, std::int64_t ldc, bool acc) {
+  if (t_buffers.size() <= t_depth) t_buffers.push_back(std::make_unique<Bf16Buffers>());
+  Bf16Buffers& buf = *t_buffers[t_depth];
+  struct Depth {
+    Depth() { ++t_depth; }
+    ~Depth() { --t_depth; }
+  } depth;
+  // Dense bf16 copies in the stored layout: op(A) is M x K, stored K x M when transposed.
+  const std::int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
+  convert(A, ta ? K : M, a_cols, lda, buf.a);
+  convert(B, tb ? N : K, b_cols, ldb, buf.b);
+  const std::uint16_t *a = buf.a.data(), *b = buf.b.data();
+  const OneDnn& dnnl = onednn();
+  split_blocks(M, N, K, [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+    if (!t_one_omp_thread) dnnl.omp_set_num_threads(1), t_one_omp_thread = true;
+    const std::uint16_t* ap = ta ? a + m0 : a + m0 * a_cols;
+    const std::uint16_t* bp = tb ? b + n0 * b_cols : b + n0;
+    dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m1 - m0, n1 - n0, K, 1.0f, ap, a_cols, bp, b_cols, acc ? 1.0f : 0.0f,
+              C + m0 * ldc + n0, ldc);
+  });
+}
+
 }  // namespace
+
+std::string set_gemm_precision(Precision p) { return set_gemm_precision(p, cpu::features()); }
+
+std::string set_gemm_precision(Precision p, const cpu::Features& cpu) {
+  if (p == Precision::fp32) {
+    g_bf16 = false;
+    return "";
+  }
+  std::string why;
+  if (!cpu.avx512bf16 || !cpu.runs_avx512())
+    why = "precision=bf16 needs a CPU with AVX512-BF16 (AMD Zen 4 and later, Intel Cooper Lake, Sapphire Rapids and later); this one has: " +
+          cpu.flags();
+  else if (!onednn().gemm)
+    why = "precision=bf16 needs oneDNN: " + onednn().why;
+  g_bf16 = why.empty();
+  return why.empty() ? "" : why + "; matmuls stay fp32";
+}
+
+Precision gemm_precision() { return g_bf16 ? Precision::bf16 : Precision::fp32; }
 
 std::string openblas_core_choice(bool warn) {
   const cpu::Features& cpu = cpu::features();
@@ -182,31 +314,19 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
       for (std::int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
     return;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (g_bf16.load(std::memory_order_relaxed)) {
+      gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+      return;
+    }
   if (!blas().sgemm) {
     reference(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
-  // Blocks from the shape alone: up to 4 along the longer of M and N, at least 256 wide, and
-  // none for small products (a block re-packs the other operand, so fewer is better).
-  constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256, kMaxBlocks = 2;
-  const bool split_m = M >= N;
-  const std::int64_t len = split_m ? M : N;
-  std::int64_t blocks = 2 * M * N * K < kMinWork ? 1 : std::min(kMaxBlocks, std::max<std::int64_t>(1, len / kMinBlock));
-  if (blocks == 1) {
-    call(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-    return;
-  }
-  parallel(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int64_t lo = b * len / blocks, hi = (b + 1) * len / blocks;
-      if (split_m) {
-        const T* a = ta ? A + lo : A + lo * lda;
-        call(ta, tb, hi - lo, N, K, a, lda, B, ldb, C + lo * ldc, ldc, accumulate);
-      } else {
-        const T* bp = tb ? B + lo * ldb : B + lo;
-        call(ta, tb, M, hi - lo, K, A, lda, bp, ldb, C + lo, ldc, accumulate);
-      }
-    }
+  split_blocks(M, N, K, [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+    const T* a = ta ? A + m0 : A + m0 * lda;
+    const T* b = tb ? B + n0 * ldb : B + n0;
+    call(ta, tb, m1 - m0, n1 - n0, K, a, lda, b, ldb, C + m0 * ldc + n0, ldc, accumulate);
   });
 }
 

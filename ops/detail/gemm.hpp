@@ -8,9 +8,17 @@
 // are bitwise identical on any number of threads (OpenBLAS picks different kernels for different
 // block sizes, so a thread-dependent split would not be). Why not our own micro-kernel:
 // docs/performance.md.
+//
+// Mixed precision (set_gemm_precision(Precision::bf16)): float GEMMs round both operands to
+// bfloat16 and accumulate in fp32 through oneDNN's dnnl_gemm_bf16bf16f32 (its AVX512-BF16 kernels),
+// loaded by path like OpenBLAS and run one thread per call under the same shape-only split.
 #pragma once
 #include <cstdint>
 #include <string>
+
+namespace ctgrad::cpu {
+struct Features;
+}
 
 namespace ctgrad::kernel {
 
@@ -28,6 +36,16 @@ void* load_openblas(const std::string& path, int threads, std::string& why);
 // The OpenBLAS core load_openblas asks for: CTGRAD_BLAS_CORE when this CPU runs it (a warning
 // otherwise, when `warn`), else cpu::best_openblas_core; "" lets OpenBLAS detect the CPU.
 std::string openblas_core_choice(bool warn = false);
+
+// The precision of float GEMMs, process-wide (as torch's set_float32_matmul_precision): fp32, or
+// bf16 operands with fp32 accumulation; double GEMMs stay double. Master weights, optimizer state,
+// softmax, norms and losses are fp32 either way: only the GEMMs' inputs are rounded. Returns "" when
+// the precision is in effect, else why not (the CPU lacks AVX512-BF16, oneDNN is missing), and
+// GEMMs stay fp32. The overload judges as on the CPU `cpu` (tests).
+enum class Precision { fp32, bf16 };
+std::string set_gemm_precision(Precision p);
+std::string set_gemm_precision(Precision p, const cpu::Features& cpu);
+Precision gemm_precision();
 
 // "openblas, 1 thread per call (...)" or "reference (...why...)".
 std::string gemm_backend();

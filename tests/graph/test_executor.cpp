@@ -160,6 +160,35 @@ TEST_CASE("same seed gives bitwise-identical training with 1 and 2 threads", "[e
   CHECK(one[4] < one[0]);  // and it learns
 }
 
+TEST_CASE("one training step in bf16 precision stays within bf16's rounding of fp32", "[executor][bf16]") {
+  if (!ctgrad::testing::bf16_gemm()) return;
+  static constexpr auto W = freeze<ctgrad::testing::mlp_classifier<64, 256, 10, 3>>();
+  auto step = [](kernel::Precision precision) {
+    ctgrad::testing::ScopedPrecision scope(precision);
+    Program<W> p(Options{.threads = 1, .seed = 9});
+    auto x = ramp(256 * 64, 0.05f);
+    auto y = labels(256, 10);
+    p.set_input("x", std::span<const float>(x), {256, 64});
+    p.set_input("y", std::span<const std::int32_t>(y), {256});
+    p.zero_grad();
+    p.forward();
+    p.backward();
+    const auto g = p.parameter_grads();
+    std::vector<float> out(g.begin(), g.end());
+    out.push_back(p.loss());
+    return out;
+  };
+  const auto fp32 = step(kernel::Precision::fp32), bf16 = step(kernel::Precision::bf16);
+  REQUIRE(fp32.size() == bf16.size());
+  const float loss32 = fp32.back(), loss16 = bf16.back();
+  CHECK(std::abs(loss16 - loss32) <= 1e-2f * std::abs(loss32));
+  double diff = 0, norm = 0;  // the gradients' relative difference
+  for (std::size_t i = 0; i + 1 < fp32.size(); ++i) diff += double(fp32[i] - bf16[i]) * (fp32[i] - bf16[i]), norm += double(fp32[i]) * fp32[i];
+  INFO("loss fp32 " << loss32 << " bf16 " << loss16 << ", gradient relative difference " << std::sqrt(diff / norm));
+  CHECK(std::sqrt(diff / norm) < 3e-2);
+  CHECK(diff > 0);  // bf16 did run
+}
+
 TEST_CASE("changing an input between forward and backward is refused", "[executor][errors]") {
   Program<G> p;
   auto x = ramp(2 * 8), x_big = ramp(64 * 8);

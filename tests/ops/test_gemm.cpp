@@ -131,3 +131,71 @@ TEST_CASE("gemm gives the same bits on 1 and 2 threads", "[ops][gemm][determinis
   a2.execute([&] { kernel::gemm(false, true, M, N, K, A.data(), K, B.data(), K, two.data(), N, false); });
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
 }
+
+namespace {
+// fp32 -> bf16 -> fp32, round to nearest even (finite inputs).
+float round_bf16(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+}  // namespace
+
+TEST_CASE("bf16 precision rounds the operands to bfloat16 and accumulates in fp32", "[ops][gemm][bf16]") {
+  if (!ctgrad::testing::bf16_gemm()) return;
+  struct S { std::int64_t M, N, K; };
+  for (S s : {S{1, 1, 1}, S{7, 5, 3}, S{33, 17, 65}, S{600, 40, 50}, S{40, 700, 60}, S{513, 257, 129}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool acc : {false, true}) {
+          auto A = randn(std::size_t(s.M * s.K), 1), B = randn(std::size_t(s.K * s.N), 2), C = randn(std::size_t(s.M * s.N), 3);
+          const std::int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
+          // The exact product of the rounded operands, and of the fp32 ones.
+          std::vector<double> rounded(C.begin(), C.end()), exact(C.begin(), C.end());
+          for (std::int64_t i = 0; i < s.M; ++i)
+            for (std::int64_t j = 0; j < s.N; ++j) {
+              double r = acc ? rounded[std::size_t(i * s.N + j)] : 0.0, e = acc ? exact[std::size_t(i * s.N + j)] : 0.0;
+              for (std::int64_t k = 0; k < s.K; ++k) {
+                const float a = ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)];
+                const float b = tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)];
+                r += double(round_bf16(a)) * double(round_bf16(b));
+                e += double(a) * double(b);
+              }
+              rounded[std::size_t(i * s.N + j)] = r, exact[std::size_t(i * s.N + j)] = e;
+            }
+          {
+            ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
+            kernel::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N, acc);
+          }
+          double to_rounded = 0, to_exact = 0;
+          for (std::size_t e = 0; e < C.size(); ++e)
+            to_rounded = std::max(to_rounded, std::abs(C[e] - rounded[e])), to_exact = std::max(to_exact, std::abs(C[e] - exact[e]));
+          INFO("M" << s.M << " N" << s.N << " K" << s.K << " ta" << ta << " tb" << tb << " acc" << acc);
+          CHECK(to_rounded < 1e-4 * std::sqrt(double(s.K)) + 1e-5);     // fp32 accumulation of the bf16 operands
+          CHECK(to_exact < 2e-2 * std::sqrt(double(s.K)) + 1e-2);       // and within bf16's rounding of the fp32 product
+          if (s.K > 1) CHECK(to_exact > 1e-4 * std::sqrt(double(s.K)));  // bf16 did run: fp32 would be this close
+        }
+}
+
+TEST_CASE("bf16 gemm gives the same bits on 1 and 2 threads", "[ops][gemm][bf16][determinism]") {
+  if (!ctgrad::testing::bf16_gemm() || !ctgrad::testing::two_cpus()) return;
+  const std::int64_t M = 1100, N = 300, K = 257;
+  auto A = randn(std::size_t(M * K), 4), B = randn(std::size_t(K * N), 5);
+  std::vector<float> one(std::size_t(M * N)), two(std::size_t(M * N));
+  ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
+  tbb::task_arena a1(1), a2(2);
+  a1.execute([&] { kernel::gemm(false, true, M, N, K, A.data(), K, B.data(), K, one.data(), N, false); });
+  a2.execute([&] { kernel::gemm(false, true, M, N, K, A.data(), K, B.data(), K, two.data(), N, false); });
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("bf16 precision on a CPU without AVX512-BF16 is refused by name and GEMMs stay fp32", "[ops][gemm][bf16]") {
+  cpu::Features old = cpu::features();
+  old.avx512bf16 = false;
+  const std::string why = kernel::set_gemm_precision(kernel::Precision::bf16, old);
+  CHECK_THAT(why, Catch::Matchers::Contains("needs a CPU with AVX512-BF16") && Catch::Matchers::Contains("matmuls stay fp32"));
+  CHECK(kernel::gemm_precision() == kernel::Precision::fp32);
+  CHECK(kernel::set_gemm_precision(kernel::Precision::fp32).empty());
+}
