@@ -76,6 +76,66 @@ void* open_private_copy(const std::string& path, int threads) {
   return h;
 }
 
+struct Shape {
+  int M, N, K;
+  bool ta, tb;
+  const char* use;
+};
+
+// bf16: ctgrad's matmul at precision=bf16 (its operands' conversion from fp32 included) against
+// oneDNN's bf16 GEMM on operands already in bf16, both on `threads` threads.
+int bf16_gemm_rows(int threads, int reps, const Shape* shapes, std::size_t n, tbb::task_arena& arena) {
+  using bf16_fn = int (*)(char, char, long, long, long, float, const std::uint16_t*, long, const std::uint16_t*, long, float, float*, long);
+  const std::string why = ctgrad::kernel::set_gemm_precision(ctgrad::kernel::Precision::bf16);
+  ctgrad::kernel::set_gemm_precision(ctgrad::kernel::Precision::fp32);
+  void* h = why.empty() ? open_isolated("libdnnl.so.2") : nullptr;
+  auto dnnl = h ? reinterpret_cast<bf16_fn>(dlsym(h, "dnnl_gemm_bf16bf16f32")) : nullptr;
+  auto omp_threads = h ? reinterpret_cast<void (*)(int)>(dlsym(h, "omp_set_num_threads")) : nullptr;
+  if (!dnnl) {
+    std::printf("{\"bench\":\"gemm_bf16\",\"note\":\"%s, skipped\"}\n", why.empty() ? "no dnnl_gemm_bf16bf16f32" : why.c_str());
+    return 0;
+  }
+  for (std::size_t si = 0; si < n; ++si) {
+    const Shape& s = shapes[si];
+    std::vector<float> A(std::size_t(s.M) * s.K), B(std::size_t(s.K) * s.N), C(std::size_t(s.M) * s.N);
+    for (std::size_t i = 0; i < A.size(); ++i) A[i] = float(ctgrad::random::uniform(1, i)) - 0.5f;
+    for (std::size_t i = 0; i < B.size(); ++i) B[i] = float(ctgrad::random::uniform(2, i)) - 0.5f;
+    auto bf = [](float x) { std::uint32_t u; std::memcpy(&u, &x, 4); return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); };
+    std::vector<std::uint16_t> Ab(A.size()), Bb(B.size());
+    for (std::size_t i = 0; i < A.size(); ++i) Ab[i] = bf(A[i]);
+    for (std::size_t i = 0; i < B.size(); ++i) Bb[i] = bf(B[i]);
+    const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+    const double flops = 2.0 * s.M * s.N * s.K;
+    double mine = 0, ref = 0;
+    for (int round = 0; round < reps; ++round) {
+      ctgrad::kernel::set_gemm_precision(ctgrad::kernel::Precision::bf16);
+      for (int r = 0; r < 4; ++r) {
+        const double t = now();
+        arena.execute([&] { ctgrad::kernel::gemm(s.ta, s.tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), s.N, false); });
+        if (r > 0) mine = std::max(mine, flops / (now() - t) / 1e9);
+      }
+      ctgrad::kernel::set_gemm_precision(ctgrad::kernel::Precision::fp32);
+      usleep(20000);
+      if (omp_threads) omp_threads(threads);  // oneDNN's own threads for the reference
+      for (int r = 0; r < 4; ++r) {
+        const double t = now();
+        dnnl(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.M, s.N, s.K, 1.f, Ab.data(), lda, Bb.data(), ldb, 0.f, C.data(), s.N);
+        if (r > 0) ref = std::max(ref, flops / (now() - t) / 1e9);
+      }
+      usleep(20000);
+    }
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "%dx%dx%d %c%c", s.M, s.N, s.K, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N');
+    for (int side = 0; side < 2; ++side)
+      std::printf("{\"bench\":\"gemm_bf16\",\"shape\":\"%s\",\"use\":\"%s\",\"impl\":\"%s\",\"threads\":%d,\"gflops\":%.1f,"
+                  "\"ratio_to_ref\":%.3f}\n",
+                  shape, s.use, side ? "onednn-bf16 (operands already bf16)" : "ctgrad precision=bf16", threads, side ? ref : mine,
+                  side ? 1.0 : mine / ref);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int gemm_bench(int threads, int reps) {
   // References use OpenMP or pthreads with `threads` threads; ctgrad uses a oneTBB arena of the same size.
   setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
@@ -112,11 +172,6 @@ int gemm_bench(int threads, int reps) {
   std::printf("{\"bench\":\"machine\",\"cpu\":\"%s\",\"cores\":%u,\"threads\":%d,\"ctgrad_backend\":\"%s\"}\n",
               ctgrad::cpu::describe().c_str(), std::thread::hardware_concurrency(), threads, backend.c_str());
 
-  struct Shape {
-    int M, N, K;
-    bool ta, tb;
-    const char* use;
-  };
   const Shape shapes[] = {{1024, 1024, 1024, false, false, "square"},
                           {4096, 3072, 768, false, true, "linear forward: X W^T"},
                           {4096, 768, 3072, false, false, "linear backward: dX = dY W"},
@@ -150,7 +205,7 @@ int gemm_bench(int threads, int reps) {
                   shape, s.use, impls[i].name.c_str(), threads, best[i], best_ref > 0 ? best[i] / best_ref : 0.0);
     std::fflush(stdout);
   }
-  return 0;
+  return bf16_gemm_rows(threads, reps, shapes, std::size(shapes), arena);
 }
 
 // Elementwise and row kernels under each instruction set this CPU has, one thread, fp32.
@@ -201,7 +256,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: ctgrad-bench gemm|simd|decode [--threads N] [--reps N]\n"
                "       ctgrad-bench gpt|vit|transformer [--config small|medium] [--peer libtorch] [--threads N]\n"
-               "                    [--warmup N] [--steps N] [--rounds N]\n");
+               "                    [--warmup N] [--steps N] [--rounds N] [--precision fp32|bf16|both]\n");
   return 2;
 }
 
@@ -227,6 +282,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--config" && i + 1 < argc) train.config = argv[++i];
     else if (a == "--peer" && i + 1 < argc) train.peer = argv[++i];
+    else if (a == "--precision" && i + 1 < argc) train.precision = argv[++i];
     else if (a == "--warmup" && i + 1 < argc) train.warmup = std::atoi(argv[++i]);
     else if (a == "--steps" && i + 1 < argc) train.steps = std::atoi(argv[++i]);
     else if (a == "--rounds" && i + 1 < argc) train.rounds = std::atoi(argv[++i]);
@@ -236,6 +292,7 @@ int main(int argc, char** argv) {
     }
   }
   if (threads < 1 || reps < 1) return usage();
+  if (train.precision != "fp32" && train.precision != "bf16" && train.precision != "both") return usage();
   if (cmd == "gemm") return gemm_bench(threads, reps);
   if (cmd == "simd") return simd_bench(reps);
   if (cmd == "decode") return decode_bench(threads, reps);

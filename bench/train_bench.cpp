@@ -204,7 +204,13 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
                           .dump()
                           .c_str());
   std::fflush(stdout);
-  Side mine, peer;
+  const bool both = o.precision == "both";
+  auto set_precision = [&](bool bf16) {
+    const std::string why = kernel::set_gemm_precision(bf16 ? kernel::Precision::bf16 : kernel::Precision::fp32);
+    if (!why.empty()) throw std::runtime_error("--precision " + o.precision + ": " + why);
+  };
+  set_precision(o.precision == "bf16");
+  Side mine, mine16, peer;
   double peer_rss = 0;
   json peer_line;
   double peak = 0;
@@ -220,6 +226,12 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   if (other && o.warmup > 0) peer.first_loss = other->steps(o.warmup)["loss_first"];
   for (int r = 0; r < o.rounds; ++r) {
     train_steps(model, opt, s, data, o.steps, true, mine);
+    if (both) {  // the same model on, alternately, fp32 and bf16 matmuls
+      usleep(20000);
+      set_precision(true);
+      train_steps(model, opt, s, data, o.steps, true, mine16);
+      set_precision(false);
+    }
     if (other) {
       usleep(20000);  // let oneTBB's workers go to sleep before the peer runs
       peer_line = other->steps(o.steps);
@@ -236,8 +248,18 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   other.reset();
   peak = std::max(peak, peak0);
   std::printf("%s\n", json{{"bench", "machine"}, {"fma_peak_gflops", peak}, {"note", "best of the measurements between rounds: MFU's denominator"}}.dump().c_str());
-  const json a = report(s, "ctgrad", mine, bench::peak_rss_mb(), peak);
+  json a = report(s, "ctgrad", mine, bench::peak_rss_mb(), peak);
+  a["precision"] = both ? "fp32" : o.precision;
   std::printf("%s\n", a.dump().c_str());
+  if (both) {
+    json a16 = report(s, "ctgrad", mine16, bench::peak_rss_mb(), peak);
+    a16["precision"] = "bf16";
+    std::printf("%s\n", a16.dump().c_str());
+    const double speedup = a["step_ms_median"].get<double>() / a16["step_ms_median"].get<double>();
+    json c{{"bench", "train"}, {"model", s.model}, {"config", s.config}, {"bf16_speedup_over_fp32", speedup}};
+    if (s.model == "gpt" && s.config == "medium") c["bf16_target"] = 1.6, c["bf16_met"] = speedup >= 1.6;
+    std::printf("%s\n", c.dump().c_str());
+  }
   if (o.peer.empty()) return 0;
   json b = report(s, o.peer.c_str(), peer, peer_rss, peak);
   b["blas"] = peer_line["blas"];

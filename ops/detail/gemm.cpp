@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 namespace ctgrad::kernel {
@@ -154,9 +155,11 @@ using bf16_gemm_fn = int (*)(char, char, std::int64_t, std::int64_t, std::int64_
 struct OneDnn {
   bf16_gemm_fn gemm = nullptr;
   void (*omp_set_num_threads)(int) = nullptr;
+  int (*omp_get_max_threads)() = nullptr;
   std::string why;  // why it cannot be used
   OneDnn() {
-    // Its OpenMP runtime runs one thread per call (set in each calling thread): oneTBB owns the cores.
+    // Its OpenMP runtime runs one thread per call (set in the calling thread for the call, then
+    // restored for whatever else uses OpenMP there): oneTBB owns the cores.
     void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       why = std::string("oneDNN could not be loaded (") + dlerror() + "; run scripts/setup.sh)";
@@ -164,7 +167,8 @@ struct OneDnn {
     }
     gemm = reinterpret_cast<bf16_gemm_fn>(dlsym(h, "dnnl_gemm_bf16bf16f32"));
     omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "omp_set_num_threads"));
-    if (!gemm || !omp_set_num_threads) {
+    omp_get_max_threads = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_max_threads"));
+    if (!gemm || !omp_set_num_threads || !omp_get_max_threads) {
       gemm = nullptr;
       why = "libdnnl.so.2 lacks dnnl_gemm_bf16bf16f32 or its OpenMP runtime";
     }
@@ -201,7 +205,6 @@ struct Bf16Buffers {
 };
 thread_local std::vector<std::unique_ptr<Bf16Buffers>> t_buffers;
 thread_local std::size_t t_depth = 0;
-thread_local bool t_one_omp_thread = false;
 
 // A (stored rows x cols, leading dimension ld) converted in parallel into a dense bf16 copy.
 void convert(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::vector<std::uint16_t>& dst) {
@@ -226,11 +229,16 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   const std::uint16_t *a = buf.a.data(), *b = buf.b.data();
   const OneDnn& dnnl = onednn();
   split_blocks(M, N, K, [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
-    if (!t_one_omp_thread) dnnl.omp_set_num_threads(1), t_one_omp_thread = true;
+    const int omp_threads = dnnl.omp_get_max_threads();
+    dnnl.omp_set_num_threads(1);
     const std::uint16_t* ap = ta ? a + m0 : a + m0 * a_cols;
     const std::uint16_t* bp = tb ? b + n0 * b_cols : b + n0;
-    dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m1 - m0, n1 - n0, K, 1.0f, ap, a_cols, bp, b_cols, acc ? 1.0f : 0.0f,
+    const int status = dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m1 - m0, n1 - n0, K, 1.0f, ap, a_cols, bp, b_cols, acc ? 1.0f : 0.0f,
               C + m0 * ldc + n0, ldc);
+    dnnl.omp_set_num_threads(omp_threads);
+    if (status != 0)  // dnnl_status_t: 0 is success
+      throw std::runtime_error("matmul: oneDNN's bf16 GEMM failed with status " + std::to_string(status) + " on " + std::to_string(m1 - m0) +
+                               "x" + std::to_string(n1 - n0) + "x" + std::to_string(K));
   });
 }
 
