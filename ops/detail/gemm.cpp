@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <immintrin.h>
+#include <oneapi/tbb/info.h>
 
 #include <atomic>
 #include <cstdio>
@@ -126,24 +127,31 @@ void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
     blas().dgemm(kRowMajor, t_a, t_b, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), acc ? 1.0 : 0.0, C, int(ldc));
 }
 
-// Splits C into blocks from the shape alone: up to kMaxBlocks along the longer of M and N, at
-// least kMinBlock wide, and none for small products (a block re-packs the other operand, so fewer
-// is better); run(m0, m1, n0, n1) computes C[m0:m1, n0:n1].
+std::atomic<int> g_max_blocks{0};  // 0: not chosen yet
+
+// Splits C into a grid of blocks from the shape and gemm_max_blocks() alone, never from the
+// arena's thread count: at most that many blocks, each at least kMinBlock wide on the sides it
+// splits, the longer side halved first, and one block for small products (a block re-packs the
+// parts of A and B it reads, so fewer is better); run(m0, m1, n0, n1) computes C[m0:m1, n0:n1].
 template <class Run>
 void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, Run&& run) {
-  constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256, kMaxBlocks = 2;
-  const bool split_m = M >= N;
-  const std::int64_t len = split_m ? M : N;
-  const std::int64_t blocks = 2 * M * N * K < kMinWork ? 1 : std::min(kMaxBlocks, std::max<std::int64_t>(1, len / kMinBlock));
-  if (blocks == 1) {
+  constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256;
+  const std::int64_t max_blocks = gemm_max_blocks();
+  std::int64_t bm = 1, bn = 1;
+  while (bm * bn * 2 <= max_blocks && 2 * M * N * K / (bm * bn * 2) >= kMinWork) {
+    const bool m_can = M / (bm * 2) >= kMinBlock, n_can = N / (bn * 2) >= kMinBlock;
+    if (m_can && (!n_can || M / bm >= N / bn)) bm *= 2;
+    else if (n_can) bn *= 2;
+    else break;
+  }
+  if (bm * bn == 1) {
     run(0, M, 0, N);
     return;
   }
-  parallel(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+  parallel(bm * bn, 1, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int64_t lo = b * len / blocks, hi = (b + 1) * len / blocks;
-      if (split_m) run(lo, hi, 0, N);
-      else run(0, M, lo, hi);
+      const std::int64_t i = b / bn, j = b % bn;
+      run(i * M / bm, (i + 1) * M / bm, j * N / bn, (j + 1) * N / bn);
     }
   });
 }
@@ -262,6 +270,19 @@ std::string set_gemm_precision(Precision p, const cpu::Features& cpu) {
 }
 
 Precision gemm_precision() { return g_bf16 ? Precision::bf16 : Precision::fp32; }
+
+int gemm_max_blocks() {
+  int n = g_max_blocks.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  n = 1;  // the CPUs this process may run on, rounded up to a power of two
+  while (n < tbb::info::default_concurrency()) n *= 2;
+  if (const char* e = std::getenv("CTGRAD_GEMM_BLOCKS"); e && std::atoi(e) > 0) n = std::min(std::atoi(e), 1 << 16);
+  int expected = 0;
+  g_max_blocks.compare_exchange_strong(expected, n);
+  return g_max_blocks.load();
+}
+
+void set_gemm_max_blocks(int n) { g_max_blocks = std::max(1, n); }
 
 std::string openblas_core_choice(bool warn) {
   const cpu::Features& cpu = cpu::features();

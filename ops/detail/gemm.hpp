@@ -6,7 +6,7 @@
 // safe to call from two threads at once: measured 4 wrong results in 3000 concurrent calls.) The
 // work is split into blocks chosen from the shape alone, never from the thread count, so results
 // are bitwise identical on any number of threads (OpenBLAS picks different kernels for different
-// block sizes, so a thread-dependent split would not be). Why not our own micro-kernel:
+// block sizes, so a thread-dependent split would not be): a grid of up to gemm_max_blocks() blocks. Why not our own micro-kernel:
 // docs/performance.md.
 //
 // Mixed precision (set_gemm_precision(Precision::bf16)): float GEMMs round both operands to
@@ -46,6 +46,13 @@ enum class Precision { fp32, bf16 };
 std::string set_gemm_precision(Precision p);
 std::string set_gemm_precision(Precision p, const cpu::Features& cpu);
 Precision gemm_precision();
+
+// The most blocks one GEMM is split into: the CPUs this process may use (oneTBB's default
+// concurrency: affinity mask and cgroup quota) rounded up to a power of two, or CTGRAD_GEMM_BLOCKS.
+// A property of the machine, not of an arena: 1 and 16 threads on one host give the same bits.
+// The setter is for tests and benchmarks (a host with more cores, simulated).
+int gemm_max_blocks();
+void set_gemm_max_blocks(int n);
 
 // "openblas, 1 thread per call (...)" or "reference (...why...)".
 std::string gemm_backend();

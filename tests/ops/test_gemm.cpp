@@ -199,3 +199,31 @@ TEST_CASE("bf16 precision on a CPU without AVX512-BF16 is refused by name and GE
   CHECK(kernel::gemm_precision() == kernel::Precision::fp32);
   CHECK(kernel::set_gemm_precision(kernel::Precision::fp32).empty());
 }
+
+TEST_CASE("a GEMM split for a many-core host (a grid of blocks) is right and the same on 1 and 2 threads", "[ops][gemm][determinism]") {
+  // As on a host of 16 CPUs: 1030 x 600 splits into 4 x 2 blocks.
+  const int old = kernel::gemm_max_blocks();
+  kernel::set_gemm_max_blocks(16);
+  const std::int64_t M = 1030, N = 600, K = 70;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      auto A = randn(std::size_t(M * K), 8), B = randn(std::size_t(K * N), 9);
+      const std::int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      std::vector<float> one(std::size_t(M * N)), two(std::size_t(M * N));
+      tbb::task_arena a1(1), a2(2);
+      a1.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, one.data(), N, false); });
+      a2.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, two.data(), N, false); });
+      CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      double worst = 0;
+      for (std::int64_t i = 0; i < M; i += 7)
+        for (std::int64_t j = 0; j < N; ++j) {
+          double sum = 0;
+          for (std::int64_t k = 0; k < K; ++k)
+            sum += double(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)]) * double(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]);
+          worst = std::max(worst, std::abs(one[std::size_t(i * N + j)] - sum));
+        }
+      INFO("ta" << ta << " tb" << tb);
+      CHECK(worst < 1e-4 * std::sqrt(double(K)) + 1e-5);
+    }
+  kernel::set_gemm_max_blocks(old);
+}
