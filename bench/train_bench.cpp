@@ -123,7 +123,7 @@ json report(const bench::Shape& s, const char* impl, const Side& side, double rs
 // two sides alternate every few steps and a busy spell of the host hits both alike.
 class Peer {
  public:
-  Peer(const std::string& name, const bench::Shape& s, int threads) {
+  Peer(const std::string& name, const bench::Shape& s, int threads, const std::string& precision) {
     const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe").parent_path() / ("ctgrad-bench-" + name);
     if (!std::filesystem::exists(exe))
       throw std::runtime_error("--peer " + name + ": " + exe.string() +
@@ -140,7 +140,7 @@ class Peer {
       if (std::strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0 &&
           std::strncmp(*e, "OPENBLAS_CORETYPE=", 18) != 0)
         env.emplace_back(*e);
-    std::vector<std::string> args{exe.string(), s.model, "--config", s.config, "--threads", std::to_string(threads), "--serve"};
+    std::vector<std::string> args{exe.string(), s.model, "--config", s.config, "--threads", std::to_string(threads), "--precision", precision, "--serve"};
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     for (auto& e : env) envp.push_back(e.data());
@@ -219,7 +219,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
     peak = std::max(peak, bench::fma_peak_gflops(o.threads));
   };
   std::unique_ptr<Peer> other;
-  if (!o.peer.empty()) other = std::make_unique<Peer>(o.peer, s, o.threads);
+  if (!o.peer.empty()) other = std::make_unique<Peer>(o.peer, s, o.threads, o.precision == "bf16" ? "bf16" : "fp32");
   // Warm-up, then rounds alternating the two sides; every step of a round is timed.
   Side discard;
   train_steps(model, opt, s, data, o.warmup, false, discard);
@@ -263,6 +263,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   if (o.peer.empty()) return 0;
   json b = report(s, o.peer.c_str(), peer, peer_rss, peak);
   b["blas"] = peer_line["blas"];
+  b["precision"] = peer_line["precision"];
   std::printf("%s\n", b.dump().c_str());
   const double ratio = b["step_ms_median"].get<double>() / a["step_ms_median"].get<double>();
   const double rss_ratio = a["peak_rss_mb"].get<double>() / b["peak_rss_mb"].get<double>();

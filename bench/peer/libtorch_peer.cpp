@@ -3,6 +3,7 @@
 // ctgrad side (bench/train_bench.cpp). ctgrad-bench starts it and asks it for steps (the protocol:
 // serve() below). Written the way a libtorch user would at their best: fused QKV where ctgrad
 // fuses it, masks built once, no autograd on the data.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -266,7 +267,7 @@ torch::optim::AdamW make_optimizer(M& model) {
 // Serves "steps N" lines from stdin (until "quit" or end of input), answering each with one
 // JSON line: the time of each step, heap allocations, first and last loss, peak RSS so far.
 template <class M, class Loss>
-int serve(M model, const bench::Shape& s, Loss loss_of) {
+int serve(M model, const bench::Shape& s, bool bf16, Loss loss_of) {
   auto opt = make_optimizer(model);
   const bench::Batches data(s, 8);
   const std::string blas = loaded_blas();
@@ -282,7 +283,12 @@ int serve(M model, const bench::Shape& s, Loss loss_of) {
       const long long a0 = bench::heap_allocations();
       const double t0 = bench::now();
       opt.zero_grad();
+      // --precision bf16: libtorch's CPU autocast (bf16 matmuls through oneDNN, fp32 weights and optimizer).
+      at::autocast::set_cpu_enabled(bf16);
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
       Tensor loss = loss_of(model, data.at(step));
+      at::autocast::set_cpu_enabled(false);
+      at::autocast::clear_cache();
       loss.backward();
       nn::utils::clip_grad_norm_(model->parameters(), 1.0);
       opt.step();
@@ -293,7 +299,7 @@ int serve(M model, const bench::Shape& s, Loss loss_of) {
       if (i == 0) first = v;
       last = v;
     }
-    std::string out = "{\"impl\":\"libtorch\",\"blas\":\"" + blas + "\",\"torch_threads\":" + std::to_string(torch::get_num_threads()) +
+    std::string out = std::string("{\"impl\":\"libtorch\",\"precision\":\"") + (bf16 ? "bf16 autocast" : "fp32") + "\",\"blas\":\"" + blas + "\",\"torch_threads\":" + std::to_string(torch::get_num_threads()) +
                       ",\"step_ms\":[";
     for (std::size_t i = 0; i < ms.size(); ++i) out += (i ? "," : "") + std::to_string(ms[i]);
     auto number = [](double v) { return std::isfinite(v) ? std::to_string(v) : std::string("null"); };  // JSON has no NaN
@@ -312,10 +318,12 @@ int main(int argc, char** argv) {
   const std::string model = argv[1];
   std::string config = "small";
   int threads = 2;
+  bool bf16 = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--config" && i + 1 < argc) config = argv[++i];
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "--precision" && i + 1 < argc) bf16 = std::string(argv[++i]) == "bf16";
     else if (a != "--serve") {
       std::fprintf(stderr, "ctgrad-bench-libtorch: unknown option '%s' (run by ctgrad-bench --peer libtorch)\n", a.c_str());
       return 2;
@@ -330,12 +338,12 @@ int main(int argc, char** argv) {
   torch::manual_seed(1);
   const std::int64_t B = s.batch, T = s.seq;
   if (model == "gpt")
-    return serve(Gpt(s), s, [&](Gpt& m, const bench::Batch& b) { return m(ints(b.ids, {B, T}), ints(b.targets, {B, T})); });
+    return serve(Gpt(s), s, bf16, [&](Gpt& m, const bench::Batch& b) { return m(ints(b.ids, {B, T}), ints(b.targets, {B, T})); });
   if (model == "vit")
-    return serve(Vit(s), s, [&](Vit& m, const bench::Batch& b) {
+    return serve(Vit(s), s, bf16, [&](Vit& m, const bench::Batch& b) {
       return m(torch::from_blob(const_cast<float*>(b.images.data()), {B, 1, s.image, s.image}), ints(b.labels, {B}));
     });
-  return serve(Transformer(s), s, [&](Transformer& m, const bench::Batch& b) {
+  return serve(Transformer(s), s, bf16, [&](Transformer& m, const bench::Batch& b) {
     return m(ints(b.ids, {B, T}), ints(b.lengths, {B}), ints(b.tgt_in, {B, T}), ints(b.lengths, {B}), ints(b.targets, {B, T}));
   });
 }

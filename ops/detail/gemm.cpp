@@ -344,7 +344,7 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
     return;
   }
   if constexpr (std::is_same_v<T, float>)
-    if (g_bf16.load(std::memory_order_relaxed)) {
+    if (g_bf16.load(std::memory_order_relaxed) && 2 * M * N * K >= kBf16MinFlops) {
       gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
       return;
     }

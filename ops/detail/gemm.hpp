@@ -42,7 +42,10 @@ std::string openblas_core_choice(bool warn = false);
 // softmax, norms and losses are fp32 either way: only the GEMMs' inputs are rounded. Returns "" when
 // the precision is in effect, else why not (the CPU lacks AVX512-BF16, oneDNN is missing), and
 // GEMMs stay fp32. The overload judges as on the CPU `cpu` (tests).
+// GEMMs of fewer than kBf16MinFlops stay fp32 at bf16 precision (attention's per-head products at
+// short sequences): their operand conversion and oneDNN's per-call set-up cost more than bf16 saves.
 enum class Precision { fp32, bf16 };
+inline constexpr std::int64_t kBf16MinFlops = std::int64_t(1) << 21;
 std::string set_gemm_precision(Precision p);
 std::string set_gemm_precision(Precision p, const cpu::Features& cpu);
 Precision gemm_precision();
