@@ -281,6 +281,13 @@ check "train over a run" 2 "$ctgrad" train gpt --run straight "${common[@]}"
 expect_text "says how to go on" "holds a run (checkpoint.safetensors): continue it with --resume"
 check "train over a run with --overwrite" 0 "$ctgrad" train gpt --run overwritten "${common[@]}" --set steps=2 --set sample_tokens=0
 check "again, overwriting it" 0 "$ctgrad" train gpt --run overwritten "${common[@]}" --set steps=2 --set sample_tokens=0 --overwrite
+# Mixed precision: bf16 where the CPU has AVX512-BF16, else a warning naming it and fp32.
+check "train in bf16 precision" 0 "$ctgrad" train gpt --run bf16 "${common[@]}" --set steps=2 --set sample_tokens=0 --set precision=bf16
+if grep -q "warning: precision=bf16" "$work/out.txt"; then expect_text "names what bf16 needs" "AVX512-BF16"; fi
+check "the run records its precision" 0 grep -q '"precision":"bf16"' bf16/run.json
+check "eval it in fp32" 0 "$ctgrad" eval gpt --run bf16 --set precision=fp32
+check "an unknown precision" 2 "$ctgrad" train gpt --run fp16 "${common[@]}" --set precision=fp16
+expect_text "names the choices" "bf16"
 cp -r straight swapped && printf '{"kind":"char","chars":[10,32,65,66]}' > swapped/tokenizer.json
 check "a tokenizer changed after training" 2 "$ctgrad" eval gpt --run swapped
 expect_text "names the tokenizer" "is not the one"
