@@ -269,15 +269,18 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   const double rss_ratio = a["peak_rss_mb"].get<double>() / b["peak_rss_mb"].get<double>();
   // The issue's targets, printed (not asserted: the host's speed swings).
   json c{{"bench", "train"}, {"model", s.model}, {"config", s.config}, {"ratio", ratio}};
-  if (s.model != "transformer") {  // issue 8 sets speed targets for GPT and ViT only
-    const double speed_target = s.model == "vit" ? 2.0 : s.config == "small" ? 3.0 : 1.5;
+  // Issue 20's targets: 3x for GPT and ViT, 2.5x for the small Transformer (none for medium).
+  if (!(s.model == "transformer" && s.config != "small")) {
+    const double speed_target = s.model == "transformer" ? 2.5 : 3.0;
     c["speed_target"] = speed_target, c["speed_met"] = ratio >= speed_target;
+    // 3x libtorch may sit above the FMA peak: the speed it asks for, as a fraction of the peak.
+    c["target_needs_mfu"] = speed_target * b["mfu"].get<double>();
   }
   c.update(json{{"rss_ratio", rss_ratio},
                 {"rss_met", rss_ratio <= 0.7},
                 {"allocs_per_step", a["allocs_per_step"]},
                 {"allocs_met", a["allocs_per_step"].get<double>() == 0}});
-  if (s.model == "gpt" && s.config == "medium") c["mfu"] = a["mfu"], c["mfu_met"] = a["mfu"].get<double>() >= 0.5;
+  if (s.model == "gpt" && s.config == "medium") c["mfu"] = a["mfu"], c["mfu_met"] = a["mfu"].get<double>() >= 0.75;
   std::printf("%s\n", c.dump().c_str());
   return 0;
 }

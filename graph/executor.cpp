@@ -586,7 +586,14 @@ void Executor<T>::backward() {
     for (int b = 0; b < p.n_bwd; ++b) {
       for (int z = p.zero_begin[b]; z < p.zero_begin[b + 1]; ++z) {
         const TensorRef& r = grad_[static_cast<std::size_t>(p.zero_order[z])];
-        std::memset(r.data, 0, static_cast<std::size_t>(r.numel) * sizeof(T));
+        constexpr std::int64_t kChunk = std::int64_t(1) << 16;  // large buffers on every thread
+        if (r.numel <= kChunk) {
+          std::memset(r.data, 0, static_cast<std::size_t>(r.numel) * sizeof(T));
+          continue;
+        }
+        tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, r.numel, kChunk), [&](const tbb::blocked_range<std::int64_t>& c) {
+          std::memset(r.template as<T>() + c.begin(), 0, static_cast<std::size_t>(c.size()) * sizeof(T));
+        });
       }
       run_step(p, p.bwd_order, p.bwd_begin[b], p.bwd_begin[b + 1], true);
       if (backward_hook_) backward_hook_(b);

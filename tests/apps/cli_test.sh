@@ -97,6 +97,11 @@ check "transformer copy eval" 0 "$ctgrad" eval transformer --run copy
 expect_text "copy eval counts exact copies" "held-out sequences copied exactly"
 check "transformer translate smoke" 0 "$ctgrad" train transformer --run translate --set steps=4 --set eval_every=2 --set batch=16 --threads 2
 expect_text "translate prints the split" "sentence pairs and"
+pairs_all=$(sed -n 's/.*(data=sentences): \([0-9]*\) sentence pairs.*/\1/p' "$work/out.txt")
+check "train on a tenth of the data (the data-size curve)" 0 "$ctgrad" train transformer --run translate_tenth --set train_fraction=0.1 --set steps=1 --set eval_every=1 --set batch=16 --threads 2
+pairs_tenth=$(sed -n 's/.*(data=sentences): \([0-9]*\) sentence pairs.*/\1/p' "$work/out.txt")
+check "a tenth of the sentence pairs train ($pairs_tenth of $pairs_all)" 0 awk -v a="$pairs_all" -v t="$pairs_tenth" 'BEGIN { exit !(a > 1000 && t > 0.09 * a && t < 0.11 * a) }'
+check "a fraction above 1" 2 "$ctgrad" train transformer --run nothing --set train_fraction=1.5
 check "transformer translate eval" 0 "$ctgrad" eval transformer --run translate --set eval_sentences=4 --set beam=2 --attention-png translate/att
 expect_text "eval prints BLEU for greedy" "greedy:        BLEU = "
 expect_text "eval prints BLEU for beam" "beam 2, a 0.6: BLEU = "

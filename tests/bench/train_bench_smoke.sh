@@ -30,4 +30,21 @@ if with_peer:
     assert "openblas-openmp" in runs["libtorch"]["blas"], runs["libtorch"]["blas"]
 ' "$1" "$([ ${#peer[@]} -gt 0 ] && echo 1 || echo 0)"
 done
+# Mixed precision: fp32 and bf16 rounds of the same model, or (a CPU without AVX512-BF16) a refusal naming it.
+echo "+ $bench gpt --config small --threads 2 --warmup 1 --steps 2 --rounds 1 --precision both"
+if out=$("$bench" gpt --config small --threads 2 --warmup 1 --steps 2 --rounds 1 --precision both 2>&1); then
+  echo "$out" | /usr/bin/python3 -I -c '
+import json, math, sys
+lines = [json.loads(l) for l in sys.stdin]
+for l in lines: print(json.dumps(l))
+rows = {l["precision"]: l for l in lines if l.get("impl") == "ctgrad"}
+assert set(rows) == {"fp32", "bf16"}, rows
+for r in rows.values(): assert math.isfinite(r["loss_last"]) and r["tokens_per_s"] > 0, r
+speed = [l for l in lines if "bf16_speedup_over_fp32" in l][0]["bf16_speedup_over_fp32"]
+assert math.isfinite(speed) and speed > 0, speed
+'
+else
+  echo "$out"
+  echo "$out" | grep -q "needs a CPU with AVX512-BF16\|needs oneDNN"
+fi
 echo "train bench smoke: ok"
