@@ -276,7 +276,10 @@ int gemm_max_blocks() {
   if (n > 0) return n;
   n = 1;  // the CPUs this process may run on, rounded up to a power of two
   while (n < tbb::info::default_concurrency()) n *= 2;
-  if (const char* e = std::getenv("CTGRAD_GEMM_BLOCKS"); e && std::atoi(e) > 0) n = std::min(std::atoi(e), 1 << 16);
+  if (const char* e = std::getenv("CTGRAD_GEMM_BLOCKS")) {
+    const long v = std::strtol(e, nullptr, 10);  // a bad or out-of-range value is ignored
+    if (v > 0 && v <= (1 << 16)) n = int(v);
+  }
   int expected = 0;
   g_max_blocks.compare_exchange_strong(expected, n);
   return g_max_blocks.load();

@@ -52,7 +52,8 @@ Precision gemm_precision();
 
 // The most blocks one GEMM is split into: the CPUs this process may use (oneTBB's default
 // concurrency: affinity mask and cgroup quota) rounded up to a power of two, or CTGRAD_GEMM_BLOCKS.
-// A property of the machine, not of an arena: 1 and 16 threads on one host give the same bits.
+// A property of the machine, not of an arena: 1 and 16 threads on one host give the same bits; a
+// process confined to another CPU count (taskset, a container's quota) may split, and round, otherwise.
 // The setter is for tests and benchmarks (a host with more cores, simulated).
 int gemm_max_blocks();
 void set_gemm_max_blocks(int n);
