@@ -3,16 +3,33 @@
 // keyed by (seed, batch number), so batch n is the same whenever it is drawn: a resumed run sees
 // the batches it would have seen.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <ctgrad/graph/random.hpp>
 
 namespace ctgrad::data {
+
+// Keeps the first n items of a fixed random order of `items` (keyed by `name` alone: the same
+// subset for every seed), in that order: a label or data budget that does not move between runs.
+template <class T>
+void fixed_subset(std::vector<T>& items, std::size_t n, std::string_view name) {
+  if (n >= items.size()) return;
+  std::vector<std::pair<std::uint64_t, std::size_t>> order(items.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = {random::bits(random::key(0, name), i), i};
+  std::sort(order.begin(), order.end());
+  std::vector<T> kept;
+  kept.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) kept.push_back(std::move(items[order[i].second]));
+  items = std::move(kept);
+}
 
 class LmBatches {
  public:

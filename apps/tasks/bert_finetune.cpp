@@ -96,15 +96,8 @@ class FinetuneSession : public Session {
                          std::to_string(P.vocab) + " tokens)");
     Passages p = austen_passages();
     titles_ = p.titles;
-    if (const std::int64_t n = c_.integer("train_passages"); n > 0 && std::size_t(n) < p.train.size()) {
-      // A fixed random subset (the same for every seed and init): keyed sort, first n.
-      std::vector<std::pair<std::uint64_t, std::size_t>> order(p.train.size());
-      for (std::size_t i = 0; i < order.size(); ++i) order[i] = {random::bits(random::key(0, "train_passages"), i), i};
-      std::sort(order.begin(), order.end());
-      std::vector<Passage> kept;
-      for (std::int64_t i = 0; i < n; ++i) kept.push_back(std::move(p.train[order[std::size_t(i)].second]));
-      p.train = std::move(kept);
-    }
+    if (const std::int64_t n = c_.integer("train_passages"); n > 0)  // the same subset for every seed and init
+      data::fixed_subset(p.train, std::size_t(n), "train_passages");
     train_ = encode(p.train), val_ = encode(p.validation);
     order_ = data::EpochOrder(train_.size(), data_seed(c_), 11);
     std::printf("ctgrad finetune bert: task austen-novel, size %s, encoder %s, %lld parameters, %d threads\n", c_.text("size").c_str(),

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/data/batches.hpp>
 #include <ctgrad/data/en_de.hpp>
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/tokenizer.hpp>
@@ -479,19 +480,10 @@ class TransformerSession : public Session {
     // The pairs (data/en_de.hpp): the dictionary's sentence pairs, or every pair of it split by
     // entry with phrases training too, and the game's dialogue, nothing of a held-out line training.
     data::EnDeCorpus corpus = data::en_de_corpus(c_.text("data"));
-    if (const double f = c_.real("train_fraction"); f < 1) {
-      // A fixed random subset of each (the same for every seed): keyed sort, first ceil(f n).
-      auto keep = [f](std::vector<data::SentencePair>& pairs, const char* what) {
-        std::vector<std::pair<std::uint64_t, std::size_t>> order(pairs.size());
-        for (std::size_t i = 0; i < order.size(); ++i) order[i] = {random::bits(random::key(0, what), i), i};
-        std::sort(order.begin(), order.end());
-        std::vector<data::SentencePair> kept;
-        const auto n = std::size_t(std::ceil(f * double(pairs.size())));
-        for (std::size_t i = 0; i < n; ++i) kept.push_back(std::move(pairs[order[i].second]));
-        pairs = std::move(kept);
-      };
-      keep(corpus.train_sentences, "train_fraction sentences");
-      keep(corpus.train_phrases, "train_fraction phrases");
+    if (const double f = c_.real("train_fraction"); f < 1) {  // the same subset for every seed
+      auto part = [f](std::size_t n) { return std::size_t(std::ceil(f * double(n))); };
+      data::fixed_subset(corpus.train_sentences, part(corpus.train_sentences.size()), "train_fraction sentences");
+      data::fixed_subset(corpus.train_phrases, part(corpus.train_phrases.size()), "train_fraction phrases");
     }
     const auto& train = corpus.train_sentences;
     dropped_ = corpus.dropped;

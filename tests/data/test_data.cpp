@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <numeric>
 #include <cstring>
 #include <set>
 #include <fstream>
@@ -313,4 +314,25 @@ TEST_CASE("the Wesnoth EN-DE dialogue, as the set-up installs it", "[data][gette
     REQUIRE(p.de.find('$') == std::string::npos);
   }
   CHECK(words / double(pairs.size()) > 10);
+}
+
+TEST_CASE("fixed_subset keeps the same n items for every run, moved, none twice", "[data]") {
+  std::vector<int> all(1000);
+  std::iota(all.begin(), all.end(), 0);
+  auto a = all, b = all, c = all;
+  ctgrad::data::fixed_subset(a, 100, "budget");
+  ctgrad::data::fixed_subset(b, 100, "budget");
+  ctgrad::data::fixed_subset(c, 100, "another budget");
+  REQUIRE(a.size() == 100);
+  CHECK(a == b);  // keyed by the name alone
+  CHECK(a != c);
+  std::vector<int> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+  CHECK(sorted.front() >= 0);
+  CHECK(sorted.back() < 1000);
+  CHECK(sorted != std::vector<int>(all.begin(), all.begin() + 100));  // not simply the first 100
+  auto d = all;
+  ctgrad::data::fixed_subset(d, 5000, "budget");  // a budget above the count keeps everything
+  CHECK(d == all);
 }
