@@ -213,8 +213,15 @@ void File::parse() {
       TensorView t;
       t.name = it.key();
       t.dtype = parse_dtype(it->at("dtype").get<std::string>(), at);
-      t.shape = it->at("shape").get<std::vector<std::int64_t>>();
-      const auto off = it->at("data_offsets").get<std::vector<std::uint64_t>>();
+      // Integers only: converting a JSON float (1e300) to an integer is undefined behaviour.
+      auto integers = [&](const char* key) -> const nlohmann::json& {
+        const nlohmann::json& v = it->at(key);
+        if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const nlohmann::json& e) { return e.is_number_integer(); }))
+          throw format_error(at + ": " + key + " is not a list of integers");
+        return v;
+      };
+      t.shape = integers("shape").get<std::vector<std::int64_t>>();
+      const auto off = integers("data_offsets").get<std::vector<std::uint64_t>>();
       if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
         throw format_error(at + ": data_offsets out of the file's " + std::to_string(data_size) + " data bytes: truncated?");
       const std::int64_t count = numel(t.shape);

@@ -130,6 +130,26 @@ TEST_CASE("a damaged checkpoint never loads: header length, coverage of the data
 }
 
 
+TEST_CASE("a checkpoint whose shape or offsets are not integers is refused, naming them", "[checkpoint][errors]") {
+  // The fuzzer's find: a float such as 1e300 converted to an integer is undefined behaviour.
+  const fs::path p = scratch("float_dims.safetensors");
+  auto file = [](const std::string& shape, const std::string& offsets) {
+    std::string json = R"({"a":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":)" + offsets + "}}";
+    json.append((8 - json.size() % 8) % 8, ' ');
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[std::size_t(i)] = char((json.size() >> (8 * i)) & 0xff);
+    return bytes + json + std::string(4, '\0');
+  };
+  write_bytes(p, file("[1]", "[0,4]"));
+  CHECK_NOTHROW(checkpoint::File(p));
+  write_bytes(p, file("[1e300]", "[0,4]"));
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("tensor 'a'") && Contains("shape is not a list of integers"));
+  write_bytes(p, file("[1]", "[0,4.0]"));
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("data_offsets is not a list of integers"));
+  write_bytes(p, file("7", "[0,4]"));
+  CHECK_THROWS_WITH(checkpoint::File(p), Contains("shape is not a list of integers"));
+}
+
 TEST_CASE("a checkpoint of another model is refused, naming the tensor", "[checkpoint][errors]") {
   Program<OTHER> o;
   const fs::path p = scratch("other.safetensors");
