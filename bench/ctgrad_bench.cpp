@@ -220,7 +220,7 @@ int simd_bench(int reps) {
   const Kernel kernels[] = {
       {"exp", [&](const ctgrad::simd::Table& t) { t.unary[ctgrad::simd::exp][0](x.data(), y.data(), n, 0); }},
       {"gelu_tanh", [&](const ctgrad::simd::Table& t) { t.unary[ctgrad::simd::gelu_tanh][0](x.data(), y.data(), n, 0); }},
-      {"gelu_tanh_vjp", [&](const ctgrad::simd::Table& t) { t.unary_vjp[ctgrad::simd::gelu_tanh][0](x.data(), nullptr, g.data(), y.data(), n, 0); }},
+      {"gelu_tanh_vjp", [&](const ctgrad::simd::Table& t) { t.unary_vjp[ctgrad::simd::gelu_tanh][0](x.data(), nullptr, g.data(), y.data(), n, 0, false); }},
       {"add", [&](const ctgrad::simd::Table& t) { t.binary[ctgrad::simd::add][0](x.data(), g.data(), y.data(), n); }},
       {"softmax_rows_768", [&](const ctgrad::simd::Table& t) {
          for (std::int64_t r = 0; r + row <= n; r += row) t.softmax_row[0](x.data() + r, y.data() + r, row, false, nullptr);

@@ -5,7 +5,9 @@
 #include <bit>
 #include <cmath>
 
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include <oneapi/tbb/blocked_range.h>
@@ -59,6 +61,8 @@ template <class T>
 Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
     : g_(g), plan_{train, infer}, opts_(opts), dropout_seed_(opts.dropout_seed.value_or(opts.seed)),
       impl_(std::make_unique<Impl>(opts.threads)) {
+  const char* poison = std::getenv("CTGRAD_POISON_GRADIENTS");
+  poison_ = opts.poison_assigned_gradients || (poison && *poison && std::string_view(poison) != "0");
   std::size_t n = static_cast<std::size_t>(g_.n);
   // Hyperparameters at their defaults, and every node's options as the ops will read them.
   hyper_index_.assign(n, -1);
@@ -505,6 +509,7 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
     if (vjp) {
       a.gout = &grad_[static_cast<std::size_t>(i)];
       a.gin = gin.data();
+      a.assign_mask = p.assigns[i];
       n.op->vjp[ti](a);
     } else {
       n.op->forward[ti](a);
@@ -586,6 +591,10 @@ void Executor<T>::backward() {
     for (int b = 0; b < p.n_bwd; ++b) {
       for (int z = p.zero_begin[b]; z < p.zero_begin[b + 1]; ++z) {
         const TensorRef& r = grad_[static_cast<std::size_t>(p.zero_order[z])];
+        if (p.grad_fresh[p.zero_order[z]]) {  // its first contributor assigns it
+          if (poison_) std::fill_n(r.template as<T>(), r.numel, std::numeric_limits<T>::quiet_NaN());
+          continue;
+        }
         constexpr std::int64_t kChunk = std::int64_t(1) << 16;  // large buffers on every thread
         if (r.numel <= kChunk) {
           std::memset(r.data, 0, static_cast<std::size_t>(r.numel) * sizeof(T));

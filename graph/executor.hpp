@@ -24,7 +24,8 @@ struct PlanView {
   bool training;
   int n_fwd, n_bwd;
   const int *fwd_order, *fwd_begin, *bwd_order, *bwd_begin, *zero_order, *zero_begin;
-  const bool *needs_grad, *runs_vjp;
+  const bool *needs_grad, *runs_vjp, *grad_fresh;
+  const unsigned* assigns;
   const Buffer* buffers;
   int n_buffers, n_slots;
   const int *value_buf, *grad_buf, *scratch_buf;
@@ -34,7 +35,8 @@ struct PlanView {
     return {p.training,         p.n_fwd,             p.n_bwd,
             p.fwd_order.data(), p.fwd_begin.data(),  p.bwd_order.data(),
             p.bwd_begin.data(), p.zero_order.data(), p.zero_begin.data(),
-            p.needs_grad.data(), p.runs_vjp.data(),  p.buffers.data(),
+            p.needs_grad.data(), p.runs_vjp.data(),  p.grad_fresh.data(),
+            p.assigns.data(),   p.buffers.data(),
             p.n_buffers,        p.n_slots,           p.value_buf.data(),
             p.grad_buf.data(),  p.scratch_buf.data()};
   }
@@ -188,6 +190,7 @@ class Executor {
   std::vector<TensorRef> val_, grad_, scratch_;
   std::int64_t step_ = 0;
   bool have_forward_ = false;
+  bool poison_ = false;  // Options::poison_assigned_gradients
   Mode last_mode_ = Mode::train;
 };
 

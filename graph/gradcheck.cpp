@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 namespace ctgrad {
@@ -54,11 +55,12 @@ GradcheckResult gradcheck(Executor<double>& p, const GradcheckOptions& o) {
       char line[256];
       std::snprintf(line, sizeof line, "%s[%lld]: analytic %.10g numeric %.10g", t.label.c_str(),
                     static_cast<long long>(e), analytic, numeric);
-      if (err - allowed > worst_excess) {
-        worst_excess = err - allowed;
+      const double excess = std::isnan(err) ? std::numeric_limits<double>::infinity() : err - allowed;
+      if (excess > worst_excess) {
+        worst_excess = excess;
         res.worst = line;
       }
-      if (err > allowed) {
+      if (!(err <= allowed)) {  // a NaN gradient fails too
         res.ok = false;
         if (failures++ < 20) res.report += std::string(line) + "\n";
       }

@@ -21,6 +21,9 @@ struct GradcheckOptions {
   double rtol = 1e-5;
   int max_per_tensor = 64;  // elements checked per tensor (spread evenly), 0 = all
   std::uint64_t seed = 7;   // parameter init
+  // Gradients that an op assigns start as NaN (Options::poison_assigned_gradients): an op that
+  // adds to its first gradient, or leaves part of it unwritten, fails the check.
+  bool poison_assigned_gradients = true;
 };
 
 struct GradcheckResult {
@@ -85,7 +88,7 @@ GradcheckResult gradcheck(Executor<double>& program, const GradcheckOptions& opt
 template <const auto& G, class Setup>
   requires std::invocable<Setup&, Program<G, double>&>
 GradcheckResult gradcheck(Setup&& set_inputs, const GradcheckOptions& opts = {}) {
-  Program<G, double> p(Options{.seed = opts.seed});
+  Program<G, double> p(Options{.seed = opts.seed, .poison_assigned_gradients = opts.poison_assigned_gradients});
   set_inputs(p);
   return gradcheck(static_cast<Executor<double>&>(p), opts);
 }

@@ -10,6 +10,9 @@
 //   static constexpr bool differentiable = false;  // then vjp may be omitted
 //   static constexpr unsigned saves = ...;         // what vjp reads (kSaveInput(k) | kSaveOutput)
 //   template <class T> static void reference_forward(const OpArgs&);  // plain loops, for the harness
+//   static constexpr unsigned assigns = kSaveInput(k) | ...;  // vjp honours OpArgs::assign(k): when
+//                                                  // set, gin[k] holds garbage and vjp writes every
+//                                                  // element of it (=) instead of adding
 // T is float or double (double is what gradcheck runs). The graph stores a pointer to one
 // OpDef per op type; nothing else about an op is known to graph/.
 #pragma once
@@ -77,6 +80,8 @@ struct OpArgs {
   // Only in vjp:
   const TensorRef* gout = nullptr;  // gradient of out
   const TensorRef* gin = nullptr;   // gin[k].data == nullptr when input k needs no gradient
+  unsigned assign_mask = 0;         // bit k: this vjp is the first to write gin[k]: assign, do not add
+  bool assign(int k) const { return (assign_mask >> k & 1u) != 0; }
   // For random ops: same (seed, step, node, element) gives the same number on any thread. The
   // vjp sees the step of the forward it differentiates.
   std::uint64_t seed = 0;
@@ -105,6 +110,7 @@ struct OpDef {
   int arity;
   bool differentiable;
   unsigned saves;
+  unsigned assigns;  // inputs whose gradient vjp can assign (see OpArgs::assign)
   ShapeResult (*shape)(const ShapeCtx&);
   KernelFn forward[2];  // [float, double]
   KernelFn vjp[2];
@@ -160,6 +166,7 @@ consteval OpDef make_op_def() {
     d.saves = Op::saves;
   else
     d.saves = kSaveAll;
+  if constexpr (requires { Op::assigns; }) d.assigns = Op::assigns;
   d.shape = &run_shape_rule<Op>;
   d.forward[0] = &Op::template forward<float>;
   d.forward[1] = &Op::template forward<double>;

@@ -36,9 +36,14 @@ struct Plan {
   std::array<int, U + 1> fwd_begin{}, bwd_begin{};
   std::array<int, U> fwd_step{}, bwd_step{};  // step of each node, -1 if it does not run
   std::array<bool, U> needs_grad{}, runs_vjp{};
-  // Gradients zeroed just before backward step b: zero_order[zero_begin[b] .. zero_begin[b+1]).
+  // Gradients made ready just before backward step b: zero_order[zero_begin[b] .. zero_begin[b+1]).
+  // Each is zeroed, unless grad_fresh: then its first contributor writes it (=) instead of
+  // adding to zeros (assigns[c] bit k: node c's VJP writes input k's gradient so), which saves
+  // a memset and a read of every element.
   std::array<int, U> zero_order{};
   std::array<int, U + 1> zero_begin{};
+  std::array<bool, U> grad_fresh{};
+  std::array<unsigned, U> assigns{};
   // Buffers and slots.
   int n_buffers = 0, n_slots = 0;
   std::array<Buffer, 3 * U> buffers{};
@@ -298,6 +303,19 @@ constexpr auto make_plan(const G& g, bool training) {
         if (gb < 0 || is_seed(i) || at(p.buffers, gb).start >= t_end) continue;
         const int b = at(p.buffers, gb).start - F;
         at(p.zero_order, at(p.zero_begin, b) + at(fill, b)++) = i;
+        // The first contributor (one per step: a step's nodes add to no common gradient) may
+        // assign, if it reads this value through one input only and its op can.
+        int first = -1, uses = 0, pos = -1;
+        for (int e = at(cons_begin, i); e < at(cons_begin, i + 1); ++e) {
+          const int c = at(cons_node, e);
+          if (!at(p.runs_vjp, c) || at(p.bwd_step, c) != b) continue;
+          if (first >= 0 && first != c) uses = 2;  // cannot happen (see above): stay safe
+          first = c, ++uses, pos = at(cons_pos, e);
+        }
+        if (first >= 0 && uses == 1 && (g[first].op->assigns & kSaveInput(pos))) {
+          at(p.grad_fresh, i) = true;
+          at(p.assigns, first) |= kSaveInput(pos);
+        }
       }
     }
   }

@@ -58,6 +58,9 @@ struct Options {
   // Prepended to every parameter name ("layers.3" + "." + "fc1.weight"); init is keyed on the
   // full name, so instance 3 of a block starts where layer 3 of an unrolled model would.
   std::string prefix;
+  // Checking: fill each gradient that an op's VJP assigns (OpArgs::assign) with NaN first, so an
+  // op that adds to it, or leaves elements unwritten, shows. Also on with CTGRAD_POISON_GRADIENTS=1.
+  bool poison_assigned_gradients = false;
 };
 
 enum class Mode { train, infer };  // infer: forward only, no activations kept for backward

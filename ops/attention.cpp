@@ -244,9 +244,16 @@ void AttentionOp::vjp(const OpArgs& a) {
     alignas(64) T local[3][kWork<T>];
     for (std::int64_t hg = g0 * members; hg < g1 * members; ++hg) {
       const std::int64_t h = head_of(hg / members, hg % members);
+      // Assigned gradients: dK and dV add up over the query blocks, so this head's part starts
+      // at zero here (in cache); dQ's rows are written by their one block.
+      if (gK && a.assign(1)) std::fill_n(gK + h * g.Tk * g.d, g.Tk * g.d, T(0));
+      if (gV && a.assign(2)) std::fill_n(gV + h * g.Tk * g.dv, g.Tk * g.dv, T(0));
       for (std::int64_t i0 = 0; i0 < g.Tq; i0 += qb) {
         const std::int64_t i1 = std::min(g.Tq, i0 + qb), rows = i1 - i0, n = keys_seen(g, i1);
-        if (n == 0) continue;
+        if (n == 0) {
+          if (gQ && a.assign(0)) std::fill_n(gQ + (h * g.Tq + i0) * g.d, rows * g.d, T(0));
+          continue;
+        }
         T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
         T* dP = workspace<T>(local[1], 1, std::size_t(rows * n));
         T* Pd = workspace<T>(local[2], 2, std::size_t(rows * n));  // P with dropout applied
@@ -279,7 +286,7 @@ void AttentionOp::vjp(const OpArgs& a) {
           for (std::int64_t j = 0; j < n; ++j) ds[j] *= scale;
 
         }
-        if (gQ) kernel::gemm(false, false, rows, g.d, n, dP, n, K + h * g.Tk * g.d, g.d, gQ + (h * g.Tq + i0) * g.d, g.d, true);
+        if (gQ) kernel::gemm(false, false, rows, g.d, n, dP, n, K + h * g.Tk * g.d, g.d, gQ + (h * g.Tq + i0) * g.d, g.d, !a.assign(0));
         if (gK) kernel::gemm(true, false, n, g.d, rows, dP, n, Q + (h * g.Tq + i0) * g.d, g.d, gK + h * g.Tk * g.d, g.d, true);
       }
     }

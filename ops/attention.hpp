@@ -32,6 +32,7 @@ struct AttentionOp {
   static constexpr const char* name = "attention";
   static constexpr int arity = -1;  // q, k, v[, mask][, bias]
   static constexpr unsigned saves = kSaveAll;
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1) | kSaveInput(2);
   static constexpr ShapeResult shape(const ShapeCtx& c, const AttentionOptions& o) {
     if (c.n_in < 3) return ShapeResult::fail("needs q, k, v and an optional mask and bias");
     const Shape &q = c.in[0], &k = c.in[1], &v = c.in[2];

@@ -48,7 +48,7 @@ bool same_shape_axpy(const OpArgs& a, int k, double alpha, const T* other) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[k].as<T>();
   kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    f(g + b, other ? other + b : nullptr, gx + b, e - b, alpha);
+    f(g + b, other ? other + b : nullptr, gx + b, e - b, alpha, a.assign(k));
   });
   return true;
 }
@@ -59,7 +59,7 @@ void AddOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   for (int k = 0; k < 2; ++k)
     if (a.gin[k].data && !same_shape_axpy<T>(a, k, 1.0, nullptr))
-      kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i]; });
+      kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i]; }, a.assign(k));
 }
 
 template <class T>
@@ -74,9 +74,9 @@ template <class T>
 void SubOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   if (a.gin[0].data && !same_shape_axpy<T>(a, 0, 1.0, nullptr))
-    kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; });
+    kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; }, a.assign(0));
   if (a.gin[1].data && !same_shape_axpy<T>(a, 1, -1.0, nullptr))
-    kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) { return -g[i]; });
+    kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) { return -g[i]; }, a.assign(1));
 }
 
 template <class T>
@@ -97,11 +97,11 @@ void MulOp::vjp(const OpArgs& a) {
     const T* po = other.as<T>();
     if (kernel::same_dims(other, a.out) && same_shape_axpy<T>(a, k, 1.0, po)) continue;
     if (kernel::same_dims(other, a.out)) {
-      kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i] * po[i]; });
+      kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i] * po[i]; }, a.assign(k));
     } else {
       auto so = kernel::broadcast_strides(other, a.out);
-      kernel::reduce_broadcast<T>(a.gin[k], a.out,
-                                  [&](std::int64_t i) { return g[i] * po[kernel::offset_of(i, a.out, so)]; });
+      kernel::reduce_broadcast<T>(
+          a.gin[k], a.out, [&](std::int64_t i) { return g[i] * po[kernel::offset_of(i, a.out, so)]; }, a.assign(k));
     }
   }
 }
@@ -120,12 +120,15 @@ void DivOp::vjp(const OpArgs& a) {
   auto sx = kernel::broadcast_strides(a.in[0], a.out), sy = kernel::broadcast_strides(a.in[1], a.out);
   auto x_at = [&](std::int64_t i) { return px[kernel::offset_of(i, a.out, sx)]; };
   auto y_at = [&](std::int64_t i) { return py[kernel::offset_of(i, a.out, sy)]; };
-  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i] / y_at(i); });
+  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i] / y_at(i); }, a.assign(0));
   if (a.gin[1].data)
-    kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) {
-      const T y = y_at(i);
-      return -g[i] * x_at(i) / (y * y);
-    });
+    kernel::reduce_broadcast<T>(
+        a.gin[1], a.out,
+        [&](std::int64_t i) {
+          const T y = y_at(i);
+          return -g[i] * x_at(i) / (y * y);
+        },
+        a.assign(1));
 }
 
 namespace {
@@ -142,7 +145,7 @@ void unary_table_vjp(const OpArgs& a, int f, double p, const T* x, const T* y) {
   T* gx = a.gin[0].as<T>();
   const auto d = simd::best().unary_vjp[f][std::is_same_v<T, double>];
   kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    d(x ? x + b : nullptr, y ? y + b : nullptr, g + b, gx + b, e - b, p);
+    d(x ? x + b : nullptr, y ? y + b : nullptr, g + b, gx + b, e - b, p, a.assign(0));
   });
 }
 }  // namespace

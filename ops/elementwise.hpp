@@ -8,6 +8,7 @@ struct AddOp {
   static constexpr const char* name = "add";
   static constexpr int arity = 2;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -18,6 +19,7 @@ struct SubOp {
   static constexpr const char* name = "sub";
   static constexpr int arity = 2;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -28,6 +30,7 @@ struct MulOp {
   static constexpr const char* name = "mul";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -38,6 +41,7 @@ struct DivOp {
   static constexpr const char* name = "div";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -48,6 +52,7 @@ struct ReluOp {
   static constexpr const char* name = "relu";
   static constexpr int arity = 1;
   static constexpr unsigned saves = kSaveOutput;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -64,6 +69,7 @@ struct ScaleOp {
   static constexpr const char* name = "scale";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);

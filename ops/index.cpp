@@ -46,7 +46,10 @@ void PermuteOp::vjp(const OpArgs& a) {
   const auto p = perm_of(a);
   std::array<int, kMaxRank> inv{};
   for (int i = 0; i < a.out.rank; ++i) inv[std::size_t(p[std::size_t(i)])] = i;
-  kernel::permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, inv);
+  if (a.assign(0))
+    kernel::permute_copy<T, false>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, inv);
+  else
+    kernel::permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, inv);
 }
 
 template <class T>
@@ -77,7 +80,7 @@ void ConcatOp::vjp(const OpArgs& a) {
       std::int64_t at = 0;
       for (int k = 0; k < a.n_in; ++k) {
         const std::int64_t chunk = around(a.in[k], ax).len * o.inner;
-        if (T* gk = a.gin[k].as<T>()) copy_or_add(gk + r * chunk, g + r * o.len * o.inner + at, chunk, true);
+        if (T* gk = a.gin[k].as<T>()) copy_or_add(gk + r * chunk, g + r * o.len * o.inner + at, chunk, !a.assign(k));
         at += chunk;
       }
     }
@@ -107,8 +110,16 @@ void SliceOp::vjp(const OpArgs& a) {
   const std::int64_t start = a.attrs<SliceOp>().start, len = a.attrs<SliceOp>().length;
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
+  const bool assign = a.assign(0);  // then the rows outside the slice get zeros
   kernel::parallel(x.outer, 1, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) copy_or_add(gx + (r * x.len + start) * x.inner, g + r * len * x.inner, len * x.inner, true);
+    for (std::int64_t r = b; r < e; ++r) {
+      T* row = gx + r * x.len * x.inner;
+      if (assign) {
+        std::fill(row, row + start * x.inner, T(0));
+        std::fill(row + (start + len) * x.inner, row + x.len * x.inner, T(0));
+      }
+      copy_or_add(row + start * x.inner, g + r * len * x.inner, len * x.inner, !assign);
+    }
   });
 }
 

@@ -17,6 +17,7 @@ struct PermuteOp {
   static constexpr const char* name = "permute";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const PermuteOptions& p) {
     const Shape& x = c.in[0];
     auto perm = [&] {
@@ -51,6 +52,7 @@ struct ConcatOp {
   static constexpr const char* name = "concat";
   static constexpr int arity = -1;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = (1u << kMaxInputs) - 1;
   static constexpr ShapeResult shape(const ShapeCtx& c, const AxisOptions& o) {
     const Shape& x = c.in[0];
     const int ax = ops::norm_axis(o.axis, x.rank);
@@ -87,6 +89,7 @@ struct SliceOp {
   static constexpr const char* name = "slice";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const SliceOptions& o) {
     const Shape& x = c.in[0];
     const int ax = ops::norm_axis(o.axis, x.rank);

@@ -39,7 +39,7 @@ void scale(T* x, std::int64_t n, double factor) {
 // y[i] += alpha * x[i]
 template <class T>
 void axpy(const T* x, T* y, std::int64_t n, double alpha = 1.0) {
-  simd::best().axpy[detail::precision<T>](x, nullptr, y, n, alpha);
+  simd::best().axpy[detail::precision<T>](x, nullptr, y, n, alpha, false);
 }
 // sum of x[i]^2, accumulated in the working precision within SIMD lanes
 template <class T>

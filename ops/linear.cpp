@@ -14,17 +14,19 @@ void affine(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, co
   kernel::gemm(false, true, rows, out, in, x, in, w, in, y, out, true);
 }
 
-// dx += G W, dW += G^T x, db += column sums of G.
+// dx += G W, dW += G^T x, db += column sums of G; each written (=) instead when its bit of
+// `assign` is set (1: dx, 2: dW, 4: db).
 template <class T>
-void affine_vjp(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, const T* w, const T* g, T* gx, T* gw, T* gb) {
-  if (gx) kernel::gemm(false, false, rows, in, out, g, out, w, in, gx, in, true);
-  if (gw) kernel::gemm(true, false, out, in, rows, g, out, x, in, gw, in, true);
+void affine_vjp(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, const T* w, const T* g, T* gx, T* gw, T* gb,
+                unsigned assign = 0) {
+  if (gx) kernel::gemm(false, false, rows, in, out, g, out, w, in, gx, in, !(assign & 1u));
+  if (gw) kernel::gemm(true, false, out, in, rows, g, out, x, in, gw, in, !(assign & 2u));
   if (gb)
     kernel::parallel(out, 64, [&](std::int64_t c0, std::int64_t c1) {
       T acc[64] = {};
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t c = c0; c < c1; ++c) acc[c - c0] += g[r * out + c];
-      for (std::int64_t c = c0; c < c1; ++c) gb[c] += acc[c - c0];
+      for (std::int64_t c = c0; c < c1; ++c) gb[c] = (assign & 4u) ? acc[c - c0] : gb[c] + acc[c - c0];
     });
 }
 
@@ -62,7 +64,7 @@ template <class T>
 void LinearOp::vjp(const OpArgs& a) {
   const std::int64_t in = a.in[0].size(-1), out = a.out.size(-1), rows = a.in[0].rows();
   affine_vjp(rows, in, out, a.in[0].as<T>(), a.in[1].as<T>(), a.gout->as<T>(), a.gin[0].as<T>(), a.gin[1].as<T>(),
-             a.gin[2].as<T>());
+             a.gin[2].as<T>(), a.assign_mask);
 }
 
 template <class T>

@@ -12,6 +12,7 @@ struct LinearOp {
   static constexpr const char* name = "linear";
   static constexpr int arity = 3;  // x [..., in], W [out, in], b [out]
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1) | kSaveInput(2);
   static constexpr ShapeResult shape(const ShapeCtx& c) {
     if (!ops::all_real(c)) return ShapeResult::fail("expects real inputs");
     const Shape &x = c.in[0], &w = c.in[1], &b = c.in[2];

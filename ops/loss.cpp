@@ -48,24 +48,34 @@ void CrossEntropyOp::vjp(const OpArgs& a) {
   const std::int64_t ignore = o.ignore_index;
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < rows; ++r) count += t[r] != ignore;
-  if (!count) return;
-  const T g = *a.gout->as<T>() / T(count), eps = static_cast<T>(double(o.label_smoothing));
   T* gx = a.gin[0].as<T>();
+  const bool assign = a.assign(0);  // then ignored rows get zeros
+  if (!count) {
+    if (assign) std::fill(gx, gx + rows * C, T(0));
+    return;
+  }
+  const T g = *a.gout->as<T>() / T(count), eps = static_cast<T>(double(o.label_smoothing));
   const simd::Table& tab = simd::best();
   constexpr int ti = std::is_same_v<T, double>;
   kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
     constexpr std::int64_t kChunk = 512;
     alignas(64) T p[kChunk];  // softmax of a chunk of the row, on the stack: no heap in a step
     for (std::int64_t r = b; r < e; ++r) {
-      if (t[r] == ignore) continue;
-      const T* xr = x + r * C;
       T* gr = gx + r * C;
+      if (t[r] == ignore) {
+        if (assign) std::fill(gr, gr + C, T(0));
+        continue;
+      }
+      const T* xr = x + r * C;
       const T l = lse[r], off = g * eps / T(C);
       for (std::int64_t j0 = 0; j0 < C; j0 += kChunk) {
         const std::int64_t n = std::min(kChunk, C - j0);
         for (std::int64_t j = 0; j < n; ++j) p[j] = xr[j0 + j] - l;
         tab.unary[simd::exp][ti](p, p, n, 0);
-        for (std::int64_t j = 0; j < n; ++j) gr[j0 + j] += g * p[j] - off;
+        if (assign)
+          for (std::int64_t j = 0; j < n; ++j) gr[j0 + j] = g * p[j] - off;
+        else
+          for (std::int64_t j = 0; j < n; ++j) gr[j0 + j] += g * p[j] - off;
       }
       gr[t[r]] -= g * (T(1) - eps);
     }
@@ -90,8 +100,9 @@ void MseOp::vjp(const OpArgs& a) {
     T* gk = a.gin[k].as<T>();
     if (!gk) continue;
     const T sign = k == 0 ? T(1) : T(-1);
+    const bool assign = a.assign(k);
     kernel::parallel(n, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) gk[i] += sign * g * (p[i] - q[i]);
+      for (std::int64_t i = b; i < e; ++i) gk[i] = (assign ? T(0) : gk[i]) + sign * g * (p[i] - q[i]);
     });
   }
 }

@@ -17,6 +17,7 @@ struct CrossEntropyOp {
   static constexpr const char* name = "cross_entropy";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const CrossEntropyOptions& o) {
     const Shape &x = c.in[0], &t = c.in[1];
     if (c.dtype[0] != DType::real || c.dtype[1] != DType::index)
@@ -43,6 +44,7 @@ struct MseOp {
   static constexpr const char* name = "mse";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c) {
     if (!ops::all_real(c)) return ShapeResult::fail("expects real inputs");
     if (!(c.in[0] == c.in[1])) return ShapeResult::fail(Msg("shapes differ: ").add(ops::shapes_msg(c)));

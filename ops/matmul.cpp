@@ -63,19 +63,20 @@ void MatmulOp::vjp(const OpArgs& a) {
       const T *g = G + p * sg, *b = B + p * sb;
       T* ga = gA + p * sa;
       if (!d.ta)  // dA[M,K] += G[M,N] op(B)^T
-        kernel::gemm(false, !d.tb, d.M, d.K, d.N, g, d.N, b, d.ldb, ga, d.K, true);
+        kernel::gemm(false, !d.tb, d.M, d.K, d.N, g, d.N, b, d.ldb, ga, d.K, !a.assign(0));
       else  // dA stored [K,M]: += op(B) G^T
-        kernel::gemm(d.tb, true, d.K, d.M, d.N, b, d.ldb, g, d.N, ga, d.M, true);
+        kernel::gemm(d.tb, true, d.K, d.M, d.N, b, d.ldb, g, d.N, ga, d.M, !a.assign(0));
     });
   }
   if (T* gB = a.gin[1].as<T>()) {
     auto one = [&](std::int64_t p) {
       const T *g = G + p * sg, *x = A + p * sa;
       T* gb = gB + p * sb;
+      const bool acc = !a.assign(1) || (d.shared_b && p > 0);  // a shared dB: assigned by the first entry
       if (!d.tb)  // dB[K,N] += op(A)^T G
-        kernel::gemm(!d.ta, false, d.K, d.N, d.M, x, d.lda, g, d.N, gb, d.N, true);
+        kernel::gemm(!d.ta, false, d.K, d.N, d.M, x, d.lda, g, d.N, gb, d.N, acc);
       else  // dB stored [N,K]: += G^T op(A)
-        kernel::gemm(true, d.ta, d.N, d.K, d.M, g, d.N, x, d.lda, gb, d.K, true);
+        kernel::gemm(true, d.ta, d.N, d.K, d.M, g, d.N, x, d.lda, gb, d.K, acc);
     };
     if (d.shared_b)  // every batch entry adds to the same dB: in order
       for (std::int64_t p = 0; p < d.batch; ++p) one(p);

@@ -15,6 +15,7 @@ struct MatmulOp {
   static constexpr const char* name = "matmul";
   static constexpr int arity = 2;
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr ShapeResult shape(const ShapeCtx& c, const MatmulOptions& o) {
     const Shape &a = c.in[0], &b = c.in[1];
     const bool ta = o.trans_a, tb = o.trans_b;

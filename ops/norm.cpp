@@ -99,7 +99,7 @@ void LayerNormOp::vjp(const OpArgs& a) {
         // std+eps:  dx = inv (dy - mean(dy)) - inv^2 d sum(dy d) / ((D-1) std)
         const double c = std_form ? (sd > 0 ? inv * inv * sums[1] / (double(D > 1 ? D - 1 : 1) * sd) : 0.0)
                                   : inv * inv * inv * sums[1] / double(D);
-        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, mean, inv, sums[0] / double(D), c);
+        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, mean, inv, sums[0] / double(D), c, a.assign(0));
       }
     });
   }
@@ -130,7 +130,8 @@ void RmsNormOp::vjp(const OpArgs& a) {
         const double inv = stats[3 * r + 1];
         double sums[2];  // sums[1] = sum(dy * x)
         t.norm_vjp_sums[ti](x + r * D, g + r * D, gamma, D, 0.0, sums);
-        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, 0.0, inv, 0.0, inv * inv * inv * sums[1] / double(D));
+        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, 0.0, inv, 0.0, inv * inv * inv * sums[1] / double(D),
+                             a.assign(0));
       }
     });
   }

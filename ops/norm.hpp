@@ -41,6 +41,7 @@ struct LayerNormOp {
   static constexpr const char* name = "layer_norm";
   static constexpr int arity = 3;  // x [..., D], gamma [D], beta [D]
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const LayerNormOptions& o) { return ops::norm_shape(c, o.eps); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -52,6 +53,7 @@ struct RmsNormOp {
   static constexpr const char* name = "rms_norm";
   static constexpr int arity = 2;  // x [..., D], gamma [D]
   static constexpr unsigned saves = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const RmsNormOptions& o) { return ops::norm_shape(c, o.eps); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);

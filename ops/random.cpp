@@ -39,10 +39,13 @@ void DropoutOp::vjp(const OpArgs& a) {
   T* gx = a.gin[0].as<T>();
   if (!active(a)) {
     const auto axpy = simd::best().axpy[std::is_same_v<T, double>];
-    kernel::parallel(a.out.numel, 1 << 15, [&](std::int64_t b, std::int64_t e) { axpy(g + b, nullptr, gx + b, e - b, 1.0); });
+    kernel::parallel(a.out.numel, 1 << 15, [&](std::int64_t b, std::int64_t e) { axpy(g + b, nullptr, gx + b, e - b, 1.0, a.assign(0)); });
     return;
   }
-  masked<T>(a, [&](std::int64_t i, T m) { gx[i] += g[i] * m; });
+  if (a.assign(0))
+    masked<T>(a, [&](std::int64_t i, T m) { gx[i] = g[i] * m; });
+  else
+    masked<T>(a, [&](std::int64_t i, T m) { gx[i] += g[i] * m; });
 }
 
 CTGRAD_INSTANTIATE_OP(DropoutOp)

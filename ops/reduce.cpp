@@ -72,10 +72,11 @@ void reduce_vjp(const OpArgs& a, const Split s, bool mean) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
   const T norm = mean ? T(1) / T(s.len) : T(1);
+  const bool assign = a.assign(0);
   kernel::parallel(a.in[0].numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
       const std::int64_t o = (i / (s.len * s.inner)) * s.inner + i % s.inner;
-      gx[i] += g[o] * norm;
+      gx[i] = (assign ? T(0) : gx[i]) + g[o] * norm;
     }
   });
 }
@@ -110,7 +111,10 @@ template <class T>
 void max_vjp(const OpArgs& a, const Split s) {
   const T *x = a.in[0].as<T>(), *y = a.out.as<T>(), *g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
+  const bool assign = a.assign(0);
   for_each_lane(s, 1, [&](std::int64_t o, std::int64_t base) {
+    if (assign)
+      for (std::int64_t r = 0; r < s.len; ++r) gx[base + r * s.inner] = T(0);
     for (std::int64_t r = 0; r < s.len; ++r)
       if (x[base + r * s.inner] == y[o]) {
         gx[base + r * s.inner] += g[o];
@@ -148,11 +152,15 @@ void var_vjp(const OpArgs& a, const Split s, std::int64_t correction) {
   const T *x = a.in[0].as<T>(), *g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
   const T denom = T(std::max<std::int64_t>(1, s.len - correction));
+  const bool assign = a.assign(0);
   for_each_lane(s, 3, [&](std::int64_t o, std::int64_t base) {
     T mean = 0;
     for (std::int64_t r = 0; r < s.len; ++r) mean += x[base + r * s.inner];
     mean /= T(s.len);
-    for (std::int64_t r = 0; r < s.len; ++r) gx[base + r * s.inner] += g[o] * T(2) * (x[base + r * s.inner] - mean) / denom;
+    for (std::int64_t r = 0; r < s.len; ++r) {
+      T& d = gx[base + r * s.inner];
+      d = (assign ? T(0) : d) + g[o] * T(2) * (x[base + r * s.inner] - mean) / denom;
+    }
   });
 }
 

@@ -62,6 +62,7 @@ struct ReduceAxisOp {
   static constexpr const char* name = reduce::names[K];
   static constexpr int arity = 1;
   static constexpr unsigned saves = K == reduce::max ? kSaveInput(0) | kSaveOutput : K == reduce::var ? kSaveInput(0) : 0u;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const Options& o) { return ops::reduce_axis_shape(c, o.axis, o.keepdim); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -74,6 +75,7 @@ struct ReduceAllOp {
   static constexpr const char* name = reduce::all_names[K];
   static constexpr int arity = 1;
   static constexpr unsigned saves = ReduceAxisOp<K>::saves;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const Options& o) { return ops::reduce_all_shape(c, o.keepdim); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);

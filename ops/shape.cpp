@@ -21,8 +21,12 @@ template <class T>
 void ReshapeOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
+  const bool assign = a.assign(0);
   kernel::parallel(a.out.numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) gx[i] += g[i];
+    if (assign)
+      std::memcpy(gx + b, g + b, std::size_t(e - b) * sizeof(T));
+    else
+      for (std::int64_t i = b; i < e; ++i) gx[i] += g[i];
   });
 }
 
@@ -40,7 +44,11 @@ template <class T>
 void TransposeOp::vjp(const OpArgs& a) {
   const TransposeOptions o = a.attrs<TransposeOp>();
   int x = ops::norm_axis(o.axis_a, a.in[0].rank), y = ops::norm_axis(o.axis_b, a.in[0].rank);
-  kernel::permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, swap_of(a.out.rank, x, y));  // a swap is its own inverse
+  const auto p = swap_of(a.out.rank, x, y);  // a swap is its own inverse
+  if (a.assign(0))
+    kernel::permute_copy<T, false>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, p);
+  else
+    kernel::permute_copy<T, true>(a.gout->as<T>(), a.gin[0].as<T>(), a.out, p);
 }
 
 template <class T>
@@ -55,7 +63,7 @@ void BroadcastToOp::forward(const OpArgs& a) {
 template <class T>
 void BroadcastToOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
-  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; });
+  if (a.gin[0].data) kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; }, a.assign(0));
 }
 
 CTGRAD_INSTANTIATE_OP(BroadcastToOp)

@@ -14,6 +14,7 @@ struct ReshapeOp {
   static constexpr const char* name = "reshape";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const ReshapeOptions& o) {
     if (!(c.in[0].numel() == o.to.numel()))
       return ShapeResult::fail(Msg("cannot reshape ").add(c.in[0]).add(" (").add(c.in[0].numel())
@@ -38,6 +39,7 @@ struct TransposeOp {
   static constexpr const char* name = "transpose";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const TransposeOptions& o) {
     const Shape& x = c.in[0];
     int a = ops::norm_axis(o.axis_a, x.rank), b = ops::norm_axis(o.axis_b, x.rank);
@@ -63,6 +65,7 @@ struct BroadcastToOp {
   static constexpr const char* name = "broadcast_to";
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const BroadcastToOptions& o) {
     const Shape &x = c.in[0], &like = o.to;
     if (c.dtype[0] != DType::real) return ShapeResult::fail("x must be real");

@@ -36,7 +36,7 @@ void softmax_vjp_rows(const OpArgs& a, bool log) {
   T* gx = a.gin[0].as<T>();
   const auto k = simd::best().softmax_vjp_row[std::is_same_v<T, double>];
   kernel::parallel(rows, kernel::grain_for(3 * n), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) k(y + r * n, g + r * n, gx + r * n, n, log);
+    for (std::int64_t r = b; r < e; ++r) k(y + r * n, g + r * n, gx + r * n, n, log, a.assign(0));
   });
 }
 }  // namespace

@@ -8,6 +8,7 @@ struct SoftmaxOp {
   static constexpr const char* name = "softmax";
   static constexpr int arity = 1;
   static constexpr unsigned saves = kSaveOutput;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c) {
     if (c.in[0].rank < 1) return ShapeResult::fail("needs rank >= 1");
     return ops::same_shape(c);
@@ -22,6 +23,7 @@ struct LogSoftmaxOp {
   static constexpr const char* name = "log_softmax";
   static constexpr int arity = 1;
   static constexpr unsigned saves = kSaveOutput;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return SoftmaxOp::shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);

@@ -39,7 +39,7 @@ void UnaryOp<F>::vjp(const OpArgs& a) {
   const auto d = simd::best().unary_vjp[F::id][std::is_same_v<T, double>];
   const double param = a.attrs<UnaryOp<F>>().param;
   kernel::parallel(a.out.numel, kernel::grain_for(8), [&](std::int64_t b, std::int64_t e) {
-    d(x ? x + b : nullptr, y ? y + b : nullptr, g + b, gx + b, e - b, param);
+    d(x ? x + b : nullptr, y ? y + b : nullptr, g + b, gx + b, e - b, param, a.assign(0));
   });
 }
 

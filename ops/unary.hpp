@@ -33,6 +33,7 @@ struct UnaryOp {
   static constexpr const char* name = F::name;
   static constexpr int arity = 1;
   static constexpr unsigned saves = F::saves;
+  static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);

@@ -69,14 +69,18 @@ inline bool is_suffix(const TensorRef& t, const TensorRef& out) {
   return true;
 }
 
-// target[t] += sum over the broadcast dims of f(out_flat_index), for target broadcast to `out`.
+// target[t] += sum over the broadcast dims of f(out_flat_index), for target broadcast to `out`
+// (assign: target[t] = that sum).
 // Each target element is summed in a fixed order by one task: deterministic for any thread count.
 template <class T, class F>
-void reduce_broadcast(const TensorRef& target, const TensorRef& out, F&& f) {
+void reduce_broadcast(const TensorRef& target, const TensorRef& out, F&& f, bool assign = false) {
   T* dst = target.as<T>();
   if (same_dims(target, out)) {
     parallel(out.numel, grain_for(), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) dst[i] += f(i);
+      if (assign)
+        for (std::int64_t i = b; i < e; ++i) dst[i] = f(i);
+      else
+        for (std::int64_t i = b; i < e; ++i) dst[i] += f(i);
     });
     return;
   }
@@ -86,7 +90,7 @@ void reduce_broadcast(const TensorRef& target, const TensorRef& out, F&& f) {
       T acc[64] = {};
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = b; j < e; ++j) acc[j - b] += f(r * inner + j);
-      for (std::int64_t j = b; j < e; ++j) dst[j] += acc[j - b];
+      for (std::int64_t j = b; j < e; ++j) dst[j] = assign ? acc[j - b] : dst[j] + acc[j - b];
     });
     return;
   }
@@ -123,7 +127,7 @@ void reduce_broadcast(const TensorRef& target, const TensorRef& out, F&& f) {
         }
         acc += f(off);
       }
-      dst[t] += acc;
+      dst[t] = assign ? acc : dst[t] + acc;
     }
   });
 }

@@ -16,9 +16,11 @@ enum Binary : int { add, sub, mul, div, binary_count };
 
 struct Table {
   const char* arch;
+  // The gradient kernels add to gx, or with `assign` write it (the op's first gradient: gx may
+  // hold garbage and is not read).
   // y[i] = f(x[i]); gx[i] += g[i] * f'(x[i], y[i])        (index 0: float, 1: double)
   void (*unary[unary_count][2])(const void* x, void* y, std::int64_t n, double p);
-  void (*unary_vjp[unary_count][2])(const void* x, const void* y, const void* g, void* gx, std::int64_t n, double p);
+  void (*unary_vjp[unary_count][2])(const void* x, const void* y, const void* g, void* gx, std::int64_t n, double p, bool assign);
   // y[i] = a[i] op b[i], same shapes; y[i] = a[i] op b (b a scalar broadcast over a row)
   void (*binary[binary_count][2])(const void* a, const void* b, void* y, std::int64_t n);
   // One row: y = softmax(x) or log_softmax(x); returns nothing. lse[0] gets the log-sum-exp.
@@ -29,14 +31,14 @@ struct Table {
   double (*row_sq_dev[2])(const void* x, std::int64_t n, double mean);
   double (*row_max[2])(const void* x, std::int64_t n);
   // gx[i] += alpha * g[i] * (other ? other[i] : 1)
-  void (*axpy[2])(const void* g, const void* other, void* gx, std::int64_t n, double alpha);
+  void (*axpy[2])(const void* g, const void* other, void* gx, std::int64_t n, double alpha, bool assign);
   // One row of the softmax vjp: gx += y * (g - sum(g y)); log_softmax: gx += g - exp(y) sum(g).
-  void (*softmax_vjp_row[2])(const void* y, const void* g, void* gx, std::int64_t n, bool log);
+  void (*softmax_vjp_row[2])(const void* y, const void* g, void* gx, std::int64_t n, bool log, bool assign);
   // One row of the norm vjp, dy = g * gamma: sums[0] = sum(dy), sums[1] = sum(dy * (x - mean));
   // then gx += inv * (dy - a) - c * (x - mean).
   void (*norm_vjp_sums[2])(const void* x, const void* g, const void* gamma, std::int64_t n, double mean, double* sums);
   void (*norm_vjp_apply[2])(const void* x, const void* g, const void* gamma, void* gx, std::int64_t n, double mean,
-                            double inv, double a, double c);
+                            double inv, double a, double c, bool assign);
   // Adam's update of n elements (optim/optimizers.hpp). c = {shrink, weight decay, beta1, beta2,
   // lr / bias correction 1, sqrt(bias correction 2), eps, decoupled}: decoupled: w *= shrink, else
   // g += wd w; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= step m / (sqrt(v) / sq + eps).

@@ -123,6 +123,9 @@ struct Kernels {
     if constexpr (scalar) *p = v;
     else v.store_unaligned(p);
   }
+  // A gradient's element: gx = v (assign: gx is garbage and never read) or gx += v.
+  static void put(T* gx, const B& v, bool assign) { store(gx, assign ? v : load(gx) + v); }
+  static void put1(T* gx, T v, bool assign) { *gx = assign ? v : *gx + v; }
   static T total(const B& v) {
     if constexpr (scalar) return v;
     else return xsimd::hadd(v);
@@ -137,14 +140,14 @@ struct Kernels {
     for (; i < n; ++i) y[i] = Fn<F>::f(x[i], T(p));
   }
   template <int F>
-  static void unary_vjp(const void* xv, const void* yv, const void* gv, void* gxv, std::int64_t n, double p) {
+  static void unary_vjp(const void* xv, const void* yv, const void* gv, void* gxv, std::int64_t n, double p, bool assign) {
     const T *x = static_cast<const T*>(xv), *y = static_cast<const T*>(yv), *g = static_cast<const T*>(gv);
     T* gx = static_cast<T*>(gxv);
     // x or y may be null when the function's derivative does not read it (see UnaryOp::saves).
     auto at = [&](const T* a, std::int64_t i) { return a ? load(a + i) : B(T(0)); };
     std::int64_t i = 0;
-    for (; i + W <= n; i += W) store(gx + i, load(gx + i) + load(g + i) * Fn<F>::d(at(x, i), at(y, i), B(T(p))));
-    for (; i < n; ++i) gx[i] += g[i] * Fn<F>::d(x ? x[i] : T(0), y ? y[i] : T(0), T(p));
+    for (; i + W <= n; i += W) put(gx + i, load(g + i) * Fn<F>::d(at(x, i), at(y, i), B(T(p))), assign);
+    for (; i < n; ++i) put1(gx + i, g[i] * Fn<F>::d(x ? x[i] : T(0), y ? y[i] : T(0), T(p)), assign);
   }
   template <int Op>
   static void binary(const void* av, const void* bv, void* yv, std::int64_t n) {
@@ -208,17 +211,17 @@ struct Kernels {
     return double(m + std::log(s));
   }
   static double row_max_erased(const void* xv, std::int64_t n) { return double(row_max(static_cast<const T*>(xv), n)); }
-  static void axpy(const void* gv, const void* ov, void* gxv, std::int64_t n, double alpha) {
+  static void axpy(const void* gv, const void* ov, void* gxv, std::int64_t n, double alpha, bool assign) {
     const T *g = static_cast<const T*>(gv), *o = static_cast<const T*>(ov);
     T* gx = static_cast<T*>(gxv);
     const B al = B(T(alpha));
     std::int64_t i = 0;
     if (o) {
-      for (; i + W <= n; i += W) store(gx + i, load(gx + i) + al * load(g + i) * load(o + i));
-      for (; i < n; ++i) gx[i] += T(alpha) * g[i] * o[i];
+      for (; i + W <= n; i += W) put(gx + i, al * load(g + i) * load(o + i), assign);
+      for (; i < n; ++i) put1(gx + i, T(alpha) * g[i] * o[i], assign);
     } else {
-      for (; i + W <= n; i += W) store(gx + i, load(gx + i) + al * load(g + i));
-      for (; i < n; ++i) gx[i] += T(alpha) * g[i];
+      for (; i + W <= n; i += W) put(gx + i, al * load(g + i), assign);
+      for (; i < n; ++i) put1(gx + i, T(alpha) * g[i], assign);
     }
   }
   static void adam(void* wv, const void* gv, void* mv, void* vv, std::int64_t n, const double* c) {
@@ -247,7 +250,7 @@ struct Kernels {
       w[i] = wo, m[i] = mo, v[i] = vo;
     }
   }
-  static void softmax_vjp_row(const void* yv, const void* gv, void* gxv, std::int64_t n, bool log) {
+  static void softmax_vjp_row(const void* yv, const void* gv, void* gxv, std::int64_t n, bool log, bool assign) {
     const T *y = static_cast<const T*>(yv), *g = static_cast<const T*>(gv);
     T* gx = static_cast<T*>(gxv);
     B acc(T(0));
@@ -258,9 +261,9 @@ struct Kernels {
     const B sb = B(s);
     for (i = 0; i + W <= n; i += W) {
       const B yi = load(y + i), gi = load(g + i);
-      store(gx + i, load(gx + i) + (log ? gi - xsimd::exp(yi) * sb : yi * (gi - sb)));
+      put(gx + i, log ? gi - xsimd::exp(yi) * sb : yi * (gi - sb), assign);
     }
-    for (; i < n; ++i) gx[i] += log ? g[i] - std::exp(y[i]) * s : y[i] * (g[i] - s);
+    for (; i < n; ++i) put1(gx + i, log ? g[i] - std::exp(y[i]) * s : y[i] * (g[i] - s), assign);
   }
   static void norm_vjp_sums(const void* xv, const void* gv, const void* gmv, std::int64_t n, double mean, double* sums) {
     const T *x = static_cast<const T*>(xv), *g = static_cast<const T*>(gv), *gm = static_cast<const T*>(gmv);
@@ -281,14 +284,14 @@ struct Kernels {
     sums[0] = double(sa), sums[1] = double(sb);
   }
   static void norm_vjp_apply(const void* xv, const void* gv, const void* gmv, void* gxv, std::int64_t n, double mean,
-                             double inv, double a, double c) {
+                             double inv, double a, double c, bool assign) {
     const T *x = static_cast<const T*>(xv), *g = static_cast<const T*>(gv), *gm = static_cast<const T*>(gmv);
     T* gx = static_cast<T*>(gxv);
     const B mb = B(T(mean)), ib = B(T(inv)), ab = B(T(a)), cb = B(T(c));
     std::int64_t i = 0;
     for (; i + W <= n; i += W)
-      store(gx + i, load(gx + i) + ib * (load(g + i) * load(gm + i) - ab) - cb * (load(x + i) - mb));
-    for (; i < n; ++i) gx[i] += T(inv) * (g[i] * gm[i] - T(a)) - T(c) * (x[i] - T(mean));
+      put(gx + i, ib * (load(g + i) * load(gm + i) - ab) - cb * (load(x + i) - mb), assign);
+    for (; i < n; ++i) put1(gx + i, T(inv) * (g[i] * gm[i] - T(a)) - T(c) * (x[i] - T(mean)), assign);
   }
   static double row_sum(const void* xv, std::int64_t n) {
     const T* x = static_cast<const T*>(xv);

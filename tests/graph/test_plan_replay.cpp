@@ -107,3 +107,44 @@ TEST_CASE("replaying the schedules finds every value and gradient where the plan
   STATIC_REQUIRE(replays<ENC>());
   STATIC_REQUIRE(replays<ENCDEC>());
 }
+
+namespace {
+constexpr auto kSquared = [] {  // a is read twice by one mul: its gradient is zeroed, then added to
+  Builder g;
+  Value a = g.input("a", {Batch, 3}, {.grad = true});
+  g.loss(sum(a * a));
+  return g;
+};
+constexpr auto kChain = [] {  // relu is a's only consumer; linear's weight is a parameter
+  Builder g;
+  Value a = g.input("a", {Batch, 3}, {.grad = true});
+  Value w = g.param("w", {2, 3}, init::normal(1.0)), b = g.param("b", {2}, init::zeros());
+  g.loss(sum(linear(relu(a), w, b)));
+  return g;
+};
+static constexpr auto SQUARED = freeze<kSquared>();
+static constexpr auto CHAIN = freeze<kChain>();
+
+template <const auto& G>
+constexpr int node_of(std::string_view op) {
+  for (int i = 0; i < G.size; ++i)
+    if (G[i].kind == NodeKind::op && std::string_view(G[i].op->name) == op) return i;
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("a gradient's first contributor writes it, unless it reads the value twice; parameter gradients accumulate",
+          "[graph][plan]") {
+  constexpr const auto& sq = Program<SQUARED>::train_plan;
+  STATIC_REQUIRE(!sq.grad_fresh[0]);                        // a: zeroed
+  STATIC_REQUIRE(sq.assigns[std::size_t(node_of<SQUARED>("mul"))] == 0);
+  STATIC_REQUIRE(sq.grad_fresh[std::size_t(node_of<SQUARED>("mul"))]);  // the product's: sum writes it
+  constexpr const auto& ch = Program<CHAIN>::train_plan;
+  STATIC_REQUIRE(ch.grad_fresh[0]);
+  STATIC_REQUIRE(ch.assigns[std::size_t(node_of<CHAIN>("relu"))] == kSaveInput(0));
+  // The relu output's gradient is linear's to write; W and b live in the parameter store, whose
+  // gradients add up over backward calls until zero_grad().
+  STATIC_REQUIRE(ch.assigns[std::size_t(node_of<CHAIN>("linear"))] == kSaveInput(0));
+  STATIC_REQUIRE(replays<SQUARED>());
+  STATIC_REQUIRE(replays<CHAIN>());
+}

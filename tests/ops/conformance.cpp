@@ -6,9 +6,12 @@
 // A new op is covered by adding one OP_CASE: each case registers itself as a Catch2 test case
 // ("conformance: <name>", tag [conformance]).
 //
-// Every case's loss is sum(op(...) * probe) plus sum(x * probe_x) for each differentiable input x:
-// x then has a second consumer whose gradient lands first, so a VJP that assigns instead of adding
-// fails. ctgrad tensors are dense; cases marked "permuted" feed an op a transposed tensor, which
+// Every case runs twice. First its loss is sum(op(...) * probe) plus sum(x * probe_x) for each
+// differentiable input x: x then has a second consumer whose gradient lands first, so a VJP that
+// assigns instead of adding fails. Then without the probes of the inputs: the op is the first to
+// write their gradients, and an op that declares `assigns` writes them into buffers gradcheck
+// fills with NaN (GradcheckOptions::poison_assigned_gradients), so an op that adds to them, or
+// leaves an element unwritten, fails. ctgrad tensors are dense; cases marked "permuted" feed an op a transposed tensor, which
 // is how a non-contiguous view reaches an op here.
 #include <catch2/catch.hpp>
 
@@ -28,8 +31,13 @@ struct Domain {
   std::int32_t target_lo = 0;  // input "t" (targets) from target_lo: -1 reaches an ignore_index of -1
 };
 
-constexpr Value probe_loss(Builder& g, Value y, std::initializer_list<Value> also = {}) {
-  Value loss = sum(y * g.input("probe", y.shape()));
+struct CaseBuilder : Builder {
+  bool input_probes = true;
+};
+
+// loss + sum(x * probe_x) for each x in `also`, when the case is built with input probes.
+constexpr Value with_probes(CaseBuilder& g, Value loss, std::initializer_list<Value> also) {
+  if (!g.input_probes) return loss;
   int k = 0;
   for (Value x : also) {
     std::string name = "probe_also_";
@@ -39,6 +47,10 @@ constexpr Value probe_loss(Builder& g, Value y, std::initializer_list<Value> als
   return loss;
 }
 
+constexpr Value probe_loss(CaseBuilder& g, Value y, std::initializer_list<Value> also = {}) {
+  return with_probes(g, sum(y * g.input("probe", y.shape())), also);
+}
+
 template <class C>
 void run_case();
 
@@ -46,11 +58,15 @@ void run_case();
   struct case_##NAME {                                                     \
     static constexpr const char* name = #NAME;                             \
     static constexpr Domain domain = DOMAIN;                               \
-    static constexpr auto build = [] {                                     \
-      Builder g;                                                           \
+    template <bool kInputProbes>                                           \
+    static constexpr Builder build_as() {                                  \
+      CaseBuilder g;                                                       \
+      g.input_probes = kInputProbes;                                       \
       __VA_ARGS__;                                                         \
-      return g;                                                            \
-    };                                                                     \
+      return Builder(g);                                                   \
+    }                                                                      \
+    static constexpr auto build = [] { return build_as<true>(); };        \
+    static constexpr auto build_first = [] { return build_as<false>(); }; \
   };                                                                       \
   TEST_CASE("conformance: " #NAME, "[ops][conformance]") { run_case<case_##NAME>(); }
 
@@ -194,19 +210,19 @@ OP_CASE(padding_masked_softmax, binary_mask, Value s = g.input("s", {Batch, 2, S
         g.loss(probe_loss(g, softmax(masked_fill(s, key_padding_mask(len, Seq), -1e9)), {s})))
 OP_CASE(cross_entropy_smoothed, classes5, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
         Value t = g.input("t", {Batch, Seq}, {.dtype = DType::index});
-        g.loss(cross_entropy(a, t, {.label_smoothing = 0.1}) + sum(a * g.input("pa", a.shape()))))
+        g.loss(with_probes(g, cross_entropy(a, t, {.label_smoothing = 0.1}), {a})))
 OP_CASE(masked_fill, binary_mask, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true});
         Value m = g.input("m", {Batch, 1, Seq}, {.dtype = DType::index});
         g.loss(probe_loss(g, masked_fill(a, m, -7.0), {a})))
 OP_CASE(mse, any, Value a = g.input("a", {Batch, 5}, {.grad = true}); Value b = g.input("b", {Batch, 5}, {.grad = true});
-        g.loss(mse(a, b) + sum(a * g.input("pa", a.shape())) + sum(b * g.input("pb", b.shape()))))
+        g.loss(with_probes(g, mse(a, b), {a, b})))
 OP_CASE(cross_entropy_ignore, classes5, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
         Value t = g.input("t", {Batch, Seq}, {.dtype = DType::index});
-        g.loss(cross_entropy(a, t, {.ignore_index = 2}) + sum(a * g.input("pa", a.shape()))))
+        g.loss(with_probes(g, cross_entropy(a, t, {.ignore_index = 2}), {a})))
 // Padding as BERT and T5 mark it: an ignore_index outside the classes.
 OP_CASE(cross_entropy_ignore_outside, classes5_ignored, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
         Value t = g.input("t", {Batch, Seq}, {.dtype = DType::index});
-        g.loss(cross_entropy(a, t, {.ignore_index = -1, .label_smoothing = 0.1}) + sum(a * g.input("pa", a.shape()))))
+        g.loss(with_probes(g, cross_entropy(a, t, {.ignore_index = -1, .label_smoothing = 0.1}), {a})))
 
 
 // Runtime shapes each case runs at: (Batch, Seq, SeqKV, ...). Size-1 dims; odd sizes; 33 > 32.
@@ -216,7 +232,26 @@ constexpr std::array<std::array<std::int64_t, kMaxSymbols>, 4> kDraws{
 template <class C>
 struct Frozen {
   static constexpr auto G = freeze<C::build>();
+  static constexpr auto G_first = freeze<C::build_first>();  // the op writes its inputs' gradients first
 };
+
+// In the graph without input probes, the ops that can assign a gradient must be told to: the
+// check above is then about them, not only about the loss's own mul and sum.
+template <const auto& G>
+bool op_assigns_somewhere() {
+  const auto& p = Program<G, double>::train_plan;
+  bool declared = false, told = false;
+  for (int i = 0; i < G.size; ++i) {
+    const Node& n = G[i];
+    if (n.kind != NodeKind::op || std::string_view(n.op->name) == "mul" || std::string_view(n.op->name) == "sum_all") continue;
+    bool input_grad = false;
+    for (int k = 0; k < n.n_in; ++k)
+      input_grad |= (n.op->assigns & kSaveInput(k)) && p.needs_grad[std::size_t(n.in[std::size_t(k)])];
+    declared |= input_grad;
+    told |= p.assigns[std::size_t(i)] != 0;
+  }
+  return !declared || told;
+}
 
 // Runs each op node that has a scalar reference on fresh random inputs, kernel vs reference.
 template <const auto& G>
@@ -289,6 +324,7 @@ std::string check_references(const Domain& dom, const std::array<std::int64_t, k
 template <class C>
 void run_case() {
   static constexpr const auto& G = Frozen<C>::G;
+  CHECK(op_assigns_somewhere<Frozen<C>::G_first>());
   int references = 0;
   for (std::size_t d = 0; d < kDraws.size(); ++d) {
     const auto& sym = kDraws[d];
@@ -299,6 +335,10 @@ void run_case() {
     INFO("case " << C::name << ", draw " << d << " (Batch=" << sym[0] << ", Seq=" << sym[1] << "): worst " << r.worst << "\n" << r.report);
     CHECK(r.checked > 0);
     CHECK(r.ok);
+    GradcheckResult first = gradcheck<Frozen<C>::G_first>(in, {.max_per_tensor = 24});
+    INFO("without input probes (the op writes its inputs' gradients first): worst " << first.worst << "\n" << first.report);
+    CHECK(first.checked > 0);
+    CHECK(first.ok);
     std::string fails = check_references<G>(C::domain, sym, 200 + d, references);
     INFO(fails);
     CHECK(fails.empty());
