@@ -456,9 +456,13 @@ void Executor<T>::place(Mode m) {
     sized_ = true;
   }
   if (!resized && placed_ && placed_mode_ == m) {
-    // Inputs may have moved to a bigger store since the last step.
-    for (int i = 0; i < g_.n; ++i)
-      if (g_.nodes[i].kind == NodeKind::input) val_[static_cast<std::size_t>(i)].data = inputs_[static_cast<std::size_t>(i)].data.get();
+    // Inputs may have moved to a bigger store since the last step (and views of them with them).
+    const PlanView& p = plan_[m == Mode::train ? 0 : 1];
+    for (int i = 0; i < g_.n; ++i) {
+      const auto iu = static_cast<std::size_t>(i);
+      if (g_.nodes[i].kind == NodeKind::input) val_[iu].data = inputs_[iu].data.get();
+      else if (p.view_of[i] >= 0) val_[iu].data = val_[static_cast<std::size_t>(p.view_of[i])].data;
+    }
     return;
   }
   const int pi = m == Mode::train ? 0 : 1;
@@ -471,7 +475,9 @@ void Executor<T>::place(Mode m) {
     auto iu = static_cast<std::size_t>(i);
     const Node& n = g_.nodes[i];
     if (n.kind == NodeKind::param) continue;
-    void* v = n.kind == NodeKind::input ? static_cast<void*>(inputs_[iu].data.get()) : at(p.value_buf[i]);
+    void* v = n.kind == NodeKind::input ? static_cast<void*>(inputs_[iu].data.get())
+              : p.view_of[i] >= 0        ? val_[static_cast<std::size_t>(p.view_of[i])].data  // placed before: an earlier node
+                                         : at(p.value_buf[i]);
     val_[iu] = ref(i, v);
     grad_[iu] = ref(i, at(p.grad_buf[i]));
     grad_[iu].dtype = DType::real;

@@ -28,7 +28,7 @@ struct PlanView {
   const unsigned* assigns;
   const Buffer* buffers;
   int n_buffers, n_slots;
-  const int *value_buf, *grad_buf, *scratch_buf;
+  const int *value_buf, *grad_buf, *scratch_buf, *view_of;
 
   template <int N>
   static PlanView of(const Plan<N>& p) {
@@ -38,7 +38,7 @@ struct PlanView {
             p.needs_grad.data(), p.runs_vjp.data(),  p.grad_fresh.data(),
             p.assigns.data(),   p.buffers.data(),
             p.n_buffers,        p.n_slots,           p.value_buf.data(),
-            p.grad_buf.data(),  p.scratch_buf.data()};
+            p.grad_buf.data(),  p.scratch_buf.data(), p.view_of.data()};
   }
 };
 

@@ -10,6 +10,9 @@
 //   static constexpr bool differentiable = false;  // then vjp may be omitted
 //   static constexpr unsigned saves = ...;         // what vjp reads (kSaveInput(k) | kSaveOutput)
 //   template <class T> static void reference_forward(const OpArgs&);  // plain loops, for the harness
+//   static constexpr bool view = true;           // out is input 0's bytes read with another shape
+//                                                  // (same dtype and count): the plan gives it no
+//                                                  // buffer of its own; forward must then not copy
 //   static constexpr unsigned assigns = kSaveInput(k) | ...;  // vjp honours OpArgs::assign(k): when
 //                                                  // set, gin[k] holds garbage and vjp writes every
 //                                                  // element of it (=) instead of adding
@@ -111,6 +114,7 @@ struct OpDef {
   bool differentiable;
   unsigned saves;
   unsigned assigns;  // inputs whose gradient vjp can assign (see OpArgs::assign)
+  bool view;         // out aliases input 0 (see the contract above)
   ShapeResult (*shape)(const ShapeCtx&);
   KernelFn forward[2];  // [float, double]
   KernelFn vjp[2];
@@ -167,6 +171,7 @@ consteval OpDef make_op_def() {
   else
     d.saves = kSaveAll;
   if constexpr (requires { Op::assigns; }) d.assigns = Op::assigns;
+  if constexpr (requires { Op::view; }) d.view = Op::view;
   d.shape = &run_shape_rule<Op>;
   d.forward[0] = &Op::template forward<float>;
   d.forward[1] = &Op::template forward<double>;

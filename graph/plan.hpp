@@ -48,6 +48,9 @@ struct Plan {
   int n_buffers = 0, n_slots = 0;
   std::array<Buffer, 3 * U> buffers{};
   std::array<int, U> value_buf{}, grad_buf{}, scratch_buf{};  // -1 if none
+  // A view op's value is its source's bytes (OpDef::view): the node whose storage it shares
+  // (through chains of views), else -1. Its value_buf is that node's, kept alive for both.
+  std::array<int, U> view_of{};
 };
 
 namespace detail {
@@ -249,7 +252,7 @@ constexpr auto make_plan(const G& g, bool training) {
     // Buffers and their lifetimes.
     const int F = p.n_fwd;
     const int t_end = F + p.n_bwd;  // past every step: outputs and leaf gradients live to here
-    for (int i = 0; i < N; ++i) at(p.value_buf, i) = at(p.grad_buf, i) = at(p.scratch_buf, i) = -1;
+    for (int i = 0; i < N; ++i) at(p.value_buf, i) = at(p.grad_buf, i) = at(p.scratch_buf, i) = at(p.view_of, i) = -1;
     auto add = [&](BufKind kind, int node, int start, int end, Dim elems, DType dt) {
       Buffer b;
       b.kind = kind, b.node = node, b.start = start, b.end = std::max(start, end);
@@ -273,8 +276,18 @@ constexpr auto make_plan(const G& g, bool training) {
       }
       if (at(p.runs_vjp, i) && (n.op->saves & kSaveOutput)) end = std::max(end, F + at(p.bwd_step, i));
       if (n.is_output) end = t_end;
-      if (n.kind == NodeKind::op)
+      if (n.kind == NodeKind::op && n.op->view) {
+        const int src = n.in[0];
+        const int root = at(p.view_of, src) >= 0 ? at(p.view_of, src) : src;
+        at(p.view_of, i) = root;
+        at(p.value_buf, i) = at(p.value_buf, root);  // -1 for an input or a parameter: stored outside
+        if (at(p.value_buf, i) >= 0) {
+          Buffer& rb = at(p.buffers, at(p.value_buf, i));
+          rb.end = std::max(rb.end, end);
+        }
+      } else if (n.kind == NodeKind::op) {
         at(p.value_buf, i) = add(BufKind::value, i, start, end, n.shape.numel(), n.dtype);
+      }
       // Scratch.
       if (n.kind == NodeKind::op && !(n.scratch == Dim(0))) {
         const int s_end = at(p.runs_vjp, i) ? F + at(p.bwd_step, i) : start;

@@ -13,6 +13,7 @@ struct ReshapeOp {
   using Options = ReshapeOptions;
   static constexpr const char* name = "reshape";
   static constexpr int arity = 1;
+  static constexpr bool view = true;
   static constexpr unsigned saves = 0;
   static constexpr unsigned assigns = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const ReshapeOptions& o) {

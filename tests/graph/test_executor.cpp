@@ -284,3 +284,42 @@ TEST_CASE("attention training is bitwise identical with 1 and 2 threads", "[exec
   REQUIRE(one.size() == two.size());
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
 }
+
+namespace {
+constexpr auto kViews = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, 6}, {.grad = true});
+  Value y = scale(x, 2.0);
+  Value r = reshape(y, {Batch, 2, 3});           // a view of an arena value
+  Value rr = reshape(r, {Batch, 3, 2});          // a view of a view
+  Value rx = reshape(x, {Batch, 3, 2});          // a view of an input
+  g.output(y, "y");
+  g.output(rr, "rr");
+  g.output(rx, "rx");
+  g.loss(sum(rr * g.input("probe", {Batch, 3, 2})) + sum(rx * rx));
+  return g;
+};
+static constexpr auto VIEWS = freeze<kViews>();
+}  // namespace
+
+TEST_CASE("reshape is a view of its source's storage, also of an input whose store grows", "[executor][plan]") {
+  // nodes: x 0, y 1, r 2, rr 3: r and rr (through r) share y's buffer
+  STATIC_REQUIRE(Program<VIEWS>::train_plan.view_of[2] == 1);
+  STATIC_REQUIRE(Program<VIEWS>::train_plan.view_of[3] == 1);
+  Program<VIEWS> p;
+  for (std::int64_t batch : {2, 5}) {  // 5 rows outgrow the input's first store
+    const auto x = ramp(std::size_t(batch) * 6), probe = ramp(std::size_t(batch) * 6, 0.3f);
+    p.set_input("x", std::span<const float>(x), {batch, 6});
+    p.set_input("probe", std::span<const float>(probe), {batch, 3, 2});
+    p.forward();
+    CHECK(p.output("rr").data == p.output("y").data);
+    CHECK(p.output("rx").data == p.input_data("x").data);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CHECK(p.output("rr").data[i] == 2 * x[i]);
+      CHECK(p.output("rx").data[i] == x[i]);
+    }
+    p.backward();
+    const auto gx = p.input_grad("x");
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(gx.data[i] == Approx(2 * probe[i] + 2 * x[i]));
+  }
+}
