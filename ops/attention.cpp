@@ -24,6 +24,8 @@ struct Broadcast {
 
 struct Geometry {
   std::int64_t heads, Tq, Tk, d, dv;  // heads = product of the leading dims
+  bool seq_first = false;             // q, k, v, out [B, T, H, width]: H heads per batch entry
+  std::int64_t H = 1;
   std::uint64_t first = 0;             // dropout counter of element 0 (a data-parallel shard's offset)
   double scale, p;
   bool causal;
@@ -41,20 +43,35 @@ struct Geometry {
     return off + i * m.stride[std::size_t(n_lead)];
   }
   std::int64_t key_stride(const Broadcast& m) const { return m.stride[std::size_t(n_lead + 1)]; }
+  // Offset of row i (query or key) of head h in q, k, v, out or their gradients (T rows of
+  // `width`), and the distance between two rows of one head.
+  std::int64_t at(std::int64_t h, std::int64_t i, std::int64_t T, std::int64_t width) const {
+    return seq_first ? ((h / H * T + i) * H + h % H) * width : (h * T + i) * width;
+  }
+  std::int64_t ld(std::int64_t width) const { return seq_first ? H * width : width; }
 };
+
+// Rows [i0, i1) of head h set to zero.
+template <class T>
+void zero_rows(const Geometry& g, T* x, std::int64_t h, std::int64_t i0, std::int64_t i1, std::int64_t T_len, std::int64_t width) {
+  for (std::int64_t i = i0; i < i1; ++i) std::fill_n(x + g.at(h, i, T_len, width), width, T(0));
+}
 
 Geometry geometry(const OpArgs& a) {
   const TensorRef &q = a.in[0], &k = a.in[1], &v = a.in[2];
   const AttentionOptions o = a.attrs<AttentionOp>();
   Geometry g;
-  g.Tq = q.size(-2), g.d = q.size(-1), g.Tk = k.size(-2), g.dv = v.size(-1);
-  g.heads = q.rows(2);
+  g.seq_first = o.seq_first;
+  const int len_axis = o.seq_first ? 1 : q.rank - 2;
+  g.Tq = q.size(len_axis), g.d = q.size(-1), g.Tk = k.size(len_axis), g.dv = v.size(-1);
+  g.heads = q.rows(1) / g.Tq;
+  if (o.seq_first) g.H = q.size(2);
   g.first = a.shard * std::uint64_t(g.heads * g.Tq * g.Tk);
   g.scale = o.scale != 0 ? double(o.scale) : 1.0 / std::sqrt(double(g.d));
   g.p = a.training ? double(o.dropout) : 0.0;
   g.causal = o.causal;
-  g.n_lead = q.rank - 2;
-  for (int i = 0; i < g.n_lead; ++i) g.lead[std::size_t(i)] = q.dim[std::size_t(i)];
+  g.n_lead = q.rank - 2;  // the scores' leading dims: [B, H] when seq_first
+  for (int i = 0; i < g.n_lead; ++i) g.lead[std::size_t(i)] = q.dim[std::size_t(o.seq_first && i == 1 ? 2 : i)];
   for (int in = 3; in < a.n_in; ++in) {
     Broadcast& b = a.in[in].dtype == DType::index ? g.mask : g.bias;
     b.t = &a.in[in];
@@ -129,7 +146,7 @@ void probabilities(const Geometry& g, const T* Q, const T* K, T* lse, bool recom
   constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
   const simd::Table& t = simd::best();
   const std::int64_t rows = i1 - i0;
-  kernel::gemm(false, true, rows, n, g.d, Q + (h * g.Tq + i0) * g.d, g.d, K + h * g.Tk * g.d, g.d, P, n, false);
+  kernel::gemm(false, true, rows, n, g.d, Q + g.at(h, i0, g.Tq, g.d), g.ld(g.d), K + g.at(h, 0, g.Tk, g.d), g.ld(g.d), P, n, false);
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = i0; i < i1; ++i) {
     T* s = P + (i - i0) * n;
@@ -193,9 +210,9 @@ void AttentionOp::forward(const OpArgs& a) {
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t h = b / blocks, i0 = (b % blocks) * qb, i1 = std::min(g.Tq, i0 + qb);
       const std::int64_t n = keys_seen(g, i1), rows = i1 - i0;
-      T* out = O + (h * g.Tq + i0) * g.dv;
+      T* out = O + g.at(h, i0, g.Tq, g.dv);
       if (n == 0) {
-        std::fill(out, out + rows * g.dv, T(0));
+        zero_rows(g, O, h, i0, i1, g.Tq, g.dv);
         for (std::int64_t i = i0; i < i1; ++i) lse[h * g.Tq + i] = std::numeric_limits<T>::infinity();
         continue;
       }
@@ -206,7 +223,7 @@ void AttentionOp::forward(const OpArgs& a) {
         apply_dropout(g, key, h, i0, i1, n, P, D);
         P = D;
       }
-      kernel::gemm(false, false, rows, g.dv, n, P, n, V + h * g.Tk * g.dv, g.dv, out, g.dv, false);
+      kernel::gemm(false, false, rows, g.dv, n, P, n, V + g.at(h, 0, g.Tk, g.dv), g.ld(g.dv), out, g.ld(g.dv), false);
     }
   }); });
 }
@@ -246,12 +263,12 @@ void AttentionOp::vjp(const OpArgs& a) {
       const std::int64_t h = head_of(hg / members, hg % members);
       // Assigned gradients: dK and dV add up over the query blocks, so this head's part starts
       // at zero here (in cache); dQ's rows are written by their one block.
-      if (gK && a.assign(1)) std::fill_n(gK + h * g.Tk * g.d, g.Tk * g.d, T(0));
-      if (gV && a.assign(2)) std::fill_n(gV + h * g.Tk * g.dv, g.Tk * g.dv, T(0));
+      if (gK && a.assign(1)) zero_rows(g, gK, h, 0, g.Tk, g.Tk, g.d);
+      if (gV && a.assign(2)) zero_rows(g, gV, h, 0, g.Tk, g.Tk, g.dv);
       for (std::int64_t i0 = 0; i0 < g.Tq; i0 += qb) {
         const std::int64_t i1 = std::min(g.Tq, i0 + qb), rows = i1 - i0, n = keys_seen(g, i1);
         if (n == 0) {
-          if (gQ && a.assign(0)) std::fill_n(gQ + (h * g.Tq + i0) * g.d, rows * g.d, T(0));
+          if (gQ && a.assign(0)) zero_rows(g, gQ, h, i0, i1, g.Tq, g.d);
           continue;
         }
         T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
@@ -260,13 +277,13 @@ void AttentionOp::vjp(const OpArgs& a) {
         probabilities(g, Q, K, lse, true, h, i0, i1, n, P);
         if (g.p > 0) apply_dropout(g, key, h, i0, i1, n, P, Pd);
         const T* Pdrop = g.p > 0 ? Pd : P;
-        const T* dO = G + (h * g.Tq + i0) * g.dv;
-        if (gV) kernel::gemm(true, false, n, g.dv, rows, Pdrop, n, dO, g.dv, gV + h * g.Tk * g.dv, g.dv, true);
+        const T* dO = G + g.at(h, i0, g.Tq, g.dv);
+        const std::int64_t ldo = g.ld(g.dv);
+        if (gV) kernel::gemm(true, false, n, g.dv, rows, Pdrop, n, dO, ldo, gV + g.at(h, 0, g.Tk, g.dv), ldo, true);
         if (!gQ && !gK && !gB) continue;
-        kernel::gemm(false, true, rows, n, g.dv, dO, g.dv, V + h * g.Tk * g.dv, g.dv, dP, n, false);
+        kernel::gemm(false, true, rows, n, g.dv, dO, ldo, V + g.at(h, 0, g.Tk, g.dv), ldo, dP, n, false);
         for (std::int64_t i = i0; i < i1; ++i) {
-          const std::int64_t r = h * g.Tq + i;
-          const T Di = dot(dO + (i - i0) * g.dv, O + r * g.dv, g.dv);  // = sum_j p_ij z_ij dp_ij
+          const T Di = dot(dO + (i - i0) * ldo, O + g.at(h, i, g.Tq, g.dv), g.dv);  // = sum_j p_ij z_ij dp_ij
           T* ds = dP + (i - i0) * n;
           const T* p = P + (i - i0) * n;
           // dz: the gradient of the scaled, biased scores; the raw scores' is dz * scale.
@@ -286,8 +303,9 @@ void AttentionOp::vjp(const OpArgs& a) {
           for (std::int64_t j = 0; j < n; ++j) ds[j] *= scale;
 
         }
-        if (gQ) kernel::gemm(false, false, rows, g.d, n, dP, n, K + h * g.Tk * g.d, g.d, gQ + (h * g.Tq + i0) * g.d, g.d, !a.assign(0));
-        if (gK) kernel::gemm(true, false, n, g.d, rows, dP, n, Q + (h * g.Tq + i0) * g.d, g.d, gK + h * g.Tk * g.d, g.d, true);
+        const std::int64_t ldd = g.ld(g.d);
+        if (gQ) kernel::gemm(false, false, rows, g.d, n, dP, n, K + g.at(h, 0, g.Tk, g.d), ldd, gQ + g.at(h, i0, g.Tq, g.d), ldd, !a.assign(0));
+        if (gK) kernel::gemm(true, false, n, g.d, rows, dP, n, Q + g.at(h, i0, g.Tq, g.d), ldd, gK + g.at(h, 0, g.Tk, g.d), ldd, true);
       }
     }
   }); });

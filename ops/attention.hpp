@@ -4,6 +4,9 @@
 // PyTorch's scaled_dot_product_attention: an int32 mask (0 = masked) selects, a real tensor adds
 // to the scaled scores (T5's relative position bias, ALiBi, a float mask of -inf); both
 // broadcast to the scores [..., Tq, Tk], and the bias gets a gradient.
+// With `seq_first`, q [B, Tq, H, d], k [B, Tk, H, d], v [B, Tk, H, dv] and out [B, Tq, H, dv]: the
+// layout of a projection's output reshaped to heads, so head split and merge are views (no
+// transposes); the scores, mask and bias stay [B, H, Tq, Tk].
 //
 // No Tq x Tk buffer is kept: per head and block of queries, the forward computes the block's
 // scores with one GEMM, softmax rows, then P V, and stores only each row's log-sum-exp (scratch);
@@ -25,6 +28,7 @@ struct AttentionOptions {
   Real scale = 0;      // 0: 1/sqrt(head dim)
   Real dropout = 0;    // on the probabilities, in training only
   bool causal = false;  // key j <= query i, aligned at the end when Tk > Tq (incremental decoding)
+  bool seq_first = false;  // q, k, v, out [B, T, H, d] instead of [..., H, T, d] (see above)
 };
 
 struct AttentionOp {
@@ -38,14 +42,18 @@ struct AttentionOp {
     const Shape &q = c.in[0], &k = c.in[1], &v = c.in[2];
     for (int i = 0; i < 3; ++i)
       if (c.dtype[i] != DType::real) return ShapeResult::fail("q, k and v must be real");
-    if (q.rank < 2 || k.rank != q.rank || v.rank != q.rank)
-      return ShapeResult::fail(Msg("q, k, v must have one rank >= 2, got ").add(ops::shapes_msg(c)));
-    for (int i = 0; i < q.rank - 2; ++i)
-      if (!(q[i] == k[i]) || !(q[i] == v[i]))
+    if (o.seq_first ? (q.rank != 4 || k.rank != 4 || v.rank != 4) : (q.rank < 2 || k.rank != q.rank || v.rank != q.rank))
+      return ShapeResult::fail(Msg(o.seq_first ? "seq_first needs q, k, v as [B, T, H, d], got " : "q, k, v must have one rank >= 2, got ")
+                                   .add(ops::shapes_msg(c)));
+    // Lengths sit at axis -3 (seq_first) or -2; the other axes but the last must agree.
+    const int len_axis = o.seq_first ? 1 : q.rank - 2;
+    for (int i = 0; i < q.rank - 1; ++i)
+      if (i != len_axis && (!(q[i] == k[i]) || !(q[i] == v[i])))
         return ShapeResult::fail(Msg("leading dim ").add(i).add(" differs in ").add(ops::shapes_msg(c)));
     if (!(q.back(1) == k.back(1))) return ShapeResult::fail(Msg("q and k head dims differ: ").add(q.back(1)).add(" vs ").add(k.back(1)));
-    if (!(k.back(2) == v.back(2)))
-      return ShapeResult::fail(Msg("k and v lengths differ: ").add(k.back(2)).add(" vs ").add(v.back(2)));
+    const Dim Tq = q[len_axis], Tk = k[len_axis];
+    if (!(Tk == v[len_axis]))
+      return ShapeResult::fail(Msg("k and v lengths differ: ").add(Tk).add(" vs ").add(v[len_axis]));
     if (!(o.dropout >= 0 && o.dropout < 1)) return ShapeResult::fail(Msg("dropout must be in [0, 1), got ").add_number(o.dropout));
     int masks = 0, biases = 0;
     for (int in = 3; in < c.n_in; ++in) {
@@ -57,7 +65,8 @@ struct AttentionOp {
       if (m.rank > q.rank) return ShapeResult::fail(Msg(what).add(m).add(" has more dims than the scores"));
       for (int i = 0; i < m.rank; ++i) {
         const int si = q.rank - m.rank + i;
-        const Dim want = si == q.rank - 1 ? k.back(2) : si == q.rank - 2 ? q.back(2) : q[si];
+        // The scores: [..., H, Tq, Tk]; seq_first: [B, H, Tq, Tk] from q [B, Tq, H, d].
+        const Dim want = si == q.rank - 1 ? Tk : si == q.rank - 2 ? Tq : o.seq_first && si == 1 ? q[2] : q[si];
         if (!(m[i] == want) && !(m[i] == Dim(1)))
           return ShapeResult::fail(Msg(what).add(m).add(" does not broadcast to the scores: dim ").add(i).add(" is ")
                                        .add(m[i]).add(", scores have ").add(want));

@@ -85,11 +85,18 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
     k = linear(s.scope("wk"), kv_in, d, lin);
     v = linear(s.scope("wv"), kv_in, d, lin);
   }
-  q = detail::split_heads(q, o.heads);
+  // Without caches or weights to return, heads stay interleaved in each row ([B, T, H, d_head],
+  // the attention op's seq_first layout): split and merge are then views, no transposes.
+  const bool seq_first = !in.cache && !in.weights;
+  auto split = [&](Value x) {
+    const Shape xs = x.shape();
+    return seq_first ? reshape(x, {xs[0], xs[1], o.heads, xs[2].coef / o.heads}) : detail::split_heads(x, o.heads);
+  };
+  q = split(q);
   AttentionResult r;
   if (!fixed) {
-    k = detail::split_heads(k, o.heads);
-    v = detail::split_heads(v, o.heads);
+    k = split(k);
+    v = split(v);
   }
   if (in.cache && !fixed) {
     k = overwrite_tail(in.cache->k, k, 2);
@@ -97,13 +104,14 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
     r.cache = KvCache{k, v};
   }
   const AttentionOptions ao{.scale = o.scale_scores ? Real(1 / ops::const_sqrt(double(d.coef / o.heads))) : Real(1.0),
-                            .dropout = o.dropout, .causal = o.causal};
+                            .dropout = o.dropout, .causal = o.causal, .seq_first = seq_first};
   Value heads_out = in.mask && in.bias ? attention(q, k, v, *in.mask, *in.bias, ao)
                     : in.mask          ? attention(q, k, v, *in.mask, ao)
                     : in.bias          ? attention(q, k, v, *in.bias, ao)
                                        : attention(q, k, v, ao);
   if (in.weights) r.weights = attention_weights(q, k, in.mask, in.bias, ao);
-  r.out = linear(s.scope("wo"), reshape(transpose(heads_out, 1, 2), {qs[0], qs[1], d}), d, out_lin);
+  const Value merged = seq_first ? heads_out : transpose(heads_out, 1, 2);
+  r.out = linear(s.scope("wo"), reshape(merged, {qs[0], qs[1], d}), d, out_lin);
   return r;
 }
 

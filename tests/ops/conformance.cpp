@@ -197,6 +197,14 @@ OP_CASE(attention_causal_bias_dropout, any, Value q = g.input("q", {Batch, 2, Se
         Value k = g.input("k", {Batch, 2, Seq, 4}, {.grad = true}); Value v = g.input("v", {Batch, 2, Seq, 2}, {.grad = true});
         Value b = g.input("b", {2, 1, Seq}, {.grad = true});
         g.loss(probe_loss(g, attention(q, k, v, b, {.dropout = 0.2, .causal = true}), {q, k, v, b})))
+// The [B, T, H, d] layout (seq_first): heads interleaved in each row, as a projection's output.
+OP_CASE(attention_seq_first_causal_dropout, any, Value q = g.input("q", {Batch, Seq, 2, 4}, {.grad = true});
+        Value k = g.input("k", {Batch, Seq, 2, 4}, {.grad = true}); Value v = g.input("v", {Batch, Seq, 2, 3}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, {.dropout = 0.2, .causal = true, .seq_first = true}), {q, k, v})))
+OP_CASE(attention_seq_first_mask_bias, binary_mask, Value q = g.input("q", {Batch, Seq, 3, 2}, {.grad = true});
+        Value k = g.input("k", {Batch, SeqKV, 3, 2}, {.grad = true}); Value v = g.input("v", {Batch, SeqKV, 3, 2}, {.grad = true});
+        Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index}); Value b = g.input("b", {1, 3, Seq, SeqKV}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, m, b, {.scale = 0.8, .seq_first = true}), {q, k, v, b})))
 // --- positions ---
 OP_CASE(prefix_rows, any, Value table = g.input("table", {40, 3}, {.grad = true});
         g.loss(probe_loss(g, prefix_rows(table, Seq), {table})))

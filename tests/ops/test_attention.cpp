@@ -198,3 +198,51 @@ TEST_CASE("an additive bias on the fused kernel equals adding it to explicit sco
     for (std::int64_t e = 0; e < gf.numel; ++e) CHECK(gf[e] == Approx(gu[e]).margin(1e-12));
   }
 }
+
+// seq_first: the same attention on [B, T, H, d] as on [B, H, T, d] through transposes.
+template <bool SeqFirst>
+constexpr auto layout_graph = [] {
+  Builder g;
+  Value q = g.input("q", {Batch, Seq, 3, 4}, {.grad = true});
+  Value k = g.input("k", {Batch, SeqKV, 3, 4}, {.grad = true});
+  Value v = g.input("v", {Batch, SeqKV, 3, 5}, {.grad = true});
+  Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index});
+  Value y = SeqFirst ? attention(q, k, v, m, {.causal = true, .seq_first = true})
+                     : transpose(attention(transpose(q, 1, 2), transpose(k, 1, 2), transpose(v, 1, 2), m, {.causal = true}), 1, 2);
+  g.output(y, "y");
+  g.loss(sum(y * g.input("probe", {Batch, Seq, 3, 5})));
+  return g;
+};
+static constexpr auto SEQ_FIRST = freeze<layout_graph<true>>();
+static constexpr auto HEADS_OUTER = freeze<layout_graph<false>>();
+
+TEST_CASE("seq_first attention equals attention on transposed heads, values and gradients", "[ops][attention]") {
+  Program<SEQ_FIRST> a;
+  Program<HEADS_OUTER> b;
+  const std::int64_t B = 2, Tq = 7, Tk = 9;
+  auto fill = [](std::size_t n, float s) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = s * float(int(i * 7919 % 29) - 14);
+    return v;
+  };
+  const auto q = fill(std::size_t(B * Tq * 12), 0.05f), k = fill(std::size_t(B * Tk * 12), 0.07f), v = fill(std::size_t(B * Tk * 15), 0.1f),
+             probe = fill(std::size_t(B * Tq * 15), 0.03f);
+  const std::vector<std::int32_t> m{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};  // sequence 1 pads its last 5 keys
+  auto run = [&](auto& p) {
+    p.set_input("q", std::span<const float>(q), {B, Tq, 3, 4});
+    p.set_input("k", std::span<const float>(k), {B, Tk, 3, 4});
+    p.set_input("v", std::span<const float>(v), {B, Tk, 3, 5});
+    p.set_input("m", std::span<const std::int32_t>(m), {B, 1, 1, Tk});
+    p.set_input("probe", std::span<const float>(probe), {B, Tq, 3, 5});
+    p.forward();
+    p.backward();
+  };
+  run(a);
+  run(b);
+  auto same = [](TensorView<float> x, TensorView<float> y) {
+    REQUIRE(x.numel == y.numel);
+    for (std::int64_t i = 0; i < x.numel; ++i) REQUIRE(x.data[i] == Approx(y.data[i]).epsilon(1e-5).margin(1e-6));
+  };
+  same(a.output("y"), b.output("y"));
+  for (const char* in : {"q", "k", "v"}) same(a.input_grad(in), b.input_grad(in));
+}
