@@ -31,6 +31,18 @@ GradcheckResult gradcheck(Executor<double>& p, const GradcheckOptions& o) {
 
   int failures = 0;
   double worst_excess = -1;
+  // Every element, not only the sampled ones, must be finite: an assigned gradient an op left
+  // unwritten is NaN (GradcheckOptions::poison_assigned_gradients).
+  for (const Target& t : targets)
+    for (std::size_t e = 0; e < t.analytic.size(); ++e)
+      if (!std::isfinite(t.analytic[e])) {
+        res.ok = false;
+        res.worst = t.label + "[" + std::to_string(e) + "]: analytic " + std::to_string(t.analytic[e]) + " is not finite";
+        res.report += res.worst + "\n";
+        worst_excess = std::numeric_limits<double>::infinity();
+        ++failures;
+        break;
+      }
   for (Target& t : targets) {
     const std::int64_t n = t.value.numel;
     const std::int64_t count = o.max_per_tensor > 0 ? std::min<std::int64_t>(n, o.max_per_tensor) : n;

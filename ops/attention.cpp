@@ -64,7 +64,7 @@ Geometry geometry(const OpArgs& a) {
   g.seq_first = o.seq_first;
   const int len_axis = o.seq_first ? 1 : q.rank - 2;
   g.Tq = q.size(len_axis), g.d = q.size(-1), g.Tk = k.size(len_axis), g.dv = v.size(-1);
-  g.heads = q.rows(1) / g.Tq;
+  g.heads = o.seq_first ? q.size(0) * q.size(2) : q.rows(2);
   if (o.seq_first) g.H = q.size(2);
   g.first = a.shard * std::uint64_t(g.heads * g.Tq * g.Tk);
   g.scale = o.scale != 0 ? double(o.scale) : 1.0 / std::sqrt(double(g.d));

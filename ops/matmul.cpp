@@ -78,6 +78,7 @@ void MatmulOp::vjp(const OpArgs& a) {
       else  // dB stored [N,K]: += G^T op(A)
         kernel::gemm(true, d.ta, d.N, d.K, d.M, g, d.N, x, d.lda, gb, d.K, acc);
     };
+    if (d.shared_b && d.batch == 0 && a.assign(1)) std::fill(gB, gB + d.K * d.N, T(0));  // no entry to write it
     if (d.shared_b)  // every batch entry adds to the same dB: in order
       for (std::int64_t p = 0; p < d.batch; ++p) one(p);
     else

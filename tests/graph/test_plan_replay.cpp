@@ -133,7 +133,7 @@ constexpr int node_of(std::string_view op) {
 }
 }  // namespace
 
-TEST_CASE("a gradient's first contributor writes it, unless it reads the value twice; parameter gradients accumulate",
+TEST_CASE("a gradient's first contributor writes it unless it reads the value twice, and parameter gradients accumulate",
           "[graph][plan]") {
   constexpr const auto& sq = Program<SQUARED>::train_plan;
   STATIC_REQUIRE(!sq.grad_fresh[0]);                        // a: zeroed

@@ -174,6 +174,7 @@ OP_CASE(patch_embed, any, Value img = g.input("img", {Batch, 2, 6, 4}, {.grad = 
         Value w = g.input("w", {5, 8}, {.grad = true}); Value b = g.input("b", {5}, {.grad = true});
         g.loss(probe_loss(g, patch_embed(img, w, b, 2), {img, w, b})))
 OP_CASE(dropout, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true}); g.loss(probe_loss(g, dropout(a, 0.3), {a})))
+OP_CASE(dropout_inactive, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true}); g.loss(probe_loss(g, dropout(a, 0.0), {a})))
 // --- fused attention ---
 OP_CASE(attention_cross, any, Value q = g.input("q", {Batch, 2, Seq, 3}, {.grad = true});
         Value k = g.input("k", {Batch, 2, SeqKV, 3}, {.grad = true}); Value v = g.input("v", {Batch, 2, SeqKV, 4}, {.grad = true});
@@ -205,6 +206,13 @@ OP_CASE(attention_seq_first_mask_bias, binary_mask, Value q = g.input("q", {Batc
         Value k = g.input("k", {Batch, SeqKV, 3, 2}, {.grad = true}); Value v = g.input("v", {Batch, SeqKV, 3, 2}, {.grad = true});
         Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index}); Value b = g.input("b", {1, 3, Seq, SeqKV}, {.grad = true});
         g.loss(probe_loss(g, attention(q, k, v, m, b, {.scale = 0.8, .seq_first = true}), {q, k, v, b})))
+// Causal with more queries than keys (draws with Seq > SeqKV): the first queries see no key.
+OP_CASE(attention_causal_cross, any, Value q = g.input("q", {Batch, 2, Seq, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, 2, SeqKV, 3}, {.grad = true}); Value v = g.input("v", {Batch, 2, SeqKV, 2}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, {.causal = true}), {q, k, v})))
+OP_CASE(attention_seq_first_causal_cross, any, Value q = g.input("q", {Batch, Seq, 2, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, SeqKV, 2, 3}, {.grad = true}); Value v = g.input("v", {Batch, SeqKV, 2, 2}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, {.causal = true, .seq_first = true}), {q, k, v})))
 // --- positions ---
 OP_CASE(prefix_rows, any, Value table = g.input("table", {40, 3}, {.grad = true});
         g.loss(probe_loss(g, prefix_rows(table, Seq), {table})))
