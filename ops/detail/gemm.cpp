@@ -129,31 +129,83 @@ void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
 
 std::atomic<int> g_max_blocks{0};  // 0: not chosen yet
 
-// Splits C into a grid of blocks from the shape and gemm_max_blocks() alone, never from the
-// arena's thread count: at most that many blocks, each at least kMinBlock wide on the sides it
-// splits, the longer side halved first, and one block for small products (a block re-packs the
-// parts of A and B it reads, so fewer is better); run(m0, m1, n0, n1) computes C[m0:m1, n0:n1].
-template <class Run>
-void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, Run&& run) {
+// Grow-only per-thread scratch (bf16 operand copies, split-K partial sums), one per nesting depth
+// of a thread: a task this thread steals while it waits inside a GEMM may run a GEMM of its own.
+// It grows while a program warms up; a steady step allocates nothing.
+struct Scratch {
+  std::vector<std::uint16_t> a, b;
+  std::vector<double> partial;  // split-K partial products (float or double)
+  template <class T>
+  T* partials(std::int64_t n) {
+    const std::size_t doubles = (std::size_t(n) * sizeof(T) + sizeof(double) - 1) / sizeof(double);
+    if (partial.size() < doubles) partial.resize(doubles);
+    return reinterpret_cast<T*>(partial.data());
+  }
+};
+thread_local std::vector<std::unique_ptr<Scratch>> t_scratch;
+thread_local std::size_t t_depth = 0;
+
+// The calling thread's scratch for one GEMM, at its current depth, held until the GEMM returns.
+class ScratchLease {
+ public:
+  ScratchLease() {
+    if (t_scratch.size() <= t_depth) t_scratch.push_back(std::make_unique<Scratch>());
+    s_ = t_scratch[t_depth++].get();
+  }
+  ~ScratchLease() { --t_depth; }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  Scratch& operator*() const { return *s_; }
+
+ private:
+  Scratch* s_;
+};
+
+// Splits the product into a grid of blocks from the shape and gemm_max_blocks() alone, never from
+// the arena's thread count: at most that many blocks, each at least kMinBlock wide on the sides it
+// splits and kMinWork flops, the longer of M and N halved first, and one block for small products
+// (a block re-packs the parts of A and B it reads, so fewer is better). When M and N are too
+// narrow to give every CPU a block (a weight gradient of a small layer: C is out x in, K is the
+// token count), K is split too: the first K block accumulates into C, the others write partial
+// products into scratch (the caller's, else one leased here), which are then added to C in block order, so the bits depend on the
+// shape and the machine's block count only. run(m0, m1, n0, n1, k0, k1, c, ldc, accumulate)
+// computes c[m0:m1, n0:n1] (+)= op(A)[m0:m1, k0:k1] op(B)[k0:k1, n0:n1] (c indexed from row m0, col n0 of its matrix).
+template <class T, class Run>
+void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int64_t ldc, bool acc, Scratch* scratch, Run&& run) {
   constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256;
   const std::int64_t max_blocks = gemm_max_blocks();
-  std::int64_t bm = 1, bn = 1;
+  std::int64_t bm = 1, bn = 1, bk = 1;
   while (bm * bn * 2 <= max_blocks && 2 * M * N * K / (bm * bn * 2) >= kMinWork) {
     const bool m_can = M / (bm * 2) >= kMinBlock, n_can = N / (bn * 2) >= kMinBlock;
     if (m_can && (!n_can || M / bm >= N / bn)) bm *= 2;
     else if (n_can) bn *= 2;
     else break;
   }
-  if (bm * bn == 1) {
-    run(0, M, 0, N);
+  while (bm * bn * bk * 2 <= max_blocks && 2 * M * N * K / (bm * bn * bk * 2) >= kMinWork && K / (bk * 2) >= kMinBlock) bk *= 2;
+  if (bm * bn * bk == 1) {
+    run(0, M, 0, N, 0, K, C, ldc, acc);
     return;
   }
-  parallel(bm * bn, 1, [&](std::int64_t b0, std::int64_t b1) {
+  std::optional<ScratchLease> own;  // the caller's, else this thread's at its depth, taken only when K is split
+  if (bk > 1 && !scratch) scratch = &*own.emplace();
+  T* partial = bk > 1 ? scratch->partials<T>((bk - 1) * M * N) : nullptr;  // [bk - 1][M][N]
+  parallel(bm * bn * bk, 1, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int64_t i = b / bn, j = b % bn;
-      run(i * M / bm, (i + 1) * M / bm, j * N / bn, (j + 1) * N / bn);
+      const std::int64_t kb = b / (bm * bn), i = (b / bn) % bm, j = b % bn;
+      const std::int64_t m0 = i * M / bm, n0 = j * N / bn;
+      T* c = kb == 0 ? C + m0 * ldc + n0 : partial + (kb - 1) * M * N + m0 * N + n0;
+      run(m0, (i + 1) * M / bm, n0, (j + 1) * N / bn, kb * K / bk, (kb + 1) * K / bk, c, kb == 0 ? ldc : N, kb == 0 && acc);
     }
   });
+  if (bk > 1)
+    parallel(M, std::max<std::int64_t>(1, 16384 / N), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r)
+        for (std::int64_t kb = 1; kb < bk; ++kb) {
+          const T* p = partial + (kb - 1) * M * N + r * N;
+          T* c = C + r * ldc;
+          for (std::int64_t j = 0; j < N; ++j) c[j] += p[j];
+        }
+    });
 }
 
 // ---- bf16: oneDNN's bf16 x bf16 -> fp32 GEMM ----
@@ -206,14 +258,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16(con
   }
 }
 
-// Grow-only operand buffers, one pair per nesting depth of a thread: a task this thread steals
-// while it waits inside a GEMM may run a GEMM of its own.
-struct Bf16Buffers {
-  std::vector<std::uint16_t> a, b;
-};
-thread_local std::vector<std::unique_ptr<Bf16Buffers>> t_buffers;
-thread_local std::size_t t_depth = 0;
-
 // A (stored rows x cols, leading dimension ld) converted in parallel into a dense bf16 copy.
 void convert(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::vector<std::uint16_t>& dst) {
   if (dst.size() < std::size_t(rows * cols)) dst.resize(std::size_t(rows * cols));
@@ -224,30 +268,27 @@ void convert(const float* src, std::int64_t rows, std::int64_t cols, std::int64_
 
 void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
                std::int64_t ldb, float* C, std::int64_t ldc, bool acc) {
-  if (t_buffers.size() <= t_depth) t_buffers.push_back(std::make_unique<Bf16Buffers>());
-  Bf16Buffers& buf = *t_buffers[t_depth];
-  struct Depth {
-    Depth() { ++t_depth; }
-    ~Depth() { --t_depth; }
-  } depth;
+  ScratchLease scratch;
   // Dense bf16 copies in the stored layout: op(A) is M x K, stored K x M when transposed.
   const std::int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
-  convert(A, ta ? K : M, a_cols, lda, buf.a);
-  convert(B, tb ? N : K, b_cols, ldb, buf.b);
-  const std::uint16_t *a = buf.a.data(), *b = buf.b.data();
+  convert(A, ta ? K : M, a_cols, lda, (*scratch).a);
+  convert(B, tb ? N : K, b_cols, ldb, (*scratch).b);
+  const std::uint16_t *a = (*scratch).a.data(), *b = (*scratch).b.data();
   const OneDnn& dnnl = onednn();
-  split_blocks(M, N, K, [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
-    const int omp_threads = dnnl.omp_get_max_threads();
-    dnnl.omp_set_num_threads(1);
-    const std::uint16_t* ap = ta ? a + m0 : a + m0 * a_cols;
-    const std::uint16_t* bp = tb ? b + n0 * b_cols : b + n0;
-    const int status = dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m1 - m0, n1 - n0, K, 1.0f, ap, a_cols, bp, b_cols, acc ? 1.0f : 0.0f,
-              C + m0 * ldc + n0, ldc);
-    dnnl.omp_set_num_threads(omp_threads);
-    if (status != 0)  // dnnl_status_t: 0 is success
-      throw std::runtime_error("matmul: oneDNN's bf16 GEMM failed with status " + std::to_string(status) + " on " + std::to_string(m1 - m0) +
-                               "x" + std::to_string(n1 - n0) + "x" + std::to_string(K));
-  });
+  split_blocks(M, N, K, C, ldc, acc, &*scratch,
+               [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, float* c,
+                   std::int64_t ldc_block, bool acc_block) {
+                 const int omp_threads = dnnl.omp_get_max_threads();
+                 dnnl.omp_set_num_threads(1);
+                 const std::uint16_t* ap = ta ? a + k0 * a_cols + m0 : a + m0 * a_cols + k0;
+                 const std::uint16_t* bp = tb ? b + n0 * b_cols + k0 : b + k0 * b_cols + n0;
+                 const int status = dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m1 - m0, n1 - n0, k1 - k0, 1.0f, ap, a_cols, bp, b_cols,
+                                              acc_block ? 1.0f : 0.0f, c, ldc_block);
+                 dnnl.omp_set_num_threads(omp_threads);
+                 if (status != 0)  // dnnl_status_t: 0 is success
+                   throw std::runtime_error("matmul: oneDNN's bf16 GEMM failed with status " + std::to_string(status) + " on " +
+                                            std::to_string(m1 - m0) + "x" + std::to_string(n1 - n0) + "x" + std::to_string(k1 - k0));
+               });
 }
 
 }  // namespace
@@ -355,11 +396,13 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
     reference(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
-  split_blocks(M, N, K, [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
-    const T* a = ta ? A + m0 : A + m0 * lda;
-    const T* b = tb ? B + n0 * ldb : B + n0;
-    call(ta, tb, m1 - m0, n1 - n0, K, a, lda, b, ldb, C + m0 * ldc + n0, ldc, accumulate);
-  });
+  split_blocks(M, N, K, C, ldc, accumulate, nullptr,
+               [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, T* c,
+                   std::int64_t ldc_block, bool acc_block) {
+                 const T* a = ta ? A + k0 * lda + m0 : A + m0 * lda + k0;
+                 const T* b = tb ? B + n0 * ldb + k0 : B + k0 * ldb + n0;
+                 call(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, c, ldc_block, acc_block);
+               });
 }
 
 std::string gemm_backend() { return blas().name; }

@@ -6,8 +6,10 @@
 // safe to call from two threads at once: measured 4 wrong results in 3000 concurrent calls.) The
 // work is split into blocks chosen from the shape alone, never from the thread count, so results
 // are bitwise identical on any number of threads (OpenBLAS picks different kernels for different
-// block sizes, so a thread-dependent split would not be): a grid of up to gemm_max_blocks() blocks. Why not our own micro-kernel:
-// docs/performance.md.
+// block sizes, so a thread-dependent split would not be): a grid of up to gemm_max_blocks() blocks
+// over M and N, and over K as well when C is too narrow to give every CPU a block (a small layer's
+// weight gradient), the K blocks' partial products added in block order. Why not our own
+// micro-kernel: docs/performance.md.
 //
 // Mixed precision (set_gemm_precision(Precision::bf16)): float GEMMs round both operands to
 // bfloat16 and accumulate in fp32 through oneDNN's dnnl_gemm_bf16bf16f32 (its AVX512-BF16 kernels),

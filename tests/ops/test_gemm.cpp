@@ -231,3 +231,60 @@ TEST_CASE("a GEMM split for a many-core host (a grid of blocks) is right and the
     }
   kernel::set_gemm_max_blocks(old);
 }
+
+TEST_CASE("a GEMM too narrow to split by rows or columns splits K: right, accumulating, the same on 1 and 2 threads", "[ops][gemm][determinism]") {
+  // A small layer's weight gradient: C is 200 x 130 (no side of 2 x 256), K = 3000 tokens: 4 blocks of K.
+  const int old = kernel::gemm_max_blocks();
+  kernel::set_gemm_max_blocks(4);
+  const std::int64_t M = 200, N = 130, K = 3000;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool acc : {false, true}) {
+        auto A = randn(std::size_t(M * K), 10), B = randn(std::size_t(K * N), 11), C0 = randn(std::size_t(M * (N + 3)), 12);
+        const std::int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N + 3;  // C strided: the partials are added row by row
+        std::vector<float> one = C0, two = C0;
+        tbb::task_arena a1(1), a2(2);
+        a1.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, one.data(), ldc, acc); });
+        a2.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, two.data(), ldc, acc); });
+        if (ctgrad::testing::two_cpus()) CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+        double worst = 0;
+        for (std::int64_t i = 0; i < M; i += 3)
+          for (std::int64_t j = 0; j < N; ++j) {
+            double sum = acc ? double(C0[std::size_t(i * ldc + j)]) : 0.0;
+            for (std::int64_t k = 0; k < K; ++k)
+              sum += double(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)]) *
+                     double(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]);
+            worst = std::max(worst, std::abs(one[std::size_t(i * ldc + j)] - sum));
+          }
+        bool padding_kept = true;  // the 3 columns past N are not C's
+        for (std::int64_t i = 0; i < M; ++i)
+          for (std::int64_t j = N; j < ldc; ++j) padding_kept = padding_kept && one[std::size_t(i * ldc + j)] == C0[std::size_t(i * ldc + j)];
+        INFO("ta" << ta << " tb" << tb << " acc" << acc);
+        CHECK(worst < 1e-4 * std::sqrt(double(K)) + 1e-5);
+        CHECK(padding_kept);
+      }
+  kernel::set_gemm_max_blocks(old);
+}
+
+TEST_CASE("bf16 gemm split along K gives the same bits on 1 and 2 threads", "[ops][gemm][bf16][determinism]") {
+  if (!ctgrad::testing::bf16_gemm() || !ctgrad::testing::two_cpus()) return;
+  const int old = kernel::gemm_max_blocks();
+  kernel::set_gemm_max_blocks(2);
+  const std::int64_t M = 130, N = 200, K = 2500;
+  auto A = randn(std::size_t(M * K), 13), B = randn(std::size_t(K * N), 14);
+  std::vector<float> one(std::size_t(M * N)), two(std::size_t(M * N));
+  ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
+  tbb::task_arena a1(1), a2(2);
+  a1.execute([&] { kernel::gemm(true, false, M, N, K, A.data(), M, B.data(), N, one.data(), N, false); });
+  a2.execute([&] { kernel::gemm(true, false, M, N, K, A.data(), M, B.data(), N, two.data(), N, false); });
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  double worst = 0;
+  for (std::int64_t i = 0; i < M; i += 5)
+    for (std::int64_t j = 0; j < N; j += 3) {
+      double sum = 0;
+      for (std::int64_t k = 0; k < K; ++k) sum += double(A[std::size_t(k * M + i)]) * double(B[std::size_t(k * N + j)]);
+      worst = std::max(worst, std::abs(one[std::size_t(i * N + j)] - sum));
+    }
+  CHECK(worst < 2e-2 * std::sqrt(double(K)) + 1e-2);  // bf16 operands, fp32 accumulation
+  kernel::set_gemm_max_blocks(old);
+}
