@@ -256,7 +256,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: ctgrad-bench gemm|simd|decode [--threads N] [--reps N]\n"
                "       ctgrad-bench gpt|vit|transformer [--config small|medium] [--peer libtorch] [--threads N]\n"
-               "                    [--warmup N] [--steps N] [--rounds N] [--precision fp32|bf16|both]\n");
+               "                    [--warmup N] [--steps N] [--rounds N] [--precision fp32|bf16|both]\n"
+               "                    [--profile-ops]   (ctgrad's time by op over the timed steps, on stderr)\n");
   return 2;
 }
 
@@ -286,6 +287,7 @@ int main(int argc, char** argv) {
     else if (a == "--warmup" && i + 1 < argc) train.warmup = std::atoi(argv[++i]);
     else if (a == "--steps" && i + 1 < argc) train.steps = std::atoi(argv[++i]);
     else if (a == "--rounds" && i + 1 < argc) train.rounds = std::atoi(argv[++i]);
+    else if (a == "--profile-ops") train.profile_ops = true;
     else {
       std::fprintf(stderr, "ctgrad-bench: unknown option '%s'\n", a.c_str());
       return usage();

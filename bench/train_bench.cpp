@@ -192,7 +192,7 @@ class Peer {
 template <class Model>
 int run(const bench::Shape& s, const TrainBenchOptions& o) {
   const double peak0 = bench::fma_peak_gflops(o.threads);  // before any worker pool exists
-  Model model(Options{.threads = o.threads, .seed = 1, .hypers = {{"dropout", 0.0}}});
+  Model model(Options{.threads = o.threads, .seed = 1, .hypers = {{"dropout", 0.0}}, .profile_ops = o.profile_ops});
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-4, .weight_decay = 0.1}, {optim::no_decay_group()});
   const bench::Batches data(s, 8);
   std::printf("%s\n", json{{"bench", "machine"},
@@ -224,6 +224,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   Side discard;
   train_steps(model, opt, s, data, o.warmup, false, discard);
   if (other && o.warmup > 0) peer.first_loss = other->steps(o.warmup)["loss_first"];
+  model.reset_op_profile();  // the timed steps only
   for (int r = 0; r < o.rounds; ++r) {
     train_steps(model, opt, s, data, o.steps, true, mine);
     if (both) {  // the same model on, alternately, fp32 and bf16 matmuls
@@ -246,6 +247,9 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   }
   if (o.warmup > 0) mine.first_loss = discard.first_loss;
   other.reset();
+  if (o.profile_ops)
+    std::fprintf(stderr, "ctgrad, time by op%s:\n%s", both ? " (fp32 and bf16 steps together)" : "",
+                 format_op_profile(model.op_profile(), std::int64_t(mine.step_s.size() + mine16.step_s.size())).c_str());
   peak = std::max(peak, peak0);
   std::printf("%s\n", json{{"bench", "machine"}, {"fma_peak_gflops", peak}, {"note", "best of the measurements between rounds: MFU's denominator"}}.dump().c_str());
   json a = report(s, "ctgrad", mine, bench::peak_rss_mb(), peak);

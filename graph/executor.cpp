@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 
 #include <cstdlib>
@@ -63,6 +65,9 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
       impl_(std::make_unique<Impl>(opts.threads)) {
   const char* poison = std::getenv("CTGRAD_POISON_GRADIENTS");
   poison_ = opts.poison_assigned_gradients || (poison && *poison && std::string_view(poison) != "0");
+  const char* profile = std::getenv("CTGRAD_PROFILE_OPS");
+  profile_ = opts.profile_ops || (profile && *profile && std::string_view(profile) != "0");
+  if (profile_) clocks_.resize(static_cast<std::size_t>(g_.n));
   std::size_t n = static_cast<std::size_t>(g_.n);
   // Hyperparameters at their defaults, and every node's options as the ops will read them.
   hyper_index_.assign(n, -1);
@@ -516,9 +521,14 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
       a.gout = &grad_[static_cast<std::size_t>(i)];
       a.gin = gin.data();
       a.assign_mask = p.assigns[i];
-      n.op->vjp[ti](a);
-    } else {
-      n.op->forward[ti](a);
+    }
+    const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (vjp) n.op->vjp[ti](a);
+    else n.op->forward[ti](a);
+    if (profile_) {  // one task per node: no other thread writes this node's clock
+      NodeClock& c = clocks_[static_cast<std::size_t>(i)];
+      c.ns[vjp] += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      ++c.runs[vjp];
     }
   };
   if (end - begin == 1) {
@@ -528,6 +538,23 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
       for (int j = r.begin(); j != r.end(); ++j) run(order[j]);
     });
   }
+}
+
+template <class T>
+std::vector<OpTime> Executor<T>::op_profile() const {
+  std::vector<OpTime> out;
+  for (std::size_t i = 0; i < clocks_.size(); ++i) {
+    const NodeClock& c = clocks_[i];
+    if (c.runs[0] + c.runs[1] == 0) continue;
+    const Node& n = g_.nodes[i];
+    out.push_back({g_.name(int(i)), n.op->name, double(c.ns[0]) * 1e-9, double(c.ns[1]) * 1e-9, c.runs[0], c.runs[1]});
+  }
+  return out;
+}
+
+template <class T>
+void Executor<T>::reset_op_profile() {
+  for (NodeClock& c : clocks_) c = NodeClock{};
 }
 
 template <class T>
@@ -710,6 +737,35 @@ const Parameter<T>& Executor<T>::parameter(std::string_view name) const {
     known.push_back(p.name);
   }
   throw std::invalid_argument("ctgrad: no parameter named '" + std::string(name) + "'" + suggest(name, known, "parameters"));
+}
+
+std::string format_op_profile(std::span<const OpTime> times, std::int64_t steps, int rows) {
+  struct Row {
+    std::string_view op;
+    double forward_s = 0, vjp_s = 0;
+    std::int64_t nodes = 0;
+  };
+  std::vector<Row> by_op;
+  double total = 0;
+  for (const OpTime& t : times) {
+    auto it = std::find_if(by_op.begin(), by_op.end(), [&](const Row& r) { return r.op == t.op; });
+    if (it == by_op.end()) it = by_op.insert(by_op.end(), Row{t.op});
+    it->forward_s += t.forward_s, it->vjp_s += t.vjp_s, ++it->nodes;
+    total += t.forward_s + t.vjp_s;
+  }
+  std::stable_sort(by_op.begin(), by_op.end(), [](const Row& a, const Row& b) { return a.forward_s + a.vjp_s > b.forward_s + b.vjp_s; });
+  const double scale = 1e3 / double(steps > 0 ? steps : 1);
+  std::string out = std::string("op                      nodes  forward ms  vjp ms    share") + (steps > 0 ? "  (per step)\n" : "\n");
+  char line[160];
+  int shown = 0;
+  for (const Row& r : by_op) {
+    if (shown++ == rows) break;
+    std::snprintf(line, sizeof line, "%-22.*s %6lld %11.3f %9.3f %7.1f%%\n", int(r.op.size()), r.op.data(), static_cast<long long>(r.nodes),
+                  r.forward_s * scale, r.vjp_s * scale, total > 0 ? 100.0 * (r.forward_s + r.vjp_s) / total : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-22s %6zu %21.3f ms in ops\n", "total", times.size(), total * scale);
+  return out + line;
 }
 
 template class Executor<float>;

@@ -42,6 +42,17 @@ struct PlanView {
   }
 };
 
+// One node's share of the time (Executor::op_profile). Nodes of one plan step run concurrently, so
+// their times overlap: summed, they can exceed the step's wall time.
+struct OpTime {
+  std::string_view node, op;  // "layers.2.attn.softmax", "softmax"
+  double forward_s = 0, vjp_s = 0;
+  std::int64_t forward_runs = 0, vjp_runs = 0;
+};
+// A table of the time by op (all nodes of an op together), the costliest first, at most `rows`
+// rows and a total; per step when `steps` > 0.
+std::string format_op_profile(std::span<const OpTime> times, std::int64_t steps = 0, int rows = 20);
+
 struct AlignedFree {
   void operator()(void* p) const noexcept;
 };
@@ -110,6 +121,12 @@ class Executor {
   std::span<const Hyper> hypers() const { return hypers_; }
   double hyper(std::string_view name) const;
   void set_hyper(std::string_view name, double value);
+
+  // Where a step's time goes, op by op (Options::profile_ops): each node's wall time in forward and
+  // VJP summed over the runs since the last reset, in graph order; empty when not profiling.
+  std::vector<OpTime> op_profile() const;
+  void reset_op_profile();
+  bool profiling_ops() const { return profile_; }
 
   int threads() const;
   // Runs f on this program's threads (its oneTBB arena): an optimizer step or other parallel work
@@ -191,6 +208,11 @@ class Executor {
   std::int64_t step_ = 0;
   bool have_forward_ = false;
   bool poison_ = false;  // Options::poison_assigned_gradients
+  bool profile_ = false;  // Options::profile_ops
+  struct NodeClock {
+    std::int64_t ns[2] = {0, 0}, runs[2] = {0, 0};  // [0] forward, [1] VJP
+  };
+  std::vector<NodeClock> clocks_;  // one per node when profiling
   Mode last_mode_ = Mode::train;
 };
 

@@ -61,6 +61,9 @@ struct Options {
   // Checking: fill each gradient that an op's VJP assigns (OpArgs::assign) with NaN first, so an
   // op that adds to it, or leaves elements unwritten, shows. Also on with CTGRAD_POISON_GRADIENTS=1.
   bool poison_assigned_gradients = false;
+  // Measuring: time every op's forward and VJP (Executor::op_profile); two clock reads per op run.
+  // Also on with CTGRAD_PROFILE_OPS=1.
+  bool profile_ops = false;
 };
 
 enum class Mode { train, infer };  // infer: forward only, no activations kept for backward

@@ -323,3 +323,43 @@ TEST_CASE("reshape is a view of its source's storage, also of an input whose sto
     for (std::size_t i = 0; i < x.size(); ++i) CHECK(gx.data[i] == Approx(2 * probe[i] + 2 * x[i]));
   }
 }
+
+TEST_CASE("the op profile times every op node once per run, and only when asked", "[executor][profile]") {
+  auto x = ramp(16 * 8);
+  auto y = labels(16, 4);
+  auto run = [&](Program<G>& p, int steps) {
+    for (int s = 0; s < steps; ++s) {
+      p.set_input("x", std::span<const float>(x), {16, 8});
+      p.set_input("y", std::span<const std::int32_t>(y), {16});
+      p.zero_grad();
+      p.forward();
+      p.backward();
+    }
+  };
+  Program<G> plain(Options{.threads = 1, .seed = 3});
+  run(plain, 1);
+  CHECK(!plain.profiling_ops());
+  CHECK(plain.op_profile().empty());
+
+  Program<G> p(Options{.threads = 2, .seed = 3, .profile_ops = true});
+  run(p, 3);
+  const auto times = p.op_profile();
+  REQUIRE(!times.empty());
+  int linears = 0;
+  for (const auto& t : times) {
+    INFO(t.node << " (" << t.op << ")");
+    CHECK(t.forward_runs == 3);                  // each op node runs once per forward
+    CHECK((t.vjp_runs == 3 || t.vjp_runs == 0));  // and once per backward if a gradient flows through it
+    CHECK(t.forward_s >= 0);
+    CHECK(t.vjp_s >= 0);
+    linears += t.op == std::string_view("linear");
+  }
+  CHECK(linears == 5);  // 2 blocks of 2 linears, and the head
+  const std::string table = format_op_profile(times, 3);
+  CHECK_THAT(table, Contains("linear") && Contains("cross_entropy") && Contains("total"));
+  // The profile does not change the results.
+  run(plain, 2);
+  CHECK(std::memcmp(plain.parameter_grads().data(), p.parameter_grads().data(), p.parameter_grads().size_bytes()) == 0);
+  p.reset_op_profile();
+  CHECK(p.op_profile().empty());
+}
