@@ -419,6 +419,9 @@ int run(const Args& a) {
                 1e3 * out.gradient_seconds / steps, out.buckets, out.buckets == 1 ? "" : "s", 4e-6 * double(session->model().parameter_count()),
                 1e3 * out.communication_waited / steps, 100 * std::max(0.0, 1 - out.communication_waited / std::max(out.gradient_seconds, 1e-12)));
   }
+  if (session->model().profiling_ops())  // CTGRAD_PROFILE_OPS=1
+    std::printf("time by op, per training step (validation forwards included):\n%s",
+                format_op_profile(session->model().op_profile(), out.last - out.first + 1).c_str());
   training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
   std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s, plot %s\n",
               training::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), ctx.folder.checkpoint().c_str(),

@@ -26,6 +26,9 @@ check "sample is reproducible" 0 cmp s1.txt s2.txt
 check "sample stops at the context" 0 "$ctgrad" sample gpt --run straight --prompt "And" --tokens 100
 expect_text "says it stopped at the context" "stopped at the context limit of 32"
 check "sample slides past the context" 0 "$ctgrad" sample gpt --run straight --prompt "And" --tokens 100 --slide
+check "train with the op profile" 0 env CTGRAD_PROFILE_OPS=1 "$ctgrad" train gpt --run profiled "${common[@]}" --set steps=10 --set sample_tokens=0
+expect_text "prints the time by op" "time by op, per training step"
+expect_text "the profile names the ops" "attention"
 check "train with a BPE tokenizer" 0 "$ctgrad" train gpt --run bpe "${common[@]}" --set tokenizer=bpe
 expect_text "BPE run reports nats per token" "nats/token"
 check "sample from the BPE model" 0 "$ctgrad" sample gpt --run bpe --prompt "And God" --tokens 10
