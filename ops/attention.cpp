@@ -26,6 +26,10 @@ struct Geometry {
   std::int64_t heads, Tq, Tk, d, dv;  // heads = product of the leading dims
   bool seq_first = false;             // q, k, v, out [B, T, H, width]: H heads per batch entry
   std::int64_t H = 1;
+  bool packed = false;                // packed_qkv: q, k, v are slots 0, 1, 2 of one [B, T, 3, H, d] input
+  // Distance between two rows of one head in q, k, v and out (and their gradients): the width, or
+  // a token's stride when seq_first (H x width; 3 x H x d when packed).
+  std::int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_o = 0;
   std::uint64_t first = 0;             // dropout counter of element 0 (a data-parallel shard's offset)
   double scale, p;
   bool causal;
@@ -44,49 +48,71 @@ struct Geometry {
   }
   std::int64_t key_stride(const Broadcast& m) const { return m.stride[std::size_t(n_lead + 1)]; }
   // Offset of row i (query or key) of head h in q, k, v, out or their gradients (T rows of
-  // `width`), and the distance between two rows of one head.
-  std::int64_t at(std::int64_t h, std::int64_t i, std::int64_t T, std::int64_t width) const {
-    return seq_first ? ((h / H * T + i) * H + h % H) * width : (h * T + i) * width;
+  // `width`, `ld` apart).
+  std::int64_t at(std::int64_t h, std::int64_t i, std::int64_t T, std::int64_t width, std::int64_t ld) const {
+    return seq_first ? (h / H * T + i) * ld + h % H * width : (h * T + i) * ld;
   }
-  std::int64_t ld(std::int64_t width) const { return seq_first ? H * width : width; }
 };
 
 // Rows [i0, i1) of head h set to zero.
 template <class T>
-void zero_rows(const Geometry& g, T* x, std::int64_t h, std::int64_t i0, std::int64_t i1, std::int64_t T_len, std::int64_t width) {
-  for (std::int64_t i = i0; i < i1; ++i) std::fill_n(x + g.at(h, i, T_len, width), width, T(0));
+void zero_rows(const Geometry& g, T* x, std::int64_t h, std::int64_t i0, std::int64_t i1, std::int64_t T_len, std::int64_t width,
+               std::int64_t ld) {
+  for (std::int64_t i = i0; i < i1; ++i) std::fill_n(x + g.at(h, i, T_len, width, ld), width, T(0));
 }
 
 Geometry geometry(const OpArgs& a) {
-  const TensorRef &q = a.in[0], &k = a.in[1], &v = a.in[2];
   const AttentionOptions o = a.attrs<AttentionOp>();
   Geometry g;
   g.seq_first = o.seq_first;
+  g.packed = o.packed_qkv;
+  const TensorRef& q = a.in[0];
+  // q's dims as attention sees them ([B, T, H, d] when packed: the slot axis 2 left out).
+  const int q_rank = g.packed ? 4 : q.rank;
+  auto q_dim = [&](int i) { return g.packed && i >= 2 ? q.size(i + 1) : q.size(i); };
+  const TensorRef &k = g.packed ? q : a.in[1], &v = g.packed ? q : a.in[2];
   const int len_axis = o.seq_first ? 1 : q.rank - 2;
   g.Tq = q.size(len_axis), g.d = q.size(-1), g.Tk = k.size(len_axis), g.dv = v.size(-1);
-  g.heads = o.seq_first ? q.size(0) * q.size(2) : q.rows(2);
-  if (o.seq_first) g.H = q.size(2);
+  g.heads = o.seq_first ? q_dim(0) * q_dim(2) : q.rows(2);
+  if (o.seq_first) g.H = q_dim(2);
+  g.ld_q = g.ld_k = o.seq_first ? g.H * g.d : g.d;
+  g.ld_v = g.ld_o = o.seq_first ? g.H * g.dv : g.dv;
+  if (g.packed) g.ld_q = g.ld_k = g.ld_v = 3 * g.H * g.d;
   g.first = a.shard * std::uint64_t(g.heads * g.Tq * g.Tk);
   g.scale = o.scale != 0 ? double(o.scale) : 1.0 / std::sqrt(double(g.d));
   g.p = a.training ? double(o.dropout) : 0.0;
   g.causal = o.causal;
-  g.n_lead = q.rank - 2;  // the scores' leading dims: [B, H] when seq_first
-  for (int i = 0; i < g.n_lead; ++i) g.lead[std::size_t(i)] = q.dim[std::size_t(o.seq_first && i == 1 ? 2 : i)];
-  for (int in = 3; in < a.n_in; ++in) {
+  g.n_lead = q_rank - 2;  // the scores' leading dims: [B, H] when seq_first
+  for (int i = 0; i < g.n_lead; ++i) g.lead[std::size_t(i)] = q_dim(o.seq_first && i == 1 ? 2 : i);
+  for (int in = g.packed ? 1 : 3; in < a.n_in; ++in) {
     Broadcast& b = a.in[in].dtype == DType::index ? g.mask : g.bias;
     b.t = &a.in[in];
     b.in = in;
     // Right-aligned against the scores' dims lead..., Tq, Tk.
     std::int64_t s = 1;
     const TensorRef& m = a.in[in];
-    for (int i = q.rank - 1; i >= 0; --i) {
-      const int mi = m.rank - q.rank + i;
+    for (int i = q_rank - 1; i >= 0; --i) {
+      const int mi = m.rank - q_rank + i;
       const std::int64_t md = mi >= 0 ? m.dim[std::size_t(mi)] : 1;
       b.stride[std::size_t(i)] = md == 1 ? 0 : s;
       s *= md;
     }
   }
   return g;
+}
+
+// q, k, v (or their gradients; null where none flows): three inputs, or the slots of one when packed.
+template <class T>
+struct Operands {
+  T *q, *k, *v;
+};
+template <class T>
+Operands<T> operands(const Geometry& g, const TensorRef* t) {
+  using U = std::remove_const_t<T>;
+  if (!g.packed) return {t[0].as<U>(), t[1].as<U>(), t[2].as<U>()};
+  T* base = t[0].as<U>();
+  if (!base) return {nullptr, nullptr, nullptr};
+  return {base, base + g.H * g.d, base + 2 * g.H * g.d};
 }
 
 template <class T>
@@ -146,7 +172,8 @@ void probabilities(const Geometry& g, const T* Q, const T* K, T* lse, bool recom
   constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
   const simd::Table& t = simd::best();
   const std::int64_t rows = i1 - i0;
-  kernel::gemm(false, true, rows, n, g.d, Q + g.at(h, i0, g.Tq, g.d), g.ld(g.d), K + g.at(h, 0, g.Tk, g.d), g.ld(g.d), P, n, false);
+  kernel::gemm(false, true, rows, n, g.d, Q + g.at(h, i0, g.Tq, g.d, g.ld_q), g.ld_q, K + g.at(h, 0, g.Tk, g.d, g.ld_k), g.ld_k, P, n,
+               false);
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = i0; i < i1; ++i) {
     T* s = P + (i - i0) * n;
@@ -201,7 +228,8 @@ void apply_dropout(const Geometry& g, std::uint64_t key, std::int64_t h, std::in
 template <class T>
 void AttentionOp::forward(const OpArgs& a) {
   const Geometry g = geometry(a);
-  const T *Q = a.in[0].as<T>(), *K = a.in[1].as<T>(), *V = a.in[2].as<T>();
+  const Operands<const T> in = operands<const T>(g, a.in);
+  const T *Q = in.q, *K = in.k, *V = in.v;
   T *O = a.out.as<T>(), *lse = a.scratch.as<T>();
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
   const std::int64_t qb = query_block<T>(g), blocks = (g.Tq + qb - 1) / qb;
@@ -210,9 +238,9 @@ void AttentionOp::forward(const OpArgs& a) {
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t h = b / blocks, i0 = (b % blocks) * qb, i1 = std::min(g.Tq, i0 + qb);
       const std::int64_t n = keys_seen(g, i1), rows = i1 - i0;
-      T* out = O + g.at(h, i0, g.Tq, g.dv);
+      T* out = O + g.at(h, i0, g.Tq, g.dv, g.ld_o);
       if (n == 0) {
-        zero_rows(g, O, h, i0, i1, g.Tq, g.dv);
+        zero_rows(g, O, h, i0, i1, g.Tq, g.dv, g.ld_o);
         for (std::int64_t i = i0; i < i1; ++i) lse[h * g.Tq + i] = std::numeric_limits<T>::infinity();
         continue;
       }
@@ -223,7 +251,7 @@ void AttentionOp::forward(const OpArgs& a) {
         apply_dropout(g, key, h, i0, i1, n, P, D);
         P = D;
       }
-      kernel::gemm(false, false, rows, g.dv, n, P, n, V + g.at(h, 0, g.Tk, g.dv), g.ld(g.dv), out, g.ld(g.dv), false);
+      kernel::gemm(false, false, rows, g.dv, n, P, n, V + g.at(h, 0, g.Tk, g.dv, g.ld_v), g.ld_v, out, g.ld_o, false);
     }
   }); });
 }
@@ -234,11 +262,18 @@ void AttentionOp::forward(const OpArgs& a) {
 template <class T>
 void AttentionOp::vjp(const OpArgs& a) {
   const Geometry g = geometry(a);
-  const T *Q = a.in[0].as<T>(), *K = a.in[1].as<T>(), *V = a.in[2].as<T>(), *O = a.out.as<T>();
+  const Operands<const T> in = operands<const T>(g, a.in);
+  const Operands<T> gin = operands<T>(g, a.gin);
+  const T *Q = in.q, *K = in.k, *V = in.v, *O = a.out.as<T>();
   T* lse = a.scratch.as<T>();
   const T* G = a.gout->as<T>();
-  T *gQ = a.gin[0].as<T>(), *gK = a.gin[1].as<T>(), *gV = a.gin[2].as<T>();
+  T *gQ = gin.q, *gK = gin.k, *gV = gin.v;
+  // Assigned gradients (OpArgs::assign): packed, q, k and v are one input.
+  const bool assign_q = a.assign(0), assign_k = a.assign(g.packed ? 0 : 1), assign_v = a.assign(g.packed ? 0 : 2);
   T* gB = g.bias.t ? a.gin[g.bias.in].as<T>() : nullptr;
+  // Packed, the bias may sit where k or v would (input 1 or 2) and be told to assign: it adds up
+  // over heads and rows, so it starts at zero.
+  if (gB && a.assign(g.bias.in)) std::fill_n(gB, a.in[g.bias.in].numel, T(0));
   const std::uint64_t key = random::key(a.seed, a.step, std::uint64_t(a.node));
   const std::int64_t qb = query_block<T>(g);
   // Heads that share a slice of the bias (it broadcasts over some leading dims, e.g. T5's over
@@ -263,12 +298,12 @@ void AttentionOp::vjp(const OpArgs& a) {
       const std::int64_t h = head_of(hg / members, hg % members);
       // Assigned gradients: dK and dV add up over the query blocks, so this head's part starts
       // at zero here (in cache); dQ's rows are written by their one block.
-      if (gK && a.assign(1)) zero_rows(g, gK, h, 0, g.Tk, g.Tk, g.d);
-      if (gV && a.assign(2)) zero_rows(g, gV, h, 0, g.Tk, g.Tk, g.dv);
+      if (gK && assign_k) zero_rows(g, gK, h, 0, g.Tk, g.Tk, g.d, g.ld_k);
+      if (gV && assign_v) zero_rows(g, gV, h, 0, g.Tk, g.Tk, g.dv, g.ld_v);
       for (std::int64_t i0 = 0; i0 < g.Tq; i0 += qb) {
         const std::int64_t i1 = std::min(g.Tq, i0 + qb), rows = i1 - i0, n = keys_seen(g, i1);
         if (n == 0) {
-          if (gQ && a.assign(0)) zero_rows(g, gQ, h, i0, i1, g.Tq, g.d);
+          if (gQ && assign_q) zero_rows(g, gQ, h, i0, i1, g.Tq, g.d, g.ld_q);
           continue;
         }
         T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
@@ -277,13 +312,13 @@ void AttentionOp::vjp(const OpArgs& a) {
         probabilities(g, Q, K, lse, true, h, i0, i1, n, P);
         if (g.p > 0) apply_dropout(g, key, h, i0, i1, n, P, Pd);
         const T* Pdrop = g.p > 0 ? Pd : P;
-        const T* dO = G + g.at(h, i0, g.Tq, g.dv);
-        const std::int64_t ldo = g.ld(g.dv);
-        if (gV) kernel::gemm(true, false, n, g.dv, rows, Pdrop, n, dO, ldo, gV + g.at(h, 0, g.Tk, g.dv), ldo, true);
+        const T* dO = G + g.at(h, i0, g.Tq, g.dv, g.ld_o);
+        const std::int64_t ldo = g.ld_o;
+        if (gV) kernel::gemm(true, false, n, g.dv, rows, Pdrop, n, dO, ldo, gV + g.at(h, 0, g.Tk, g.dv, g.ld_v), g.ld_v, true);
         if (!gQ && !gK && !gB) continue;
-        kernel::gemm(false, true, rows, n, g.dv, dO, ldo, V + g.at(h, 0, g.Tk, g.dv), ldo, dP, n, false);
+        kernel::gemm(false, true, rows, n, g.dv, dO, ldo, V + g.at(h, 0, g.Tk, g.dv, g.ld_v), g.ld_v, dP, n, false);
         for (std::int64_t i = i0; i < i1; ++i) {
-          const T Di = dot(dO + (i - i0) * ldo, O + g.at(h, i, g.Tq, g.dv), g.dv);  // = sum_j p_ij z_ij dp_ij
+          const T Di = dot(dO + (i - i0) * ldo, O + g.at(h, i, g.Tq, g.dv, g.ld_o), g.dv);  // = sum_j p_ij z_ij dp_ij
           T* ds = dP + (i - i0) * n;
           const T* p = P + (i - i0) * n;
           // dz: the gradient of the scaled, biased scores; the raw scores' is dz * scale.
@@ -303,9 +338,12 @@ void AttentionOp::vjp(const OpArgs& a) {
           for (std::int64_t j = 0; j < n; ++j) ds[j] *= scale;
 
         }
-        const std::int64_t ldd = g.ld(g.d);
-        if (gQ) kernel::gemm(false, false, rows, g.d, n, dP, n, K + g.at(h, 0, g.Tk, g.d), ldd, gQ + g.at(h, i0, g.Tq, g.d), ldd, !a.assign(0));
-        if (gK) kernel::gemm(true, false, n, g.d, rows, dP, n, Q + g.at(h, i0, g.Tq, g.d), ldd, gK + g.at(h, 0, g.Tk, g.d), ldd, true);
+        if (gQ)
+          kernel::gemm(false, false, rows, g.d, n, dP, n, K + g.at(h, 0, g.Tk, g.d, g.ld_k), g.ld_k, gQ + g.at(h, i0, g.Tq, g.d, g.ld_q),
+                       g.ld_q, !assign_q);
+        if (gK)
+          kernel::gemm(true, false, n, g.d, rows, dP, n, Q + g.at(h, i0, g.Tq, g.d, g.ld_q), g.ld_q, gK + g.at(h, 0, g.Tk, g.d, g.ld_k),
+                       g.ld_k, true);
       }
     }
   }); });

@@ -6,7 +6,10 @@
 // broadcast to the scores [..., Tq, Tk], and the bias gets a gradient.
 // With `seq_first`, q [B, Tq, H, d], k [B, Tk, H, d], v [B, Tk, H, dv] and out [B, Tq, H, dv]: the
 // layout of a projection's output reshaped to heads, so head split and merge are views (no
-// transposes); the scores, mask and bias stay [B, H, Tq, Tk].
+// transposes); the scores, mask and bias stay [B, H, Tq, Tk]. With `packed_qkv` too (self-
+// attention), q, k and v are one input [B, T, 3, H, d]: a fused projection's output reshaped (a
+// view), read and its gradient written in place, with no copy of q, k, v out of it; the mask and
+// bias follow it.
 //
 // No Tq x Tk buffer is kept: per head and block of queries, the forward computes the block's
 // scores with one GEMM, softmax rows, then P V, and stores only each row's log-sum-exp (scratch);
@@ -29,6 +32,7 @@ struct AttentionOptions {
   Real dropout = 0;    // on the probabilities, in training only
   bool causal = false;  // key j <= query i, aligned at the end when Tk > Tq (incremental decoding)
   bool seq_first = false;  // q, k, v, out [B, T, H, d] instead of [..., H, T, d] (see above)
+  bool packed_qkv = false;  // with seq_first: q, k, v in one input [B, T, 3, H, d] (see above)
 };
 
 struct AttentionOp {
@@ -38,10 +42,20 @@ struct AttentionOp {
   static constexpr unsigned saves = kSaveAll;
   static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1) | kSaveInput(2);
   static constexpr ShapeResult shape(const ShapeCtx& c, const AttentionOptions& o) {
-    if (c.n_in < 3) return ShapeResult::fail("needs q, k, v and an optional mask and bias");
-    const Shape &q = c.in[0], &k = c.in[1], &v = c.in[2];
-    for (int i = 0; i < 3; ++i)
-      if (c.dtype[i] != DType::real) return ShapeResult::fail("q, k and v must be real");
+    const int n_qkv = o.packed_qkv ? 1 : 3;  // the inputs before the mask and bias
+    if (c.n_in < n_qkv)
+      return ShapeResult::fail(o.packed_qkv ? "needs qkv and an optional mask and bias" : "needs q, k, v and an optional mask and bias");
+    for (int i = 0; i < n_qkv; ++i)
+      if (c.dtype[i] != DType::real) return ShapeResult::fail(o.packed_qkv ? "qkv must be real" : "q, k and v must be real");
+    Shape packed;  // packed_qkv: q, k and v as each is seen, [B, T, H, d]
+    if (o.packed_qkv) {
+      const Shape& p = c.in[0];
+      if (!o.seq_first) return ShapeResult::fail("packed_qkv needs seq_first (q, k, v and out [B, T, H, d])");
+      if (p.rank != 5 || !(p[2] == Dim(3)))
+        return ShapeResult::fail(Msg("packed_qkv needs qkv as [B, T, 3, H, d], got ").add(ops::shapes_msg(c)));
+      packed = Shape{p[0], p[1], p[3], p[4]};
+    }
+    const Shape &q = o.packed_qkv ? packed : c.in[0], &k = o.packed_qkv ? packed : c.in[1], &v = o.packed_qkv ? packed : c.in[2];
     if (o.seq_first ? (q.rank != 4 || k.rank != 4 || v.rank != 4) : (q.rank < 2 || k.rank != q.rank || v.rank != q.rank))
       return ShapeResult::fail(Msg(o.seq_first ? "seq_first needs q, k, v as [B, T, H, d], got " : "q, k, v must have one rank >= 2, got ")
                                    .add(ops::shapes_msg(c)));
@@ -56,7 +70,7 @@ struct AttentionOp {
       return ShapeResult::fail(Msg("k and v lengths differ: ").add(Tk).add(" vs ").add(v[len_axis]));
     if (!(o.dropout >= 0 && o.dropout < 1)) return ShapeResult::fail(Msg("dropout must be in [0, 1), got ").add_number(o.dropout));
     int masks = 0, biases = 0;
-    for (int in = 3; in < c.n_in; ++in) {
+    for (int in = n_qkv; in < c.n_in; ++in) {
       const bool is_mask = c.dtype[in] == DType::index;
       if ((is_mask ? ++masks : ++biases) > 1)
         return ShapeResult::fail(Msg("takes at most one mask (int32) and one bias (real), got two ").add(is_mask ? "masks" : "biases"));
@@ -93,6 +107,21 @@ constexpr Value attention(Value q, Value k, Value v, Value extra, AttentionOptio
 }
 constexpr Value attention(Value q, Value k, Value v, Value mask, Value bias, AttentionOptions o = {}, Loc loc = Loc::current()) {
   return ops::apply<AttentionOp>({q, k, v, mask, bias}, o, loc);
+}
+
+// Self-attention on a fused projection's output qkv [B, T, 3, H, d] (q, k, v read in place);
+// out [B, T, H, d]. `extra`: a mask and/or bias as for attention(). Sets seq_first and packed_qkv.
+constexpr Value attention_packed(Value qkv, AttentionOptions o = {}, Loc loc = Loc::current()) {
+  o.seq_first = o.packed_qkv = true;
+  return ops::apply<AttentionOp>({qkv}, o, loc);
+}
+constexpr Value attention_packed(Value qkv, Value extra, AttentionOptions o = {}, Loc loc = Loc::current()) {
+  o.seq_first = o.packed_qkv = true;
+  return ops::apply<AttentionOp>({qkv, extra}, o, loc);
+}
+constexpr Value attention_packed(Value qkv, Value mask, Value bias, AttentionOptions o = {}, Loc loc = Loc::current()) {
+  o.seq_first = o.packed_qkv = true;
+  return ops::apply<AttentionOp>({qkv, mask, bias}, o, loc);
 }
 
 // The probabilities attention() uses, as a [..., Tq, Tk] tensor (no dropout): for heatmaps. The

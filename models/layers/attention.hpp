@@ -73,28 +73,32 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
       q_lin{.bias = o.bias, .init = o.q_init ? *o.q_init : o.init};
   const Value kv_in = in.kv ? *in.kv : in.q;
   const bool fixed = in.cache && in.cache->fixed;
-  Value q, k, v;
+  // Without caches or weights to return, heads stay interleaved in each row ([B, T, H, d_head],
+  // the attention op's seq_first layout): split and merge are then views, no transposes; and a
+  // fused projection's q, k, v are read in place (packed_qkv), not copied out of it.
+  const bool seq_first = !in.cache && !in.weights;
+  const bool packed = o.fused_qkv && seq_first;
+  Value q, k, v, qkv;
   if (fixed) {
     q = linear(s.scope("wq"), in.q, d, q_lin);
     k = in.cache->k, v = in.cache->v;
+  } else if (packed) {
+    qkv = reshape(linear(s.scope("qkv"), in.q, Dim(3) * d, lin), {qs[0], qs[1], 3, o.heads, d.coef / o.heads});
   } else if (o.fused_qkv) {
-    auto qkv = split<3>(linear(s.scope("qkv"), in.q, Dim(3) * d, lin), -1);
-    q = qkv[0], k = qkv[1], v = qkv[2];
+    auto parts = split<3>(linear(s.scope("qkv"), in.q, Dim(3) * d, lin), -1);
+    q = parts[0], k = parts[1], v = parts[2];
   } else {
     q = linear(s.scope("wq"), in.q, d, q_lin);
     k = linear(s.scope("wk"), kv_in, d, lin);
     v = linear(s.scope("wv"), kv_in, d, lin);
   }
-  // Without caches or weights to return, heads stay interleaved in each row ([B, T, H, d_head],
-  // the attention op's seq_first layout): split and merge are then views, no transposes.
-  const bool seq_first = !in.cache && !in.weights;
   auto split = [&](Value x) {
     const Shape xs = x.shape();
     return seq_first ? reshape(x, {xs[0], xs[1], o.heads, xs[2].coef / o.heads}) : detail::split_heads(x, o.heads);
   };
-  q = split(q);
+  if (!packed) q = split(q);
   AttentionResult r;
-  if (!fixed) {
+  if (!fixed && !packed) {
     k = split(k);
     v = split(v);
   }
@@ -105,7 +109,11 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
   }
   const AttentionOptions ao{.scale = o.scale_scores ? Real(1 / ops::const_sqrt(double(d.coef / o.heads))) : Real(1.0),
                             .dropout = o.dropout, .causal = o.causal, .seq_first = seq_first};
-  Value heads_out = in.mask && in.bias ? attention(q, k, v, *in.mask, *in.bias, ao)
+  Value heads_out = packed ? (in.mask && in.bias ? attention_packed(qkv, *in.mask, *in.bias, ao)
+                             : in.mask        ? attention_packed(qkv, *in.mask, ao)
+                             : in.bias        ? attention_packed(qkv, *in.bias, ao)
+                                              : attention_packed(qkv, ao))
+                    : in.mask && in.bias ? attention(q, k, v, *in.mask, *in.bias, ao)
                     : in.mask          ? attention(q, k, v, *in.mask, ao)
                     : in.bias          ? attention(q, k, v, *in.bias, ao)
                                        : attention(q, k, v, ao);

@@ -206,6 +206,13 @@ OP_CASE(attention_seq_first_mask_bias, binary_mask, Value q = g.input("q", {Batc
         Value k = g.input("k", {Batch, SeqKV, 3, 2}, {.grad = true}); Value v = g.input("v", {Batch, SeqKV, 3, 2}, {.grad = true});
         Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index}); Value b = g.input("b", {1, 3, Seq, SeqKV}, {.grad = true});
         g.loss(probe_loss(g, attention(q, k, v, m, b, {.scale = 0.8, .seq_first = true}), {q, k, v, b})))
+// packed_qkv: q, k, v as the slots of one [B, T, 3, H, d] input (a fused projection's output); a
+// bias after it sits at input 2, so it is assigned when the op is its first contributor.
+OP_CASE(attention_packed_causal_dropout, any, Value qkv = g.input("qkv", {Batch, Seq, 3, 2, 4}, {.grad = true});
+        g.loss(probe_loss(g, attention_packed(qkv, {.dropout = 0.2, .causal = true}), {qkv})))
+OP_CASE(attention_packed_mask_bias, binary_mask, Value qkv = g.input("qkv", {Batch, Seq, 3, 3, 2}, {.grad = true});
+        Value m = g.input("m", {Batch, 1, 1, Seq}, {.dtype = DType::index}); Value b = g.input("b", {1, 3, Seq, Seq}, {.grad = true});
+        g.loss(probe_loss(g, attention_packed(qkv, m, b, {.scale = 0.8}), {qkv, b})))
 // Causal with more queries than keys (draws with Seq > SeqKV): the first queries see no key.
 OP_CASE(attention_causal_cross, any, Value q = g.input("q", {Batch, 2, Seq, 3}, {.grad = true});
         Value k = g.input("k", {Batch, 2, SeqKV, 3}, {.grad = true}); Value v = g.input("v", {Batch, 2, SeqKV, 2}, {.grad = true});

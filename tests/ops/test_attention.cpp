@@ -246,3 +246,67 @@ TEST_CASE("seq_first attention equals attention on transposed heads, values and 
   same(a.output("y"), b.output("y"));
   for (const char* in : {"q", "k", "v"}) same(a.input_grad(in), b.input_grad(in));
 }
+
+// packed_qkv: q, k, v read in place from one [B, T, 3, H, d] tensor, against the three slots
+// copied out (split) and given to seq_first attention.
+template <bool Packed>
+constexpr auto packed_graph = [] {
+  Builder g;
+  Value qkv = g.input("qkv", {Batch, Seq, 3, 2, 4}, {.grad = true});
+  Value m = g.input("m", {Batch, 1, 1, Seq}, {.dtype = DType::index});
+  Value b = g.input("b", {1, 2, Seq, Seq}, {.grad = true});
+  const AttentionOptions o{.causal = true, .seq_first = true};  // no dropout: its masks are keyed by the node, which differs
+  Value y;
+  if constexpr (Packed) {
+    y = attention_packed(qkv, m, b, o);
+  } else {
+    auto parts = split<3>(qkv, 2);
+    auto heads = [&](Value x) { return reshape(x, {Batch, Seq, 2, 4}); };
+    y = attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), m, b, o);
+  }
+  g.output(y, "y");
+  g.loss(sum(y * g.input("probe", {Batch, Seq, 2, 4})));
+  return g;
+};
+static constexpr auto PACKED = freeze<packed_graph<true>>();
+static constexpr auto UNPACKED = freeze<packed_graph<false>>();
+
+TEST_CASE("packed_qkv attention equals attention on q, k, v copied out, values and gradients", "[ops][attention]") {
+  Program<PACKED> a(Options{.seed = 5, .poison_assigned_gradients = true});
+  Program<UNPACKED> b(Options{.seed = 5});
+  const std::int64_t B = 2, T = 9;
+  auto fill = [](std::size_t n, float s) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = s * float(int(i * 7919 % 29) - 14);
+    return v;
+  };
+  const auto qkv = fill(std::size_t(B * T * 24), 0.06f), bias = fill(std::size_t(2 * T * T), 0.02f), probe = fill(std::size_t(B * T * 8), 0.03f);
+  std::vector<std::int32_t> m(std::size_t(B * T), 1);
+  for (std::int64_t j = 6; j < T; ++j) m[std::size_t(T + j)] = 0;  // sequence 1 pads its last 3 keys
+  auto run = [&](auto& p) {
+    p.set_input("qkv", std::span<const float>(qkv), {B, T, 3, 2, 4});
+    p.set_input("m", std::span<const std::int32_t>(m), {B, 1, 1, T});
+    p.set_input("b", std::span<const float>(bias), {1, 2, T, T});
+    p.set_input("probe", std::span<const float>(probe), {B, T, 2, 4});
+    p.forward();
+    p.backward();
+  };
+  run(a);
+  run(b);
+  auto same = [](TensorView<float> x, TensorView<float> y) {
+    REQUIRE(x.numel == y.numel);
+    for (std::int64_t i = 0; i < x.numel; ++i) REQUIRE(x.data[i] == Approx(y.data[i]).epsilon(1e-5).margin(1e-6));
+  };
+  same(a.output("y"), b.output("y"));
+  same(a.input_grad("qkv"), b.input_grad("qkv"));
+  same(a.input_grad("b"), b.input_grad("b"));
+}
+
+constexpr Msg packed_without_slots = [] {
+  Builder g;
+  attention_packed(g.input("qkv", {Batch, Seq, 2, 2, 4}));
+  return g.error;
+}();
+TEST_CASE("packed_qkv refuses a qkv without its slot axis of 3, by name", "[ops][attention][errors]") {
+  CHECK_THAT(std::string(packed_without_slots.view()), Catch::Matchers::Contains("packed_qkv needs qkv as [B, T, 3, H, d]"));
+}
