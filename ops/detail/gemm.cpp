@@ -181,7 +181,11 @@ void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int
     else if (n_can) bn *= 2;
     else break;
   }
-  while (bm * bn * bk * 2 <= max_blocks && 2 * M * N * K / (bm * bn * bk * 2) >= kMinWork && K / (bk * 2) >= kMinBlock) bk *= 2;
+  // Not inside a parallel chunk (attention's per-head GEMMs): the outer loop already uses every
+  // CPU, and the partials' per-thread scratch would grow on whichever thread the scheduler picks,
+  // so a late step could allocate.
+  const bool may_split_k = !inside_parallel_chunk();
+  while (may_split_k && bm * bn * bk * 2 <= max_blocks && 2 * M * N * K / (bm * bn * bk * 2) >= kMinWork && K / (bk * 2) >= kMinBlock) bk *= 2;
   if (bm * bn * bk == 1) {
     run(0, M, 0, N, 0, K, C, ldc, acc);
     return;

@@ -13,6 +13,9 @@ namespace ctgrad::kernel {
 // Runs chunk(context, begin, end) over [0, n) in chunks of `grain` on the calling oneTBB arena
 // (ops/detail/parallel.cpp): out of line, so that no header of ctgrad's pulls in oneTBB's.
 void parallel_chunks(std::int64_t n, std::int64_t grain, void (*chunk)(void*, std::int64_t, std::int64_t), void* context);
+// True while this thread runs a chunk of parallel_chunks (which thread that is depends on the
+// scheduling): work that keeps per-thread state should not start there.
+bool inside_parallel_chunk();
 
 // f(begin, end) over [0, n) in chunks of `grain`; chunks never depend on the thread count.
 template <class F>
