@@ -37,4 +37,15 @@ struct ScopedPrecision {
   ScopedPrecision& operator=(const ScopedPrecision&) = delete;
 };
 
+// Splits GEMMs for a host of `blocks` CPUs until the end of the scope (kernel::set_gemm_max_blocks).
+struct ScopedGemmBlocks {
+  explicit ScopedGemmBlocks(int blocks) : old_(kernel::gemm_max_blocks()) { kernel::set_gemm_max_blocks(blocks); }
+  ~ScopedGemmBlocks() { kernel::set_gemm_max_blocks(old_); }
+  ScopedGemmBlocks(const ScopedGemmBlocks&) = delete;
+  ScopedGemmBlocks& operator=(const ScopedGemmBlocks&) = delete;
+
+ private:
+  int old_;
+};
+
 }  // namespace ctgrad::testing

@@ -108,15 +108,16 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
     r.cache = KvCache{k, v};
   }
   const AttentionOptions ao{.scale = o.scale_scores ? Real(1 / ops::const_sqrt(double(d.coef / o.heads))) : Real(1.0),
-                            .dropout = o.dropout, .causal = o.causal, .seq_first = seq_first};
-  Value heads_out = packed ? (in.mask && in.bias ? attention_packed(qkv, *in.mask, *in.bias, ao)
-                             : in.mask        ? attention_packed(qkv, *in.mask, ao)
-                             : in.bias        ? attention_packed(qkv, *in.bias, ao)
-                                              : attention_packed(qkv, ao))
-                    : in.mask && in.bias ? attention(q, k, v, *in.mask, *in.bias, ao)
-                    : in.mask          ? attention(q, k, v, *in.mask, ao)
-                    : in.bias          ? attention(q, k, v, *in.bias, ao)
-                                       : attention(q, k, v, ao);
+                            .dropout = o.dropout, .causal = o.causal, .seq_first = seq_first, .packed_qkv = packed};
+  // q, k, v (or the packed qkv), then the mask and the bias that were given.
+  auto attend = [&](auto... qkv_in) {
+    const Loc here = Loc::current();
+    return in.mask && in.bias ? ops::apply<AttentionOp>({qkv_in..., *in.mask, *in.bias}, ao, here)
+           : in.mask          ? ops::apply<AttentionOp>({qkv_in..., *in.mask}, ao, here)
+           : in.bias          ? ops::apply<AttentionOp>({qkv_in..., *in.bias}, ao, here)
+                              : ops::apply<AttentionOp>({qkv_in...}, ao, here);
+  };
+  Value heads_out = packed ? attend(qkv) : attend(q, k, v);
   if (in.weights) r.weights = attention_weights(q, k, in.mask, in.bias, ao);
   const Value merged = seq_first ? heads_out : transpose(heads_out, 1, 2);
   r.out = linear(s.scope("wo"), reshape(merged, {qs[0], qs[1], d}), d, out_lin);

@@ -1,6 +1,7 @@
 #include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/simd.hpp>
 
 #include <dlfcn.h>
 #include <immintrin.h>
@@ -134,12 +135,16 @@ std::atomic<int> g_max_blocks{0};  // 0: not chosen yet
 // It grows while a program warms up; a steady step allocates nothing.
 struct Scratch {
   std::vector<std::uint16_t> a, b;
-  std::vector<double> partial;  // split-K partial products (float or double)
+  std::vector<float> partial_f;  // split-K partial products
+  std::vector<double> partial_d;
   template <class T>
   T* partials(std::int64_t n) {
-    const std::size_t doubles = (std::size_t(n) * sizeof(T) + sizeof(double) - 1) / sizeof(double);
-    if (partial.size() < doubles) partial.resize(doubles);
-    return reinterpret_cast<T*>(partial.data());
+    std::vector<T>& p = [&]() -> std::vector<T>& {
+      if constexpr (std::is_same_v<T, float>) return partial_f;
+      else return partial_d;
+    }();
+    if (p.size() < std::size_t(n)) p.resize(std::size_t(n));
+    return p.data();
   }
 };
 thread_local std::vector<std::unique_ptr<Scratch>> t_scratch;
@@ -156,6 +161,7 @@ class ScratchLease {
   ScratchLease(const ScratchLease&) = delete;
   ScratchLease& operator=(const ScratchLease&) = delete;
   Scratch& operator*() const { return *s_; }
+  Scratch* operator->() const { return s_; }
 
  private:
   Scratch* s_;
@@ -167,9 +173,10 @@ class ScratchLease {
 // (a block re-packs the parts of A and B it reads, so fewer is better). When M and N are too
 // narrow to give every CPU a block (a weight gradient of a small layer: C is out x in, K is the
 // token count), K is split too: the first K block accumulates into C, the others write partial
-// products into scratch (the caller's, else one leased here), which are then added to C in block order, so the bits depend on the
-// shape and the machine's block count only. run(m0, m1, n0, n1, k0, k1, c, ldc, accumulate)
-// computes c[m0:m1, n0:n1] (+)= op(A)[m0:m1, k0:k1] op(B)[k0:k1, n0:n1] (c indexed from row m0, col n0 of its matrix).
+// products into scratch (the caller's, else one leased here), which are then added to C in block
+// order, so the bits depend on the shape and the machine's block count only.
+// run(m0, m1, n0, n1, k0, k1, c, ldc, accumulate) computes the block C[m0:m1, n0:n1] (+)=
+// op(A)[m0:m1, k0:k1] op(B)[k0:k1, n0:n1] into c, the block's first element (in C or a partial).
 template <class T, class Run>
 void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int64_t ldc, bool acc, Scratch* scratch, Run&& run) {
   constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256;
@@ -201,15 +208,13 @@ void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int
       run(m0, (i + 1) * M / bm, n0, (j + 1) * N / bn, kb * K / bk, (kb + 1) * K / bk, c, kb == 0 ? ldc : N, kb == 0 && acc);
     }
   });
-  if (bk > 1)
+  if (bk > 1) {
+    const auto add = simd::best().axpy[std::is_same_v<T, double>];  // c += 1 * p: exact, as c += p
     parallel(M, std::max<std::int64_t>(1, 16384 / N), [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r)
-        for (std::int64_t kb = 1; kb < bk; ++kb) {
-          const T* p = partial + (kb - 1) * M * N + r * N;
-          T* c = C + r * ldc;
-          for (std::int64_t j = 0; j < N; ++j) c[j] += p[j];
-        }
+        for (std::int64_t kb = 1; kb < bk; ++kb) add(partial + (kb - 1) * M * N + r * N, nullptr, C + r * ldc, N, 1.0, false);
     });
+  }
 }
 
 // ---- bf16: oneDNN's bf16 x bf16 -> fp32 GEMM ----
@@ -275,9 +280,9 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   ScratchLease scratch;
   // Dense bf16 copies in the stored layout: op(A) is M x K, stored K x M when transposed.
   const std::int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
-  convert(A, ta ? K : M, a_cols, lda, (*scratch).a);
-  convert(B, tb ? N : K, b_cols, ldb, (*scratch).b);
-  const std::uint16_t *a = (*scratch).a.data(), *b = (*scratch).b.data();
+  convert(A, ta ? K : M, a_cols, lda, scratch->a);
+  convert(B, tb ? N : K, b_cols, ldb, scratch->b);
+  const std::uint16_t *a = scratch->a.data(), *b = scratch->b.data();
   const OneDnn& dnnl = onednn();
   split_blocks(M, N, K, C, ldc, acc, &*scratch,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, float* c,

@@ -7,8 +7,8 @@
 #include <new>
 #include <vector>
 
+#include "../host.hpp"
 #include "../models.hpp"
-#include <ctgrad/ops/detail/gemm.hpp>
 
 namespace {
 std::atomic<long> g_news{0};
@@ -79,15 +79,16 @@ TEST_CASE("steady-state training steps allocate nothing", "[executor][alloc]") {
   CHECK(attn == 0);
   // Many rows: the weight gradients' GEMMs split K (as for every host, 4 blocks), their partial
   // products in scratch that grows while warming up only.
-  const int blocks = kernel::gemm_max_blocks();
-  kernel::set_gemm_max_blocks(4);
   std::vector<float> x_long(4096 * 64, 0.5f);
   std::vector<std::int32_t> y_long(4096, 3);
-  long split_k = news_per_step<MLP>([&](auto& p) {
-    p.set_input("x", std::span<const float>(x_long), {4096, 64});
-    p.set_input("y", std::span<const std::int32_t>(y_long), {4096});
-  });
-  kernel::set_gemm_max_blocks(blocks);
+  long split_k = 0;
+  {
+    ctgrad::testing::ScopedGemmBlocks blocks(4);
+    split_k = news_per_step<MLP>([&](auto& p) {
+      p.set_input("x", std::span<const float>(x_long), {4096, 64});
+      p.set_input("y", std::span<const std::int32_t>(y_long), {4096});
+    });
+  }
   CHECK(split_k == 0);
   // The counter does count: building a program allocates.
   g_news = 0;

@@ -199,6 +199,20 @@ TEST_CASE("an additive bias on the fused kernel equals adding it to explicit sco
   }
 }
 
+namespace {
+// n values in [-14 s, 14 s], a fixed pattern.
+std::vector<float> fill(std::size_t n, float s) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = s * float(int(i * 7919 % 29) - 14);
+  return v;
+}
+// The same values within float rounding.
+void same(TensorView<float> x, TensorView<float> y) {
+  REQUIRE(x.numel == y.numel);
+  for (std::int64_t i = 0; i < x.numel; ++i) REQUIRE(x.data[i] == Approx(y.data[i]).epsilon(1e-5).margin(1e-6));
+}
+}  // namespace
+
 // seq_first: the same attention on [B, T, H, d] as on [B, H, T, d] through transposes.
 template <bool SeqFirst>
 constexpr auto layout_graph = [] {
@@ -220,11 +234,6 @@ TEST_CASE("seq_first attention equals attention on transposed heads, values and 
   Program<SEQ_FIRST> a;
   Program<HEADS_OUTER> b;
   const std::int64_t B = 2, Tq = 7, Tk = 9;
-  auto fill = [](std::size_t n, float s) {
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = s * float(int(i * 7919 % 29) - 14);
-    return v;
-  };
   const auto q = fill(std::size_t(B * Tq * 12), 0.05f), k = fill(std::size_t(B * Tk * 12), 0.07f), v = fill(std::size_t(B * Tk * 15), 0.1f),
              probe = fill(std::size_t(B * Tq * 15), 0.03f);
   const std::vector<std::int32_t> m{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};  // sequence 1 pads its last 5 keys
@@ -239,10 +248,6 @@ TEST_CASE("seq_first attention equals attention on transposed heads, values and 
   };
   run(a);
   run(b);
-  auto same = [](TensorView<float> x, TensorView<float> y) {
-    REQUIRE(x.numel == y.numel);
-    for (std::int64_t i = 0; i < x.numel; ++i) REQUIRE(x.data[i] == Approx(y.data[i]).epsilon(1e-5).margin(1e-6));
-  };
   same(a.output("y"), b.output("y"));
   for (const char* in : {"q", "k", "v"}) same(a.input_grad(in), b.input_grad(in));
 }
@@ -275,11 +280,6 @@ TEST_CASE("packed_qkv attention equals attention on q, k, v copied out, values a
   Program<PACKED> a(Options{.seed = 5, .poison_assigned_gradients = true});
   Program<UNPACKED> b(Options{.seed = 5});
   const std::int64_t B = 2, T = 9;
-  auto fill = [](std::size_t n, float s) {
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = s * float(int(i * 7919 % 29) - 14);
-    return v;
-  };
   const auto qkv = fill(std::size_t(B * T * 24), 0.06f), bias = fill(std::size_t(2 * T * T), 0.02f), probe = fill(std::size_t(B * T * 8), 0.03f);
   std::vector<std::int32_t> m(std::size_t(B * T), 1);
   for (std::int64_t j = 6; j < T; ++j) m[std::size_t(T + j)] = 0;  // sequence 1 pads its last 3 keys
@@ -293,10 +293,6 @@ TEST_CASE("packed_qkv attention equals attention on q, k, v copied out, values a
   };
   run(a);
   run(b);
-  auto same = [](TensorView<float> x, TensorView<float> y) {
-    REQUIRE(x.numel == y.numel);
-    for (std::int64_t i = 0; i < x.numel; ++i) REQUIRE(x.data[i] == Approx(y.data[i]).epsilon(1e-5).margin(1e-6));
-  };
   same(a.output("y"), b.output("y"));
   same(a.input_grad("qkv"), b.input_grad("qkv"));
   same(a.input_grad("b"), b.input_grad("b"));

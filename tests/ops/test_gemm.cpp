@@ -22,6 +22,28 @@ std::vector<float> randn(std::size_t n, std::uint64_t seed) {
   for (std::size_t i = 0; i < n; ++i) v[i] = float(random::normal(random::key(seed, "gemm"), i));
   return v;
 }
+
+// Entry (i, j) of op(A) op(B) in double precision: the reference.
+double reference_entry(const std::vector<float>& A, std::int64_t lda, bool ta, const std::vector<float>& B, std::int64_t ldb, bool tb,
+                       std::int64_t i, std::int64_t j, std::int64_t K) {
+  double sum = 0;
+  for (std::int64_t k = 0; k < K; ++k)
+    sum += double(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)]) * double(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]);
+  return sum;
+}
+
+// `run(c)` on an arena of 1 thread and on one of 2, each from a copy of `c0`: the two results.
+template <class F>
+std::pair<std::vector<float>, std::vector<float>> on_1_and_2_threads(const std::vector<float>& c0, F run) {
+  std::vector<float> one = c0, two = c0;
+  tbb::task_arena a1(1), a2(2);
+  a1.execute([&] { run(one.data()); });
+  a2.execute([&] { run(two.data()); });
+  return {std::move(one), std::move(two)};
+}
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
 }  // namespace
 
 TEST_CASE("matmul runs on OpenBLAS with one thread per call and starts no threads", "[ops][gemm]") {
@@ -187,12 +209,11 @@ TEST_CASE("bf16 gemm gives the same bits on 1 and 2 threads", "[ops][gemm][bf16]
   if (!ctgrad::testing::bf16_gemm() || !ctgrad::testing::two_cpus()) return;
   const std::int64_t M = 1100, N = 300, K = 257;
   auto A = randn(std::size_t(M * K), 4), B = randn(std::size_t(K * N), 5);
-  std::vector<float> one(std::size_t(M * N)), two(std::size_t(M * N));
   ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
-  tbb::task_arena a1(1), a2(2);
-  a1.execute([&] { kernel::gemm(false, true, M, N, K, A.data(), K, B.data(), K, one.data(), N, false); });
-  a2.execute([&] { kernel::gemm(false, true, M, N, K, A.data(), K, B.data(), K, two.data(), N, false); });
-  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  const auto [one, two] = on_1_and_2_threads(std::vector<float>(std::size_t(M * N)), [&](float* c) {
+    kernel::gemm(false, true, M, N, K, A.data(), K, B.data(), K, c, N, false);
+  });
+  CHECK(same_bits(one, two));
 }
 
 TEST_CASE("bf16 precision on a CPU without AVX512-BF16 is refused by name and GEMMs stay fp32", "[ops][gemm][bf16]") {
@@ -206,55 +227,41 @@ TEST_CASE("bf16 precision on a CPU without AVX512-BF16 is refused by name and GE
 
 TEST_CASE("a GEMM split for a many-core host (a grid of blocks) is right and the same on 1 and 2 threads", "[ops][gemm][determinism]") {
   // As on a host of 16 CPUs: 1030 x 600 splits into 4 x 2 blocks.
-  const int old = kernel::gemm_max_blocks();
-  kernel::set_gemm_max_blocks(16);
+  ctgrad::testing::ScopedGemmBlocks blocks(16);
   const std::int64_t M = 1030, N = 600, K = 70;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       auto A = randn(std::size_t(M * K), 8), B = randn(std::size_t(K * N), 9);
       const std::int64_t lda = ta ? M : K, ldb = tb ? K : N;
-      std::vector<float> one(std::size_t(M * N)), two(std::size_t(M * N));
-      tbb::task_arena a1(1), a2(2);
-      a1.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, one.data(), N, false); });
-      a2.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, two.data(), N, false); });
-      if (ctgrad::testing::two_cpus()) CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      const auto [one, two] = on_1_and_2_threads(std::vector<float>(std::size_t(M * N)), [&](float* c) {
+        kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, c, N, false);
+      });
+      if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
       double worst = 0;
       for (std::int64_t i = 0; i < M; i += 7)
-        for (std::int64_t j = 0; j < N; ++j) {
-          double sum = 0;
-          for (std::int64_t k = 0; k < K; ++k)
-            sum += double(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)]) * double(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]);
-          worst = std::max(worst, std::abs(one[std::size_t(i * N + j)] - sum));
-        }
+        for (std::int64_t j = 0; j < N; ++j)
+          worst = std::max(worst, std::abs(one[std::size_t(i * N + j)] - reference_entry(A, lda, ta, B, ldb, tb, i, j, K)));
       INFO("ta" << ta << " tb" << tb);
       CHECK(worst < 1e-4 * std::sqrt(double(K)) + 1e-5);
     }
-  kernel::set_gemm_max_blocks(old);
 }
 
 TEST_CASE("a GEMM too narrow to split by rows or columns splits K: right, accumulating, the same on 1 and 2 threads", "[ops][gemm][determinism]") {
   // A small layer's weight gradient: C is 200 x 130 (no side of 2 x 256), K = 3000 tokens: 4 blocks of K.
-  const int old = kernel::gemm_max_blocks();
-  kernel::set_gemm_max_blocks(4);
+  ctgrad::testing::ScopedGemmBlocks blocks(4);
   const std::int64_t M = 200, N = 130, K = 3000;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (bool acc : {false, true}) {
         auto A = randn(std::size_t(M * K), 10), B = randn(std::size_t(K * N), 11), C0 = randn(std::size_t(M * (N + 3)), 12);
         const std::int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N + 3;  // C strided: the partials are added row by row
-        std::vector<float> one = C0, two = C0;
-        tbb::task_arena a1(1), a2(2);
-        a1.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, one.data(), ldc, acc); });
-        a2.execute([&] { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, two.data(), ldc, acc); });
-        if (ctgrad::testing::two_cpus()) CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+        const auto [one, two] = on_1_and_2_threads(C0, [&](float* c) { kernel::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, c, ldc, acc); });
+        if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
         double worst = 0;
         for (std::int64_t i = 0; i < M; i += 3)
           for (std::int64_t j = 0; j < N; ++j) {
-            double sum = acc ? double(C0[std::size_t(i * ldc + j)]) : 0.0;
-            for (std::int64_t k = 0; k < K; ++k)
-              sum += double(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)]) *
-                     double(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]);
-            worst = std::max(worst, std::abs(one[std::size_t(i * ldc + j)] - sum));
+            const double want = (acc ? double(C0[std::size_t(i * ldc + j)]) : 0.0) + reference_entry(A, lda, ta, B, ldb, tb, i, j, K);
+            worst = std::max(worst, std::abs(one[std::size_t(i * ldc + j)] - want));
           }
         bool padding_kept = true;  // the 3 columns past N are not C's
         for (std::int64_t i = 0; i < M; ++i)
@@ -263,28 +270,20 @@ TEST_CASE("a GEMM too narrow to split by rows or columns splits K: right, accumu
         CHECK(worst < 1e-4 * std::sqrt(double(K)) + 1e-5);
         CHECK(padding_kept);
       }
-  kernel::set_gemm_max_blocks(old);
 }
 
 TEST_CASE("bf16 gemm split along K gives the same bits on 1 and 2 threads", "[ops][gemm][bf16][determinism]") {
   if (!ctgrad::testing::bf16_gemm() || !ctgrad::testing::two_cpus()) return;
-  const int old = kernel::gemm_max_blocks();
-  kernel::set_gemm_max_blocks(2);
+  ctgrad::testing::ScopedGemmBlocks blocks(2);
   const std::int64_t M = 130, N = 200, K = 2500;
   auto A = randn(std::size_t(M * K), 13), B = randn(std::size_t(K * N), 14);
-  std::vector<float> one(std::size_t(M * N)), two(std::size_t(M * N));
   ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
-  tbb::task_arena a1(1), a2(2);
-  a1.execute([&] { kernel::gemm(true, false, M, N, K, A.data(), M, B.data(), N, one.data(), N, false); });
-  a2.execute([&] { kernel::gemm(true, false, M, N, K, A.data(), M, B.data(), N, two.data(), N, false); });
-  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  const auto [one, two] = on_1_and_2_threads(std::vector<float>(std::size_t(M * N)), [&](float* c) {
+    kernel::gemm(true, false, M, N, K, A.data(), M, B.data(), N, c, N, false);
+  });
+  CHECK(same_bits(one, two));
   double worst = 0;
   for (std::int64_t i = 0; i < M; i += 5)
-    for (std::int64_t j = 0; j < N; j += 3) {
-      double sum = 0;
-      for (std::int64_t k = 0; k < K; ++k) sum += double(A[std::size_t(k * M + i)]) * double(B[std::size_t(k * N + j)]);
-      worst = std::max(worst, std::abs(one[std::size_t(i * N + j)] - sum));
-    }
+    for (std::int64_t j = 0; j < N; j += 3) worst = std::max(worst, std::abs(one[std::size_t(i * N + j)] - reference_entry(A, M, true, B, N, false, i, j, K)));
   CHECK(worst < 2e-2 * std::sqrt(double(K)) + 1e-2);  // bf16 operands, fp32 accumulation
-  kernel::set_gemm_max_blocks(old);
 }
