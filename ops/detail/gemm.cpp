@@ -5,15 +5,21 @@
 
 #include <dlfcn.h>
 #include <immintrin.h>
+#include <oneapi/dnnl/dnnl.h>  // types only: the library is loaded by path (OneDnn)
 #include <oneapi/tbb/info.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <array>
+#include <cstddef>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 namespace ctgrad::kernel {
@@ -167,32 +173,46 @@ class ScratchLease {
   Scratch* s_;
 };
 
+// How one GEMM is cut: bm x bn blocks of C, and bk blocks of K.
+struct Split {
+  std::int64_t bm = 1, bn = 1, bk = 1;
+};
+
 // Splits the product into a grid of blocks from the shape and gemm_max_blocks() alone, never from
 // the arena's thread count: at most that many blocks, each at least kMinBlock wide on the sides it
 // splits and kMinWork flops, the longer of M and N halved first, and one block for small products
 // (a block re-packs the parts of A and B it reads, so fewer is better). When M and N are too
 // narrow to give every CPU a block (a weight gradient of a small layer: C is out x in, K is the
-// token count), K is split too: the first K block accumulates into C, the others write partial
-// products into scratch (the caller's, else one leased here), which are then added to C in block
-// order, so the bits depend on the shape and the machine's block count only.
-// run(m0, m1, n0, n1, k0, k1, c, ldc, accumulate) computes the block C[m0:m1, n0:n1] (+)=
-// op(A)[m0:m1, k0:k1] op(B)[k0:k1, n0:n1] into c, the block's first element (in C or a partial).
-template <class T, class Run>
-void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int64_t ldc, bool acc, Scratch* scratch, Run&& run) {
+// token count), K is split too.
+Split choose_split(std::int64_t M, std::int64_t N, std::int64_t K) {
   constexpr std::int64_t kMinWork = std::int64_t(1) << 21, kMinBlock = 256;
   const std::int64_t max_blocks = gemm_max_blocks();
-  std::int64_t bm = 1, bn = 1, bk = 1;
-  while (bm * bn * 2 <= max_blocks && 2 * M * N * K / (bm * bn * 2) >= kMinWork) {
-    const bool m_can = M / (bm * 2) >= kMinBlock, n_can = N / (bn * 2) >= kMinBlock;
-    if (m_can && (!n_can || M / bm >= N / bn)) bm *= 2;
-    else if (n_can) bn *= 2;
+  Split s;
+  while (s.bm * s.bn * 2 <= max_blocks && 2 * M * N * K / (s.bm * s.bn * 2) >= kMinWork) {
+    const bool m_can = M / (s.bm * 2) >= kMinBlock, n_can = N / (s.bn * 2) >= kMinBlock;
+    if (m_can && (!n_can || M / s.bm >= N / s.bn)) s.bm *= 2;
+    else if (n_can) s.bn *= 2;
     else break;
   }
   // Not inside a parallel chunk (attention's per-head GEMMs): the outer loop already uses every
   // CPU, and the partials' per-thread scratch would grow on whichever thread the scheduler picks,
   // so a late step could allocate.
   const bool may_split_k = !inside_parallel_chunk();
-  while (may_split_k && bm * bn * bk * 2 <= max_blocks && 2 * M * N * K / (bm * bn * bk * 2) >= kMinWork && K / (bk * 2) >= kMinBlock) bk *= 2;
+  while (may_split_k && s.bm * s.bn * s.bk * 2 <= max_blocks && 2 * M * N * K / (s.bm * s.bn * s.bk * 2) >= kMinWork &&
+         K / (s.bk * 2) >= kMinBlock)
+    s.bk *= 2;
+  return s;
+}
+
+// Runs the blocks of `split`: the first K block accumulates into C, the others write partial
+// products into scratch (the caller's, else one leased here), which are then added to C in block
+// order, so the bits depend on the shape and the machine's block count only.
+// run(m0, m1, n0, n1, k0, k1, c, ldc, accumulate) computes the block C[m0:m1, n0:n1] (+)=
+// op(A)[m0:m1, k0:k1] op(B)[k0:k1, n0:n1] into c, the block's first element (in C or a partial).
+template <class T, class Run>
+void split_blocks(const Split& split, std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int64_t ldc, bool acc,
+                  Scratch* scratch, Run&& run) {
+  const auto [bm, bn, bk] = split;
   if (bm * bn * bk == 1) {
     run(0, M, 0, N, 0, K, C, ldc, acc);
     return;
@@ -221,14 +241,25 @@ void split_blocks(std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int
 using bf16_gemm_fn = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const std::uint16_t*, std::int64_t,
                              const std::uint16_t*, std::int64_t, float, float*, std::int64_t);
 
+// The C API functions a matmul primitive needs, loaded by name like the rest.
+#define CTGRAD_DNNL_FUNCTIONS(X)                                                                                                \
+  X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_memory_desc_init_by_strides) X(dnnl_matmul_desc_init)                     \
+  X(dnnl_primitive_attr_create) X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode)                      \
+  X(dnnl_post_ops_create) X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_sum) X(dnnl_primitive_attr_set_post_ops)             \
+  X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query) X(dnnl_primitive_desc_query_md)   \
+  X(dnnl_memory_desc_get_size) X(dnnl_primitive_create) X(dnnl_memory_create) X(dnnl_memory_set_data_handle)                   \
+  X(dnnl_primitive_execute)
+
 struct OneDnn {
   bf16_gemm_fn gemm = nullptr;
   void (*omp_set_num_threads)(int) = nullptr;
   int (*omp_get_max_threads)() = nullptr;
-  std::string why;  // why it cannot be used
+#define CTGRAD_DNNL_POINTER(f) decltype(&::f) f = nullptr;
+  CTGRAD_DNNL_FUNCTIONS(CTGRAD_DNNL_POINTER)
+#undef CTGRAD_DNNL_POINTER
+  dnnl_engine_t engine = nullptr;  // null: no matmul primitives (the BLAS-like call only)
+  std::string why;                 // why it cannot be used
   OneDnn() {
-    // Its OpenMP runtime runs one thread per call (set in the calling thread for the call, then
-    // restored for whatever else uses OpenMP there): oneTBB owns the cores.
     void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       why = std::string("oneDNN could not be loaded (") + dlerror() + "; run scripts/setup.sh)";
@@ -240,12 +271,174 @@ struct OneDnn {
     if (!gemm || !omp_set_num_threads || !omp_get_max_threads) {
       gemm = nullptr;
       why = "libdnnl.so.2 lacks dnnl_gemm_bf16bf16f32 or its OpenMP runtime";
+      return;
     }
+    bool all = true;
+#define CTGRAD_DNNL_LOAD(f)                          \
+  f = reinterpret_cast<decltype(f)>(dlsym(h, #f)); \
+  all = all && f;
+    CTGRAD_DNNL_FUNCTIONS(CTGRAD_DNNL_LOAD)
+#undef CTGRAD_DNNL_LOAD
+    if (all && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = nullptr;
   }
 };
 const OneDnn& onednn() {
   static const OneDnn d;
   return d;
+}
+
+// oneDNN's OpenMP runtime runs one thread, the calling one, for the scope (oneTBB owns the cores);
+// the thread's setting is restored afterwards for whatever else uses OpenMP there.
+class OneOmpThread {
+ public:
+  explicit OneOmpThread(const OneDnn& d) : d_(d), old_(d.omp_get_max_threads()) { d.omp_set_num_threads(1); }
+  ~OneOmpThread() { d_.omp_set_num_threads(old_); }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  const OneDnn& d_;
+  int old_;
+};
+
+// A matmul primitive for one block shape on dense operands: C[m, n] (+)= op(A)[m, k] op(B)[k, n],
+// A stored m x k (k x m when transposed), B k x n (n x k), bf16; C m x n, fp32. Built on first use
+// with one OpenMP thread, so it plans for and runs in the calling thread, and kept for the process
+// (one per block shape a program uses). A shape oneDNN cannot build has no primitive and keeps the
+// BLAS-like call.
+struct MatmulKey {
+  std::int64_t m, n, k;
+  bool ta, tb, acc;
+  bool operator==(const MatmulKey&) const = default;
+};
+struct MatmulKeyHash {
+  std::size_t operator()(const MatmulKey& k) const {
+    std::size_t h = std::hash<std::int64_t>()(k.m);
+    for (std::int64_t v : {k.n, k.k, std::int64_t(k.ta) | std::int64_t(k.tb) << 1 | std::int64_t(k.acc) << 2})
+      h = h * 1000003u ^ std::hash<std::int64_t>()(v);
+    return h;
+  }
+};
+struct Matmul {
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_desc_t a{}, b{}, c{}, scratch{};
+  std::size_t scratch_bytes = 0;
+  std::string impl;  // the kernel oneDNN chose, e.g. "brg:avx512_core_amx_bf16"
+};
+
+Matmul make_matmul(const OneDnn& d, const MatmulKey& key) {
+  Matmul mm;
+  const dnnl_dims_t a_dims = {key.m, key.k}, a_strides = {key.ta ? 1 : key.k, key.ta ? key.m : 1};
+  const dnnl_dims_t b_dims = {key.k, key.n}, b_strides = {key.tb ? 1 : key.n, key.tb ? key.k : 1};
+  const dnnl_dims_t c_dims = {key.m, key.n}, c_strides = {key.n, 1};
+  dnnl_matmul_desc_t desc;
+  if (d.dnnl_memory_desc_init_by_strides(&mm.a, 2, a_dims, dnnl_bf16, a_strides) != dnnl_success ||
+      d.dnnl_memory_desc_init_by_strides(&mm.b, 2, b_dims, dnnl_bf16, b_strides) != dnnl_success ||
+      d.dnnl_memory_desc_init_by_strides(&mm.c, 2, c_dims, dnnl_f32, c_strides) != dnnl_success ||
+      d.dnnl_matmul_desc_init(&desc, &mm.a, &mm.b, nullptr, &mm.c) != dnnl_success)
+    return mm;
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t post = nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  bool ok = d.dnnl_primitive_attr_create(&attr) == dnnl_success &&
+            d.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+  if (ok && key.acc)  // C += product: a sum post-op
+    ok = d.dnnl_post_ops_create(&post) == dnnl_success && d.dnnl_post_ops_append_sum(post, 1.0f) == dnnl_success &&
+         d.dnnl_primitive_attr_set_post_ops(attr, post) == dnnl_success;
+  {
+    OneOmpThread one(d);
+    if (ok && d.dnnl_primitive_desc_create(&pd, &desc, attr, d.engine, nullptr) == dnnl_success) {
+      const char* impl = nullptr;
+      if (d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) mm.impl = impl;
+      if (const dnnl_memory_desc_t* s = d.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) {
+        mm.scratch = *s;
+        mm.scratch_bytes = d.dnnl_memory_desc_get_size(s);
+      }
+      if (d.dnnl_primitive_create(&mm.primitive, pd) != dnnl_success) mm.primitive = nullptr;
+    }
+  }
+  if (pd) d.dnnl_primitive_desc_destroy(pd);
+  if (post) d.dnnl_post_ops_destroy(post);
+  if (attr) d.dnnl_primitive_attr_destroy(attr);
+  return mm;
+}
+
+const Matmul& matmul_for(const OneDnn& d, const MatmulKey& key) {
+  static std::mutex mutex;
+  static std::unordered_map<MatmulKey, std::unique_ptr<Matmul>, MatmulKeyHash> made;
+  std::lock_guard lock(mutex);
+  std::unique_ptr<Matmul>& slot = made[key];
+  if (!slot) slot = std::make_unique<Matmul>(make_matmul(d, key));
+  return *slot;
+}
+
+// What one thread needs to run primitives: a stream, memory objects per primitive (their data
+// set per call) and a grow-only scratchpad. A primitive runs to its end in the calling thread,
+// so none of it is in use twice at once.
+struct DnnlThread {
+  dnnl_stream_t stream = nullptr;
+  std::unordered_map<const Matmul*, std::array<dnnl_memory_t, 4>> memories;  // a, b, c, scratchpad
+  std::vector<std::byte> scratchpad;
+};
+thread_local DnnlThread t_dnnl;
+
+// False when this thread could not set up to run it (the caller takes the BLAS-like call).
+bool run_matmul(const OneDnn& d, const Matmul& mm, const std::uint16_t* a, const std::uint16_t* b, float* c) {
+  DnnlThread& t = t_dnnl;
+  if (!t.stream && d.dnnl_stream_create(&t.stream, d.engine, dnnl_stream_default_flags) != dnnl_success) {
+    t.stream = nullptr;
+    return false;
+  }
+  auto [it, fresh] = t.memories.try_emplace(&mm);
+  std::array<dnnl_memory_t, 4>& mem = it->second;
+  if (fresh) {
+    const dnnl_memory_desc_t* descs[4] = {&mm.a, &mm.b, &mm.c, &mm.scratch};
+    for (int i = 0; i < (mm.scratch_bytes ? 4 : 3); ++i)
+      if (d.dnnl_memory_create(&mem[std::size_t(i)], descs[i], d.engine, DNNL_MEMORY_NONE) != dnnl_success) {
+        t.memories.erase(it);  // what was created is left (a failure here is not expected to repeat)
+        return false;
+      }
+  }
+  constexpr std::size_t kAlign = 64;
+  if (t.scratchpad.size() < mm.scratch_bytes + kAlign) t.scratchpad.resize(mm.scratch_bytes + kAlign);
+  void* pad = t.scratchpad.data() + (kAlign - reinterpret_cast<std::uintptr_t>(t.scratchpad.data()) % kAlign) % kAlign;
+  void* handles[4] = {const_cast<std::uint16_t*>(a), const_cast<std::uint16_t*>(b), c, pad};
+  const int args_used = mm.scratch_bytes ? 4 : 3;
+  for (int i = 0; i < args_used; ++i) d.dnnl_memory_set_data_handle(mem[std::size_t(i)], handles[i]);
+  const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}, {DNNL_ARG_SCRATCHPAD, mem[3]}};
+  OneOmpThread one(d);
+  const dnnl_status_t status = d.dnnl_primitive_execute(mm.primitive, t.stream, args_used, args);
+  if (status != dnnl_success)  // C may be partly written: no second try
+    throw std::runtime_error("matmul: oneDNN's bf16 matmul primitive (" + mm.impl + ") failed with status " + std::to_string(int(status)));
+  return true;
+}
+
+std::atomic<int> g_bf16_kernel{int(Bf16Kernel::automatic)};
+
+// Automatic: primitives where oneDNN runs them on AMX tiles (asked once, of a probe shape).
+bool amx_primitives() {
+  static const bool amx = [] {
+    const OneDnn& d = onednn();
+    if (!d.engine) return false;
+    const Matmul& probe = matmul_for(d, {256, 256, 256, false, true, false});
+    return probe.primitive && probe.impl.find("amx") != std::string::npos;
+  }();
+  return amx;
+}
+
+// Whether bf16 blocks with op(A) transposed or not go through primitives. A weight gradient
+// (op(A) = dY^T) keeps the BLAS-like call even on AMX: faster there (docs/performance.md).
+bool bf16_primitives(bool trans_a) {
+  switch (Bf16Kernel(g_bf16_kernel.load(std::memory_order_relaxed))) {
+    case Bf16Kernel::call: return false;
+    case Bf16Kernel::primitive: return onednn().engine != nullptr;
+    case Bf16Kernel::automatic: break;
+  }
+  if (const char* e = std::getenv("CTGRAD_BF16_GEMM")) {
+    if (std::strcmp(e, "call") == 0) return false;
+    if (std::strcmp(e, "primitive") == 0) return onednn().engine != nullptr;
+  }
+  return !trans_a && amx_primitives();
 }
 
 std::atomic<bool> g_bf16{false};
@@ -267,36 +460,54 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16(con
   }
 }
 
-// A (stored rows x cols, leading dimension ld) converted in parallel into a dense bf16 copy.
-void convert(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::vector<std::uint16_t>& dst) {
+// A matrix stored rows x cols (leading dimension ld) converted in parallel into a bf16 copy cut
+// into rb x cb blocks (row boundaries i * rows / rb, column boundaries j * cols / cb), each block
+// dense, as a primitive needs: block (i, j) starts at r0 * cols + (r1 - r0) * c0 and has rows of
+// c1 - c0. With one block this is the plain dense copy.
+void convert_blocks(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t rb, std::int64_t cb,
+                    std::vector<std::uint16_t>& dst) {
   if (dst.size() < std::size_t(rows * cols)) dst.resize(std::size_t(rows * cols));
   std::uint16_t* d = dst.data();
-  parallel(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, cols)),
-           [&](std::int64_t r0, std::int64_t r1) { to_bf16(src + r0 * ld, r1 - r0, cols, ld, d + r0 * cols); });
+  parallel(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, cols)), [&](std::int64_t r0, std::int64_t r1) {
+    std::int64_t i = 0;
+    while ((i + 1) * rows / rb <= r0) ++i;  // the row block holding r0
+    for (std::int64_t r = r0; r < r1; ++i) {
+      const std::int64_t b0 = i * rows / rb, b1 = (i + 1) * rows / rb, end = std::min(r1, b1);
+      for (std::int64_t j = 0; j < cb; ++j) {
+        const std::int64_t c0 = j * cols / cb, c1 = (j + 1) * cols / cb;
+        to_bf16(src + r * ld + c0, end - r, c1 - c0, ld, d + b0 * cols + (b1 - b0) * c0 + (r - b0) * (c1 - c0));
+      }
+      r = end;
+    }
+  });
 }
 
 void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
                std::int64_t ldb, float* C, std::int64_t ldc, bool acc) {
   ScratchLease scratch;
-  // Dense bf16 copies in the stored layout: op(A) is M x K, stored K x M when transposed.
-  const std::int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
-  convert(A, ta ? K : M, a_cols, lda, scratch->a);
-  convert(B, tb ? N : K, b_cols, ldb, scratch->b);
+  const Split split = choose_split(M, N, K);
+  // bf16 copies in the stored layout (op(A) is M x K, stored K x M when transposed), each block dense.
+  convert_blocks(A, ta ? K : M, ta ? M : K, lda, ta ? split.bk : split.bm, ta ? split.bm : split.bk, scratch->a);
+  convert_blocks(B, tb ? N : K, tb ? K : N, ldb, tb ? split.bn : split.bk, tb ? split.bk : split.bn, scratch->b);
   const std::uint16_t *a = scratch->a.data(), *b = scratch->b.data();
   const OneDnn& dnnl = onednn();
-  split_blocks(M, N, K, C, ldc, acc, &*scratch,
+  const bool primitives = bf16_primitives(ta);
+  split_blocks(split, M, N, K, C, ldc, acc, &*scratch,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, float* c,
                    std::int64_t ldc_block, bool acc_block) {
-                 const int omp_threads = dnnl.omp_get_max_threads();
-                 dnnl.omp_set_num_threads(1);
-                 const std::uint16_t* ap = ta ? a + k0 * a_cols + m0 : a + m0 * a_cols + k0;
-                 const std::uint16_t* bp = tb ? b + n0 * b_cols + k0 : b + k0 * b_cols + n0;
-                 const int status = dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m1 - m0, n1 - n0, k1 - k0, 1.0f, ap, a_cols, bp, b_cols,
+                 const std::int64_t m = m1 - m0, n = n1 - n0, k = k1 - k0;
+                 const std::uint16_t* ap = ta ? a + k0 * M + k * m0 : a + m0 * K + m * k0;  // as convert_blocks placed them
+                 const std::uint16_t* bp = tb ? b + n0 * K + n * k0 : b + k0 * N + k * n0;
+                 if (primitives && ldc_block == n) {  // a primitive writes a dense C only
+                   const Matmul& mm = matmul_for(dnnl, {m, n, k, ta, tb, acc_block});
+                   if (mm.primitive && run_matmul(dnnl, mm, ap, bp, c)) return;
+                 }
+                 OneOmpThread one(dnnl);
+                 const int status = dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, ap, ta ? m : k, bp, tb ? k : n,
                                               acc_block ? 1.0f : 0.0f, c, ldc_block);
-                 dnnl.omp_set_num_threads(omp_threads);
                  if (status != 0)  // dnnl_status_t: 0 is success
                    throw std::runtime_error("matmul: oneDNN's bf16 GEMM failed with status " + std::to_string(status) + " on " +
-                                            std::to_string(m1 - m0) + "x" + std::to_string(n1 - n0) + "x" + std::to_string(k1 - k0));
+                                            std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
                });
 }
 
@@ -405,7 +616,7 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
     reference(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
-  split_blocks(M, N, K, C, ldc, accumulate, nullptr,
+  split_blocks(choose_split(M, N, K), M, N, K, C, ldc, accumulate, nullptr,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, T* c,
                    std::int64_t ldc_block, bool acc_block) {
                  const T* a = ta ? A + k0 * lda + m0 : A + m0 * lda + k0;
@@ -415,6 +626,18 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
 }
 
 std::string gemm_backend() { return blas().name; }
+
+void set_bf16_kernel(Bf16Kernel k) { g_bf16_kernel = int(k); }
+
+std::string bf16_kernel() {
+  const OneDnn& d = onednn();
+  if (!d.gemm) return "none (" + d.why + ")";
+  const std::string call = "oneDNN's dnnl_gemm_bf16bf16f32";
+  if (!bf16_primitives(false)) return call;
+  const Matmul& probe = matmul_for(d, {256, 256, 256, false, true, false});
+  const std::string prim = "oneDNN matmul primitives (" + (probe.impl.empty() ? std::string("none built") : probe.impl) + ")";
+  return bf16_primitives(true) ? prim : prim + "; with op(A) transposed " + call;
+}
 bool gemm_uses_blas() { return blas().sgemm != nullptr; }
 
 template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*,

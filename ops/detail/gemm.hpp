@@ -12,8 +12,9 @@
 // micro-kernel: docs/performance.md.
 //
 // Mixed precision (set_gemm_precision(Precision::bf16)): float GEMMs round both operands to
-// bfloat16 and accumulate in fp32 through oneDNN's dnnl_gemm_bf16bf16f32 (its AVX512-BF16 kernels),
-// loaded by path like OpenBLAS and run one thread per call under the same shape-only split.
+// bfloat16 and accumulate in fp32 through oneDNN (AVX512-BF16 or AMX kernels), loaded by path like
+// OpenBLAS and run one thread per block under the same shape-only split: its BLAS-like
+// dnnl_gemm_bf16bf16f32, or matmul primitives where they are faster (bf16_kernel below).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -51,6 +52,17 @@ inline constexpr std::int64_t kBf16MinFlops = std::int64_t(1) << 21;
 std::string set_gemm_precision(Precision p);
 std::string set_gemm_precision(Precision p, const cpu::Features& cpu);
 Precision gemm_precision();
+
+// Which oneDNN entry runs a bf16 block. automatic: matmul primitives (one per block shape, built on
+// first use and kept; the operands' bf16 copies are laid out block by block, dense, as they need)
+// where oneDNN runs them on AMX tiles, as its BLAS-like call is 1.7-3.4x slower there on a small
+// model's shapes; the BLAS-like call elsewhere (AVX512-BF16 without AMX: no faster) and for
+// op(A) transposed (a weight gradient: the call is faster there on AMX too). A block whose C is
+// not dense takes the call. CTGRAD_BF16_GEMM=primitive|call overrides automatic; the setter
+// (tests, benchmarks) overrides both. Figures: docs/performance.md.
+enum class Bf16Kernel { automatic, call, primitive };
+void set_bf16_kernel(Bf16Kernel k);
+std::string bf16_kernel();  // what bf16 blocks run through on this host, for benchmarks' output
 
 // The most blocks one GEMM is split into: the CPUs this process may use (oneTBB's default
 // concurrency: affinity mask and cgroup quota) rounded up to a power of two, or CTGRAD_GEMM_BLOCKS.

@@ -287,3 +287,53 @@ TEST_CASE("bf16 gemm split along K gives the same bits on 1 and 2 threads", "[op
     for (std::int64_t j = 0; j < N; j += 3) worst = std::max(worst, std::abs(one[std::size_t(i * N + j)] - reference_entry(A, M, true, B, N, false, i, j, K)));
   CHECK(worst < 2e-2 * std::sqrt(double(K)) + 1e-2);  // bf16 operands, fp32 accumulation
 }
+
+TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is right for every form and split and a strided C", "[ops][gemm][bf16]") {
+  if (!ctgrad::testing::bf16_gemm()) return;
+  // Blocks of each kind at 4 blocks: rows (600 x 40), columns (40 x 700), K (60 x 50, K = 1200),
+  // a 2 x 2 grid (520 x 530); C strided (3 columns of padding), so the split-N and strided blocks
+  // take the BLAS-like call even among primitives.
+  struct S { std::int64_t M, N, K; };
+  ctgrad::testing::ScopedGemmBlocks blocks(4);
+  struct ScopedRoute {  // back to automatic however the test ends
+    explicit ScopedRoute(kernel::Bf16Kernel k) { kernel::set_bf16_kernel(k); }
+    ~ScopedRoute() { kernel::set_bf16_kernel(kernel::Bf16Kernel::automatic); }
+  };
+  for (const kernel::Bf16Kernel route : {kernel::Bf16Kernel::primitive, kernel::Bf16Kernel::call}) {
+    ScopedRoute scoped(route);
+    ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
+    if (route == kernel::Bf16Kernel::primitive)  // built here, not fallen back from
+      CHECK_THAT(kernel::bf16_kernel(), Catch::Matchers::Contains("matmul primitives (") && !Catch::Matchers::Contains("none built") &&
+                                          !Catch::Matchers::Contains("transposed"));
+    else
+      CHECK(kernel::bf16_kernel() == "oneDNN's dnnl_gemm_bf16bf16f32");
+    for (S s : {S{600, 40, 90}, S{40, 700, 80}, S{60, 50, 1200}, S{520, 530, 16}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool acc : {false, true})
+            for (std::int64_t pad : {0, 3}) {
+              const std::int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N, ldc = s.N + pad;
+              auto A = randn(std::size_t(s.M * s.K), 21), B = randn(std::size_t(s.K * s.N), 22), C0 = randn(std::size_t(s.M * ldc), 23);
+              const auto [one, two] = on_1_and_2_threads(C0, [&](float* c) { kernel::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, c, ldc, acc); });
+              if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
+              double to_rounded = 0;
+              bool padding_kept = true;
+              for (std::int64_t i = 0; i < s.M; i += 3)
+                for (std::int64_t j = 0; j < ldc; ++j) {
+                  const std::size_t e = std::size_t(i * ldc + j);
+                  if (j >= s.N) {
+                    padding_kept = padding_kept && one[e] == C0[e];
+                    continue;
+                  }
+                  double want = acc ? double(C0[e]) : 0.0;
+                  for (std::int64_t k = 0; k < s.K; ++k)
+                    want += double(round_bf16(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)])) *
+                            double(round_bf16(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]));
+                  to_rounded = std::max(to_rounded, std::abs(one[e] - want));
+                }
+              INFO("route " << int(route) << " M" << s.M << " N" << s.N << " K" << s.K << " ta" << ta << " tb" << tb << " acc" << acc << " pad" << pad);
+              CHECK(to_rounded < 1e-4 * std::sqrt(double(s.K)) + 1e-5);  // fp32 accumulation of the bf16 operands
+              CHECK(padding_kept);
+            }
+  }
+}
