@@ -169,8 +169,9 @@ int gemm_bench(int threads, int reps) {
   } else {
     std::printf("{\"bench\":\"gemm\",\"note\":\"oneDNN (libdnnl-dev) not installed, skipped\"}\n");
   }
-  std::printf("{\"bench\":\"machine\",\"cpu\":\"%s\",\"cores\":%u,\"threads\":%d,\"ctgrad_backend\":\"%s\"}\n",
-              ctgrad::cpu::describe().c_str(), std::thread::hardware_concurrency(), threads, backend.c_str());
+  std::printf("{\"bench\":\"machine\",\"cpu\":\"%s\",\"cores\":%u,\"threads\":%d,\"ctgrad_backend\":\"%s\",\"ctgrad_bf16\":\"%s\"}\n",
+              ctgrad::cpu::describe().c_str(), std::thread::hardware_concurrency(), threads, backend.c_str(),
+              ctgrad::kernel::bf16_kernel().c_str());
 
   const Shape shapes[] = {{1024, 1024, 1024, false, false, "square"},
                           {4096, 3072, 768, false, true, "linear forward: X W^T"},

@@ -198,6 +198,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   std::printf("%s\n", json{{"bench", "machine"},
                            {"cpu", ctgrad::cpu::describe()},
                            {"threads", o.threads},
+                           {"bf16_gemm", o.precision == "fp32" ? "not used" : kernel::bf16_kernel()},
                            {"fma_peak_gflops_at_start", peak0},
                            {"peer", o.peer.empty() ? "none" : o.peer + " 1.13 (OpenBLAS OpenMP build, OMP_NUM_THREADS=" +
                                                                   std::to_string(o.threads) + ")"}}
