@@ -432,19 +432,29 @@ bool amx_primitives() {
   return amx;
 }
 
-// Whether bf16 blocks with op(A) transposed or not go through primitives. A weight gradient
-// (op(A) = dY^T) keeps the BLAS-like call even on AMX: faster there (docs/performance.md).
-bool bf16_primitives(bool trans_a) {
-  switch (Bf16Kernel(g_bf16_kernel.load(std::memory_order_relaxed))) {
-    case Bf16Kernel::call: return false;
-    case Bf16Kernel::primitive: return onednn().engine != nullptr;
-    case Bf16Kernel::automatic: break;
-  }
-  if (const char* e = std::getenv("CTGRAD_BF16_GEMM")) {
-    if (std::strcmp(e, "call") == 0) return false;
-    if (std::strcmp(e, "primitive") == 0) return onednn().engine != nullptr;
-  }
-  return !trans_a && amx_primitives();
+// CTGRAD_BF16_GEMM, read once: -1 none (automatic), else a Bf16Kernel.
+int bf16_kernel_from_env() {
+  static const int k = [] {
+    const char* e = std::getenv("CTGRAD_BF16_GEMM");
+    if (e && std::strcmp(e, "call") == 0) return int(Bf16Kernel::call);
+    if (e && std::strcmp(e, "primitive") == 0) return int(Bf16Kernel::primitive);
+    return -1;
+  }();
+  return k;
+}
+
+// Whether a bf16 block of this form goes through a primitive. Automatic, on AMX: the forms where
+// primitives measured faster than the BLAS-like call on Emerald Rapids, with both routes
+// alternating on the same shapes (docs/performance.md): op(B) transposed (a linear's forward,
+// attention's Q K^T; 1.0-2.1x) and neither transposed with k < 1024 (a small layer's dX,
+// attention's P V; 1.14-1.19x, but 0.76-0.96x at k of 1024-4096); never op(A) transposed (a weight
+// gradient: 0.93x).
+bool bf16_primitive_for(bool trans_a, bool trans_b, std::int64_t k) {
+  int route = g_bf16_kernel.load(std::memory_order_relaxed);
+  if (route == int(Bf16Kernel::automatic) && bf16_kernel_from_env() >= 0) route = bf16_kernel_from_env();
+  if (route == int(Bf16Kernel::call)) return false;
+  if (route == int(Bf16Kernel::primitive)) return onednn().engine != nullptr;
+  return amx_primitives() && !trans_a && (trans_b || k < 1024);
 }
 
 std::atomic<bool> g_bf16{false};
@@ -497,14 +507,13 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   convert_blocks(B, tb ? N : K, tb ? K : N, ldb, tb ? split.bn : split.bk, tb ? split.bk : split.bn, scratch->b);
   const std::uint16_t *a = scratch->a.data(), *b = scratch->b.data();
   const OneDnn& dnnl = onednn();
-  const bool primitives = bf16_primitives(ta);
   split_blocks(split, M, N, K, C, ldc, acc, &*scratch,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, float* c,
                    std::int64_t ldc_block, bool acc_block) {
                  const std::int64_t m = m1 - m0, n = n1 - n0, k = k1 - k0;
                  const std::uint16_t* ap = ta ? a + k0 * M + k * m0 : a + m0 * K + m * k0;  // as convert_blocks placed them
                  const std::uint16_t* bp = tb ? b + n0 * K + n * k0 : b + k0 * N + k * n0;
-                 if (primitives && ldc_block == n) {  // a primitive writes a dense C only
+                 if (ldc_block == n && bf16_primitive_for(ta, tb, k)) {  // a primitive writes a dense C only
                    const Matmul& mm = matmul_for(dnnl, {m, n, k, ta, tb, acc_block});
                    if (mm.primitive && run_matmul(dnnl, mm, ap, bp, c)) return;
                  }
@@ -639,10 +648,10 @@ std::string bf16_kernel() {
   const OneDnn& d = onednn();
   if (!d.gemm) return "none (" + d.why + ")";
   const std::string call = "oneDNN's dnnl_gemm_bf16bf16f32";
-  if (!bf16_primitives(false)) return call;
+  if (!bf16_primitive_for(false, true, 1)) return call;
   const Matmul& probe = matmul_for(d, {256, 256, 256, false, true, false});
   const std::string prim = "oneDNN matmul primitives (" + (probe.impl.empty() ? std::string("none built") : probe.impl) + ")";
-  return bf16_primitives(true) ? prim : prim + "; with op(A) transposed " + call;
+  return bf16_primitive_for(true, false, 1 << 20) ? prim : prim + " for op(B) transposed or k < 1024, else " + call;
 }
 bool gemm_uses_blas() { return blas().sgemm != nullptr; }
 

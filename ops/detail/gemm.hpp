@@ -53,13 +53,13 @@ std::string set_gemm_precision(Precision p);
 std::string set_gemm_precision(Precision p, const cpu::Features& cpu);
 Precision gemm_precision();
 
-// Which oneDNN entry runs a bf16 block. automatic: matmul primitives (one per block shape, built on
-// first use and kept; the operands' bf16 copies are laid out block by block, dense, as they need)
-// where oneDNN runs them on AMX tiles, as its BLAS-like call is 1.7-3.4x slower there on a small
-// model's shapes; the BLAS-like call elsewhere (AVX512-BF16 without AMX: no faster) and for
-// op(A) transposed (a weight gradient: the call is faster there on AMX too). A block whose C is
-// not dense takes the call. CTGRAD_BF16_GEMM=primitive|call overrides automatic; the setter
-// (tests, benchmarks) overrides both. Figures: docs/performance.md.
+// Which oneDNN entry runs a bf16 block. automatic: on AMX hosts, matmul primitives (one per block
+// shape, built on first use and kept; the operands' bf16 copies are laid out block by block, dense,
+// as they need) for the forms where they measured faster than oneDNN's BLAS-like call: op(B)
+// transposed (1.0-2.1x; a linear's forward), and neither transposed with k < 1024 (1.14-1.19x; a
+// small layer's dX); the call elsewhere, for a C block that is not dense, and on hosts without
+// AMX. CTGRAD_BF16_GEMM=primitive|call overrides automatic; the setter (tests, benchmarks)
+// overrides both. Figures: docs/performance.md.
 enum class Bf16Kernel { automatic, call, primitive };
 void set_bf16_kernel(Bf16Kernel k);
 std::string bf16_kernel();  // what bf16 blocks run through on this host, for benchmarks' output
