@@ -248,7 +248,7 @@ using bf16_gemm_fn = int (*)(char, char, std::int64_t, std::int64_t, std::int64_
   X(dnnl_post_ops_create) X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_sum) X(dnnl_primitive_attr_set_post_ops)             \
   X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query) X(dnnl_primitive_desc_query_md)   \
   X(dnnl_memory_desc_get_size) X(dnnl_primitive_create) X(dnnl_memory_create) X(dnnl_memory_set_data_handle)                   \
-  X(dnnl_primitive_execute)
+  X(dnnl_primitive_execute) X(dnnl_memory_destroy) X(dnnl_stream_destroy)
 
 struct OneDnn {
   bf16_gemm_fn gemm = nullptr;
@@ -282,9 +282,11 @@ struct OneDnn {
     if (all && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = nullptr;
   }
 };
+// Never destroyed: threads that end during the process's exit still release their oneDNN objects
+// through it.
 const OneDnn& onednn() {
-  static const OneDnn d;
-  return d;
+  static const OneDnn* d = new OneDnn;
+  return *d;
 }
 
 // oneDNN's OpenMP runtime runs one thread, the calling one, for the scope (oneTBB owns the cores);
@@ -369,11 +371,13 @@ constexpr std::size_t kMaxMatmuls = 4096;
 
 const Matmul& matmul_for(const OneDnn& d, const MatmulKey& key) {
   static std::mutex mutex;
-  static std::unordered_map<MatmulKey, std::unique_ptr<Matmul>, MatmulKeyHash> made;
+  // Kept for the process and never destroyed (nor their primitives): a thread may run one until
+  // the process ends.
+  static auto* made = new std::unordered_map<MatmulKey, std::unique_ptr<Matmul>, MatmulKeyHash>;
   static const Matmul none;
   std::lock_guard lock(mutex);
-  if (made.size() >= kMaxMatmuls && !made.count(key)) return none;
-  std::unique_ptr<Matmul>& slot = made[key];
+  if (made->size() >= kMaxMatmuls && !made->count(key)) return none;
+  std::unique_ptr<Matmul>& slot = (*made)[key];
   if (!slot) slot = std::make_unique<Matmul>(make_matmul(d, key));
   return *slot;
 }
@@ -385,6 +389,18 @@ struct DnnlThread {
   dnnl_stream_t stream = nullptr;
   std::unordered_map<const Matmul*, std::array<dnnl_memory_t, 4>> memories;  // a, b, c, scratchpad
   std::vector<std::byte> scratchpad;
+  DnnlThread() = default;
+  DnnlThread(const DnnlThread&) = delete;
+  DnnlThread& operator=(const DnnlThread&) = delete;
+  ~DnnlThread() {  // at the thread's end
+    const OneDnn& d = onednn();
+    for (auto& [mm, mem] : memories) release(d, mem);
+    if (stream) d.dnnl_stream_destroy(stream);
+  }
+  static void release(const OneDnn& d, std::array<dnnl_memory_t, 4>& mem) {
+    for (dnnl_memory_t& m : mem)
+      if (m) d.dnnl_memory_destroy(m), m = nullptr;
+  }
 };
 thread_local DnnlThread t_dnnl;
 
@@ -401,7 +417,8 @@ bool run_matmul(const OneDnn& d, const Matmul& mm, const std::uint16_t* a, const
     const dnnl_memory_desc_t* descs[4] = {&mm.a, &mm.b, &mm.c, &mm.scratch};
     for (int i = 0; i < (mm.scratch_bytes ? 4 : 3); ++i)
       if (d.dnnl_memory_create(&mem[std::size_t(i)], descs[i], d.engine, DNNL_MEMORY_NONE) != dnnl_success) {
-        t.memories.erase(it);  // what was created is left (a failure here is not expected to repeat)
+        DnnlThread::release(d, mem);
+        t.memories.erase(it);
         return false;
       }
   }
