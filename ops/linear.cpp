@@ -5,13 +5,10 @@
 namespace ctgrad {
 namespace {
 
-// y[rows, out] = bias broadcast, then += x W^T.
+// y[rows, out] = x W^T + bias on every row.
 template <class T>
 void affine(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, const T* w, const T* b, T* y) {
-  kernel::parallel(rows, std::max<std::int64_t>(1, 16384 / out), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) std::memcpy(y + r * out, b, std::size_t(out) * sizeof(T));
-  });
-  kernel::gemm(false, true, rows, out, in, x, in, w, in, y, out, true);
+  kernel::gemm_bias(false, true, rows, out, in, x, in, w, in, b, y, out);
 }
 
 // dx += G W, dW += G^T x, db += column sums of G; each written (=) instead when its bit of

@@ -303,27 +303,28 @@ class OneOmpThread {
   int old_;
 };
 
-// A matmul primitive for one block shape on dense operands: C[m, n] (+)= op(A)[m, k] op(B)[k, n],
-// A stored m x k (k x m when transposed), B k x n (n x k), bf16; C m x n, fp32. Built on first use
+// A matmul primitive for one block shape on dense operands: C[m, n] (+)= op(A)[m, k] op(B)[k, n]
+// (+ bias[n] on every row: its epilogue), A stored m x k (k x m when transposed), B k x n (n x k),
+// bf16; C m x n and the bias fp32. Built on first use
 // with one OpenMP thread, so it plans for and runs in the calling thread, and kept for the process
 // (one per block shape a program uses). A shape oneDNN cannot build has no primitive and keeps the
 // BLAS-like call.
 struct MatmulKey {
   std::int64_t m, n, k;
-  bool ta, tb, acc;
+  bool ta, tb, acc, bias = false;
   bool operator==(const MatmulKey&) const = default;
 };
 struct MatmulKeyHash {
   std::size_t operator()(const MatmulKey& k) const {
     std::size_t h = std::hash<std::int64_t>()(k.m);
-    for (std::int64_t v : {k.n, k.k, std::int64_t(k.ta) | std::int64_t(k.tb) << 1 | std::int64_t(k.acc) << 2})
+    for (std::int64_t v : {k.n, k.k, std::int64_t(k.ta) | std::int64_t(k.tb) << 1 | std::int64_t(k.acc) << 2 | std::int64_t(k.bias) << 3})
       h = h * 1000003u ^ std::hash<std::int64_t>()(v);
     return h;
   }
 };
 struct Matmul {
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_desc_t a{}, b{}, c{}, scratch{};
+  dnnl_memory_desc_t a{}, b{}, c{}, scratch{}, bias{};
   std::size_t scratch_bytes = 0;
   std::string impl;  // the kernel oneDNN chose, e.g. "brg:avx512_core_amx_bf16"
 };
@@ -332,12 +333,13 @@ Matmul make_matmul(const OneDnn& d, const MatmulKey& key) {
   Matmul mm;
   const dnnl_dims_t a_dims = {key.m, key.k}, a_strides = {key.ta ? 1 : key.k, key.ta ? key.m : 1};
   const dnnl_dims_t b_dims = {key.k, key.n}, b_strides = {key.tb ? 1 : key.n, key.tb ? key.k : 1};
-  const dnnl_dims_t c_dims = {key.m, key.n}, c_strides = {key.n, 1};
+  const dnnl_dims_t c_dims = {key.m, key.n}, c_strides = {key.n, 1}, bias_dims = {1, key.n};
   dnnl_matmul_desc_t desc;
   if (d.dnnl_memory_desc_init_by_strides(&mm.a, 2, a_dims, dnnl_bf16, a_strides) != dnnl_success ||
       d.dnnl_memory_desc_init_by_strides(&mm.b, 2, b_dims, dnnl_bf16, b_strides) != dnnl_success ||
       d.dnnl_memory_desc_init_by_strides(&mm.c, 2, c_dims, dnnl_f32, c_strides) != dnnl_success ||
-      d.dnnl_matmul_desc_init(&desc, &mm.a, &mm.b, nullptr, &mm.c) != dnnl_success)
+      (key.bias && d.dnnl_memory_desc_init_by_strides(&mm.bias, 2, bias_dims, dnnl_f32, c_strides) != dnnl_success) ||
+      d.dnnl_matmul_desc_init(&desc, &mm.a, &mm.b, key.bias ? &mm.bias : nullptr, &mm.c) != dnnl_success)
     return mm;
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_post_ops_t post = nullptr;
@@ -387,7 +389,7 @@ const Matmul& matmul_for(const OneDnn& d, const MatmulKey& key) {
 // so none of it is in use twice at once.
 struct DnnlThread {
   dnnl_stream_t stream = nullptr;
-  std::unordered_map<const Matmul*, std::array<dnnl_memory_t, 4>> memories;  // a, b, c, scratchpad
+  std::unordered_map<const Matmul*, std::array<dnnl_memory_t, 5>> memories;  // a, b, c, scratchpad, bias
   std::vector<std::byte> scratchpad;
   DnnlThread() = default;
   DnnlThread(const DnnlThread&) = delete;
@@ -397,7 +399,7 @@ struct DnnlThread {
     for (auto& [mm, mem] : memories) release(d, mem);
     if (stream) d.dnnl_stream_destroy(stream);
   }
-  static void release(const OneDnn& d, std::array<dnnl_memory_t, 4>& mem) {
+  static void release(const OneDnn& d, std::array<dnnl_memory_t, 5>& mem) {
     for (dnnl_memory_t& m : mem)
       if (m) d.dnnl_memory_destroy(m), m = nullptr;
   }
@@ -405,32 +407,37 @@ struct DnnlThread {
 thread_local DnnlThread t_dnnl;
 
 // False when this thread could not set up to run it (the caller takes the BLAS-like call).
-bool run_matmul(const OneDnn& d, const Matmul& mm, const std::uint16_t* a, const std::uint16_t* b, float* c) {
+bool run_matmul(const OneDnn& d, const Matmul& mm, const std::uint16_t* a, const std::uint16_t* b, const float* bias, float* c) {
   DnnlThread& t = t_dnnl;
   if (!t.stream && d.dnnl_stream_create(&t.stream, d.engine, dnnl_stream_default_flags) != dnnl_success) {
     t.stream = nullptr;
     return false;
   }
   auto [it, fresh] = t.memories.try_emplace(&mm);
-  std::array<dnnl_memory_t, 4>& mem = it->second;
-  if (fresh) {
-    const dnnl_memory_desc_t* descs[4] = {&mm.a, &mm.b, &mm.c, &mm.scratch};
-    for (int i = 0; i < (mm.scratch_bytes ? 4 : 3); ++i)
-      if (d.dnnl_memory_create(&mem[std::size_t(i)], descs[i], d.engine, DNNL_MEMORY_NONE) != dnnl_success) {
+  std::array<dnnl_memory_t, 5>& mem = it->second;
+  const dnnl_memory_desc_t* descs[5] = {&mm.a, &mm.b, &mm.c, &mm.scratch, &mm.bias};
+  const int kinds[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD, DNNL_ARG_BIAS};
+  const bool used[5] = {true, true, true, mm.scratch_bytes > 0, bias != nullptr};
+  if (fresh)
+    for (std::size_t i = 0; i < 5; ++i)
+      if (used[i] && d.dnnl_memory_create(&mem[i], descs[i], d.engine, DNNL_MEMORY_NONE) != dnnl_success) {
         DnnlThread::release(d, mem);
         t.memories.erase(it);
         return false;
       }
-  }
   constexpr std::size_t kAlign = 64;
   if (t.scratchpad.size() < mm.scratch_bytes + kAlign) t.scratchpad.resize(mm.scratch_bytes + kAlign);
   void* pad = t.scratchpad.data() + (kAlign - reinterpret_cast<std::uintptr_t>(t.scratchpad.data()) % kAlign) % kAlign;
-  void* handles[4] = {const_cast<std::uint16_t*>(a), const_cast<std::uint16_t*>(b), c, pad};
-  const int args_used = mm.scratch_bytes ? 4 : 3;
-  for (int i = 0; i < args_used; ++i) d.dnnl_memory_set_data_handle(mem[std::size_t(i)], handles[i]);
-  const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}, {DNNL_ARG_SCRATCHPAD, mem[3]}};
+  void* handles[5] = {const_cast<std::uint16_t*>(a), const_cast<std::uint16_t*>(b), c, pad, const_cast<float*>(bias)};
+  dnnl_exec_arg_t args[5];
+  int n_args = 0;
+  for (std::size_t i = 0; i < 5; ++i)
+    if (used[i]) {
+      d.dnnl_memory_set_data_handle(mem[i], handles[i]);
+      args[n_args++] = {kinds[i], mem[i]};
+    }
   OneOmpThread one(d);
-  const dnnl_status_t status = d.dnnl_primitive_execute(mm.primitive, t.stream, args_used, args);
+  const dnnl_status_t status = d.dnnl_primitive_execute(mm.primitive, t.stream, n_args, args);
   if (status != dnnl_success)  // C may be partly written: no second try
     throw std::runtime_error("matmul: oneDNN's bf16 matmul primitive (" + mm.impl + ") failed with status " + std::to_string(int(status)));
   return true;
@@ -515,8 +522,11 @@ void convert_blocks(const float* src, std::int64_t rows, std::int64_t cols, std:
   });
 }
 
+// C (+)= op(A) op(B) in bf16 with fp32 accumulation; with `bias` (then not accumulating), C =
+// op(A) op(B) + bias on every row, the bias added by a primitive's epilogue or, for a block that
+// takes the BLAS-like call, written into the block before the product is accumulated onto it.
 void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
-               std::int64_t ldb, float* C, std::int64_t ldc, bool acc) {
+               std::int64_t ldb, const float* bias, float* C, std::int64_t ldc, bool acc) {
   ScratchLease scratch;
   const Split split = choose_split(M, N, K);
   // bf16 copies in the stored layout (op(A) is M x K, stored K x M when transposed), each block dense.
@@ -530,9 +540,14 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                  const std::int64_t m = m1 - m0, n = n1 - n0, k = k1 - k0;
                  const std::uint16_t* ap = ta ? a + k0 * M + k * m0 : a + m0 * K + m * k0;  // as convert_blocks placed them
                  const std::uint16_t* bp = tb ? b + n0 * K + n * k0 : b + k0 * N + k * n0;
+                 const float* block_bias = bias && k0 == 0 ? bias + n0 : nullptr;  // once: not into K blocks' partials
                  if (ldc_block == n && bf16_primitive_for(ta, tb, k)) {  // a primitive writes a dense C only
-                   const Matmul& mm = matmul_for(dnnl, {m, n, k, ta, tb, acc_block});
-                   if (mm.primitive && run_matmul(dnnl, mm, ap, bp, c)) return;
+                   const Matmul& mm = matmul_for(dnnl, {m, n, k, ta, tb, acc_block, block_bias != nullptr});
+                   if (mm.primitive && run_matmul(dnnl, mm, ap, bp, block_bias, c)) return;
+                 }
+                 if (block_bias) {
+                   for (std::int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc_block, block_bias, std::size_t(n) * sizeof(float));
+                   acc_block = true;
                  }
                  OneOmpThread one(dnnl);
                  const int status = dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, ap, ta ? m : k, bp, tb ? k : n,
@@ -641,7 +656,7 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
   }
   if constexpr (std::is_same_v<T, float>)
     if (g_bf16.load(std::memory_order_relaxed) && 2 * M * N * K >= kBf16MinFlops) {
-      gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+      gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, nullptr, C, ldc, accumulate);
       return;
     }
   if (!blas().sgemm) {
@@ -655,6 +670,21 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
                  const T* b = tb ? B + n0 * ldb + k0 : B + k0 * ldb + n0;
                  call(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, c, ldc_block, acc_block);
                });
+}
+
+template <class T>
+void gemm_bias(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda, const T* B,
+               std::int64_t ldb, const T* bias, T* C, std::int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (g_bf16.load(std::memory_order_relaxed) && K > 0 && 2 * M * N * K >= kBf16MinFlops) {
+      gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, false);
+      return;
+    }
+  parallel(M, std::max<std::int64_t>(1, 16384 / N), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) std::memcpy(C + r * ldc, bias, std::size_t(N) * sizeof(T));
+  });
+  gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, true);
 }
 
 std::string gemm_backend() { return blas().name; }
@@ -676,5 +706,9 @@ template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, 
                           std::int64_t, float*, std::int64_t, bool);
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*, std::int64_t,
                            const double*, std::int64_t, double*, std::int64_t, bool);
+template void gemm_bias<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*,
+                               std::int64_t, const float*, float*, std::int64_t);
+template void gemm_bias<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*, std::int64_t,
+                                const double*, std::int64_t, const double*, double*, std::int64_t);
 
 }  // namespace ctgrad::kernel

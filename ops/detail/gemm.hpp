@@ -29,6 +29,13 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
           const T* B, std::int64_t ldb, T* C, std::int64_t ldc, bool accumulate);
 
+// C[M,N] = op(A) op(B) + bias[N] on every row (a linear's forward). bf16 matmul primitives add the
+// bias in their epilogue; otherwise C's rows are set to the bias and the product accumulated onto
+// them, as before.
+template <class T>
+void gemm_bias(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
+               const T* B, std::int64_t ldb, const T* bias, T* C, std::int64_t ldc);
+
 // Loads an OpenBLAS library by path into its own symbol scope (RTLD_DEEPBIND), with `threads`
 // threads of its own and the kernels of cpu::best_openblas_core (CTGRAD_BLAS_CORE forces another
 // core the CPU runs; OPENBLAS_CORETYPE is not followed), making sure the kernels it runs need

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <ctgrad/graph/random.hpp>
@@ -335,5 +336,51 @@ TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is r
               CHECK(to_rounded < 1e-4 * std::sqrt(double(s.K)) + 1e-5);  // fp32 accumulation of the bf16 operands
               CHECK(padding_kept);
             }
+  }
+}
+
+TEST_CASE("gemm_bias adds the bias once to every row in fp32 and on both bf16 routes for every form and split", "[ops][gemm][bf16]") {
+  // Splits as in the test above (rows, columns, K, a 2 x 2 grid at 4 blocks); a K split must add
+  // the bias in its first K block only.
+  struct S { std::int64_t M, N, K; };
+  struct ScopedRoute {
+    explicit ScopedRoute(kernel::Bf16Kernel k) { kernel::set_bf16_kernel(k); }
+    ~ScopedRoute() { kernel::set_bf16_kernel(kernel::Bf16Kernel::automatic); }
+  };
+  ctgrad::testing::ScopedGemmBlocks blocks(4);
+  const bool bf16 = ctgrad::testing::bf16_gemm();
+  for (int route = 0; route < (bf16 ? 3 : 1); ++route) {  // fp32, bf16 through primitives, bf16 through the call
+    ScopedRoute scoped(route == 2 ? kernel::Bf16Kernel::call : kernel::Bf16Kernel::primitive);
+    std::optional<ctgrad::testing::ScopedPrecision> precision;
+    if (route > 0) precision.emplace(kernel::Precision::bf16);
+    const auto in_precision = [&](float x) { return route > 0 ? round_bf16(x) : x; };
+    for (S s : {S{600, 40, 90}, S{40, 700, 80}, S{60, 50, 1200}, S{520, 530, 16}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (std::int64_t pad : {0, 3}) {
+            const std::int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N, ldc = s.N + pad;
+            auto A = randn(std::size_t(s.M * s.K), 31), B = randn(std::size_t(s.K * s.N), 32), bias = randn(std::size_t(s.N), 33);
+            auto C = randn(std::size_t(s.M * ldc), 34);  // overwritten, but for the padding
+            const auto C0 = C;
+            kernel::gemm_bias(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, bias.data(), C.data(), ldc);
+            double worst = 0;
+            bool padding_kept = true;
+            for (std::int64_t i = 0; i < s.M; i += 3)
+              for (std::int64_t j = 0; j < ldc; ++j) {
+                const std::size_t e = std::size_t(i * ldc + j);
+                if (j >= s.N) {
+                  padding_kept = padding_kept && C[e] == C0[e];
+                  continue;
+                }
+                double want = bias[std::size_t(j)];
+                for (std::int64_t k = 0; k < s.K; ++k)
+                  want += double(in_precision(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)])) *
+                          double(in_precision(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]));
+                worst = std::max(worst, std::abs(C[e] - want));
+              }
+            INFO("route " << route << " M" << s.M << " N" << s.N << " K" << s.K << " ta" << ta << " tb" << tb << " pad" << pad);
+            CHECK(worst < 1e-4 * std::sqrt(double(s.K)) + 1e-5);
+            CHECK(padding_kept);
+          }
   }
 }
