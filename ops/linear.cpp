@@ -16,6 +16,7 @@ void affine(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, co
 template <class T>
 void affine_vjp(std::int64_t rows, std::int64_t in, std::int64_t out, const T* x, const T* w, const T* g, T* gx, T* gw, T* gb,
                 unsigned assign = 0) {
+  const kernel::Bf16OperandReuse reuse;  // G is read by both products
   if (gx) kernel::gemm(false, false, rows, in, out, g, out, w, in, gx, in, !(assign & 1u));
   if (gw) kernel::gemm(true, false, out, in, rows, g, out, x, in, gw, in, !(assign & 2u));
   if (gb)

@@ -522,17 +522,57 @@ void convert_blocks(const float* src, std::int64_t rows, std::int64_t cols, std:
   });
 }
 
+// The bf16 copies a Bf16OperandReuse scope keeps on its thread: a few operands, each with what it
+// was converted from (memory, shape, leading dimension, block layout). Grow-only, per nesting depth.
+struct ReusedCopy {
+  const float* src = nullptr;
+  std::int64_t rows = 0, cols = 0, ld = 0, rb = 0, cb = 0;
+  std::vector<std::uint16_t> data;
+};
+struct ReuseScope {
+  std::array<ReusedCopy, 4> copies;
+  std::size_t used = 0;
+  std::size_t gemm_depth = 0;  // the scratch depth of the scope's own GEMMs (not of ones its thread steals)
+};
+thread_local std::vector<std::unique_ptr<ReuseScope>> t_reuse_pool;
+thread_local std::size_t t_reuse_depth = 0;
+thread_local ReuseScope* t_reuse = nullptr;
+std::atomic<std::int64_t> g_conversions{0};
+
+// The bf16 copy of a stored rows x cols operand in the split's block layout: the scope's copy of
+// the same operand if it has one, else converted (into the scope when it has room, else `scratch`).
+const std::uint16_t* bf16_operand(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t rb,
+                                  std::int64_t cb, ReuseScope* scope, std::vector<std::uint16_t>& scratch) {
+  std::vector<std::uint16_t>* dst = &scratch;
+  if (scope) {
+    for (std::size_t i = 0; i < scope->used; ++i) {
+      const ReusedCopy& c = scope->copies[i];
+      if (c.src == src && c.rows == rows && c.cols == cols && c.ld == ld && c.rb == rb && c.cb == cb) return c.data.data();
+    }
+    if (scope->used < scope->copies.size()) {
+      ReusedCopy& c = scope->copies[scope->used++];
+      c.src = src, c.rows = rows, c.cols = cols, c.ld = ld, c.rb = rb, c.cb = cb;
+      dst = &c.data;
+    }
+  }
+  g_conversions.fetch_add(1, std::memory_order_relaxed);
+  convert_blocks(src, rows, cols, ld, rb, cb, *dst);
+  return dst->data();
+}
+
 // C (+)= op(A) op(B) in bf16 with fp32 accumulation; with `bias` (then not accumulating), C =
 // op(A) op(B) + bias on every row, the bias added by a primitive's epilogue or, for a block that
 // takes the BLAS-like call, written into the block before the product is accumulated onto it.
 void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
                std::int64_t ldb, const float* bias, float* C, std::int64_t ldc, bool acc) {
+  ReuseScope* scope = t_reuse && t_reuse->gemm_depth == t_depth ? t_reuse : nullptr;
   ScratchLease scratch;
   const Split split = choose_split(M, N, K);
   // bf16 copies in the stored layout (op(A) is M x K, stored K x M when transposed), each block dense.
-  convert_blocks(A, ta ? K : M, ta ? M : K, lda, ta ? split.bk : split.bm, ta ? split.bm : split.bk, scratch->a);
-  convert_blocks(B, tb ? N : K, tb ? K : N, ldb, tb ? split.bn : split.bk, tb ? split.bk : split.bn, scratch->b);
-  const std::uint16_t *a = scratch->a.data(), *b = scratch->b.data();
+  const std::uint16_t* a =
+      bf16_operand(A, ta ? K : M, ta ? M : K, lda, ta ? split.bk : split.bm, ta ? split.bm : split.bk, scope, scratch->a);
+  const std::uint16_t* b =
+      bf16_operand(B, tb ? N : K, tb ? K : N, ldb, tb ? split.bn : split.bk, tb ? split.bk : split.bn, scope, scratch->b);
   const OneDnn& dnnl = onednn();
   split_blocks(split, M, N, K, C, ldc, acc, &*scratch,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, float* c,
@@ -686,6 +726,21 @@ void gemm_bias(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   });
   gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, true);
 }
+
+Bf16OperandReuse::Bf16OperandReuse() : previous_(t_reuse) {
+  if (t_reuse_pool.size() <= t_reuse_depth) t_reuse_pool.push_back(std::make_unique<ReuseScope>());
+  ReuseScope* scope = t_reuse_pool[t_reuse_depth++].get();
+  scope->used = 0;
+  scope->gemm_depth = t_depth;
+  t_reuse = scope;
+}
+
+Bf16OperandReuse::~Bf16OperandReuse() {
+  --t_reuse_depth;
+  t_reuse = static_cast<ReuseScope*>(previous_);
+}
+
+std::int64_t bf16_conversions() { return g_conversions.load(); }
 
 std::string gemm_backend() { return blas().name; }
 

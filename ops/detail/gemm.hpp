@@ -36,6 +36,23 @@ template <class T>
 void gemm_bias(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
                const T* B, std::int64_t ldb, const T* bias, T* C, std::int64_t ldc);
 
+// Within its scope, the bf16 GEMMs called on this thread keep their operands' bf16 copies, and a
+// later one reading the same memory with the same shape, leading dimension and block layout takes
+// the copy instead of converting again: for an op whose GEMMs share an operand (a linear's VJP
+// reads dY for dX and again for dW). The caller promises that memory does not change within the
+// scope. GEMMs its thread runs for other work while it waits (stolen tasks) do not use it.
+class Bf16OperandReuse {
+ public:
+  Bf16OperandReuse();
+  ~Bf16OperandReuse();
+  Bf16OperandReuse(const Bf16OperandReuse&) = delete;
+  Bf16OperandReuse& operator=(const Bf16OperandReuse&) = delete;
+
+ private:
+  void* previous_;
+};
+std::int64_t bf16_conversions();  // operands converted to bf16 so far, process-wide (tests)
+
 // Loads an OpenBLAS library by path into its own symbol scope (RTLD_DEEPBIND), with `threads`
 // threads of its own and the kernels of cpu::best_openblas_core (CTGRAD_BLAS_CORE forces another
 // core the CPU runs; OPENBLAS_CORETYPE is not followed), making sure the kernels it runs need

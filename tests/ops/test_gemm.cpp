@@ -384,3 +384,29 @@ TEST_CASE("gemm_bias adds the bias once to every row in fp32 and on both bf16 ro
           }
   }
 }
+
+TEST_CASE("a Bf16OperandReuse scope converts an operand shared by two bf16 GEMMs once and changes no bit", "[ops][gemm][bf16]") {
+  if (!ctgrad::testing::bf16_gemm()) return;
+  // A linear's VJP at 2 blocks: dX = G W splits G's rows in 2, dW = G^T X splits K (G's rows) in
+  // 2: the same block layout of G, so the second product takes the first one's copy.
+  ctgrad::testing::ScopedGemmBlocks blocks(2);
+  const std::int64_t rows = 1200, out = 100, in = 90;
+  auto G = randn(std::size_t(rows * out), 41), W = randn(std::size_t(out * in), 42), X = randn(std::size_t(rows * in), 43);
+  ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
+  auto vjp = [&](bool reuse, std::vector<float>& dx, std::vector<float>& dw) {
+    std::optional<kernel::Bf16OperandReuse> scope;
+    if (reuse) scope.emplace();
+    const std::int64_t before = kernel::bf16_conversions();
+    kernel::gemm(false, false, rows, in, out, G.data(), out, W.data(), in, dx.data(), in, false);
+    kernel::gemm(true, false, out, in, rows, G.data(), out, X.data(), in, dw.data(), in, false);
+    return kernel::bf16_conversions() - before;
+  };
+  std::vector<float> dx1(std::size_t(rows * in)), dw1(std::size_t(out * in)), dx2 = dx1, dw2 = dw1;
+  CHECK(vjp(false, dx1, dw1) == 4);
+  CHECK(vjp(true, dx2, dw2) == 3);
+  CHECK(same_bits(dx1, dx2));
+  CHECK(same_bits(dw1, dw2));
+  // Out of the scope nothing is kept: G is converted again.
+  std::vector<float> dx3 = dx1, dw3 = dw1;
+  CHECK(vjp(false, dx3, dw3) == 4);
+}
