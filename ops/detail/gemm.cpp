@@ -20,6 +20,7 @@
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ctgrad::kernel {
@@ -248,7 +249,7 @@ using bf16_gemm_fn = int (*)(char, char, std::int64_t, std::int64_t, std::int64_
   X(dnnl_post_ops_create) X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_sum) X(dnnl_primitive_attr_set_post_ops)             \
   X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query) X(dnnl_primitive_desc_query_md)   \
   X(dnnl_memory_desc_get_size) X(dnnl_primitive_create) X(dnnl_memory_create) X(dnnl_memory_set_data_handle)                   \
-  X(dnnl_primitive_execute) X(dnnl_memory_destroy) X(dnnl_stream_destroy)
+  X(dnnl_primitive_execute) X(dnnl_memory_destroy) X(dnnl_stream_destroy) X(dnnl_primitive_destroy)
 
 struct OneDnn {
   bf16_gemm_fn gemm = nullptr;
@@ -257,8 +258,9 @@ struct OneDnn {
 #define CTGRAD_DNNL_POINTER(f) decltype(&::f) f = nullptr;
   CTGRAD_DNNL_FUNCTIONS(CTGRAD_DNNL_POINTER)
 #undef CTGRAD_DNNL_POINTER
-  dnnl_engine_t engine = nullptr;  // null: no matmul primitives (the BLAS-like call only)
-  std::string why;                 // why it cannot be used
+  dnnl_engine_t engine = nullptr;  // null: no matmul primitives (the BLAS-like call only), for the reason:
+  std::string no_primitives;
+  std::string why;  // why it cannot be used
   OneDnn() {
     void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -279,7 +281,8 @@ struct OneDnn {
   all = all && f;
     CTGRAD_DNNL_FUNCTIONS(CTGRAD_DNNL_LOAD)
 #undef CTGRAD_DNNL_LOAD
-    if (all && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = nullptr;
+    if (!all) no_primitives = "libdnnl.so.2 lacks part of the matmul primitive C API";
+    else if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = nullptr, no_primitives = "oneDNN's CPU engine could not be created";
   }
 };
 // Never destroyed: threads that end during the process's exit still release their oneDNN objects
@@ -367,21 +370,28 @@ Matmul make_matmul(const OneDnn& d, const MatmulKey& key) {
   return mm;
 }
 
-// Building one takes about 0.35 ms (measured on Emerald Rapids); a program whose shapes keep
-// changing (sequence lengths) stops building new ones at kMaxMatmuls, which take the BLAS-like call.
-constexpr std::size_t kMaxMatmuls = 4096;
+// Building one takes 0.35-0.6 ms and keeps about 90 KB (measured on Emerald Rapids). At most
+// 4,096 are kept (set_bf16_primitives_kept): a program whose shapes keep changing builds a primitive for each further
+// shape on every call (slow, with a warning) rather than change route, so a shape's bits never
+// depend on which shapes came first or which thread asked first.
+std::atomic<std::size_t> g_max_matmuls{4096};
 
-const Matmul& matmul_for(const OneDnn& d, const MatmulKey& key) {
+// The kept primitive for `key`, or null when none is kept and there is no room.
+const Matmul* kept_matmul(const OneDnn& d, const MatmulKey& key) {
   static std::mutex mutex;
-  // Kept for the process and never destroyed (nor their primitives): a thread may run one until
-  // the process ends.
+  // Never destroyed (nor their primitives): a thread may run one until the process ends.
   static auto* made = new std::unordered_map<MatmulKey, std::unique_ptr<Matmul>, MatmulKeyHash>;
-  static const Matmul none;
   std::lock_guard lock(mutex);
-  if (made->size() >= kMaxMatmuls && !made->count(key)) return none;
-  std::unique_ptr<Matmul>& slot = (*made)[key];
-  if (!slot) slot = std::make_unique<Matmul>(make_matmul(d, key));
-  return *slot;
+  auto it = made->find(key);
+  if (it != made->end()) return it->second.get();
+  if (made->size() >= g_max_matmuls.load()) {
+    static bool warned = false;
+    if (!std::exchange(warned, true))
+      std::fprintf(stderr, "ctgrad: warning: %zu bf16 GEMM block shapes have oneDNN primitives; further shapes build theirs on "
+                           "every call (slow; CTGRAD_BF16_GEMM=call avoids it)\n", made->size());
+    return nullptr;
+  }
+  return made->emplace(key, std::make_unique<Matmul>(make_matmul(d, key))).first->second.get();
 }
 
 // What one thread needs to run primitives: a stream, memory objects per primitive (their data
@@ -406,24 +416,43 @@ struct DnnlThread {
 };
 thread_local DnnlThread t_dnnl;
 
-// False when this thread could not set up to run it (the caller takes the BLAS-like call).
-bool run_matmul(const OneDnn& d, const Matmul& mm, const std::uint16_t* a, const std::uint16_t* b, const float* bias, float* c) {
+std::atomic<std::int64_t> g_primitive_runs{0};
+
+// Runs `mm` (kept: its memory objects are kept per thread too; else made for this call). Any
+// failure is an error: a silent change of route would make the bits depend on the thread.
+void run_matmul(const OneDnn& d, const Matmul& mm, bool kept, const std::uint16_t* a, const std::uint16_t* b, const float* bias,
+                float* c) {
+  const auto check = [&](dnnl_status_t status, const char* step) {
+    if (status != dnnl_success)
+      throw std::runtime_error("matmul: oneDNN's bf16 matmul primitive (" + mm.impl + ") for a block of " +
+                               std::to_string(mm.a.dims[0]) + "x" + std::to_string(mm.b.dims[1]) + "x" + std::to_string(mm.a.dims[1]) +
+                               ": " + step + " failed with status " + std::to_string(int(status)));
+  };
   DnnlThread& t = t_dnnl;
-  if (!t.stream && d.dnnl_stream_create(&t.stream, d.engine, dnnl_stream_default_flags) != dnnl_success) {
-    t.stream = nullptr;
-    return false;
+  if (!t.stream) check(d.dnnl_stream_create(&t.stream, d.engine, dnnl_stream_default_flags), "creating the thread's stream");
+  std::array<dnnl_memory_t, 5> own{};
+  std::array<dnnl_memory_t, 5>* mem = &own;
+  bool fresh = true;
+  if (kept) {
+    auto [it, added] = t.memories.try_emplace(&mm);
+    mem = &it->second, fresh = added;
   }
-  auto [it, fresh] = t.memories.try_emplace(&mm);
-  std::array<dnnl_memory_t, 5>& mem = it->second;
+  struct Release {  // the call's own memory objects, however it ends
+    const OneDnn& d;
+    std::array<dnnl_memory_t, 5>& own;
+    ~Release() { DnnlThread::release(d, own); }
+  } release{d, own};
   const dnnl_memory_desc_t* descs[5] = {&mm.a, &mm.b, &mm.c, &mm.scratch, &mm.bias};
   const int kinds[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD, DNNL_ARG_BIAS};
   const bool used[5] = {true, true, true, mm.scratch_bytes > 0, bias != nullptr};
   if (fresh)
     for (std::size_t i = 0; i < 5; ++i)
-      if (used[i] && d.dnnl_memory_create(&mem[i], descs[i], d.engine, DNNL_MEMORY_NONE) != dnnl_success) {
-        DnnlThread::release(d, mem);
-        t.memories.erase(it);
-        return false;
+      if (used[i]) {
+        const dnnl_status_t status = d.dnnl_memory_create(&(*mem)[i], descs[i], d.engine, DNNL_MEMORY_NONE);
+        if (status != dnnl_success) {
+          if (kept) DnnlThread::release(d, *mem), t.memories.erase(&mm);
+          check(status, "creating a memory object");
+        }
       }
   constexpr std::size_t kAlign = 64;
   if (t.scratchpad.size() < mm.scratch_bytes + kAlign) t.scratchpad.resize(mm.scratch_bytes + kAlign);
@@ -433,13 +462,35 @@ bool run_matmul(const OneDnn& d, const Matmul& mm, const std::uint16_t* a, const
   int n_args = 0;
   for (std::size_t i = 0; i < 5; ++i)
     if (used[i]) {
-      d.dnnl_memory_set_data_handle(mem[i], handles[i]);
-      args[n_args++] = {kinds[i], mem[i]};
+      check(d.dnnl_memory_set_data_handle((*mem)[i], handles[i]), "setting an operand's memory");
+      args[n_args++] = {kinds[i], (*mem)[i]};
     }
   OneOmpThread one(d);
-  const dnnl_status_t status = d.dnnl_primitive_execute(mm.primitive, t.stream, n_args, args);
-  if (status != dnnl_success)  // C may be partly written: no second try
-    throw std::runtime_error("matmul: oneDNN's bf16 matmul primitive (" + mm.impl + ") failed with status " + std::to_string(int(status)));
+  check(d.dnnl_primitive_execute(mm.primitive, t.stream, n_args, args), "running it");  // C may be partly written: no second try
+  g_primitive_runs.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Runs the block through a primitive when oneDNN builds one for it (on AMX hosts, automatically,
+// only an AMX one); false when it does not (the caller takes the BLAS-like call). The answer
+// depends on the shape alone.
+bool run_block_primitive(const OneDnn& d, const MatmulKey& key, bool need_amx, const std::uint16_t* a, const std::uint16_t* b,
+                         const float* bias, float* c) {
+  const auto usable = [&](const Matmul& mm) { return mm.primitive && (!need_amx || mm.impl.find("amx") != std::string::npos); };
+  if (const Matmul* mm = kept_matmul(d, key)) {
+    if (!usable(*mm)) return false;
+    run_matmul(d, *mm, true, a, b, bias, c);
+    return true;
+  }
+  Matmul once = make_matmul(d, key);  // no room to keep it
+  struct Destroy {
+    const OneDnn& d;
+    Matmul& mm;
+    ~Destroy() {
+      if (mm.primitive) d.dnnl_primitive_destroy(mm.primitive);
+    }
+  } destroy{d, once};
+  if (!usable(once)) return false;
+  run_matmul(d, once, false, a, b, bias, c);
   return true;
 }
 
@@ -450,8 +501,8 @@ bool amx_primitives() {
   static const bool amx = [] {
     const OneDnn& d = onednn();
     if (!d.engine) return false;
-    const Matmul& probe = matmul_for(d, {256, 256, 256, false, true, false});
-    return probe.primitive && probe.impl.find("amx") != std::string::npos;
+    const Matmul* probe = kept_matmul(d, {256, 256, 256, false, true, false});
+    return probe && probe->primitive && probe->impl.find("amx") != std::string::npos;
   }();
   return amx;
 }
@@ -460,8 +511,10 @@ bool amx_primitives() {
 int bf16_kernel_from_env() {
   static const int k = [] {
     const char* e = std::getenv("CTGRAD_BF16_GEMM");
-    if (e && std::strcmp(e, "call") == 0) return int(Bf16Kernel::call);
-    if (e && std::strcmp(e, "primitive") == 0) return int(Bf16Kernel::primitive);
+    if (!e || !*e) return -1;
+    if (std::strcmp(e, "call") == 0) return int(Bf16Kernel::call);
+    if (std::strcmp(e, "primitive") == 0) return int(Bf16Kernel::primitive);
+    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BF16_GEMM=%s (call or primitive)\n", e);
     return -1;
   }();
   return k;
@@ -473,9 +526,13 @@ int bf16_kernel_from_env() {
 // attention's Q K^T; 1.0-2.1x) and neither transposed with k < 1024 (a small layer's dX,
 // attention's P V; 1.14-1.19x, but 0.76-0.96x at k of 1024-4096); never op(A) transposed (a weight
 // gradient: 0.93x).
+int bf16_route() {
+  const int route = g_bf16_kernel.load(std::memory_order_relaxed);
+  return route == int(Bf16Kernel::automatic) && bf16_kernel_from_env() >= 0 ? bf16_kernel_from_env() : route;
+}
+
 bool bf16_primitive_for(bool trans_a, bool trans_b, std::int64_t k) {
-  int route = g_bf16_kernel.load(std::memory_order_relaxed);
-  if (route == int(Bf16Kernel::automatic) && bf16_kernel_from_env() >= 0) route = bf16_kernel_from_env();
+  const int route = bf16_route();
   if (route == int(Bf16Kernel::call)) return false;
   if (route == int(Bf16Kernel::primitive)) return onednn().engine != nullptr;
   return amx_primitives() && !trans_a && (trans_b || k < 1024);
@@ -574,6 +631,7 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   const std::uint16_t* b =
       bf16_operand(B, tb ? N : K, tb ? K : N, ldb, tb ? split.bn : split.bk, tb ? split.bk : split.bn, scope, scratch->b);
   const OneDnn& dnnl = onednn();
+  const bool need_amx = bf16_route() == int(Bf16Kernel::automatic);
   split_blocks(split, M, N, K, C, ldc, acc, &*scratch,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, float* c,
                    std::int64_t ldc_block, bool acc_block) {
@@ -581,10 +639,9 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                  const std::uint16_t* ap = ta ? a + k0 * M + k * m0 : a + m0 * K + m * k0;  // as convert_blocks placed them
                  const std::uint16_t* bp = tb ? b + n0 * K + n * k0 : b + k0 * N + k * n0;
                  const float* block_bias = bias && k0 == 0 ? bias + n0 : nullptr;  // once: not into K blocks' partials
-                 if (ldc_block == n && bf16_primitive_for(ta, tb, k)) {  // a primitive writes a dense C only
-                   const Matmul& mm = matmul_for(dnnl, {m, n, k, ta, tb, acc_block, block_bias != nullptr});
-                   if (mm.primitive && run_matmul(dnnl, mm, ap, bp, block_bias, c)) return;
-                 }
+                 if (ldc_block == n && bf16_primitive_for(ta, tb, k) &&  // a primitive writes a dense C only
+                     run_block_primitive(dnnl, {m, n, k, ta, tb, acc_block, block_bias != nullptr}, need_amx, ap, bp, block_bias, c))
+                   return;
                  if (block_bias) {
                    for (std::int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc_block, block_bias, std::size_t(n) * sizeof(float));
                    acc_block = true;
@@ -741,6 +798,8 @@ Bf16OperandReuse::~Bf16OperandReuse() {
 }
 
 std::int64_t bf16_conversions() { return g_conversions.load(); }
+std::int64_t bf16_primitive_runs() { return g_primitive_runs.load(); }
+void set_bf16_primitives_kept(std::size_t n) { g_max_matmuls = n; }
 
 std::string gemm_backend() { return blas().name; }
 
@@ -750,9 +809,10 @@ std::string bf16_kernel() {
   const OneDnn& d = onednn();
   if (!d.gemm) return "none (" + d.why + ")";
   const std::string call = "oneDNN's dnnl_gemm_bf16bf16f32";
+  if (bf16_route() == int(Bf16Kernel::primitive) && !d.engine) return call + " (no matmul primitives: " + d.no_primitives + ")";
   if (!bf16_primitive_for(false, true, 1)) return call;
-  const Matmul& probe = matmul_for(d, {256, 256, 256, false, true, false});
-  const std::string prim = "oneDNN matmul primitives (" + (probe.impl.empty() ? std::string("none built") : probe.impl) + ")";
+  const Matmul* probe = kept_matmul(d, {256, 256, 256, false, true, false});
+  const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
   return bf16_primitive_for(true, false, 1 << 20) ? prim : prim + " for op(B) transposed or k < 1024, else " + call;
 }
 bool gemm_uses_blas() { return blas().sgemm != nullptr; }

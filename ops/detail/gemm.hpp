@@ -16,6 +16,7 @@
 // OpenBLAS and run one thread per block under the same shape-only split: its BLAS-like
 // dnnl_gemm_bf16bf16f32, or matmul primitives where they are faster (bf16_kernel below).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -51,7 +52,11 @@ class Bf16OperandReuse {
  private:
   void* previous_;
 };
-std::int64_t bf16_conversions();  // operands converted to bf16 so far, process-wide (tests)
+std::int64_t bf16_conversions();     // operands converted to bf16 so far, process-wide (tests)
+std::int64_t bf16_primitive_runs();  // blocks run through a matmul primitive so far (tests)
+// At most this many primitives are kept (4,096); past it a new block shape builds its primitive on
+// every call, same route and bits, slower, with a warning. Lowering it keeps those already kept.
+void set_bf16_primitives_kept(std::size_t n);
 
 // Loads an OpenBLAS library by path into its own symbol scope (RTLD_DEEPBIND), with `threads`
 // threads of its own and the kernels of cpu::best_openblas_core (CTGRAD_BLAS_CORE forces another

@@ -291,9 +291,10 @@ TEST_CASE("bf16 gemm split along K gives the same bits on 1 and 2 threads", "[op
 
 TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is right for every form and split and a strided C", "[ops][gemm][bf16]") {
   if (!ctgrad::testing::bf16_gemm()) return;
-  // Blocks of each kind at 4 blocks: rows (600 x 40), columns (40 x 700), K (60 x 50, K = 1200),
-  // a 2 x 2 grid (520 x 530); C strided (3 columns of padding), so the split-N and strided blocks
-  // take the BLAS-like call even among primitives.
+  // With up to 4 blocks: 2 blocks of rows (600 x 40), of columns (40 x 700), of K (60 x 50, K =
+  // 1200), a 2 x 2 grid (520 x 530), each also with blocks of unequal size (one more row, column,
+  // K); C strided (3 columns of padding), so the split-N and strided blocks take the BLAS-like
+  // call even among primitives.
   struct S { std::int64_t M, N, K; };
   ctgrad::testing::ScopedGemmBlocks blocks(4);
   struct ScopedRoute {  // back to automatic however the test ends
@@ -308,14 +309,19 @@ TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is r
                                           !Catch::Matchers::Contains(" else "));
     else
       CHECK(kernel::bf16_kernel() == "oneDNN's dnnl_gemm_bf16bf16f32");
-    for (S s : {S{600, 40, 90}, S{40, 700, 80}, S{60, 50, 1200}, S{520, 530, 16}})
+    for (S s : {S{600, 40, 90}, S{601, 40, 90}, S{40, 700, 80}, S{40, 701, 80}, S{60, 50, 1200}, S{61, 50, 1201}, S{520, 530, 16},
+                S{521, 531, 16}})
       for (bool ta : {false, true})
         for (bool tb : {false, true})
           for (bool acc : {false, true})
             for (std::int64_t pad : {0, 3}) {
               const std::int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N, ldc = s.N + pad;
               auto A = randn(std::size_t(s.M * s.K), 21), B = randn(std::size_t(s.K * s.N), 22), C0 = randn(std::size_t(s.M * ldc), 23);
+              const std::int64_t runs = kernel::bf16_primitive_runs();
               const auto [one, two] = on_1_and_2_threads(C0, [&](float* c) { kernel::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, c, ldc, acc); });
+              // Dense C blocks (no column split, no padding) ran through primitives, when forced.
+              if (route == kernel::Bf16Kernel::primitive && pad == 0 && s.N < 512) CHECK(kernel::bf16_primitive_runs() > runs);
+              if (route == kernel::Bf16Kernel::call) CHECK(kernel::bf16_primitive_runs() == runs);
               if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
               double to_rounded = 0;
               bool padding_kept = true;
@@ -354,7 +360,8 @@ TEST_CASE("gemm_bias adds the bias once to every row in fp32 and on both bf16 ro
     std::optional<ctgrad::testing::ScopedPrecision> precision;
     if (route > 0) precision.emplace(kernel::Precision::bf16);
     const auto in_precision = [&](float x) { return route > 0 ? round_bf16(x) : x; };
-    for (S s : {S{600, 40, 90}, S{40, 700, 80}, S{60, 50, 1200}, S{520, 530, 16}})
+    for (S s : {S{600, 40, 90}, S{601, 40, 90}, S{40, 700, 80}, S{40, 701, 80}, S{60, 50, 1200}, S{61, 50, 1201}, S{520, 530, 16},
+                S{521, 531, 16}})
       for (bool ta : {false, true})
         for (bool tb : {false, true})
           for (std::int64_t pad : {0, 3}) {
@@ -409,4 +416,33 @@ TEST_CASE("a Bf16OperandReuse scope converts an operand shared by two bf16 GEMMs
   // Out of the scope nothing is kept: G is converted again.
   std::vector<float> dx3 = dx1, dw3 = dw1;
   CHECK(vjp(false, dx3, dw3) == 4);
+}
+
+TEST_CASE("past the kept primitives a bf16 block shape builds its primitive per call with the same bits", "[ops][gemm][bf16][determinism]") {
+  if (!ctgrad::testing::bf16_gemm()) return;
+  struct Restore {
+    ~Restore() {
+      kernel::set_bf16_primitives_kept(4096);
+      kernel::set_bf16_kernel(kernel::Bf16Kernel::automatic);
+    }
+  } restore;
+  kernel::set_bf16_kernel(kernel::Bf16Kernel::primitive);
+  ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
+  ctgrad::testing::ScopedGemmBlocks blocks(2);
+  const std::int64_t M = 613, N = 47, K = 97;  // shapes no other test uses: 2 row blocks of 306 and 307
+  auto A = randn(std::size_t(M * K), 51), B = randn(std::size_t(K * N), 52);
+  auto run = [&] {
+    return on_1_and_2_threads(std::vector<float>(std::size_t(M * N)), [&](float* c) {
+      kernel::gemm(false, true, M, N, K, A.data(), K, B.data(), K, c, N, false);
+    });
+  };
+  kernel::set_bf16_primitives_kept(0);  // none more kept: built on every call
+  const std::int64_t runs = kernel::bf16_primitive_runs();
+  const auto [once1, once2] = run();
+  CHECK(kernel::bf16_primitive_runs() - runs == 4);  // 2 blocks, twice: still primitives
+  kernel::set_bf16_primitives_kept(4096);
+  const auto [kept1, kept2] = run();
+  CHECK(same_bits(once1, kept1));
+  if (ctgrad::testing::two_cpus()) CHECK(same_bits(once1, once2));
+  CHECK(same_bits(kept1, kept2));
 }
