@@ -137,22 +137,11 @@ void call(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
 
 std::atomic<int> g_max_blocks{0};  // 0: not chosen yet
 
-// Grow-only per-thread scratch (bf16 operand copies, split-K partial sums), one per nesting depth
-// of a thread: a task this thread steals while it waits inside a GEMM may run a GEMM of its own.
-// It grows while a program warms up; a steady step allocates nothing.
+// Grow-only per-thread scratch (bf16 operand copies), one per nesting depth of a thread: a task
+// this thread steals while it waits inside a GEMM may run a GEMM of its own. (bf16 steps allocate
+// inside oneDNN anyway; fp32 GEMMs use none of it.)
 struct Scratch {
   std::vector<std::uint16_t> a, b;
-  std::vector<float> partial_f;  // split-K partial products
-  std::vector<double> partial_d;
-  template <class T>
-  T* partials(std::int64_t n) {
-    std::vector<T>& p = [&]() -> std::vector<T>& {
-      if constexpr (std::is_same_v<T, float>) return partial_f;
-      else return partial_d;
-    }();
-    if (p.size() < std::size_t(n)) p.resize(std::size_t(n));
-    return p.data();
-  }
 };
 thread_local std::vector<std::unique_ptr<Scratch>> t_scratch;
 thread_local std::size_t t_depth = 0;
@@ -179,6 +168,52 @@ struct Split {
   std::int64_t bm = 1, bn = 1, bk = 1;
 };
 
+// Split-K partial products: a process-wide pool of buffers, every free one grown to the largest
+// size asked for so far, at least two per CPU to start with (a thread waiting inside a GEMM may
+// run another GEMM that splits K). Which thread calls a GEMM, and how deeply GEMMs nest while
+// threads wait, then cannot make a later step allocate: a per-thread buffer grew whenever a thread
+// first split K at a new nesting depth, which the scheduler decides (seen: 3-4 allocations in a
+// steady Transformer step). Only nesting deeper than two per CPU adds a buffer.
+template <class T>
+class PartialPool {
+ public:
+  static PartialPool& get() {
+    static auto* pool = new PartialPool;  // never destroyed: GEMMs may run until the process ends
+    return *pool;
+  }
+  std::vector<T>* take(std::int64_t n) {
+    std::lock_guard lock(mutex_);
+    if (buffers_.empty()) {
+      const int start = std::max(4, 2 * tbb::info::default_concurrency());
+      free_.reserve(256);
+      for (int i = 0; i < start; ++i) add();
+    }
+    if (std::size_t(n) > capacity_) {
+      capacity_ = std::size_t(n);
+      for (std::vector<T>* b : free_) b->resize(capacity_);
+    }
+    if (free_.empty()) add();
+    std::vector<T>* b = free_.back();
+    free_.pop_back();
+    if (b->size() < capacity_) b->resize(capacity_);  // it was in use when the pool grew
+    return b;
+  }
+  void give(std::vector<T>* b) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(b);
+  }
+
+ private:
+  void add() {
+    buffers_.push_back(std::make_unique<std::vector<T>>(capacity_));
+    free_.push_back(buffers_.back().get());
+  }
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<std::vector<T>>> buffers_;
+  std::vector<std::vector<T>*> free_;
+  std::size_t capacity_ = 0;
+};
+
 // Splits the product into a grid of blocks from the shape and gemm_max_blocks() alone, never from
 // the arena's thread count: at most that many blocks, each at least kMinBlock wide on the sides it
 // splits and kMinWork flops, the longer of M and N halved first, and one block for small products
@@ -196,8 +231,7 @@ Split choose_split(std::int64_t M, std::int64_t N, std::int64_t K) {
     else break;
   }
   // Not inside a parallel chunk (attention's per-head GEMMs): the outer loop already uses every
-  // CPU, and the partials' per-thread scratch would grow on whichever thread the scheduler picks,
-  // so a late step could allocate.
+  // CPU, and each of its GEMMs would hold a partial-sum buffer at once, more than the pool keeps.
   const bool may_split_k = !inside_parallel_chunk();
   while (may_split_k && s.bm * s.bn * s.bk * 2 <= max_blocks && 2 * M * N * K / (s.bm * s.bn * s.bk * 2) >= kMinWork &&
          K / (s.bk * 2) >= kMinBlock)
@@ -206,21 +240,26 @@ Split choose_split(std::int64_t M, std::int64_t N, std::int64_t K) {
 }
 
 // Runs the blocks of `split`: the first K block accumulates into C, the others write partial
-// products into scratch (the caller's, else one leased here), which are then added to C in block
-// order, so the bits depend on the shape and the machine's block count only.
+// products into a buffer of the pool, which are then added to C in block order, so the bits
+// depend on the shape and the machine's block count only.
 // run(m0, m1, n0, n1, k0, k1, c, ldc, accumulate) computes the block C[m0:m1, n0:n1] (+)=
 // op(A)[m0:m1, k0:k1] op(B)[k0:k1, n0:n1] into c, the block's first element (in C or a partial).
 template <class T, class Run>
 void split_blocks(const Split& split, std::int64_t M, std::int64_t N, std::int64_t K, T* C, std::int64_t ldc, bool acc,
-                  Scratch* scratch, Run&& run) {
+                  Run&& run) {
   const auto [bm, bn, bk] = split;
   if (bm * bn * bk == 1) {
     run(0, M, 0, N, 0, K, C, ldc, acc);
     return;
   }
-  std::optional<ScratchLease> own;  // the caller's, else this thread's at its depth, taken only when K is split
-  if (bk > 1 && !scratch) scratch = &*own.emplace();
-  T* partial = bk > 1 ? scratch->partials<T>((bk - 1) * M * N) : nullptr;  // [bk - 1][M][N]
+  struct Lease {  // a pool buffer while K is split, returned however the GEMM ends
+    std::vector<T>* buffer = nullptr;
+    ~Lease() {
+      if (buffer) PartialPool<T>::get().give(buffer);
+    }
+  } lease;
+  if (bk > 1) lease.buffer = PartialPool<T>::get().take((bk - 1) * M * N);
+  T* partial = bk > 1 ? lease.buffer->data() : nullptr;  // [bk - 1][M][N]
   parallel(bm * bn * bk, 1, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t kb = b / (bm * bn), i = (b / bn) % bm, j = b % bn;
@@ -632,7 +671,7 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
       bf16_operand(B, tb ? N : K, tb ? K : N, ldb, tb ? split.bn : split.bk, tb ? split.bk : split.bn, scope, scratch->b);
   const OneDnn& dnnl = onednn();
   const bool need_amx = bf16_route() == int(Bf16Kernel::automatic);
-  split_blocks(split, M, N, K, C, ldc, acc, &*scratch,
+  split_blocks(split, M, N, K, C, ldc, acc,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, float* c,
                    std::int64_t ldc_block, bool acc_block) {
                  const std::int64_t m = m1 - m0, n = n1 - n0, k = k1 - k0;
@@ -760,7 +799,7 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
     reference(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
-  split_blocks(choose_split(M, N, K), M, N, K, C, ldc, accumulate, nullptr,
+  split_blocks(choose_split(M, N, K), M, N, K, C, ldc, accumulate,
                [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, T* c,
                    std::int64_t ldc_block, bool acc_block) {
                  const T* a = ta ? A + k0 * lda + m0 : A + m0 * lda + k0;
@@ -784,7 +823,10 @@ void gemm_bias(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, true);
 }
 
-Bf16OperandReuse::Bf16OperandReuse() : previous_(t_reuse) {
+Bf16OperandReuse::Bf16OperandReuse() : previous_(t_reuse), active_(g_bf16.load(std::memory_order_relaxed)) {
+  // fp32: nothing to keep, and nothing allocated (the pool grows with the nesting depth, which
+  // stolen tasks make depend on scheduling: an fp32 step must not allocate).
+  if (!active_) return;
   if (t_reuse_pool.size() <= t_reuse_depth) t_reuse_pool.push_back(std::make_unique<ReuseScope>());
   ReuseScope* scope = t_reuse_pool[t_reuse_depth++].get();
   scope->used = 0;
@@ -793,6 +835,7 @@ Bf16OperandReuse::Bf16OperandReuse() : previous_(t_reuse) {
 }
 
 Bf16OperandReuse::~Bf16OperandReuse() {
+  if (!active_) return;
   --t_reuse_depth;
   t_reuse = static_cast<ReuseScope*>(previous_);
 }

@@ -41,7 +41,8 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::
 // later one reading the same memory with the same shape, leading dimension and block layout takes
 // the copy instead of converting again: for an op whose GEMMs share an operand (a linear's VJP
 // reads dY for dX and again for dW). The caller promises that memory does not change within the
-// scope. GEMMs its thread runs for other work while it waits (stolen tasks) do not use it.
+// scope. GEMMs its thread runs for other work while it waits (stolen tasks) do not use it. At
+// fp32 precision it does nothing.
 class Bf16OperandReuse {
  public:
   Bf16OperandReuse();
@@ -51,6 +52,7 @@ class Bf16OperandReuse {
 
  private:
   void* previous_;
+  bool active_;
 };
 std::int64_t bf16_conversions();     // operands converted to bf16 so far, process-wide (tests)
 std::int64_t bf16_primitive_runs();  // blocks run through a matmul primitive so far (tests)
