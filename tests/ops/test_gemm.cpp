@@ -289,18 +289,27 @@ TEST_CASE("bf16 gemm split along K gives the same bits on 1 and 2 threads", "[op
   CHECK(worst < 2e-2 * std::sqrt(double(K)) + 1e-2);  // bf16 operands, fp32 accumulation
 }
 
+namespace {
+// Sets the bf16 route until the end of the scope, then back to automatic.
+struct ScopedRoute {
+  explicit ScopedRoute(kernel::Bf16Kernel k) { kernel::set_bf16_kernel(k); }
+  ~ScopedRoute() { kernel::set_bf16_kernel(kernel::Bf16Kernel::automatic); }
+};
+// At 4 blocks: 2 blocks of rows, of columns, of K, a 2 x 2 grid, each also with blocks of unequal size.
+struct SplitShape {
+  std::int64_t M, N, K;
+};
+constexpr SplitShape kSplitShapes[] = {{600, 40, 90}, {601, 40, 90}, {40, 700, 80}, {40, 701, 80},
+                                       {60, 50, 1200}, {61, 50, 1201}, {520, 530, 16}, {521, 531, 16}};
+}  // namespace
+
 TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is right for every form and split and a strided C", "[ops][gemm][bf16]") {
   if (!ctgrad::testing::bf16_gemm()) return;
   // With up to 4 blocks: 2 blocks of rows (600 x 40), of columns (40 x 700), of K (60 x 50, K =
   // 1200), a 2 x 2 grid (520 x 530), each also with blocks of unequal size (one more row, column,
   // K); C strided (3 columns of padding), so the split-N and strided blocks take the BLAS-like
   // call even among primitives.
-  struct S { std::int64_t M, N, K; };
   ctgrad::testing::ScopedGemmBlocks blocks(4);
-  struct ScopedRoute {  // back to automatic however the test ends
-    explicit ScopedRoute(kernel::Bf16Kernel k) { kernel::set_bf16_kernel(k); }
-    ~ScopedRoute() { kernel::set_bf16_kernel(kernel::Bf16Kernel::automatic); }
-  };
   for (const kernel::Bf16Kernel route : {kernel::Bf16Kernel::primitive, kernel::Bf16Kernel::call}) {
     ScopedRoute scoped(route);
     ctgrad::testing::ScopedPrecision bf16(kernel::Precision::bf16);
@@ -309,8 +318,7 @@ TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is r
                                           !Catch::Matchers::Contains(" else "));
     else
       CHECK(kernel::bf16_kernel() == "oneDNN's dnnl_gemm_bf16bf16f32");
-    for (S s : {S{600, 40, 90}, S{601, 40, 90}, S{40, 700, 80}, S{40, 701, 80}, S{60, 50, 1200}, S{61, 50, 1201}, S{520, 530, 16},
-                S{521, 531, 16}})
+    for (const SplitShape s : kSplitShapes)
       for (bool ta : {false, true})
         for (bool tb : {false, true})
           for (bool acc : {false, true})
@@ -348,11 +356,6 @@ TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is r
 TEST_CASE("gemm_bias adds the bias once to every row in fp32 and on both bf16 routes for every form and split", "[ops][gemm][bf16]") {
   // Splits as in the test above (rows, columns, K, a 2 x 2 grid at 4 blocks); a K split must add
   // the bias in its first K block only.
-  struct S { std::int64_t M, N, K; };
-  struct ScopedRoute {
-    explicit ScopedRoute(kernel::Bf16Kernel k) { kernel::set_bf16_kernel(k); }
-    ~ScopedRoute() { kernel::set_bf16_kernel(kernel::Bf16Kernel::automatic); }
-  };
   ctgrad::testing::ScopedGemmBlocks blocks(4);
   const bool bf16 = ctgrad::testing::bf16_gemm();
   for (int route = 0; route < (bf16 ? 3 : 1); ++route) {  // fp32, bf16 through primitives, bf16 through the call
@@ -360,8 +363,7 @@ TEST_CASE("gemm_bias adds the bias once to every row in fp32 and on both bf16 ro
     std::optional<ctgrad::testing::ScopedPrecision> precision;
     if (route > 0) precision.emplace(kernel::Precision::bf16);
     const auto in_precision = [&](float x) { return route > 0 ? round_bf16(x) : x; };
-    for (S s : {S{600, 40, 90}, S{601, 40, 90}, S{40, 700, 80}, S{40, 701, 80}, S{60, 50, 1200}, S{61, 50, 1201}, S{520, 530, 16},
-                S{521, 531, 16}})
+    for (const SplitShape s : kSplitShapes)
       for (bool ta : {false, true})
         for (bool tb : {false, true})
           for (std::int64_t pad : {0, 3}) {
