@@ -502,6 +502,7 @@ template <class T>
 void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int end, bool vjp) {
   constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
   auto run = [&](int i) {
+    if (vjp && p.vjp_skip[i]) return;  // a view whose source's gradient is its own buffer
     const Node& n = g_.nodes[i];
     std::array<TensorRef, kMaxInputs> in{}, gin{};
     const int n_in = std::min(n.n_in, kMaxInputs);  // always n.n_in; tells the compiler the bound

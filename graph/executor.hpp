@@ -24,7 +24,7 @@ struct PlanView {
   bool training;
   int n_fwd, n_bwd;
   const int *fwd_order, *fwd_begin, *bwd_order, *bwd_begin, *zero_order, *zero_begin;
-  const bool *needs_grad, *runs_vjp, *grad_fresh;
+  const bool *needs_grad, *runs_vjp, *grad_fresh, *vjp_skip;
   const unsigned* assigns;
   const Buffer* buffers;
   int n_buffers, n_slots;
@@ -35,7 +35,7 @@ struct PlanView {
     return {p.training,         p.n_fwd,             p.n_bwd,
             p.fwd_order.data(), p.fwd_begin.data(),  p.bwd_order.data(),
             p.bwd_begin.data(), p.zero_order.data(), p.zero_begin.data(),
-            p.needs_grad.data(), p.runs_vjp.data(),  p.grad_fresh.data(),
+            p.needs_grad.data(), p.runs_vjp.data(),  p.grad_fresh.data(), p.vjp_skip.data(),
             p.assigns.data(),   p.buffers.data(),
             p.n_buffers,        p.n_slots,           p.value_buf.data(),
             p.grad_buf.data(),  p.scratch_buf.data(), p.view_of.data()};

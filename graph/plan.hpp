@@ -51,6 +51,12 @@ struct Plan {
   // A view op's value is its source's bytes (OpDef::view): the node whose storage it shares
   // (through chains of views), else -1. Its value_buf is that node's, kept alive for both.
   std::array<int, U> view_of{};
+  // A view's gradient is its source's gradient bytes read with another shape, too. When the view
+  // is the only consumer that adds to its source's gradient, the source's gradient is the view's
+  // buffer (grad_view_of: the node whose gradient buffer it is, through chains of views, else
+  // -1) and the view's VJP, a copy, does not run (vjp_skip).
+  std::array<int, U> grad_view_of{};
+  std::array<bool, U> vjp_skip{};
 };
 
 namespace detail {
@@ -249,10 +255,26 @@ constexpr auto make_plan(const G& g, bool training) {
     p.n_bwd = step;
     at(p.bwd_begin, step) = pos;
 
+    // Gradients shared with a view (highest ids first, so a chain of views resolves to its end).
+    for (int i = 0; i < N; ++i) at(p.grad_view_of, i) = -1;
+    if (training)
+      for (int i = N - 1; i >= 0; --i) {
+        const Node& n = g[i];
+        if (n.kind != NodeKind::op || !n.op->view || !at(p.runs_vjp, i) || is_seed(i)) continue;
+        const int src = n.in[0];
+        if (!at(p.needs_grad, src) || g[src].kind == NodeKind::param || is_seed(src)) continue;
+        int writers = 0;  // consumer edges whose VJP adds to src's gradient: i's is one
+        for (int e = at(cons_begin, src); e < at(cons_begin, src + 1); ++e) writers += at(p.runs_vjp, at(cons_node, e));
+        if (writers != 1) continue;
+        at(p.grad_view_of, src) = at(p.grad_view_of, i) >= 0 ? at(p.grad_view_of, i) : i;
+        at(p.vjp_skip, i) = true;
+      }
+
     // Buffers and their lifetimes.
     const int F = p.n_fwd;
     const int t_end = F + p.n_bwd;  // past every step: outputs and leaf gradients live to here
     for (int i = 0; i < N; ++i) at(p.value_buf, i) = at(p.grad_buf, i) = at(p.scratch_buf, i) = at(p.view_of, i) = -1;
+    std::array<int, U> shared_grad_end{};  // the last step that reads a gradient shared with a view
     auto add = [&](BufKind kind, int node, int start, int end, Dim elems, DType dt) {
       Buffer b;
       b.kind = kind, b.node = node, b.start = start, b.end = std::max(start, end);
@@ -297,23 +319,32 @@ constexpr auto make_plan(const G& g, bool training) {
       if (at(p.needs_grad, i)) {
         const int g_end = at(p.runs_vjp, i) ? F + at(p.bwd_step, i) : t_end;
         if (g_start > g_end) p.sound = false;  // a gradient read before anything writes it
-        at(p.grad_buf, i) = add(BufKind::grad, i, g_start, g_end, n.shape.numel(), DType::real);
+        if (at(p.grad_view_of, i) >= 0) at(shared_grad_end, i) = g_end;
+        else at(p.grad_buf, i) = add(BufKind::grad, i, g_start, g_end, n.shape.numel(), DType::real);
       }
     }
+    for (int i = 0; i < N; ++i)
+      if (at(p.grad_view_of, i) >= 0) {  // the view's buffer (made later: a higher id) lives on until read here
+        const int gb = at(p.grad_buf, at(p.grad_view_of, i));
+        at(p.grad_buf, i) = gb;
+        Buffer& b = at(p.buffers, gb);
+        b.end = std::max(b.end, at(shared_grad_end, i));
+      }
     detail::colour(p);
 
     // Zero each activation gradient just before its first contribution (seeds are written):
     // a counting sort of the gradient buffers by start step.
     for (int i = 0; i < N; ++i) {
       const int gb = at(p.grad_buf, i);
-      if (gb >= 0 && !is_seed(i) && at(p.buffers, gb).start < t_end) ++at(p.zero_begin, at(p.buffers, gb).start - F + 1);
+      if (gb >= 0 && !is_seed(i) && at(p.grad_view_of, i) < 0 && at(p.buffers, gb).start < t_end)
+        ++at(p.zero_begin, at(p.buffers, gb).start - F + 1);
     }
     for (int b = 0; b < p.n_bwd; ++b) at(p.zero_begin, b + 1) += at(p.zero_begin, b);
     {
       std::array<int, U> fill{};
       for (int i = 0; i < N; ++i) {
         const int gb = at(p.grad_buf, i);
-        if (gb < 0 || is_seed(i) || at(p.buffers, gb).start >= t_end) continue;
+        if (gb < 0 || is_seed(i) || at(p.grad_view_of, i) >= 0 || at(p.buffers, gb).start >= t_end) continue;
         const int b = at(p.buffers, gb).start - F;
         at(p.zero_order, at(p.zero_begin, b) + at(fill, b)++) = i;
         // The first contributor (one per step: a step's nodes add to no common gradient) may

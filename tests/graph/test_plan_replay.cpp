@@ -63,6 +63,7 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
     for (int j = p.bwd_begin[std::size_t(b)]; j < p.bwd_begin[std::size_t(b + 1)]; ++j) {
       const int i = p.bwd_order[std::size_t(j)];
       const Node& n = G[i];
+      if (p.vjp_skip[std::size_t(i)]) continue;  // its source's gradient is its own buffer: nothing runs
       read(p.grad_buf[std::size_t(i)]);
       read(p.scratch_buf[std::size_t(i)]);
       if (n.op->saves & kSaveOutput) read(p.value_buf[std::size_t(i)]);
@@ -74,6 +75,7 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
     }
     for (int j = p.bwd_begin[std::size_t(b)]; j < p.bwd_begin[std::size_t(b + 1)]; ++j) {
       const Node& n = G[p.bwd_order[std::size_t(j)]];
+      if (p.vjp_skip[std::size_t(p.bwd_order[std::size_t(j)])]) continue;
       for (int k = 0; k < n.n_in; ++k)
         if (p.needs_grad[std::size_t(n.in[std::size_t(k)])]) write(p.grad_buf[std::size_t(n.in[std::size_t(k)])]);
     }
@@ -147,4 +149,49 @@ TEST_CASE("a gradient's first contributor writes it unless it reads the value tw
   STATIC_REQUIRE(ch.assigns[std::size_t(node_of<CHAIN>("linear"))] == kSaveInput(0));
   STATIC_REQUIRE(replays<SQUARED>());
   STATIC_REQUIRE(replays<CHAIN>());
+}
+
+namespace {
+constexpr auto kViewChain = [] {  // h -> r -> rr: views only; a has two consumers
+  Builder g;
+  Value a = g.input("a", {Batch, 6}, {.grad = true});
+  Value h = relu(a);
+  Value rr = reshape(reshape(h, {Batch, 2, 3}), {Batch, 3, 2});
+  Value s = reshape(a, {Batch, 3, 2});
+  g.loss(sum(rr * rr) + sum(s));
+  return g;
+};
+static constexpr auto VIEW_CHAIN = freeze<kViewChain>();
+}  // namespace
+
+TEST_CASE("a view that alone adds to its source's gradient shares its gradient buffer and runs no VJP", "[graph][plan]") {
+  constexpr const auto& p = Program<VIEW_CHAIN>::train_plan;
+  // nodes: a 0, relu 1, reshape 2, reshape 3, reshape of a 4
+  STATIC_REQUIRE(std::string_view(VIEW_CHAIN[3].op->name) == "reshape");
+  STATIC_REQUIRE(std::string_view(VIEW_CHAIN[4].op->name) == "reshape");
+  STATIC_REQUIRE(p.grad_view_of[1] == 3);  // through the chain
+  STATIC_REQUIRE(p.grad_view_of[2] == 3);
+  STATIC_REQUIRE(p.grad_view_of[3] == -1);
+  STATIC_REQUIRE(p.grad_buf[1] == p.grad_buf[3]);
+  STATIC_REQUIRE(p.grad_buf[2] == p.grad_buf[3]);
+  STATIC_REQUIRE(p.vjp_skip[2]);
+  STATIC_REQUIRE(p.vjp_skip[3]);
+  STATIC_REQUIRE(!p.grad_fresh[3]);  // read twice by one mul: zeroed, then added to
+  // a's gradient has two writers (relu and the reshape): its own buffer, and both VJPs run
+  STATIC_REQUIRE(p.grad_view_of[0] == -1);
+  STATIC_REQUIRE(!p.vjp_skip[4]);
+  STATIC_REQUIRE(p.grad_buf[0] != p.grad_buf[4]);
+  // The shared buffer lives until relu's VJP reads it.
+  STATIC_REQUIRE(p.buffers[std::size_t(p.grad_buf[3])].end == p.n_fwd + p.bwd_step[1]);
+  STATIC_REQUIRE(replays<VIEW_CHAIN>());
+  // Nothing shares in the inference plan.
+  STATIC_REQUIRE(!Program<VIEW_CHAIN>::infer_plan.vjp_skip[2]);
+
+  Program<VIEW_CHAIN> prog;
+  const std::vector<float> a = {-1.0f, 2.0f, 0.5f, -0.25f, 3.0f, 1.5f, 0.75f, -2.0f, 1.0f, 0.0f, -3.0f, 2.5f};
+  prog.set_input("a", std::span<const float>(a), {2, 6});
+  prog.forward();
+  prog.backward();
+  const auto ga = prog.input_grad("a");
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(ga.data[i] == (a[i] > 0 ? 2 * a[i] : 0.0f) + 1.0f);
 }

@@ -271,7 +271,9 @@ bool op_assigns_somewhere() {
     for (int k = 0; k < n.n_in; ++k)
       input_grad |= (n.op->assigns & kSaveInput(k)) && p.needs_grad[std::size_t(n.in[std::size_t(k)])];
     declared |= input_grad;
-    told |= p.assigns[std::size_t(i)] != 0;
+    // A view that alone writes its source's gradient shares that buffer and runs no VJP (its VJP
+    // is checked in the graph with probes, where the source has a second consumer).
+    told |= p.assigns[std::size_t(i)] != 0 || p.vjp_skip[std::size_t(i)];
   }
   return !declared || told;
 }
