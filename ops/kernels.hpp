@@ -24,6 +24,9 @@ using kernel::grain_for;
 using kernel::broadcast_strides;
 using kernel::offset_of;
 using kernel::reduce_broadcast;
+// Sums down the rows (a bias's or a norm's parameter gradient) in row blocks fixed by the shape,
+// partial sums added in block order, with each row's other work in the same pass.
+using kernel::rows_with_column_sums;
 
 namespace vec {
 namespace detail {

@@ -6,29 +6,6 @@
 
 namespace ctgrad {
 namespace {
-
-// Parameter gradients: columns in parallel, rows summed in order. f(r, j) -> (dgamma, dbeta) terms.
-template <class T, class F>
-void param_grads(std::int64_t rows, std::int64_t D, T* ggamma, T* gbeta, F f) {
-  if (!ggamma && !gbeta) return;
-  kernel::parallel(D, 64, [&](std::int64_t b, std::int64_t e) {
-    T acc_g[64] = {}, acc_b[64] = {};
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t j = b; j < e; ++j) {
-        auto [dg, db] = f(r, j);
-        acc_g[j - b] += dg;
-        acc_b[j - b] += db;
-      }
-    for (std::int64_t j = b; j < e; ++j) {
-      if (ggamma) ggamma[j] += acc_g[j - b];
-      if (gbeta) gbeta[j] += acc_b[j - b];
-    }
-  });
-}
-
-}  // namespace
-
-namespace {
 template <class T>
 void layer_norm_rows(const OpArgs& a, const simd::Table& t, bool parallel) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
@@ -82,30 +59,30 @@ void LayerNormOp::reference_forward(const OpArgs& a) {
   layer_norm_rows<T>(a, *simd::table("scalar"), false);
 }
 
+// One pass over the rows: each row's input gradient and its terms of the parameter gradients
+// (kernel::rows_with_column_sums: per-block partial sums, added in block order).
 template <class T>
 void LayerNormOp::vjp(const OpArgs& a) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *g = a.gout->as<T>(), *stats = a.scratch.as<T>();
   const bool std_form = a.attrs<LayerNormOp>().form == NormForm::std_plus_eps;
-  if (T* gx = a.gin[0].as<T>()) {
-    const auto& t = simd::best();
-    constexpr int ti = std::is_same_v<T, double>;
-    kernel::parallel(rows, kernel::grain_for(6 * D), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t r = b; r < e; ++r) {
-        const double mean = stats[3 * r], inv = stats[3 * r + 1], sd = stats[3 * r + 2];
-        double sums[2];  // sum(dy), sum(dy * (x - mean)), dy = g * gamma
-        t.norm_vjp_sums[ti](x + r * D, g + r * D, gamma, D, mean, sums);
-        // standard: dx = inv (dy - mean(dy) - d inv^2 mean(dy d))
-        // std+eps:  dx = inv (dy - mean(dy)) - inv^2 d sum(dy d) / ((D-1) std)
-        const double c = std_form ? (sd > 0 ? inv * inv * sums[1] / (double(D > 1 ? D - 1 : 1) * sd) : 0.0)
-                                  : inv * inv * inv * sums[1] / double(D);
-        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, mean, inv, sums[0] / double(D), c, a.assign(0));
-      }
-    });
-  }
-  param_grads<T>(rows, D, a.gin[1].as<T>(), a.gin[2].as<T>(), [&](std::int64_t r, std::int64_t j) {
-    const T xhat = (x[r * D + j] - stats[3 * r]) * stats[3 * r + 1];
-    return std::pair<T, T>{g[r * D + j] * xhat, g[r * D + j]};
+  const auto& t = simd::best();
+  constexpr int ti = std::is_same_v<T, double>;
+  T* gx = a.gin[0].as<T>();
+  T* const params[2] = {a.gin[1].as<T>(), a.gin[2].as<T>()};  // dgamma, dbeta: added to (parameters accumulate)
+  const bool param_grads = params[0] || params[1];
+  kernel::rows_with_column_sums<T>(rows, D, 2, params, 0u, [&](std::int64_t r, T* acc) {
+    const double mean = stats[3 * r], inv = stats[3 * r + 1], sd = stats[3 * r + 2];
+    if (gx) {
+      double sums[2];  // sum(dy), sum(dy * (x - mean)), dy = g * gamma
+      t.norm_vjp_sums[ti](x + r * D, g + r * D, gamma, D, mean, sums);
+      // standard: dx = inv (dy - mean(dy) - d inv^2 mean(dy d))
+      // std+eps:  dx = inv (dy - mean(dy)) - inv^2 d sum(dy d) / ((D-1) std)
+      const double c = std_form ? (sd > 0 ? inv * inv * sums[1] / (double(D > 1 ? D - 1 : 1) * sd) : 0.0)
+                                : inv * inv * inv * sums[1] / double(D);
+      t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, mean, inv, sums[0] / double(D), c, a.assign(0));
+    }
+    if (param_grads) t.norm_param_row[ti](x + r * D, g + r * D, D, mean, inv, acc, acc + D);
   });
 }
 
@@ -122,21 +99,19 @@ template <class T>
 void RmsNormOp::vjp(const OpArgs& a) {
   const std::int64_t D = a.out.size(-1), rows = a.out.rows();
   const T *x = a.in[0].as<T>(), *gamma = a.in[1].as<T>(), *g = a.gout->as<T>(), *stats = a.scratch.as<T>();
-  if (T* gx = a.gin[0].as<T>()) {
-    const auto& t = simd::best();
-    constexpr int ti = std::is_same_v<T, double>;
-    kernel::parallel(rows, kernel::grain_for(4 * D), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t r = b; r < e; ++r) {
-        const double inv = stats[3 * r + 1];
-        double sums[2];  // sums[1] = sum(dy * x)
-        t.norm_vjp_sums[ti](x + r * D, g + r * D, gamma, D, 0.0, sums);
-        t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, 0.0, inv, 0.0, inv * inv * inv * sums[1] / double(D),
-                             a.assign(0));
-      }
-    });
-  }
-  param_grads<T>(rows, D, a.gin[1].as<T>(), static_cast<T*>(nullptr), [&](std::int64_t r, std::int64_t j) {
-    return std::pair<T, T>{g[r * D + j] * x[r * D + j] * stats[3 * r + 1], T(0)};
+  const auto& t = simd::best();
+  constexpr int ti = std::is_same_v<T, double>;
+  T* gx = a.gin[0].as<T>();
+  T* const params[1] = {a.gin[1].as<T>()};
+  kernel::rows_with_column_sums<T>(rows, D, 1, params, 0u, [&](std::int64_t r, T* acc) {
+    const double inv = stats[3 * r + 1];
+    if (gx) {
+      double sums[2];  // sums[1] = sum(dy * x)
+      t.norm_vjp_sums[ti](x + r * D, g + r * D, gamma, D, 0.0, sums);
+      t.norm_vjp_apply[ti](x + r * D, g + r * D, gamma, gx + r * D, D, 0.0, inv, 0.0, inv * inv * inv * sums[1] / double(D),
+                           a.assign(0));
+    }
+    if (params[0]) t.norm_param_row[ti](x + r * D, g + r * D, D, 0.0, inv, acc, nullptr);
   });
 }
 

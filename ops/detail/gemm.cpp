@@ -168,52 +168,6 @@ struct Split {
   std::int64_t bm = 1, bn = 1, bk = 1;
 };
 
-// Split-K partial products: a process-wide pool of buffers, every free one grown to the largest
-// size asked for so far, at least two per CPU to start with (a thread waiting inside a GEMM may
-// run another GEMM that splits K). Which thread calls a GEMM, and how deeply GEMMs nest while
-// threads wait, then cannot make a later step allocate: a per-thread buffer grew whenever a thread
-// first split K at a new nesting depth, which the scheduler decides (seen: 3-4 allocations in a
-// steady Transformer step). Only nesting deeper than two per CPU adds a buffer.
-template <class T>
-class PartialPool {
- public:
-  static PartialPool& get() {
-    static auto* pool = new PartialPool;  // never destroyed: GEMMs may run until the process ends
-    return *pool;
-  }
-  std::vector<T>* take(std::int64_t n) {
-    std::lock_guard lock(mutex_);
-    if (buffers_.empty()) {
-      const int start = std::max(4, 2 * tbb::info::default_concurrency());
-      free_.reserve(256);
-      for (int i = 0; i < start; ++i) add();
-    }
-    if (std::size_t(n) > capacity_) {
-      capacity_ = std::size_t(n);
-      for (std::vector<T>* b : free_) b->resize(capacity_);
-    }
-    if (free_.empty()) add();
-    std::vector<T>* b = free_.back();
-    free_.pop_back();
-    if (b->size() < capacity_) b->resize(capacity_);  // it was in use when the pool grew
-    return b;
-  }
-  void give(std::vector<T>* b) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(b);
-  }
-
- private:
-  void add() {
-    buffers_.push_back(std::make_unique<std::vector<T>>(capacity_));
-    free_.push_back(buffers_.back().get());
-  }
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<std::vector<T>>> buffers_;
-  std::vector<std::vector<T>*> free_;
-  std::size_t capacity_ = 0;
-};
-
 // Splits the product into a grid of blocks from the shape and gemm_max_blocks() alone, never from
 // the arena's thread count: at most that many blocks, each at least kMinBlock wide on the sides it
 // splits and kMinWork flops, the longer of M and N halved first, and one block for small products
@@ -252,14 +206,11 @@ void split_blocks(const Split& split, std::int64_t M, std::int64_t N, std::int64
     run(0, M, 0, N, 0, K, C, ldc, acc);
     return;
   }
-  struct Lease {  // a pool buffer while K is split, returned however the GEMM ends
-    std::vector<T>* buffer = nullptr;
-    ~Lease() {
-      if (buffer) PartialPool<T>::get().give(buffer);
-    }
-  } lease;
-  if (bk > 1) lease.buffer = PartialPool<T>::get().take((bk - 1) * M * N);
-  T* partial = bk > 1 ? lease.buffer->data() : nullptr;  // [bk - 1][M][N]
+  // Pooled (kernel::PooledScratch): a per-thread buffer by nesting depth grew whenever a thread
+  // first split K at a new depth, which the scheduler decides (3-4 allocations in a steady step).
+  std::optional<PooledScratch> scratch;
+  if (bk > 1) scratch.emplace(std::size_t((bk - 1) * M * N) * sizeof(T));
+  T* partial = bk > 1 ? scratch->as<T>() : nullptr;  // [bk - 1][M][N]
   parallel(bm * bn * bk, 1, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t kb = b / (bm * bn), i = (b / bn) % bm, j = b % bn;

@@ -29,6 +29,49 @@ void parallel(std::int64_t n, std::int64_t grain, F&& f) {
                   const_cast<void*>(static_cast<const void*>(&f)));
 }
 
+// A buffer for one op's work, leased from a process-wide pool (ops/detail/parallel.cpp) and given
+// back when this ends: split-K partial products, per-block column sums. Every free buffer grows
+// to the largest size asked for, and there are two per CPU to start with (a thread waiting inside
+// an op may run another op's task that takes one), so once the sizes are seen a step allocates
+// nothing, whichever thread asks and however calls nest while threads wait.
+class PooledScratch {
+ public:
+  explicit PooledScratch(std::size_t bytes);
+  ~PooledScratch();
+  PooledScratch(const PooledScratch&) = delete;
+  PooledScratch& operator=(const PooledScratch&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(data_); }
+
+ private:
+  void* buffer_;  // the pool's record
+  void* data_;
+};
+
+// Sums down the rows of [rows, width] data, the same bits on any thread count: the rows are cut
+// into blocks by the shape alone (sum_blocks); row(r, acc) runs for each row of a block in order
+// and adds that row's terms to the block's partial sums acc[n_sums][width] (zeroed first); then
+// out[s] (+)= the blocks' partials added in block order (written, not added to, when bit s of
+// `assign` is set; a null out[s] is skipped). row may do the row's other work too (a norm's
+// input gradient): the rows' data is then read once.
+std::int64_t sum_blocks(std::int64_t rows, std::int64_t width);
+template <class T>
+void add_block_sums(const T* partial, std::int64_t blocks, std::int64_t width, int n_sums, T* const* out, unsigned assign);
+
+template <class T, class Row>
+void rows_with_column_sums(std::int64_t rows, std::int64_t width, int n_sums, T* const* out, unsigned assign, Row&& row) {
+  const std::int64_t blocks = sum_blocks(rows, width), stride = width * n_sums;
+  PooledScratch scratch(std::size_t(blocks * stride) * sizeof(T));
+  T* partial = scratch.as<T>();
+  parallel(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      T* acc = partial + b * stride;
+      std::fill(acc, acc + stride, T(0));
+      for (std::int64_t r = b * rows / blocks; r < (b + 1) * rows / blocks; ++r) row(r, acc);
+    }
+  });
+  add_block_sums(partial, blocks, width, n_sums, out, assign);
+}
 
 // Grain for elementwise work of `cost` flops per element: about 32k flops per task.
 inline std::int64_t grain_for(std::int64_t cost = 1) { return std::max<std::int64_t>(1, 32768 / cost); }

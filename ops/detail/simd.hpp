@@ -43,6 +43,9 @@ struct Table {
   // lr / bias correction 1, sqrt(bias correction 2), eps, decoupled}: decoupled: w *= shrink, else
   // g += wd w; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= step m / (sqrt(v) / sq + eps).
   void (*adam[2])(void* w, const void* g, void* m, void* v, std::int64_t n, const double* c);
+  // One row's terms of a norm's parameter gradients: ag += g * (x - mean) * inv; ab += g (ab may
+  // be null).
+  void (*norm_param_row[2])(const void* x, const void* g, std::int64_t n, double mean, double inv, void* ag, void* ab);
   // One row: y = (x - mean) * inv * gamma + beta  (beta may be null).
   void (*norm_row[2])(const void* x, void* y, std::int64_t n, double mean, double inv, const void* gamma, const void* beta);
 };

@@ -315,6 +315,21 @@ struct Kernels {
     for (; i < n; ++i) s += (x[i] - T(mean)) * (x[i] - T(mean));
     return double(s);
   }
+  static void norm_param_row(const void* xv, const void* gv, std::int64_t n, double mean, double inv, void* agv, void* abv) {
+    const T *x = static_cast<const T*>(xv), *g = static_cast<const T*>(gv);
+    T *ag = static_cast<T*>(agv), *ab = static_cast<T*>(abv);
+    const B mb = B(T(mean)), ib = B(T(inv));
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const B gi = load(g + i);
+      store(ag + i, load(ag + i) + gi * ((load(x + i) - mb) * ib));
+      if (ab) store(ab + i, load(ab + i) + gi);
+    }
+    for (; i < n; ++i) {
+      ag[i] += g[i] * ((x[i] - T(mean)) * T(inv));
+      if (ab) ab[i] += g[i];
+    }
+  }
   static void norm_row(const void* xv, void* yv, std::int64_t n, double mean, double inv, const void* gv, const void* bv) {
     const T *x = static_cast<const T*>(xv), *gamma = static_cast<const T*>(gv), *beta = static_cast<const T*>(bv);
     T* y = static_cast<T*>(yv);
@@ -357,6 +372,7 @@ Table make_table(const char* name) {
     t.norm_vjp_apply[ti] = &Kernels<Arch, T>::norm_vjp_apply;
     t.row_sq_dev[ti] = &Kernels<Arch, T>::row_sq_dev;
     t.norm_row[ti] = &Kernels<Arch, T>::norm_row;
+    t.norm_param_row[ti] = &Kernels<Arch, T>::norm_param_row;
   };
   one(float{}, 0);
   one(double{}, 1);
