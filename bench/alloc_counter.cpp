@@ -16,8 +16,14 @@ void __libc_free(void*);
 }
 
 namespace {
-std::atomic<long long> g_allocations{0};
-inline void count() { g_allocations.fetch_add(1, std::memory_order_relaxed); }
+std::atomic<long long> g_allocations{0}, g_library_allocations{0};
+std::atomic<bool (*)()> g_inside_library{nullptr};
+inline bool count() {  // true when it is not the library's
+  bool (*inside)() = g_inside_library.load(std::memory_order_relaxed);
+  const bool library = inside && inside();
+  (library ? g_library_allocations : g_allocations).fetch_add(1, std::memory_order_relaxed);
+  return !library;
+}
 }  // namespace
 // Set by the benchmark loops during timed steps: a debugger breakpoint on bench_steady_malloc
 // shows who allocates in a steady step.
@@ -26,12 +32,13 @@ volatile int bench_in_timed_step = 0;
 extern "C" __attribute__((noinline)) void bench_steady_malloc() { asm volatile(""); }
 namespace {
 inline void count_and_flag() {
-  count();
-  if (bench_in_timed_step) bench_steady_malloc();
+  if (count() && bench_in_timed_step) bench_steady_malloc();
 }
 }  // namespace
 
 long long bench::heap_allocations() { return g_allocations.load(std::memory_order_relaxed); }
+long long bench::library_allocations() { return g_library_allocations.load(std::memory_order_relaxed); }
+void bench::set_library_call(bool (*inside)()) { g_inside_library = inside; }
 
 extern "C" {
 void* malloc(std::size_t n) {

@@ -16,7 +16,10 @@
 
 namespace bench {
 
-long long heap_allocations();  // alloc_counter.cpp: malloc-family calls so far, whole process
+long long heap_allocations();  // alloc_counter.cpp: malloc-family calls so far, whole process, but
+// those made while set_library_call(f)'s f returns true (inside oneDNN), counted apart:
+long long library_allocations();
+void set_library_call(bool (*inside)());
 
 inline double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

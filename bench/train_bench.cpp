@@ -48,7 +48,7 @@ struct Frozen {
 // What one side measured over its timed steps.
 struct Side {
   std::vector<double> step_s;
-  long long allocs = 0;
+  long long allocs = 0, library_allocs = 0;  // ctgrad's (and libtorch's), oneDNN's own
   double first_loss = 0, last_loss = 0;
 };
 
@@ -58,7 +58,7 @@ void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, 
   for (int i = 0; i < steps; ++i) {
     const bench::Batch& b = data.at(int(model.steps()));
     bench_in_timed_step = timed;
-    const long long a0 = bench::heap_allocations();
+    const long long a0 = bench::heap_allocations(), l0 = bench::library_allocations();
     const double t0 = bench::now();
     const std::int64_t B = s.batch, T = s.seq;
     if (s.model == "gpt") {
@@ -83,11 +83,12 @@ void train_steps(Model& model, optim::AdamW<float>& opt, const bench::Shape& s, 
     });
     const double loss = model.loss();
     const double t = bench::now() - t0;
-    const long long allocs = bench::heap_allocations() - a0;
+    const long long allocs = bench::heap_allocations() - a0, library_allocs = bench::library_allocations() - l0;
     bench_in_timed_step = 0;
     if (timed) {
       side.step_s.push_back(t);
       side.allocs += allocs;
+      side.library_allocs += library_allocs;
     }
     if (side.first_loss == 0) side.first_loss = loss;
     side.last_loss = loss;
@@ -113,6 +114,7 @@ json report(const bench::Shape& s, const char* impl, const Side& side, double rs
          {"mfu", flops / 1e9 / peak_gflops},
          {"peak_rss_mb", rss_mb},
          {"allocs_per_step", side.step_s.empty() ? 0.0 : double(side.allocs) / double(side.step_s.size())},
+         {"onednn_allocs_per_step", side.step_s.empty() ? 0.0 : double(side.library_allocs) / double(side.step_s.size())},
          {"loss_first", side.first_loss},
          {"loss_last", side.last_loss}};
   return j;
@@ -192,12 +194,14 @@ class Peer {
 template <class Model>
 int run(const bench::Shape& s, const TrainBenchOptions& o) {
   const double peak0 = bench::fma_peak_gflops(o.threads);  // before any worker pool exists
+  bench::set_library_call(&kernel::inside_onednn_call);  // oneDNN's allocations per primitive run, counted apart
   Model model(Options{.threads = o.threads, .seed = 1, .hypers = {{"dropout", 0.0}}, .profile_ops = o.profile_ops});
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-4, .weight_decay = 0.1}, {optim::no_decay_group()});
   const bench::Batches data(s, 8);
   std::printf("%s\n", json{{"bench", "machine"},
                            {"cpu", ctgrad::cpu::describe()},
                            {"threads", o.threads},
+                           {"fp32_gemm", o.precision == "bf16" ? "not used" : kernel::fp32_kernel()},
                            {"bf16_gemm", o.precision == "fp32" ? "not used" : kernel::bf16_kernel()},
                            {"fma_peak_gflops_at_start", peak0},
                            {"peer", o.peer.empty() ? "none" : o.peer + " 1.13 (OpenBLAS OpenMP build, OMP_NUM_THREADS=" +

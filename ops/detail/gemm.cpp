@@ -282,12 +282,22 @@ const OneDnn& onednn() {
   return *d;
 }
 
+thread_local int t_in_onednn = 0;  // oneDNN calls this thread is in (inside_onednn_call)
+
 // oneDNN's OpenMP runtime runs one thread, the calling one, for the scope (oneTBB owns the cores);
-// the thread's setting is restored afterwards for whatever else uses OpenMP there.
+// the thread's setting is restored afterwards for whatever else uses OpenMP there. Every call into
+// oneDNN that runs or builds a kernel is inside one of these, so it also marks the thread as inside
+// oneDNN, for the allocation counters.
 class OneOmpThread {
  public:
-  explicit OneOmpThread(const OneDnn& d) : d_(d), old_(d.omp_get_max_threads()) { d.omp_set_num_threads(1); }
-  ~OneOmpThread() { d_.omp_set_num_threads(old_); }
+  explicit OneOmpThread(const OneDnn& d) : d_(d), old_(d.omp_get_max_threads()) {
+    d.omp_set_num_threads(1);
+    ++t_in_onednn;
+  }
+  ~OneOmpThread() {
+    --t_in_onednn;
+    d_.omp_set_num_threads(old_);
+  }
   OneOmpThread(const OneOmpThread&) = delete;
   OneOmpThread& operator=(const OneOmpThread&) = delete;
 
@@ -305,35 +315,88 @@ class OneOmpThread {
 struct MatmulKey {
   std::int64_t m, n, k;
   bool ta, tb, acc, bias = false;
+  bool f32 = false;  // fp32 operands (else bf16)
   bool operator==(const MatmulKey&) const = default;
 };
 struct MatmulKeyHash {
   std::size_t operator()(const MatmulKey& k) const {
     std::size_t h = std::hash<std::int64_t>()(k.m);
-    for (std::int64_t v : {k.n, k.k, std::int64_t(k.ta) | std::int64_t(k.tb) << 1 | std::int64_t(k.acc) << 2 | std::int64_t(k.bias) << 3})
+    for (std::int64_t v : {k.n, k.k, std::int64_t(k.ta) | std::int64_t(k.tb) << 1 | std::int64_t(k.acc) << 2 | std::int64_t(k.bias) << 3 |
+                                          std::int64_t(k.f32) << 4})
       h = h * 1000003u ^ std::hash<std::int64_t>()(v);
     return h;
   }
+};
+// What one execution of a primitive needs besides the operands: a stream, a memory object per
+// argument (its data pointer set per call) and the scratchpad. A primitive keeps a set per CPU,
+// made with it, and an execution takes one for its duration (it runs to its end in the calling
+// thread: a thread uses one set at a time), so which thread runs which block shape first, which
+// the scheduler decides, never makes a later step allocate.
+struct ExecSet {
+  dnnl_stream_t stream = nullptr;
+  std::array<dnnl_memory_t, 5> mem{};  // a, b, c, scratchpad, bias
+  std::vector<std::byte> storage;      // the scratchpad, 64-byte aligned within
+  void* scratchpad = nullptr;
 };
 struct Matmul {
   dnnl_primitive_t primitive = nullptr;
   dnnl_memory_desc_t a{}, b{}, c{}, scratch{}, bias{};
   std::size_t scratch_bytes = 0;
+  bool has_bias = false;
   std::string impl;  // the kernel oneDNN chose, e.g. "brg:avx512_core_amx_bf16"
+  std::mutex sets_mutex;
+  std::vector<std::unique_ptr<ExecSet>> sets;
+  std::vector<ExecSet*> free_sets;
 };
 
-Matmul make_matmul(const OneDnn& d, const MatmulKey& key) {
-  Matmul mm;
+// A new execution set for `mm`, added to its free list; an error naming the block if oneDNN fails.
+void add_exec_set(const OneDnn& d, Matmul& mm) {
+  auto set = std::make_unique<ExecSet>();
+  ExecSet& e = *set;
+  mm.sets.push_back(std::move(set));  // released with the primitive, even if the set is incomplete
+  const auto check = [&](dnnl_status_t status, const char* step) {
+    if (status != dnnl_success)
+      throw std::runtime_error(std::string("matmul: oneDNN's ") + (mm.a.data_type == dnnl_f32 ? "fp32" : "bf16") + " matmul primitive (" +
+                               mm.impl + ") for a block of " + std::to_string(mm.a.dims[0]) + "x" + std::to_string(mm.b.dims[1]) + "x" +
+                               std::to_string(mm.a.dims[1]) + ": " + step + " failed with status " + std::to_string(int(status)));
+  };
+  check(d.dnnl_stream_create(&e.stream, d.engine, dnnl_stream_default_flags), "creating a stream");
+  const dnnl_memory_desc_t* descs[5] = {&mm.a, &mm.b, &mm.c, &mm.scratch, &mm.bias};
+  const bool used[5] = {true, true, true, mm.scratch_bytes > 0, mm.has_bias};
+  for (std::size_t i = 0; i < 5; ++i)
+    if (used[i]) check(d.dnnl_memory_create(&e.mem[i], descs[i], d.engine, DNNL_MEMORY_NONE), "creating a memory object");
+  if (mm.scratch_bytes > 0) {
+    constexpr std::size_t kAlign = 64;
+    e.storage.resize(mm.scratch_bytes + kAlign);
+    e.scratchpad = e.storage.data() + (kAlign - reinterpret_cast<std::uintptr_t>(e.storage.data()) % kAlign) % kAlign;
+  }
+  mm.free_sets.push_back(&e);
+}
+
+void release_exec_sets(const OneDnn& d, Matmul& mm) {
+  for (auto& e : mm.sets) {
+    for (dnnl_memory_t m : e->mem)
+      if (m) d.dnnl_memory_destroy(m);
+    if (e->stream) d.dnnl_stream_destroy(e->stream);
+  }
+  mm.sets.clear(), mm.free_sets.clear();
+}
+
+std::unique_ptr<Matmul> make_matmul(const OneDnn& d, const MatmulKey& key) {
+  auto made = std::make_unique<Matmul>();
+  Matmul& mm = *made;
+  mm.has_bias = key.bias;
   const dnnl_dims_t a_dims = {key.m, key.k}, a_strides = {key.ta ? 1 : key.k, key.ta ? key.m : 1};
   const dnnl_dims_t b_dims = {key.k, key.n}, b_strides = {key.tb ? 1 : key.n, key.tb ? key.k : 1};
   const dnnl_dims_t c_dims = {key.m, key.n}, c_strides = {key.n, 1}, bias_dims = {1, key.n};
   dnnl_matmul_desc_t desc;
-  if (d.dnnl_memory_desc_init_by_strides(&mm.a, 2, a_dims, dnnl_bf16, a_strides) != dnnl_success ||
-      d.dnnl_memory_desc_init_by_strides(&mm.b, 2, b_dims, dnnl_bf16, b_strides) != dnnl_success ||
+  const dnnl_data_type_t operands = key.f32 ? dnnl_f32 : dnnl_bf16;
+  if (d.dnnl_memory_desc_init_by_strides(&mm.a, 2, a_dims, operands, a_strides) != dnnl_success ||
+      d.dnnl_memory_desc_init_by_strides(&mm.b, 2, b_dims, operands, b_strides) != dnnl_success ||
       d.dnnl_memory_desc_init_by_strides(&mm.c, 2, c_dims, dnnl_f32, c_strides) != dnnl_success ||
       (key.bias && d.dnnl_memory_desc_init_by_strides(&mm.bias, 2, bias_dims, dnnl_f32, c_strides) != dnnl_success) ||
       d.dnnl_matmul_desc_init(&desc, &mm.a, &mm.b, key.bias ? &mm.bias : nullptr, &mm.c) != dnnl_success)
-    return mm;
+    return made;
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_post_ops_t post = nullptr;
   dnnl_primitive_desc_t pd = nullptr;
@@ -357,7 +420,7 @@ Matmul make_matmul(const OneDnn& d, const MatmulKey& key) {
   if (pd) d.dnnl_primitive_desc_destroy(pd);
   if (post) d.dnnl_post_ops_destroy(post);
   if (attr) d.dnnl_primitive_attr_destroy(attr);
-  return mm;
+  return made;
 }
 
 // Building one takes 0.35-0.6 ms and keeps about 90 KB (measured on Emerald Rapids). At most
@@ -367,7 +430,7 @@ Matmul make_matmul(const OneDnn& d, const MatmulKey& key) {
 std::atomic<std::size_t> g_max_matmuls{4096};
 
 // The kept primitive for `key`, or null when none is kept and there is no room.
-const Matmul* kept_matmul(const OneDnn& d, const MatmulKey& key) {
+Matmul* kept_matmul(const OneDnn& d, const MatmulKey& key) {
   static std::mutex mutex;
   // Never destroyed (nor their primitives): a thread may run one until the process ends.
   static auto* made = new std::unordered_map<MatmulKey, std::unique_ptr<Matmul>, MatmulKeyHash>;
@@ -377,110 +440,78 @@ const Matmul* kept_matmul(const OneDnn& d, const MatmulKey& key) {
   if (made->size() >= g_max_matmuls.load()) {
     static bool warned = false;
     if (!std::exchange(warned, true))
-      std::fprintf(stderr, "ctgrad: warning: %zu bf16 GEMM block shapes have oneDNN primitives; further shapes build theirs on "
-                           "every call (slow; CTGRAD_BF16_GEMM=call avoids it)\n", made->size());
+      std::fprintf(stderr, "ctgrad: warning: %zu GEMM block shapes have oneDNN primitives; further shapes build theirs on "
+                           "every call (slow; CTGRAD_FP32_GEMM=openblas and CTGRAD_BF16_GEMM=call avoid it)\n", made->size());
     return nullptr;
   }
-  return made->emplace(key, std::make_unique<Matmul>(make_matmul(d, key))).first->second.get();
+  std::unique_ptr<Matmul> mm = make_matmul(d, key);
+  if (mm->primitive)  // one execution set per CPU (more only if more threads than CPUs run it at once)
+    for (int i = 0; i < tbb::info::default_concurrency(); ++i) add_exec_set(d, *mm);
+  return made->emplace(key, std::move(mm)).first->second.get();
 }
 
-// What one thread needs to run primitives: a stream, memory objects per primitive (their data
-// set per call) and a grow-only scratchpad. A primitive runs to its end in the calling thread,
-// so none of it is in use twice at once.
-struct DnnlThread {
-  dnnl_stream_t stream = nullptr;
-  std::unordered_map<const Matmul*, std::array<dnnl_memory_t, 5>> memories;  // a, b, c, scratchpad, bias
-  std::vector<std::byte> scratchpad;
-  DnnlThread() = default;
-  DnnlThread(const DnnlThread&) = delete;
-  DnnlThread& operator=(const DnnlThread&) = delete;
-  ~DnnlThread() {  // at the thread's end
-    const OneDnn& d = onednn();
-    for (auto& [mm, mem] : memories) release(d, mem);
-    if (stream) d.dnnl_stream_destroy(stream);
-  }
-  static void release(const OneDnn& d, std::array<dnnl_memory_t, 5>& mem) {
-    for (dnnl_memory_t& m : mem)
-      if (m) d.dnnl_memory_destroy(m), m = nullptr;
-  }
-};
-thread_local DnnlThread t_dnnl;
+std::atomic<std::int64_t> g_primitive_runs[2]{};  // bf16, fp32
 
-std::atomic<std::int64_t> g_primitive_runs{0};
-
-// Runs `mm` (kept: its memory objects are kept per thread too; else made for this call). Any
-// failure is an error: a silent change of route would make the bits depend on the thread.
-void run_matmul(const OneDnn& d, const Matmul& mm, bool kept, const std::uint16_t* a, const std::uint16_t* b, const float* bias,
-                float* c) {
+// Runs `mm` on one of its execution sets. Any failure is an error: a silent change of route would
+// make the bits depend on the thread.
+void run_matmul(const OneDnn& d, Matmul& mm, const void* a, const void* b, const float* bias, float* c) {
+  ExecSet* e = nullptr;
+  {
+    std::lock_guard lock(mm.sets_mutex);
+    if (mm.free_sets.empty()) add_exec_set(d, mm);
+    e = mm.free_sets.back();
+    mm.free_sets.pop_back();
+  }
+  struct Give {  // back to the free list, however the run ends
+    Matmul& mm;
+    ExecSet* e;
+    ~Give() {
+      std::lock_guard lock(mm.sets_mutex);
+      mm.free_sets.push_back(e);
+    }
+  } give{mm, e};
   const auto check = [&](dnnl_status_t status, const char* step) {
     if (status != dnnl_success)
-      throw std::runtime_error("matmul: oneDNN's bf16 matmul primitive (" + mm.impl + ") for a block of " +
-                               std::to_string(mm.a.dims[0]) + "x" + std::to_string(mm.b.dims[1]) + "x" + std::to_string(mm.a.dims[1]) +
-                               ": " + step + " failed with status " + std::to_string(int(status)));
+      throw std::runtime_error(std::string("matmul: oneDNN's ") + (mm.a.data_type == dnnl_f32 ? "fp32" : "bf16") + " matmul primitive (" +
+                               mm.impl + ") for a block of " + std::to_string(mm.a.dims[0]) + "x" + std::to_string(mm.b.dims[1]) + "x" +
+                               std::to_string(mm.a.dims[1]) + ": " + step + " failed with status " + std::to_string(int(status)));
   };
-  DnnlThread& t = t_dnnl;
-  if (!t.stream) check(d.dnnl_stream_create(&t.stream, d.engine, dnnl_stream_default_flags), "creating the thread's stream");
-  std::array<dnnl_memory_t, 5> own{};
-  std::array<dnnl_memory_t, 5>* mem = &own;
-  bool fresh = true;
-  if (kept) {
-    auto [it, added] = t.memories.try_emplace(&mm);
-    mem = &it->second, fresh = added;
-  }
-  struct Release {  // the call's own memory objects, however it ends
-    const OneDnn& d;
-    std::array<dnnl_memory_t, 5>& own;
-    ~Release() { DnnlThread::release(d, own); }
-  } release{d, own};
-  const dnnl_memory_desc_t* descs[5] = {&mm.a, &mm.b, &mm.c, &mm.scratch, &mm.bias};
   const int kinds[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD, DNNL_ARG_BIAS};
-  const bool used[5] = {true, true, true, mm.scratch_bytes > 0, bias != nullptr};
-  if (fresh)
-    for (std::size_t i = 0; i < 5; ++i)
-      if (used[i]) {
-        const dnnl_status_t status = d.dnnl_memory_create(&(*mem)[i], descs[i], d.engine, DNNL_MEMORY_NONE);
-        if (status != dnnl_success) {
-          if (kept) DnnlThread::release(d, *mem), t.memories.erase(&mm);
-          check(status, "creating a memory object");
-        }
-      }
-  constexpr std::size_t kAlign = 64;
-  if (t.scratchpad.size() < mm.scratch_bytes + kAlign) t.scratchpad.resize(mm.scratch_bytes + kAlign);
-  void* pad = t.scratchpad.data() + (kAlign - reinterpret_cast<std::uintptr_t>(t.scratchpad.data()) % kAlign) % kAlign;
-  void* handles[5] = {const_cast<std::uint16_t*>(a), const_cast<std::uint16_t*>(b), c, pad, const_cast<float*>(bias)};
+  void* handles[5] = {const_cast<void*>(a), const_cast<void*>(b), c, e->scratchpad, const_cast<float*>(bias)};
   dnnl_exec_arg_t args[5];
   int n_args = 0;
   for (std::size_t i = 0; i < 5; ++i)
-    if (used[i]) {
-      check(d.dnnl_memory_set_data_handle((*mem)[i], handles[i]), "setting an operand's memory");
-      args[n_args++] = {kinds[i], (*mem)[i]};
+    if (e->mem[i] && (i != 4 || bias)) {
+      check(d.dnnl_memory_set_data_handle(e->mem[i], handles[i]), "setting an operand's memory");
+      args[n_args++] = {kinds[i], e->mem[i]};
     }
   OneOmpThread one(d);
-  check(d.dnnl_primitive_execute(mm.primitive, t.stream, n_args, args), "running it");  // C may be partly written: no second try
-  g_primitive_runs.fetch_add(1, std::memory_order_relaxed);
+  check(d.dnnl_primitive_execute(mm.primitive, e->stream, n_args, args), "running it");  // C may be partly written: no second try
+  g_primitive_runs[mm.a.data_type == dnnl_f32].fetch_add(1, std::memory_order_relaxed);
 }
 
-// Runs the block through a primitive when oneDNN builds one for it (on AMX hosts, automatically,
-// only an AMX one); false when it does not (the caller takes the BLAS-like call). The answer
+// Runs the block through a primitive when oneDNN builds one for it whose kernel's name contains
+// `need_impl` (when given); false when it does not (the caller takes its other route). The answer
 // depends on the shape alone.
-bool run_block_primitive(const OneDnn& d, const MatmulKey& key, bool need_amx, const std::uint16_t* a, const std::uint16_t* b,
+bool run_block_primitive(const OneDnn& d, const MatmulKey& key, const char* need_impl, const void* a, const void* b,
                          const float* bias, float* c) {
-  const auto usable = [&](const Matmul& mm) { return mm.primitive && (!need_amx || mm.impl.find("amx") != std::string::npos); };
-  if (const Matmul* mm = kept_matmul(d, key)) {
-    if (!usable(*mm)) return false;
-    run_matmul(d, *mm, true, a, b, bias, c);
+  const auto usable = [&](const Matmul& mm) { return mm.primitive && (!need_impl || mm.impl.find(need_impl) != std::string::npos); };
+  if (Matmul* kept = kept_matmul(d, key)) {
+    if (!usable(*kept)) return false;
+    run_matmul(d, *kept, a, b, bias, c);
     return true;
   }
-  Matmul once = make_matmul(d, key);  // no room to keep it
+  std::unique_ptr<Matmul> once = make_matmul(d, key);  // no room to keep it
   struct Destroy {
     const OneDnn& d;
     Matmul& mm;
     ~Destroy() {
+      release_exec_sets(d, mm);
       if (mm.primitive) d.dnnl_primitive_destroy(mm.primitive);
     }
-  } destroy{d, once};
-  if (!usable(once)) return false;
-  run_matmul(d, once, false, a, b, bias, c);
+  } destroy{d, *once};
+  if (!usable(*once)) return false;
+  run_matmul(d, *once, a, b, bias, c);
   return true;
 }
 
@@ -529,6 +560,62 @@ bool bf16_primitive_for(bool trans_a, bool trans_b, std::int64_t k) {
 }
 
 std::atomic<bool> g_bf16{false};
+
+std::atomic<int> g_fp32_kernel{int(Fp32Kernel::automatic)};
+
+// CTGRAD_FP32_GEMM, read once: -1 none (automatic), else an Fp32Kernel.
+int fp32_kernel_from_env() {
+  static const int k = [] {
+    const char* e = std::getenv("CTGRAD_FP32_GEMM");
+    if (!e || !*e) return -1;
+    if (std::strcmp(e, "openblas") == 0) return int(Fp32Kernel::openblas);
+    if (std::strcmp(e, "primitive") == 0) return int(Fp32Kernel::primitive);
+    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_FP32_GEMM=%s (openblas or primitive)\n", e);
+    return -1;
+  }();
+  return k;
+}
+int fp32_route() {
+  const int route = g_fp32_kernel.load(std::memory_order_relaxed);
+  return route == int(Fp32Kernel::automatic) && fp32_kernel_from_env() >= 0 ? fp32_kernel_from_env() : route;
+}
+
+// Automatic: primitives where oneDNN runs fp32 ones with its AVX-512 brgemm kernels (asked once,
+// of a probe shape).
+bool fp32_brgemm() {
+  static const bool brg = [] {
+    const OneDnn& d = onednn();
+    if (!d.engine) return false;
+    MatmulKey key{256, 256, 256, false, true, false};
+    key.f32 = true;
+    const Matmul* probe = kept_matmul(d, key);
+    return probe && probe->primitive && probe->impl.find("brg:avx512") != std::string::npos;
+  }();
+  return brg;
+}
+
+// Whether an fp32 block of this form goes through a primitive. Automatic: op(A) not transposed (a
+// linear's forward and dX, attention's products: 1.0-1.26x OpenBLAS on Emerald Rapids, with both
+// routes alternating on the same shapes; docs/performance.md), on AVX-512 brgemm hosts; never
+// op(A) transposed (a weight gradient: 0.90-1.03x).
+bool fp32_primitive_for(bool trans_a) {
+  const int route = fp32_route();
+  if (route == int(Fp32Kernel::openblas)) return false;
+  if (route == int(Fp32Kernel::primitive)) return onednn().engine != nullptr;
+  return !trans_a && fp32_brgemm();
+}
+
+// Runs an fp32 block (operands at their place in A and B) through a kept primitive when its
+// route and its operands allow (dense: a primitive's strided operands take a slower kernel), with
+// `bias` in its epilogue; false when the caller must run it through OpenBLAS.
+bool fp32_block_primitive(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                          const float* b, std::int64_t ldb, const float* bias, float* c, std::int64_t ldc, bool acc) {
+  if (!fp32_primitive_for(ta)) return false;
+  if (lda != (ta ? m : k) || ldb != (tb ? k : n) || ldc != n) return false;
+  MatmulKey key{m, n, k, ta, tb, acc, bias != nullptr};
+  key.f32 = true;
+  return run_block_primitive(onednn(), key, fp32_route() == int(Fp32Kernel::automatic) ? "brg:avx512" : nullptr, a, b, bias, c);
+}
 
 // fp32 -> bf16, round to nearest even (AVX512-BF16's vcvtneps2bf16): rows of a strided matrix
 // into a dense one. Only called when the CPU has AVX512-BF16 (set_gemm_precision checks).
@@ -630,7 +717,8 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                  const std::uint16_t* bp = tb ? b + n0 * K + n * k0 : b + k0 * N + k * n0;
                  const float* block_bias = bias && k0 == 0 ? bias + n0 : nullptr;  // once: not into K blocks' partials
                  if (ldc_block == n && bf16_primitive_for(ta, tb, k) &&  // a primitive writes a dense C only
-                     run_block_primitive(dnnl, {m, n, k, ta, tb, acc_block, block_bias != nullptr}, need_amx, ap, bp, block_bias, c))
+                     run_block_primitive(dnnl, {m, n, k, ta, tb, acc_block, block_bias != nullptr}, need_amx ? "amx" : nullptr, ap, bp,
+                                         block_bias, c))
                    return;
                  if (block_bias) {
                    for (std::int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc_block, block_bias, std::size_t(n) * sizeof(float));
@@ -755,6 +843,8 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
                    std::int64_t ldc_block, bool acc_block) {
                  const T* a = ta ? A + k0 * lda + m0 : A + m0 * lda + k0;
                  const T* b = tb ? B + n0 * ldb + k0 : B + k0 * ldb + n0;
+                 if constexpr (std::is_same_v<T, float>)
+                   if (fp32_block_primitive(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, nullptr, c, ldc_block, acc_block)) return;
                  call(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, c, ldc_block, acc_block);
                });
 }
@@ -766,6 +856,24 @@ void gemm_bias(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
   if constexpr (std::is_same_v<T, float>)
     if (g_bf16.load(std::memory_order_relaxed) && K > 0 && 2 * M * N * K >= kBf16MinFlops) {
       gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc, false);
+      return;
+    }
+  if constexpr (std::is_same_v<T, float>)
+    if (K > 0 && blas().sgemm && fp32_primitive_for(ta)) {  // the bias in a primitive's epilogue, block by block
+      split_blocks(choose_split(M, N, K), M, N, K, C, ldc, false,
+                   [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, T* c,
+                       std::int64_t ldc_block, bool acc_block) {
+                     const T* a = ta ? A + k0 * lda + m0 : A + m0 * lda + k0;
+                     const T* b = tb ? B + n0 * ldb + k0 : B + k0 * ldb + n0;
+                     const T* block_bias = k0 == 0 ? bias + n0 : nullptr;  // once: not into K blocks' partials
+                     if (fp32_block_primitive(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, block_bias, c, ldc_block, acc_block))
+                       return;
+                     if (block_bias) {
+                       for (std::int64_t r = 0; r < m1 - m0; ++r) std::memcpy(c + r * ldc_block, block_bias, std::size_t(n1 - n0) * sizeof(T));
+                       acc_block = true;
+                     }
+                     call(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, c, ldc_block, acc_block);
+                   });
       return;
     }
   parallel(M, std::max<std::int64_t>(1, 16384 / N), [&](std::int64_t r0, std::int64_t r1) {
@@ -792,12 +900,26 @@ Bf16OperandReuse::~Bf16OperandReuse() {
 }
 
 std::int64_t bf16_conversions() { return g_conversions.load(); }
-std::int64_t bf16_primitive_runs() { return g_primitive_runs.load(); }
+std::int64_t bf16_primitive_runs() { return g_primitive_runs[0].load(); }
+std::int64_t fp32_primitive_runs() { return g_primitive_runs[1].load(); }
+bool inside_onednn_call() { return t_in_onednn > 0; }
 void set_bf16_primitives_kept(std::size_t n) { g_max_matmuls = n; }
 
 std::string gemm_backend() { return blas().name; }
 
 void set_bf16_kernel(Bf16Kernel k) { g_bf16_kernel = int(k); }
+void set_fp32_kernel(Fp32Kernel k) { g_fp32_kernel = int(k); }
+
+std::string fp32_kernel() {
+  if (!blas().sgemm) return blas().name;
+  const std::string call = "OpenBLAS";
+  if (!fp32_primitive_for(false)) return fp32_route() == int(Fp32Kernel::primitive) ? call + " (no matmul primitives: " + onednn().why + onednn().no_primitives + ")" : call;
+  MatmulKey key{256, 256, 256, false, true, false};
+  key.f32 = true;
+  const Matmul* probe = kept_matmul(onednn(), key);
+  const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
+  return fp32_primitive_for(true) ? prim + " for dense blocks, else " + call : prim + " for op(A) not transposed and dense blocks, else " + call;
+}
 
 std::string bf16_kernel() {
   const OneDnn& d = onednn();

@@ -11,6 +11,9 @@
 // weight gradient), the K blocks' partial products added in block order. Why not our own
 // micro-kernel: docs/performance.md.
 //
+// fp32 blocks whose operands are dense go through oneDNN matmul primitives instead where they are
+// faster (fp32_kernel below), with the same shape-only split.
+//
 // Mixed precision (set_gemm_precision(Precision::bf16)): float GEMMs round both operands to
 // bfloat16 and accumulate in fp32 through oneDNN (AVX512-BF16 or AMX kernels), loaded by path like
 // OpenBLAS and run one thread per block under the same shape-only split: its BLAS-like
@@ -30,9 +33,9 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
           const T* B, std::int64_t ldb, T* C, std::int64_t ldc, bool accumulate);
 
-// C[M,N] = op(A) op(B) + bias[N] on every row (a linear's forward). bf16 matmul primitives add the
-// bias in their epilogue; otherwise C's rows are set to the bias and the product accumulated onto
-// them, as before.
+// C[M,N] = op(A) op(B) + bias[N] on every row (a linear's forward). Matmul primitives (fp32 or
+// bf16) add the bias in their epilogue; otherwise C's rows are set to the bias and the product
+// accumulated onto them.
 template <class T>
 void gemm_bias(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t lda,
                const T* B, std::int64_t ldb, const T* bias, T* C, std::int64_t ldc);
@@ -55,7 +58,13 @@ class Bf16OperandReuse {
   bool active_;
 };
 std::int64_t bf16_conversions();     // operands converted to bf16 so far, process-wide (tests)
-std::int64_t bf16_primitive_runs();  // blocks run through a matmul primitive so far (tests)
+std::int64_t bf16_primitive_runs();  // bf16 blocks run through a matmul primitive so far (tests)
+std::int64_t fp32_primitive_runs();  // fp32 blocks run through a matmul primitive so far (tests)
+// True while this thread is inside a call into oneDNN that builds or runs a kernel. oneDNN 2.6's
+// C API allocates on every primitive execution (its argument map: about 6 small blocks, freed
+// before it returns), which no caller can avoid; allocation counters (test_alloc, ctgrad-bench)
+// count those apart from ctgrad's own, which a steady step keeps at 0.
+bool inside_onednn_call();
 // At most this many primitives are kept (4,096); past it a new block shape builds its primitive on
 // every call, same route and bits, slower, with a warning. Lowering it keeps those already kept.
 void set_bf16_primitives_kept(std::size_t n);
@@ -94,6 +103,17 @@ Precision gemm_precision();
 enum class Bf16Kernel { automatic, call, primitive };
 void set_bf16_kernel(Bf16Kernel k);
 std::string bf16_kernel();  // what bf16 blocks run through on this host, for benchmarks' output
+
+// Which kernel runs an fp32 block. automatic: oneDNN matmul primitives (one per block shape, built
+// on first use and kept, like bf16's) where oneDNN runs them with its AVX-512 brgemm kernels, for
+// op(A) not transposed (a linear's forward and dX; 1.0-1.26x OpenBLAS on Emerald Rapids, with both
+// alternating on the same shapes) and blocks whose operands are dense; OpenBLAS for op(A)
+// transposed (a weight gradient: 0.90-1.03x), strided blocks (attention's heads), hosts without
+// AVX-512 or oneDNN. CTGRAD_FP32_GEMM=primitive|openblas overrides automatic; the setter (tests,
+// benchmarks) overrides both. Double GEMMs always run on OpenBLAS.
+enum class Fp32Kernel { automatic, openblas, primitive };
+void set_fp32_kernel(Fp32Kernel k);
+std::string fp32_kernel();  // what fp32 blocks run through on this host, for benchmarks' output
 
 // The most blocks one GEMM is split into: the CPUs this process may use (oneTBB's default
 // concurrency: affinity mask and cgroup quota) rounded up to a power of two, or CTGRAD_GEMM_BLOCKS.

@@ -30,10 +30,11 @@ void parallel(std::int64_t n, std::int64_t grain, F&& f) {
 }
 
 // A buffer for one op's work, leased from a process-wide pool (ops/detail/parallel.cpp) and given
-// back when this ends: split-K partial products, per-block column sums. Every free buffer grows
-// to the largest size asked for, and there are two per CPU to start with (a thread waiting inside
-// an op may run another op's task that takes one), so once the sizes are seen a step allocates
-// nothing, whichever thread asks and however calls nest while threads wait.
+// back when this ends: split-K partial products, per-block column sums. Every buffer grows to the
+// largest size asked for (a free one at once, one in use when it comes back), and there are two
+// per CPU to start with (a thread waiting inside an op may run another op's task that takes one),
+// so once the sizes are seen a step allocates nothing, whichever thread asks and however calls
+// nest while threads wait.
 class PooledScratch {
  public:
   explicit PooledScratch(std::size_t bytes);

@@ -65,11 +65,11 @@ class ScratchPool {
     if (free_.empty()) add();
     PoolBuffer* b = free_.back();
     free_.pop_back();
-    b->grow(largest_);  // it was in use when the pool grew
     return b;
   }
   void give(PoolBuffer* b) {
     std::lock_guard lock(mutex_);
+    b->grow(largest_);  // if the pool grew while it was in use: now, in the step that grew it
     free_.push_back(b);
   }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of `ctgrad-bench gpt|vit|transformer`: a few steps of each model, with the libtorch
 # peer when it was built. Checks the JSON lines: figures present and finite, losses finite,
-# 0 heap allocations per steady step for ctgrad, a ratio line when the peer ran.
+# 0 heap allocations per steady step for ctgrad (oneDNN's own counted apart), a ratio line when the peer ran.
 set -euo pipefail
 bench="$1"
 peer=()
@@ -24,6 +24,7 @@ for impl in ["ctgrad"] + (["libtorch"] if with_peer else []):
         assert math.isfinite(r[k]) and r[k] > 0, (impl, k, r[k])
     assert r["step_ms_min"] <= r["step_ms_median"] <= r["step_ms_max"], r
 assert runs["ctgrad"]["allocs_per_step"] == 0, "ctgrad allocated in a steady step: %s" % runs["ctgrad"]["allocs_per_step"]
+assert math.isfinite(runs["ctgrad"]["onednn_allocs_per_step"]) and runs["ctgrad"]["onednn_allocs_per_step"] >= 0, runs["ctgrad"]
 if with_peer:
     ratio = [l for l in lines if "ratio" in l][0]
     assert math.isfinite(ratio["ratio"]) and ratio["ratio"] > 0, ratio

@@ -295,6 +295,11 @@ struct ScopedRoute {
   explicit ScopedRoute(kernel::Bf16Kernel k) { kernel::set_bf16_kernel(k); }
   ~ScopedRoute() { kernel::set_bf16_kernel(kernel::Bf16Kernel::automatic); }
 };
+// Sets the fp32 route until the end of the scope, then back to automatic.
+struct ScopedFp32Route {
+  explicit ScopedFp32Route(kernel::Fp32Kernel k) { kernel::set_fp32_kernel(k); }
+  ~ScopedFp32Route() { kernel::set_fp32_kernel(kernel::Fp32Kernel::automatic); }
+};
 // At 4 blocks: 2 blocks of rows, of columns, of K, a 2 x 2 grid, each also with blocks of unequal size.
 struct SplitShape {
   std::int64_t M, N, K;
@@ -353,16 +358,63 @@ TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is r
   }
 }
 
-TEST_CASE("gemm_bias adds the bias once to every row in fp32 and on both bf16 routes for every form and split", "[ops][gemm][bf16]") {
-  // Splits as in the test above (rows, columns, K, a 2 x 2 grid at 4 blocks); a K split must add
+TEST_CASE("fp32 gemm through oneDNN matmul primitives or OpenBLAS is right for every form and split and a strided C", "[ops][gemm]") {
+  // The splits of the bf16 test above; a block takes a primitive only when its operands are dense
+  // (here: rows split or none, with op(A) not transposed), else OpenBLAS, even when forced.
+  ctgrad::testing::ScopedGemmBlocks blocks(4);
+  for (const kernel::Fp32Kernel route : {kernel::Fp32Kernel::primitive, kernel::Fp32Kernel::openblas}) {
+    ScopedFp32Route scoped(route);
+    const bool primitives = route == kernel::Fp32Kernel::primitive && kernel::fp32_kernel().find("matmul primitives (") != std::string::npos;
+    if (route == kernel::Fp32Kernel::primitive && !primitives) WARN("no fp32 matmul primitives here: " << kernel::fp32_kernel());
+    if (primitives) CHECK_THAT(kernel::fp32_kernel(), !Catch::Matchers::Contains("none built"));
+    if (route == kernel::Fp32Kernel::openblas) CHECK(kernel::fp32_kernel() == "OpenBLAS");
+    for (const SplitShape s : kSplitShapes)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool acc : {false, true})
+            for (std::int64_t pad : {0, 3}) {
+              const std::int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N, ldc = s.N + pad;
+              auto A = randn(std::size_t(s.M * s.K), 41), B = randn(std::size_t(s.K * s.N), 42), C0 = randn(std::size_t(s.M * ldc), 43);
+              const std::int64_t runs = kernel::fp32_primitive_runs();
+              const auto [one, two] = on_1_and_2_threads(C0, [&](float* c) { kernel::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, c, ldc, acc); });
+              if (primitives && pad == 0 && !ta && s.N < 512 && s.K < 1000) CHECK(kernel::fp32_primitive_runs() > runs);
+              if (!primitives) CHECK(kernel::fp32_primitive_runs() == runs);
+              if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
+              double worst = 0;
+              bool padding_kept = true;
+              for (std::int64_t i = 0; i < s.M; i += 3)
+                for (std::int64_t j = 0; j < ldc; ++j) {
+                  const std::size_t e = std::size_t(i * ldc + j);
+                  if (j >= s.N) {
+                    padding_kept = padding_kept && one[e] == C0[e];
+                    continue;
+                  }
+                  double want = acc ? double(C0[e]) : 0.0;
+                  for (std::int64_t k = 0; k < s.K; ++k)
+                    want += double(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)]) *
+                            double(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]);
+                  worst = std::max(worst, std::abs(one[e] - want));
+                }
+              INFO("route " << int(route) << " M" << s.M << " N" << s.N << " K" << s.K << " ta" << ta << " tb" << tb << " acc" << acc << " pad" << pad);
+              CHECK(worst < 1e-4 * std::sqrt(double(s.K)) + 1e-5);
+              CHECK(padding_kept);
+            }
+  }
+}
+
+TEST_CASE("gemm_bias adds the bias once to every row on both fp32 and both bf16 routes for every form and split", "[ops][gemm][bf16]") {
+  // Splits as in the tests above (rows, columns, K, a 2 x 2 grid at 4 blocks); a K split must add
   // the bias in its first K block only.
   ctgrad::testing::ScopedGemmBlocks blocks(4);
   const bool bf16 = ctgrad::testing::bf16_gemm();
-  for (int route = 0; route < (bf16 ? 3 : 1); ++route) {  // fp32, bf16 through primitives, bf16 through the call
-    ScopedRoute scoped(route == 2 ? kernel::Bf16Kernel::call : kernel::Bf16Kernel::primitive);
+  // fp32 through OpenBLAS, fp32 through primitives, bf16 through primitives, bf16 through the call
+  for (int route = 0; route < (bf16 ? 4 : 2); ++route) {
+    ScopedFp32Route fp32_route(route == 1 ? kernel::Fp32Kernel::primitive : kernel::Fp32Kernel::openblas);
+    ScopedRoute scoped(route == 3 ? kernel::Bf16Kernel::call : kernel::Bf16Kernel::primitive);
     std::optional<ctgrad::testing::ScopedPrecision> precision;
-    if (route > 0) precision.emplace(kernel::Precision::bf16);
-    const auto in_precision = [&](float x) { return route > 0 ? round_bf16(x) : x; };
+    if (route > 1) precision.emplace(kernel::Precision::bf16);
+    const auto in_precision = [&](float x) { return route > 1 ? round_bf16(x) : x; };
+    const std::int64_t fp32_runs = kernel::fp32_primitive_runs();
     for (const SplitShape s : kSplitShapes)
       for (bool ta : {false, true})
         for (bool tb : {false, true})
@@ -391,6 +443,8 @@ TEST_CASE("gemm_bias adds the bias once to every row in fp32 and on both bf16 ro
             CHECK(worst < 1e-4 * std::sqrt(double(s.K)) + 1e-5);
             CHECK(padding_kept);
           }
+    if (route == 1 && kernel::fp32_kernel().find("matmul primitives (") != std::string::npos) CHECK(kernel::fp32_primitive_runs() > fp32_runs);
+    if (route != 1) CHECK(kernel::fp32_primitive_runs() == fp32_runs);
   }
 }
 
