@@ -201,7 +201,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   std::printf("%s\n", json{{"bench", "machine"},
                            {"cpu", ctgrad::cpu::describe()},
                            {"threads", o.threads},
-                           {"fp32_gemm", o.precision == "bf16" ? "not used" : kernel::fp32_kernel()},
+                           {"fp32_gemm", kernel::fp32_kernel()},  // at bf16 too: GEMMs under kBf16MinFlops stay fp32
                            {"bf16_gemm", o.precision == "fp32" ? "not used" : kernel::bf16_kernel()},
                            {"fma_peak_gflops_at_start", peak0},
                            {"peer", o.peer.empty() ? "none" : o.peer + " 1.13 (OpenBLAS OpenMP build, OMP_NUM_THREADS=" +

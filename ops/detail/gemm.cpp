@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>  // types only: the library is loaded by path (OneDnn)
 #include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
 #include <cstdio>
@@ -193,6 +194,15 @@ Split choose_split(std::int64_t M, std::int64_t N, std::int64_t K) {
   return s;
 }
 
+// For a block with a bias that runs without an epilogue: the bias written into its rows, for the
+// product to be accumulated onto; returns whether the block accumulates.
+template <class T>
+bool bias_rows_first(const T* block_bias, T* c, std::int64_t ldc, std::int64_t m, std::int64_t n, bool acc) {
+  if (!block_bias) return acc;
+  for (std::int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, block_bias, std::size_t(n) * sizeof(T));
+  return true;
+}
+
 // Runs the blocks of `split`: the first K block accumulates into C, the others write partial
 // products into a buffer of the pool, which are then added to C in block order, so the bits
 // depend on the shape and the machine's block count only.
@@ -290,9 +300,8 @@ thread_local int t_in_onednn = 0;  // oneDNN calls this thread is in (inside_one
 // oneDNN, for the allocation counters.
 class OneOmpThread {
  public:
-  explicit OneOmpThread(const OneDnn& d) : d_(d), old_(d.omp_get_max_threads()) {
-    d.omp_set_num_threads(1);
-    ++t_in_onednn;
+  explicit OneOmpThread(const OneDnn& d) : d_(d), old_((++t_in_onednn, d.omp_get_max_threads())) {
+    d.omp_set_num_threads(1);  // the OpenMP runtime's first call on a thread allocates: counted as oneDNN's
   }
   ~OneOmpThread() {
     --t_in_onednn;
@@ -308,10 +317,10 @@ class OneOmpThread {
 
 // A matmul primitive for one block shape on dense operands: C[m, n] (+)= op(A)[m, k] op(B)[k, n]
 // (+ bias[n] on every row: its epilogue), A stored m x k (k x m when transposed), B k x n (n x k),
-// bf16; C m x n and the bias fp32. Built on first use
-// with one OpenMP thread, so it plans for and runs in the calling thread, and kept for the process
-// (one per block shape a program uses). A shape oneDNN cannot build has no primitive and keeps the
-// BLAS-like call.
+// fp32 or bf16; C m x n and the bias fp32. Built on first use with one OpenMP thread, so it plans
+// for and runs in the calling thread, and kept for the process (one per block shape a program
+// uses). A shape oneDNN cannot build has no primitive and keeps the other route (OpenBLAS, or
+// the BLAS-like bf16 call).
 struct MatmulKey {
   std::int64_t m, n, k;
   bool ta, tb, acc, bias = false;
@@ -347,19 +356,26 @@ struct Matmul {
   std::mutex sets_mutex;
   std::vector<std::unique_ptr<ExecSet>> sets;
   std::vector<ExecSet*> free_sets;
+  Matmul() = default;
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+  ~Matmul();  // releases the primitive and its execution sets (kept ones never end)
 };
+
+// An error naming the primitive's block when a oneDNN call on it failed.
+void check_dnnl(const Matmul& mm, dnnl_status_t status, const char* step) {
+  if (status != dnnl_success)
+    throw std::runtime_error(std::string("matmul: oneDNN's ") + (mm.a.data_type == dnnl_f32 ? "fp32" : "bf16") + " matmul primitive (" +
+                             mm.impl + ") for a block of " + std::to_string(mm.a.dims[0]) + "x" + std::to_string(mm.b.dims[1]) + "x" +
+                             std::to_string(mm.a.dims[1]) + ": " + step + " failed with status " + std::to_string(int(status)));
+}
 
 // A new execution set for `mm`, added to its free list; an error naming the block if oneDNN fails.
 void add_exec_set(const OneDnn& d, Matmul& mm) {
   auto set = std::make_unique<ExecSet>();
   ExecSet& e = *set;
   mm.sets.push_back(std::move(set));  // released with the primitive, even if the set is incomplete
-  const auto check = [&](dnnl_status_t status, const char* step) {
-    if (status != dnnl_success)
-      throw std::runtime_error(std::string("matmul: oneDNN's ") + (mm.a.data_type == dnnl_f32 ? "fp32" : "bf16") + " matmul primitive (" +
-                               mm.impl + ") for a block of " + std::to_string(mm.a.dims[0]) + "x" + std::to_string(mm.b.dims[1]) + "x" +
-                               std::to_string(mm.a.dims[1]) + ": " + step + " failed with status " + std::to_string(int(status)));
-  };
+  const auto check = [&](dnnl_status_t status, const char* step) { check_dnnl(mm, status, step); };
   check(d.dnnl_stream_create(&e.stream, d.engine, dnnl_stream_default_flags), "creating a stream");
   const dnnl_memory_desc_t* descs[5] = {&mm.a, &mm.b, &mm.c, &mm.scratch, &mm.bias};
   const bool used[5] = {true, true, true, mm.scratch_bytes > 0, mm.has_bias};
@@ -380,6 +396,12 @@ void release_exec_sets(const OneDnn& d, Matmul& mm) {
     if (e->stream) d.dnnl_stream_destroy(e->stream);
   }
   mm.sets.clear(), mm.free_sets.clear();
+}
+
+Matmul::~Matmul() {
+  const OneDnn& d = onednn();
+  release_exec_sets(d, *this);
+  if (primitive) d.dnnl_primitive_destroy(primitive);
 }
 
 std::unique_ptr<Matmul> make_matmul(const OneDnn& d, const MatmulKey& key) {
@@ -423,7 +445,8 @@ std::unique_ptr<Matmul> make_matmul(const OneDnn& d, const MatmulKey& key) {
   return made;
 }
 
-// Building one takes 0.35-0.6 ms and keeps about 90 KB (measured on Emerald Rapids). At most
+// Building one takes 0.35-0.6 ms and keeps about 90 KB (measured on Emerald Rapids), plus its
+// execution sets (a scratchpad each, sized by oneDNN for the shape). At most
 // 4,096 are kept (set_bf16_primitives_kept): a program whose shapes keep changing builds a primitive for each further
 // shape on every call (slow, with a warning) rather than change route, so a shape's bits never
 // depend on which shapes came first or which thread asked first.
@@ -445,12 +468,19 @@ Matmul* kept_matmul(const OneDnn& d, const MatmulKey& key) {
     return nullptr;
   }
   std::unique_ptr<Matmul> mm = make_matmul(d, key);
-  if (mm->primitive)  // one execution set per CPU (more only if more threads than CPUs run it at once)
-    for (int i = 0; i < tbb::info::default_concurrency(); ++i) add_exec_set(d, *mm);
+  if (mm->primitive)  // a set per thread that may run it at once: the CPUs, or the calling arena's threads if more
+    for (int i = 0; i < std::max(tbb::info::default_concurrency(), tbb::this_task_arena::max_concurrency()); ++i) add_exec_set(d, *mm);
   return made->emplace(key, std::move(mm)).first->second.get();
 }
 
 std::atomic<std::int64_t> g_primitive_runs[2]{};  // bf16, fp32
+
+// The shape whose primitive tells which kernels oneDNN builds on this host.
+MatmulKey probe_key(bool f32) {
+  MatmulKey k{256, 256, 256, false, true, false};
+  k.f32 = f32;
+  return k;
+}
 
 // Runs `mm` on one of its execution sets. Any failure is an error: a silent change of route would
 // make the bits depend on the thread.
@@ -470,12 +500,7 @@ void run_matmul(const OneDnn& d, Matmul& mm, const void* a, const void* b, const
       mm.free_sets.push_back(e);
     }
   } give{mm, e};
-  const auto check = [&](dnnl_status_t status, const char* step) {
-    if (status != dnnl_success)
-      throw std::runtime_error(std::string("matmul: oneDNN's ") + (mm.a.data_type == dnnl_f32 ? "fp32" : "bf16") + " matmul primitive (" +
-                               mm.impl + ") for a block of " + std::to_string(mm.a.dims[0]) + "x" + std::to_string(mm.b.dims[1]) + "x" +
-                               std::to_string(mm.a.dims[1]) + ": " + step + " failed with status " + std::to_string(int(status)));
-  };
+  const auto check = [&](dnnl_status_t status, const char* step) { check_dnnl(mm, status, step); };
   const int kinds[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD, DNNL_ARG_BIAS};
   void* handles[5] = {const_cast<void*>(a), const_cast<void*>(b), c, e->scratchpad, const_cast<float*>(bias)};
   dnnl_exec_arg_t args[5];
@@ -501,15 +526,7 @@ bool run_block_primitive(const OneDnn& d, const MatmulKey& key, const char* need
     run_matmul(d, *kept, a, b, bias, c);
     return true;
   }
-  std::unique_ptr<Matmul> once = make_matmul(d, key);  // no room to keep it
-  struct Destroy {
-    const OneDnn& d;
-    Matmul& mm;
-    ~Destroy() {
-      release_exec_sets(d, mm);
-      if (mm.primitive) d.dnnl_primitive_destroy(mm.primitive);
-    }
-  } destroy{d, *once};
+  const std::unique_ptr<Matmul> once = make_matmul(d, key);  // no room to keep it
   if (!usable(*once)) return false;
   run_matmul(d, *once, a, b, bias, c);
   return true;
@@ -522,7 +539,7 @@ bool amx_primitives() {
   static const bool amx = [] {
     const OneDnn& d = onednn();
     if (!d.engine) return false;
-    const Matmul* probe = kept_matmul(d, {256, 256, 256, false, true, false});
+    const Matmul* probe = kept_matmul(d, probe_key(false));
     return probe && probe->primitive && probe->impl.find("amx") != std::string::npos;
   }();
   return amx;
@@ -586,18 +603,17 @@ bool fp32_brgemm() {
   static const bool brg = [] {
     const OneDnn& d = onednn();
     if (!d.engine) return false;
-    MatmulKey key{256, 256, 256, false, true, false};
-    key.f32 = true;
-    const Matmul* probe = kept_matmul(d, key);
+    const Matmul* probe = kept_matmul(d, probe_key(true));
     return probe && probe->primitive && probe->impl.find("brg:avx512") != std::string::npos;
   }();
   return brg;
 }
 
 // Whether an fp32 block of this form goes through a primitive. Automatic: op(A) not transposed (a
-// linear's forward and dX, attention's products: 1.0-1.26x OpenBLAS on Emerald Rapids, with both
-// routes alternating on the same shapes; docs/performance.md), on AVX-512 brgemm hosts; never
-// op(A) transposed (a weight gradient: 0.90-1.03x).
+// linear's forward and dX: 1.0-1.26x OpenBLAS on Emerald Rapids, with both routes alternating on
+// the same shapes; docs/performance.md), on AVX-512 brgemm hosts; never op(A) transposed (a weight
+// gradient: 0.90-1.03x). Attention's per-head products read heads interleaved by stride: not
+// dense, so OpenBLAS (fp32_block_primitive).
 bool fp32_primitive_for(bool trans_a) {
   const int route = fp32_route();
   if (route == int(Fp32Kernel::openblas)) return false;
@@ -720,10 +736,7 @@ void gemm_bf16(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                      run_block_primitive(dnnl, {m, n, k, ta, tb, acc_block, block_bias != nullptr}, need_amx ? "amx" : nullptr, ap, bp,
                                          block_bias, c))
                    return;
-                 if (block_bias) {
-                   for (std::int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc_block, block_bias, std::size_t(n) * sizeof(float));
-                   acc_block = true;
-                 }
+                 acc_block = bias_rows_first(block_bias, c, ldc_block, m, n, acc_block);
                  OneOmpThread one(dnnl);
                  const int status = dnnl.gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, ap, ta ? m : k, bp, tb ? k : n,
                                               acc_block ? 1.0f : 0.0f, c, ldc_block);
@@ -868,10 +881,7 @@ void gemm_bias(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                      const T* block_bias = k0 == 0 ? bias + n0 : nullptr;  // once: not into K blocks' partials
                      if (fp32_block_primitive(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, block_bias, c, ldc_block, acc_block))
                        return;
-                     if (block_bias) {
-                       for (std::int64_t r = 0; r < m1 - m0; ++r) std::memcpy(c + r * ldc_block, block_bias, std::size_t(n1 - n0) * sizeof(T));
-                       acc_block = true;
-                     }
+                     acc_block = bias_rows_first(block_bias, c, ldc_block, m1 - m0, n1 - n0, acc_block);
                      call(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, c, ldc_block, acc_block);
                    });
       return;
@@ -914,9 +924,7 @@ std::string fp32_kernel() {
   if (!blas().sgemm) return blas().name;
   const std::string call = "OpenBLAS";
   if (!fp32_primitive_for(false)) return fp32_route() == int(Fp32Kernel::primitive) ? call + " (no matmul primitives: " + onednn().why + onednn().no_primitives + ")" : call;
-  MatmulKey key{256, 256, 256, false, true, false};
-  key.f32 = true;
-  const Matmul* probe = kept_matmul(onednn(), key);
+  const Matmul* probe = kept_matmul(onednn(), probe_key(true));
   const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
   return fp32_primitive_for(true) ? prim + " for dense blocks, else " + call : prim + " for op(A) not transposed and dense blocks, else " + call;
 }
@@ -927,7 +935,7 @@ std::string bf16_kernel() {
   const std::string call = "oneDNN's dnnl_gemm_bf16bf16f32";
   if (bf16_route() == int(Bf16Kernel::primitive) && !d.engine) return call + " (no matmul primitives: " + d.no_primitives + ")";
   if (!bf16_primitive_for(false, true, 1)) return call;
-  const Matmul* probe = kept_matmul(d, {256, 256, 256, false, true, false});
+  const Matmul* probe = kept_matmul(d, probe_key(false));
   const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
   return bf16_primitive_for(true, false, 1 << 20) ? prim : prim + " for op(B) transposed or k < 1024, else " + call;
 }

@@ -61,7 +61,7 @@ std::int64_t bf16_conversions();     // operands converted to bf16 so far, proce
 std::int64_t bf16_primitive_runs();  // bf16 blocks run through a matmul primitive so far (tests)
 std::int64_t fp32_primitive_runs();  // fp32 blocks run through a matmul primitive so far (tests)
 // True while this thread is inside a call into oneDNN that builds or runs a kernel. oneDNN 2.6's
-// C API allocates on every primitive execution (its argument map: about 6 small blocks, freed
+// C API allocates on every primitive execution (its argument map: about 7 small blocks, freed
 // before it returns), which no caller can avoid; allocation counters (test_alloc, ctgrad-bench)
 // count those apart from ctgrad's own, which a steady step keeps at 0.
 bool inside_onednn_call();

@@ -59,17 +59,21 @@ class ScratchPool {
       for (int i = 0; i < start; ++i) add();
     }
     if (n > largest_) {
+      for (PoolBuffer* b : free_) b->grow(n);
       largest_ = n;
-      for (PoolBuffer* b : free_) b->grow(largest_);
     }
     if (free_.empty()) add();
     PoolBuffer* b = free_.back();
+    b->grow(n);  // nothing, unless a growth failed before
     free_.pop_back();
     return b;
   }
-  void give(PoolBuffer* b) {
+  void give(PoolBuffer* b) noexcept {
     std::lock_guard lock(mutex_);
-    b->grow(largest_);  // if the pool grew while it was in use: now, in the step that grew it
+    try {
+      b->grow(largest_);  // if the pool grew while it was in use: now, in the step that grew it
+    } catch (const std::bad_alloc&) {  // take() grows it when it is next handed out
+    }
     free_.push_back(b);
   }
 
@@ -94,8 +98,9 @@ PooledScratch::PooledScratch(std::size_t bytes) {
 PooledScratch::~PooledScratch() { ScratchPool::get().give(static_cast<PoolBuffer*>(buffer_)); }
 
 std::int64_t sum_blocks(std::int64_t rows, std::int64_t width) {
-  // About 16k elements a block, at most 64 blocks (enough for 64 threads) and one row a block.
-  return std::max<std::int64_t>(1, std::min({rows, std::int64_t(64), rows * width / 16384}));
+  // About 4k elements a block (a task's worth of a norm's row work), at most 64 blocks and one
+  // row a block.
+  return std::max<std::int64_t>(1, std::min({rows, std::int64_t(64), rows * width / 4096}));
 }
 
 template <class T>

@@ -100,6 +100,21 @@ TEST_CASE("steady-state training steps allocate nothing", "[executor][alloc]") {
     });
   }
   CHECK(split_k == 0);
+  // fp32 GEMMs forced through oneDNN matmul primitives (where oneDNN is installed): their
+  // execution sets are made with them, so which thread runs a shape first allocates nothing.
+  kernel::set_fp32_kernel(kernel::Fp32Kernel::primitive);
+  if (kernel::fp32_kernel().find("matmul primitives (") != std::string::npos) {
+    const std::int64_t runs = kernel::fp32_primitive_runs();
+    const long forced = news_per_step<MLP>([&](auto& p) {
+      p.set_input("x", std::span<const float>(x_long), {4096, 64});
+      p.set_input("y", std::span<const std::int32_t>(y_long), {4096});
+    });
+    CHECK(forced == 0);
+    CHECK(kernel::fp32_primitive_runs() > runs);
+  } else {
+    WARN("skipped: no oneDNN matmul primitives here: " << kernel::fp32_kernel());
+  }
+  kernel::set_fp32_kernel(kernel::Fp32Kernel::automatic);
   // The counter does count: building a program allocates.
   g_news = 0;
   g_counting = true;

@@ -152,13 +152,14 @@ TEST_CASE("a gradient's first contributor writes it unless it reads the value tw
 }
 
 namespace {
-constexpr auto kViewChain = [] {  // h -> r -> rr: views only; a has two consumers
+constexpr auto kViewChain = [] {  // h -> r -> rr: views only; a has two consumers; b one, a view
   Builder g;
   Value a = g.input("a", {Batch, 6}, {.grad = true});
   Value h = relu(a);
   Value rr = reshape(reshape(h, {Batch, 2, 3}), {Batch, 3, 2});
   Value s = reshape(a, {Batch, 3, 2});
-  g.loss(sum(rr * rr) + sum(s));
+  Value rb = reshape(g.input("b", {Batch, 6}, {.grad = true}), {Batch, 2, 3});  // an input's only consumer
+  g.loss(sum(rr * rr) + sum(s) + sum(rb * rb));
   return g;
 };
 static constexpr auto VIEW_CHAIN = freeze<kViewChain>();
@@ -166,7 +167,7 @@ static constexpr auto VIEW_CHAIN = freeze<kViewChain>();
 
 TEST_CASE("a view that alone adds to its source's gradient shares its gradient buffer and runs no VJP", "[graph][plan]") {
   constexpr const auto& p = Program<VIEW_CHAIN>::train_plan;
-  // nodes: a 0, relu 1, reshape 2, reshape 3, reshape of a 4
+  // nodes: a 0, relu 1, reshape 2, reshape 3, reshape of a 4, b 5, reshape of b 6
   STATIC_REQUIRE(std::string_view(VIEW_CHAIN[3].op->name) == "reshape");
   STATIC_REQUIRE(std::string_view(VIEW_CHAIN[4].op->name) == "reshape");
   STATIC_REQUIRE(p.grad_view_of[1] == 3);  // through the chain
@@ -180,7 +181,13 @@ TEST_CASE("a view that alone adds to its source's gradient shares its gradient b
   // a's gradient has two writers (relu and the reshape): its own buffer, and both VJPs run
   STATIC_REQUIRE(p.grad_view_of[0] == -1);
   STATIC_REQUIRE(!p.vjp_skip[4]);
+  STATIC_REQUIRE(p.assigns[4] == kSaveInput(0));  // the higher id of the level goes first and writes it
   STATIC_REQUIRE(p.grad_buf[0] != p.grad_buf[4]);
+  // b (node 5) shares its reshape's (6) gradient buffer, which lives to the end: the user reads it.
+  STATIC_REQUIRE(std::string_view(VIEW_CHAIN[6].op->name) == "reshape");
+  STATIC_REQUIRE(p.grad_view_of[5] == 6);
+  STATIC_REQUIRE(p.vjp_skip[6]);
+  STATIC_REQUIRE(p.buffers[std::size_t(p.grad_buf[5])].end == p.n_fwd + p.n_bwd);
   // The shared buffer lives until relu's VJP reads it.
   STATIC_REQUIRE(p.buffers[std::size_t(p.grad_buf[3])].end == p.n_fwd + p.bwd_step[1]);
   STATIC_REQUIRE(replays<VIEW_CHAIN>());
@@ -189,9 +196,12 @@ TEST_CASE("a view that alone adds to its source's gradient shares its gradient b
 
   Program<VIEW_CHAIN> prog;
   const std::vector<float> a = {-1.0f, 2.0f, 0.5f, -0.25f, 3.0f, 1.5f, 0.75f, -2.0f, 1.0f, 0.0f, -3.0f, 2.5f};
+  const std::vector<float> b = {0.5f, -1.5f, 2.0f, 0.25f, -0.75f, 1.0f, 3.0f, -2.5f, 0.125f, 1.75f, -0.5f, 2.25f};
   prog.set_input("a", std::span<const float>(a), {2, 6});
+  prog.set_input("b", std::span<const float>(b), {2, 6});
   prog.forward();
   prog.backward();
-  const auto ga = prog.input_grad("a");
+  const auto ga = prog.input_grad("a"), gb = prog.input_grad("b");
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(ga.data[i] == (a[i] > 0 ? 2 * a[i] : 0.0f) + 1.0f);
+  for (std::size_t i = 0; i < b.size(); ++i) CHECK(gb.data[i] == 2 * b[i]);
 }

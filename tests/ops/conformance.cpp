@@ -143,6 +143,10 @@ OP_CASE(rms_norm, any, Value a = g.input("a", {Batch, Seq, 9}, {.grad = true});
 OP_CASE(log_softmax, any, Value a = g.input("a", {Batch, 2, Seq}, {.grad = true}); g.loss(probe_loss(g, log_softmax(a), {a})))
 // --- shape ---
 OP_CASE(reshape, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true}); g.loss(probe_loss(g, reshape(a, {Batch, 3, 4}), {a})))
+// a read by an earlier op too: the reshape (the higher id of one level) is its gradient's first
+// writer and assigns it, where alone it would share a's gradient buffer and run no VJP
+OP_CASE(reshape_first_of_two, any, Value a = g.input("a", {Batch, 2, 6}, {.grad = true}); Value t = scale(a, 0.5);
+        g.loss(probe_loss(g, reshape(a, {Batch, 3, 4}), {a}) + sum(t)))
 OP_CASE(transpose, any, Value a = g.input("a", {Batch, 2, 3, Seq}, {.grad = true}); g.loss(probe_loss(g, transpose(a, 1, 3), {a})))
 OP_CASE(permute, any, Value a = g.input("a", {Batch, 2, Seq, 3}, {.grad = true});
         g.loss(probe_loss(g, permute(a, {2, 0, 3, 1}), {a})))
