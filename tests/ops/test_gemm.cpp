@@ -290,6 +290,30 @@ TEST_CASE("bf16 gemm split along K gives the same bits on 1 and 2 threads", "[op
 }
 
 namespace {
+// Over every third row of C (ldc wide): the largest |C - reference|, the reference in double of
+// op(A) op(B) (+ C0 when accumulating) from the operands passed through `in` (as they are, or
+// rounded to bf16); and whether C's padding columns kept C0's values.
+template <class In>
+std::pair<double, bool> against_reference(const std::vector<float>& C, const std::vector<float>& C0, const std::vector<float>& A,
+                                          std::int64_t lda, bool ta, const std::vector<float>& B, std::int64_t ldb, bool tb,
+                                          std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t ldc, bool acc, In in) {
+  double worst = 0;
+  bool padding_kept = true;
+  for (std::int64_t i = 0; i < M; i += 3)
+    for (std::int64_t j = 0; j < ldc; ++j) {
+      const std::size_t e = std::size_t(i * ldc + j);
+      if (j >= N) {
+        padding_kept = padding_kept && C[e] == C0[e];
+        continue;
+      }
+      double want = acc ? double(C0[e]) : 0.0;
+      for (std::int64_t k = 0; k < K; ++k)
+        want += double(in(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)])) *
+                double(in(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]));
+      worst = std::max(worst, std::abs(C[e] - want));
+    }
+  return {worst, padding_kept};
+}
 // Sets the bf16 route until the end of the scope, then back to automatic.
 struct ScopedRoute {
   explicit ScopedRoute(kernel::Bf16Kernel k) { kernel::set_bf16_kernel(k); }
@@ -336,21 +360,8 @@ TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is r
               if (route == kernel::Bf16Kernel::primitive && pad == 0 && s.N < 512) CHECK(kernel::bf16_primitive_runs() > runs);
               if (route == kernel::Bf16Kernel::call) CHECK(kernel::bf16_primitive_runs() == runs);
               if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
-              double to_rounded = 0;
-              bool padding_kept = true;
-              for (std::int64_t i = 0; i < s.M; i += 3)
-                for (std::int64_t j = 0; j < ldc; ++j) {
-                  const std::size_t e = std::size_t(i * ldc + j);
-                  if (j >= s.N) {
-                    padding_kept = padding_kept && one[e] == C0[e];
-                    continue;
-                  }
-                  double want = acc ? double(C0[e]) : 0.0;
-                  for (std::int64_t k = 0; k < s.K; ++k)
-                    want += double(round_bf16(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)])) *
-                            double(round_bf16(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]));
-                  to_rounded = std::max(to_rounded, std::abs(one[e] - want));
-                }
+              const auto [to_rounded, padding_kept] =
+                  against_reference(one, C0, A, lda, ta, B, ldb, tb, s.M, s.N, s.K, ldc, acc, round_bf16);
               INFO("route " << int(route) << " M" << s.M << " N" << s.N << " K" << s.K << " ta" << ta << " tb" << tb << " acc" << acc << " pad" << pad);
               CHECK(to_rounded < 1e-4 * std::sqrt(double(s.K)) + 1e-5);  // fp32 accumulation of the bf16 operands
               CHECK(padding_kept);
@@ -382,21 +393,8 @@ TEST_CASE("fp32 gemm through oneDNN matmul primitives or OpenBLAS is right for e
               if (primitives && pad == 0 && !ta && s.N < 512 && s.K < 1000) CHECK(kernel::fp32_primitive_runs() > runs);
               if (!primitives || pad > 0) CHECK(kernel::fp32_primitive_runs() == runs);  // strided: OpenBLAS
               if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
-              double worst = 0;
-              bool padding_kept = true;
-              for (std::int64_t i = 0; i < s.M; i += 3)
-                for (std::int64_t j = 0; j < ldc; ++j) {
-                  const std::size_t e = std::size_t(i * ldc + j);
-                  if (j >= s.N) {
-                    padding_kept = padding_kept && one[e] == C0[e];
-                    continue;
-                  }
-                  double want = acc ? double(C0[e]) : 0.0;
-                  for (std::int64_t k = 0; k < s.K; ++k)
-                    want += double(ta ? A[std::size_t(k * lda + i)] : A[std::size_t(i * lda + k)]) *
-                            double(tb ? B[std::size_t(j * ldb + k)] : B[std::size_t(k * ldb + j)]);
-                  worst = std::max(worst, std::abs(one[e] - want));
-                }
+              const auto [worst, padding_kept] =
+                  against_reference(one, C0, A, lda, ta, B, ldb, tb, s.M, s.N, s.K, ldc, acc, [](float x) { return x; });
               INFO("route " << int(route) << " M" << s.M << " N" << s.N << " K" << s.K << " ta" << ta << " tb" << tb << " acc" << acc << " pad" << pad);
               CHECK(worst < 1e-4 * std::sqrt(double(s.K)) + 1e-5);
               CHECK(padding_kept);
