@@ -12,6 +12,7 @@
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/t5.hpp>
 #include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
 
 using namespace ctgrad;
 using namespace ctgrad::models;
@@ -146,6 +147,10 @@ TEST_CASE("T5: a tiny model learns to fill a span, and greedy decoding writes it
   static constexpr auto G = freeze<t5<C>>();
   Program<G> p(Options{.threads = 1, .seed = 9, .hypers = {{"dropout", 0}}});
   optim::AdamW<float> opt(p.parameters(), {.lr = 3e-3});
+  // Annealed to the end: at a constant 3e-3 the loss spikes now and then to the end, and a model read
+  // at the last step copied 17 to 20 of the 20 depending on the kernels' rounding (-O1 and ASan: 17).
+  constexpr int kSteps = 2500;
+  const auto lr = optim::warmup_cosine(3e-3, 3e-5, 100, kSteps);
   constexpr std::int32_t eos = 1, sentinel = C.vocab - 1;
   constexpr std::int64_t B = 16, S = 8, T = 4;  // inputs: 6 kept + sentinel + eos; targets: sentinel a b eos
   auto example = [&](std::uint64_t key, std::vector<std::int32_t>& src, std::vector<std::int32_t>& tgt) {
@@ -160,7 +165,7 @@ TEST_CASE("T5: a tiny model learns to fill a span, and greedy decoding writes it
   };
   T5Batch batch{.src = {}, .src_len = std::vector<std::int32_t>(B, std::int32_t(S)), .tgt_in = {}, .tgt_out = {}, .B = B, .S = S, .T = T};
   double last = 0;
-  for (int step = 0; step < 2500; ++step) {  // well past the drop: kernels of every ISA and -O1 land below 0.1
+  for (int step = 0; step < kSteps; ++step) {  // well past the drop: kernels of every ISA and -O1 land below 0.1
     batch.src.clear(), batch.tgt_in.clear(), batch.tgt_out.clear();
     for (std::int64_t b = 0; b < B; ++b) {
       std::vector<std::int32_t> s, t;
@@ -174,6 +179,7 @@ TEST_CASE("T5: a tiny model learns to fill a span, and greedy decoding writes it
     p.zero_grad();
     p.forward();
     p.backward();
+    opt.set_lr(lr(step + 1));
     opt.step();
     if (step >= 2400) last += p.loss() / 100;
   }
