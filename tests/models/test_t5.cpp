@@ -148,7 +148,7 @@ TEST_CASE("T5: a tiny model learns to fill a span, and greedy decoding writes it
   Program<G> p(Options{.threads = 1, .seed = 9, .hypers = {{"dropout", 0}}});
   optim::AdamW<float> opt(p.parameters(), {.lr = 3e-3});
   // Annealed to the end: at a constant 3e-3 the loss spikes now and then to the end, and a model read
-  // at the last step copied 17 to 20 of the 20 depending on the kernels' rounding (-O1 and ASan: 17).
+  // at the last step filled 17 to 20 of the 20 spans depending on the kernels' rounding (-O1 and ASan: 17).
   constexpr int kSteps = 2500;
   const auto lr = optim::warmup_cosine(3e-3, 3e-5, 100, kSteps);
   constexpr std::int32_t eos = 1, sentinel = C.vocab - 1;
