@@ -220,6 +220,8 @@ int simd_bench(int reps) {
   };
   const Kernel kernels[] = {
       {"exp", [&](const ctgrad::simd::Table& t) { t.unary[ctgrad::simd::exp][0](x.data(), y.data(), n, 0); }},
+      {"gelu", [&](const ctgrad::simd::Table& t) { t.unary[ctgrad::simd::gelu][0](x.data(), y.data(), n, 0); }},
+      {"gelu_vjp", [&](const ctgrad::simd::Table& t) { t.unary_vjp[ctgrad::simd::gelu][0](x.data(), nullptr, g.data(), y.data(), n, 0, false); }},
       {"gelu_tanh", [&](const ctgrad::simd::Table& t) { t.unary[ctgrad::simd::gelu_tanh][0](x.data(), y.data(), n, 0); }},
       {"gelu_tanh_vjp", [&](const ctgrad::simd::Table& t) { t.unary_vjp[ctgrad::simd::gelu_tanh][0](x.data(), nullptr, g.data(), y.data(), n, 0, false); }},
       {"add", [&](const ctgrad::simd::Table& t) { t.binary[ctgrad::simd::add][0](x.data(), g.data(), y.data(), n); }},

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -25,6 +26,49 @@ inline V pick(const C& cond, const V& a, const V& b) {
     return cond ? a : b;
   else
     return xsimd::select(cond, a, b);
+}
+
+// erf in float (GELU): xsimd's branches on the range and runs at about 1 Gelem/s a core on mixed
+// inputs (exp: 2), so float takes a rational approximation, one polynomial quotient, no exp;
+// double keeps xsimd's (the gradient checks' path). (xsimd's tanh, same kind, stays: on GPT's small
+// pre-activations its polynomial branch beat a rational tanh; docs/performance.md.)
+template <class V> struct element { using type = V; };
+template <class T, class A> struct element<xsimd::batch<T, A>> { using type = T; };
+template <class V> constexpr bool is_float = std::is_same_v<typename element<V>::type, float>;
+
+// 1 / d without a division (a division is much of such a function's time): the CPU's approximate
+// reciprocal and one Newton step (rcp14: 2^-14, then about 1 ulp; SSE's rcp 2^-12, then 2^-23).
+// Scalars and double divide. d must be finite and nonzero.
+template <class V> V refined_reciprocal(V d) {
+  if constexpr (std::is_arithmetic_v<V> || !is_float<V>) {
+    return V(1) / d;
+  } else {
+    const V r = xsimd::reciprocal(d);
+    return r * xsimd::fnma(d, r, V(2));
+  }
+}
+
+// Eigen's generic_fast_erf_float: odd/even polynomials on [-4, 4] (erf is +-1 in float outside);
+// 4.2e-7 at most from double erf, measured on [-6, 6] every 1e-5.
+template <class V> V erf_float(V a) {
+  const V x = xsimd::max(xsimd::min(a, V(4.f)), V(-4.f)), x2 = x * x;
+  V p = V(-2.72614225801306e-10f);
+  p = xsimd::fma(p, x2, V(2.77068142495902e-08f));
+  p = xsimd::fma(p, x2, V(-2.10102402082508e-06f));
+  p = xsimd::fma(p, x2, V(-5.69250639462346e-05f));
+  p = xsimd::fma(p, x2, V(-7.34990630326855e-04f));
+  p = xsimd::fma(p, x2, V(-2.95459980854025e-03f));
+  p = xsimd::fma(p, x2, V(-1.60960333262415e-02f));
+  V q = V(-1.45660718464996e-05f);
+  q = xsimd::fma(q, x2, V(-2.13374055278905e-04f));
+  q = xsimd::fma(q, x2, V(-1.68282697438203e-03f));
+  q = xsimd::fma(q, x2, V(-7.37332916720468e-03f));
+  q = xsimd::fma(q, x2, V(-1.42647390514189e-02f));
+  return pick(a != a, a, x * p * refined_reciprocal(q));  // NaN stays NaN (the clamp would hide it)
+}
+template <class V> V erf_of(V x) {
+  if constexpr (is_float<V>) return erf_float(x);
+  else return xsimd::erf(x);
 }
 
 // Value f(x, p) and derivative d(x, y, p) of each unary function; V is a batch or a scalar.
@@ -66,9 +110,9 @@ template <> struct Fn<silu> {
   }
 };
 template <> struct Fn<gelu> {  // x Phi(x)
-  template <class V> static V f(V x, V) { return V(0.5) * x * (V(1) + xsimd::erf(x * V(0.7071067811865476))); }
+  template <class V> static V f(V x, V) { return V(0.5) * x * (V(1) + erf_of(x * V(0.7071067811865476))); }
   template <class V> static V d(V x, V, V) {
-    return V(0.5) * (V(1) + xsimd::erf(x * V(0.7071067811865476))) + x * V(0.3989422804014327) * xsimd::exp(V(-0.5) * x * x);
+    return V(0.5) * (V(1) + erf_of(x * V(0.7071067811865476))) + x * V(0.3989422804014327) * xsimd::exp(V(-0.5) * x * x);
   }
 };
 template <> struct Fn<gelu_tanh> {  // GPT-2's approximation
