@@ -65,30 +65,45 @@ TEST_CASE("rows_with_column_sums adds or writes each column's sum, visits every 
 
 // Float GELU takes a rational erf (ops/detail/simd_kernels.hpp): every instruction set's table
 // stays within 2.5e-6 of double GELU over [-6, 6] (1.4e-6 measured, where 1 + erf cancels; the
-// approximate reciprocal differs by vendor), its derivative within 2e-6 of double's (3e-7), and
-// NaN stays NaN.
+// approximate reciprocal differs by vendor), its derivative within 2e-6 of double's (3e-7); far
+// out it is exact (0 on the left, x on the right), and NaN stays NaN, in SIMD lanes and tails.
 TEST_CASE("float GELU and its derivative match double precision on every instruction set", "[kernels]") {
-  const std::int64_t n = 120001;
-  std::vector<float> x(std::size_t(n + 1)), y(x.size()), g(x.size(), 1.f), gx(x.size());
-  for (std::int64_t i = 0; i < n; ++i) x[std::size_t(i)] = float(-6 + 12.0 * double(i) / double(n - 1));
-  x[std::size_t(n)] = std::numeric_limits<float>::quiet_NaN();
-  std::vector<std::string> isas = simd::available();
-  isas.push_back("scalar");
-  for (const std::string& isa : isas) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> far = {nan, -50.f, -1e4f, -1e30f, 50.f, 1e4f, inf, 7.f, -7.f, nan};  // lanes 0-9; the last NaN in a tail
+  const std::int64_t n = 120000;
+  std::vector<float> x(far);
+  for (std::int64_t i = 0; i < n; ++i) x.push_back(float(-6 + 12.0 * double(i) / double(n - 1)));
+  x.push_back(nan);  // the tail of every vector width (10 + 120000 + 1 = 16 * 7500 + 11)
+  const std::size_t total = x.size(), first = far.size();
+  std::vector<float> y(total), g(total, 1.f), gx(total);
+  for (const std::string& isa : simd::available()) {
     const simd::Table* t = simd::table(isa);
     REQUIRE(t);
-    t->unary[simd::gelu][0](x.data(), y.data(), n + 1, 0);
-    t->unary_vjp[simd::gelu][0](x.data(), y.data(), g.data(), gx.data(), n + 1, 0, true);
+    t->unary[simd::gelu][0](x.data(), y.data(), std::int64_t(total), 0);
+    t->unary_vjp[simd::gelu][0](x.data(), y.data(), g.data(), gx.data(), std::int64_t(total), 0, true);
     double worst = 0, worst_d = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double v = x[std::size_t(i)], phi = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
+    for (std::size_t i = first; i + 1 < total; ++i) {
+      const double v = x[i], phi = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
       const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * 3.14159265358979323846);
-      worst = std::max(worst, std::abs(double(y[std::size_t(i)]) - v * phi));
-      worst_d = std::max(worst_d, std::abs(double(gx[std::size_t(i)]) - (phi + v * pdf)));
+      worst = std::max(worst, std::abs(double(y[i]) - v * phi));
+      worst_d = std::max(worst_d, std::abs(double(gx[i]) - (phi + v * pdf)));
     }
     INFO(isa << ": worst GELU error " << worst << ", derivative " << worst_d);
     CHECK(worst < 2.5e-6);
     CHECK(worst_d < 2e-6);
-    CHECK(std::isnan(y[std::size_t(n)]));
+    CHECK(std::isnan(y[0]));
+    CHECK(std::isnan(y[9]));
+    CHECK(std::isnan(y[total - 1]));
+    CHECK(std::isnan(gx[0]));
+    CHECK(y[1] == 0.f);  // -50: exactly 0, not a CPU-dependent sliver of x
+    CHECK(y[2] == 0.f);
+    CHECK(y[3] == 0.f);
+    CHECK(gx[1] == 0.f);
+    CHECK(y[4] == 50.f);
+    CHECK(y[5] == 1e4f);
+    CHECK(y[6] == inf);
+    CHECK(gx[5] == 1.f);
+    CHECK(std::abs(y[7] - 7.f) < 1e-6f);
+    CHECK(std::abs(y[8]) < 1e-10f);
   }
 }
