@@ -30,8 +30,9 @@ inline V pick(const C& cond, const V& a, const V& b) {
 
 // erf in float (GELU): xsimd's branches on the range and runs at about 1 Gelem/s a core on mixed
 // inputs (exp: 2), so float takes a rational approximation, one polynomial quotient, no exp;
-// double keeps xsimd's (the gradient checks' path). (xsimd's tanh, same kind, stays: on GPT's small
-// pre-activations its polynomial branch beat a rational tanh; docs/performance.md.)
+// double keeps xsimd's (the gradient checks' path). (xsimd's tanh, same kind, stays: on small
+// inputs its polynomial branch is faster than a rational tanh, and GPT-2's GELU VJP, 1 - tanh^2,
+// would magnify a rational tanh's error 50x; docs/performance.md.)
 template <class V> struct element { using type = V; };
 template <class T, class A> struct element<xsimd::batch<T, A>> { using type = T; };
 template <class V> constexpr bool is_float = std::is_same_v<typename element<V>::type, float>;
