@@ -13,6 +13,10 @@
 //   static constexpr bool view = true;           // out is input 0's bytes read with another shape
 //                                                  // (same dtype and count): the plan gives it no
 //                                                  // buffer of its own; forward must then not copy
+//   static constexpr bool in_place = true;       // forward is correct with out.data == in[0].data
+//                                                  // (same dtype and count): the plan then lets out
+//                                                  // take input 0's buffer when nothing else reads
+//                                                  // input 0 afterwards, nor in the same step
 //   static constexpr unsigned assigns = kSaveInput(k) | ...;  // vjp honours OpArgs::assign(k): when
 //                                                  // set, gin[k] holds garbage and vjp writes every
 //                                                  // element of it (=) instead of adding
@@ -115,6 +119,7 @@ struct OpDef {
   unsigned saves;
   unsigned assigns;  // inputs whose gradient vjp can assign (see OpArgs::assign)
   bool view;         // out aliases input 0 (see the contract above)
+  bool in_place;     // out may overwrite input 0 (see the contract above)
   ShapeResult (*shape)(const ShapeCtx&);
   KernelFn forward[2];  // [float, double]
   KernelFn vjp[2];
@@ -172,6 +177,7 @@ consteval OpDef make_op_def() {
     d.saves = kSaveAll;
   if constexpr (requires { Op::assigns; }) d.assigns = Op::assigns;
   if constexpr (requires { Op::view; }) d.view = Op::view;
+  if constexpr (requires { Op::in_place; }) d.in_place = Op::in_place;
   d.shape = &run_shape_rule<Op>;
   d.forward[0] = &Op::template forward<float>;
   d.forward[1] = &Op::template forward<double>;

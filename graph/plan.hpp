@@ -57,6 +57,11 @@ struct Plan {
   // -1) and the view's VJP, a copy, does not run (vjp_skip).
   std::array<int, U> grad_view_of{};
   std::array<bool, U> vjp_skip{};
+  // An in-place op's value overwrites its input 0's (OpDef::in_place) when that input is read by
+  // nothing after this node's step, nor by another node of the same step (they run concurrently):
+  // the input node whose buffer it takes, else -1. Saves the copy of an inactive dropout (every
+  // dropout when inferring) and a buffer per dropout when training.
+  std::array<int, U> in_place_of{};
 };
 
 namespace detail {
@@ -273,7 +278,29 @@ constexpr auto make_plan(const G& g, bool training) {
     // Buffers and their lifetimes.
     const int F = p.n_fwd;
     const int t_end = F + p.n_bwd;  // past every step: outputs and leaf gradients live to here
-    for (int i = 0; i < N; ++i) at(p.value_buf, i) = at(p.grad_buf, i) = at(p.scratch_buf, i) = at(p.view_of, i) = -1;
+    for (int i = 0; i < N; ++i)
+      at(p.value_buf, i) = at(p.grad_buf, i) = at(p.scratch_buf, i) = at(p.view_of, i) = at(p.in_place_of, i) = -1;
+    // Input 0 of in-place op i, if i may take its buffer: input 0 is an op's value in the arena
+    // that no view shares (a view made later would lengthen the buffer's life), of i's size and
+    // dtype, read by i through input 0 only, and its buffer's last reader is i, alone in its step.
+    // Buffers are made in id order, so the source's buffer already spans all its readers.
+    auto in_place_source = [&](int i) {
+      const Node& n = g[i];
+      if (!n.op->in_place || n.op->view || n.n_in < 1) return -1;
+      const int src = n.in[0];
+      const Node& s = g[src];
+      if (s.kind != NodeKind::op || at(p.view_of, src) >= 0 || at(p.value_buf, src) < 0) return -1;
+      if (s.dtype != n.dtype || !(s.shape.numel() == n.shape.numel())) return -1;
+      for (int k = 1; k < n.n_in; ++k)
+        if (n.in[size_t(k)] == src) return -1;
+      const int step_i = at(p.fwd_step, i);
+      if (at(p.buffers, at(p.value_buf, src)).end != step_i) return -1;
+      for (int e = at(cons_begin, src); e < at(cons_begin, src + 1); ++e) {
+        const int c = at(cons_node, e);
+        if (c != i && (g[c].op->view || at(p.fwd_step, c) == step_i)) return -1;
+      }
+      return src;
+    };
     std::array<int, U> shared_grad_end{};  // the last step that reads a gradient shared with a view
     auto add = [&](BufKind kind, int node, int start, int end, Dim elems, DType dt) {
       Buffer b;
@@ -307,6 +334,12 @@ constexpr auto make_plan(const G& g, bool training) {
           Buffer& rb = at(p.buffers, at(p.value_buf, i));
           rb.end = std::max(rb.end, end);
         }
+      } else if (n.kind == NodeKind::op && in_place_source(i) >= 0) {
+        const int src = n.in[0];
+        at(p.in_place_of, i) = src;
+        at(p.value_buf, i) = at(p.value_buf, src);
+        Buffer& b = at(p.buffers, at(p.value_buf, i));
+        b.end = std::max(b.end, end);
       } else if (n.kind == NodeKind::op) {
         at(p.value_buf, i) = add(BufKind::value, i, start, end, n.shape.numel(), n.dtype);
       }

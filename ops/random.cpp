@@ -22,12 +22,14 @@ void masked(const OpArgs& a, F f) {
 }
 }  // namespace
 
-// Inactive (inference, or p = 0 from a hyperparameter): a copy, and the gradient passes through.
+// Inactive (inference, or p = 0 from a hyperparameter): a copy, or nothing when planned in place;
+// the gradient passes through. Active, y[i] = x[i] * m[i] reads x[i] before writing y[i]: in place is safe.
 template <class T>
 void DropoutOp::forward(const OpArgs& a) {
   const T* x = a.in[0].as<T>();
   T* y = a.out.as<T>();
   if (!active(a)) {
+    if (y == x) return;  // planned in place (DropoutOp::in_place)
     kernel::parallel(a.out.numel, 1 << 16, [&](std::int64_t b, std::int64_t e) { std::memcpy(y + b, x + b, std::size_t(e - b) * sizeof(T)); });
     return;
   }

@@ -1,7 +1,8 @@
 // An independent check of the memory plan: replay the schedules, track which buffer owns each
-// slot, and require every read — an op's inputs, what its VJP saved, its scratch, gradients — to
-// find its own buffer there. Within one step (whose nodes run concurrently) no slot may be both
-// read as one buffer and written as another.
+// slot and whose value it holds, and require every read — an op's inputs, what its VJP saved, its
+// scratch, gradients — to find its own buffer and value there. Within one step (whose nodes run
+// concurrently) no slot may be both read as one buffer and written as another, and an op that
+// overwrites its input in place must be that value's only reader in its step.
 #include <catch2/catch.hpp>
 
 #include "../../bench/compile/encoder.hpp"
@@ -17,12 +18,16 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
   std::array<int, U * 3> owner{};
   for (auto& o : owner) o = -1;
   std::array<int, U * 3> read_as{}, written_as{};
+  std::array<int, U * 3> holds{}, value_read_by{};  // the node whose value a slot holds; who read it this step
+  for (auto& h : holds) h = -1;
   int step_id = 0;
   bool bad = false;
   auto begin_step = [&] {
     for (auto& r : read_as) r = -1;
     for (auto& w : written_as) w = -1;
+    for (auto& r : value_read_by) r = -1;
   };
+  auto root = [&](int node) { return p.view_of[std::size_t(node)] >= 0 ? p.view_of[std::size_t(node)] : node; };
   auto read = [&](int buf) {
     if (buf < 0) return;
     const int slot = p.buffers[std::size_t(buf)].slot;
@@ -37,16 +42,39 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
     if (written_as[std::size_t(slot)] >= 0 && written_as[std::size_t(slot)] != buf) bad = true;
     written_as[std::size_t(slot)] = buf;
     owner[std::size_t(slot)] = buf;
+    holds[std::size_t(slot)] = -1;
+  };
+  // Node `reader` (-1: the user, or a VJP) reads the value of `node`.
+  auto read_value = [&](int node, int reader) {
+    const int buf = p.value_buf[std::size_t(node)];
+    read(buf);
+    if (buf < 0) return;
+    const auto slot = std::size_t(p.buffers[std::size_t(buf)].slot);
+    if (holds[slot] != root(node)) bad = true;
+    value_read_by[slot] = value_read_by[slot] == -1 || value_read_by[slot] == reader ? reader : -2;
+  };
+  // Forward node i writes its value: a view writes nothing; in place, i must be its input's only reader.
+  auto write_value = [&](int i) {
+    const int buf = p.value_buf[std::size_t(i)];
+    if (buf < 0 || p.view_of[std::size_t(i)] >= 0) return;
+    const auto slot = std::size_t(p.buffers[std::size_t(buf)].slot);
+    const int src = p.in_place_of[std::size_t(i)];
+    if (src >= 0 && (p.value_buf[std::size_t(src)] != buf || holds[slot] != root(src) || value_read_by[slot] != i)) bad = true;
+    if (src < 0 && holds[slot] >= 0 && owner[slot] == buf) bad = true;  // overwrites a value it did not take over
+    write(buf);
+    holds[slot] = i;
   };
   for (int s = 0; s < p.n_fwd; ++s, ++step_id) {
     begin_step();
     for (int j = p.fwd_begin[std::size_t(s)]; j < p.fwd_begin[std::size_t(s + 1)]; ++j) {
-      const Node& n = G[p.fwd_order[std::size_t(j)]];
-      for (int k = 0; k < n.n_in; ++k) read(p.value_buf[std::size_t(n.in[std::size_t(k)])]);
+      const int i = p.fwd_order[std::size_t(j)];
+      const Node& n = G[i];
+      for (int k = 0; k < n.n_in; ++k)
+        if (G[n.in[std::size_t(k)]].kind == NodeKind::op) read_value(n.in[std::size_t(k)], i);
     }
     for (int j = p.fwd_begin[std::size_t(s)]; j < p.fwd_begin[std::size_t(s + 1)]; ++j) {
       const int i = p.fwd_order[std::size_t(j)];
-      write(p.value_buf[std::size_t(i)]);
+      write_value(i);
       write(p.scratch_buf[std::size_t(i)]);
     }
     if (bad) return 1 + step_id;
@@ -66,10 +94,10 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
       if (p.vjp_skip[std::size_t(i)]) continue;  // its source's gradient is its own buffer: nothing runs
       read(p.grad_buf[std::size_t(i)]);
       read(p.scratch_buf[std::size_t(i)]);
-      if (n.op->saves & kSaveOutput) read(p.value_buf[std::size_t(i)]);
+      if (n.op->saves & kSaveOutput) read_value(i, -1);
       for (int k = 0; k < n.n_in; ++k) {
         const int src = n.in[std::size_t(k)];
-        if (n.op->saves & kSaveInput(k)) read(p.value_buf[std::size_t(src)]);
+        if ((n.op->saves & kSaveInput(k)) && G[src].kind == NodeKind::op) read_value(src, -1);
         if (p.needs_grad[std::size_t(src)]) read(p.grad_buf[std::size_t(src)]);  // read-modify-write
       }
     }
@@ -84,7 +112,7 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
   // After the step: outputs and input gradients are read by the user.
   begin_step();
   for (int i = 0; i < G.size; ++i) {
-    if (G[i].is_output) read(p.value_buf[std::size_t(i)]);
+    if (G[i].is_output && G[i].kind == NodeKind::op) read_value(i, -1);
     if (G[i].kind == NodeKind::input && p.needs_grad[std::size_t(i)]) read(p.grad_buf[std::size_t(i)]);
   }
   return bad ? 1 + step_id : 0;
@@ -204,4 +232,94 @@ TEST_CASE("a view that alone adds to its source's gradient shares its gradient b
   const auto ga = prog.input_grad("a"), gb = prog.input_grad("b");
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(ga.data[i] == (a[i] > 0 ? 2 * a[i] : 0.0f) + 1.0f);
   for (std::size_t i = 0; i < b.size(); ++i) CHECK(gb.data[i] == 2 * b[i]);
+}
+
+namespace {
+// u -> dropout -> dropout: both in place (u's and the first dropout's only reader is the next
+// node). v is read by a dropout and a sum in the same step: that dropout gets a buffer of its own.
+// kKeepU makes u an output, which keeps it alive: the same nodes, the first dropout not in place.
+template <bool kKeepU>
+constexpr auto dropout_graph = [] {
+  Builder g;
+  Value a = g.input("a", {Batch, 6}, {.grad = true});
+  Value w = g.param("w", {6, 6}, init::normal(1.0)), b = g.param("b", {6}, init::normal(1.0));
+  const Real p = g.hyper("dropout", 0.3);
+  Value u = linear(a, w, b);
+  Value d = dropout(dropout(u, p), p);
+  Value v = linear(a, w, b);
+  Value dv = dropout(v, p);
+  if (kKeepU) g.output(u, "u");
+  g.output(d, "d");
+  g.output(dv, "dv");
+  g.loss(sum(linear(d, w, b) * dv) + sum(v));
+  return g;
+};
+static constexpr auto IN_PLACE = freeze<dropout_graph<false>>();
+static constexpr auto KEPT = freeze<dropout_graph<true>>();
+
+template <const auto& G>
+constexpr int nth_node(std::string_view op, int k) {
+  for (int i = 0; i < G.size; ++i)
+    if (G[i].kind == NodeKind::op && std::string_view(G[i].op->name) == op && k-- == 0) return i;
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("a dropout overwrites its input in place when nothing else reads it, and the results do not change",
+          "[graph][plan]") {
+  constexpr int u = nth_node<IN_PLACE>("linear", 0), d1 = nth_node<IN_PLACE>("dropout", 0),
+                d2 = nth_node<IN_PLACE>("dropout", 1), dv = nth_node<IN_PLACE>("dropout", 2);
+  STATIC_REQUIRE((u >= 0 && d1 >= 0 && d2 >= 0 && dv >= 0));
+  for (const auto* p : {&Program<IN_PLACE>::train_plan, &Program<IN_PLACE>::infer_plan}) {
+    CHECK(p->in_place_of[std::size_t(d1)] == u);
+    CHECK(p->in_place_of[std::size_t(d2)] == d1);
+    CHECK(p->value_buf[std::size_t(d2)] == p->value_buf[std::size_t(u)]);
+    CHECK(p->in_place_of[std::size_t(dv)] == -1);  // v's sum runs in the same step
+    CHECK(p->value_buf[std::size_t(dv)] != p->value_buf[std::size_t(nth_node<IN_PLACE>("linear", 1))]);
+  }
+  for (const auto* p : {&Program<KEPT>::train_plan, &Program<KEPT>::infer_plan}) {  // u is read at the end
+    CHECK(p->in_place_of[std::size_t(d1)] == -1);
+    CHECK(p->in_place_of[std::size_t(d2)] == d1);
+    CHECK(p->in_place_of[std::size_t(dv)] == -1);
+  }
+  STATIC_REQUIRE(replays<IN_PLACE>());
+  STATIC_REQUIRE(replays<KEPT>());
+  // The replay is not blind to in-place writes: dv over v, whose sum reads it in the same step, fails.
+  constexpr int v = nth_node<IN_PLACE>("linear", 1);
+  constexpr auto racing = [] {
+    auto p = Program<IN_PLACE>::train_plan;
+    p.in_place_of[std::size_t(dv)] = v;
+    p.value_buf[std::size_t(dv)] = p.value_buf[std::size_t(v)];
+    return p;
+  }();
+  STATIC_REQUIRE(replay<IN_PLACE>(racing) != 0);
+
+  // Same nodes, same ids: the same masks, so the same bits, in training (active and at p = 0)
+  // and in inference.
+  Program<IN_PLACE> in_place(Options{.seed = 3});
+  Program<KEPT> kept(Options{.seed = 3});
+  std::vector<float> a(5 * 6);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(i % 7) * 0.25f - 0.8f;
+  for (double rate : {0.3, 0.0}) {
+    for (Mode mode : {Mode::train, Mode::infer}) {
+      in_place.set_hyper("dropout", rate);
+      kept.set_hyper("dropout", rate);
+      in_place.set_input("a", std::span<const float>(a), {5, 6});
+      kept.set_input("a", std::span<const float>(a), {5, 6});
+      in_place.forward(mode);
+      kept.forward(mode);
+      INFO("dropout " << rate << (mode == Mode::train ? ", training" : ", inference"));
+      for (const char* out : {"d", "dv"})
+        for (std::size_t i = 0; i < a.size(); ++i) CHECK(in_place.output(out).data[i] == kept.output(out).data[i]);
+      CHECK(in_place.loss() == kept.loss());
+      if (mode == Mode::train) {
+        in_place.zero_grad();
+        kept.zero_grad();
+        in_place.backward();
+        kept.backward();
+        for (std::size_t i = 0; i < a.size(); ++i) CHECK(in_place.input_grad("a").data[i] == kept.input_grad("a").data[i]);
+        for (std::size_t i = 0; i < 36; ++i) CHECK(in_place.parameter("w").grad.data[i] == kept.parameter("w").grad.data[i]);
+      }
+    }
+  }
 }

@@ -15,6 +15,7 @@
 // is how a non-contiguous view reaches an op here.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -178,7 +179,9 @@ OP_CASE(patch_embed, any, Value img = g.input("img", {Batch, 2, 6, 4}, {.grad = 
         Value w = g.input("w", {5, 8}, {.grad = true}); Value b = g.input("b", {5}, {.grad = true});
         g.loss(probe_loss(g, patch_embed(img, w, b, 2), {img, w, b})))
 OP_CASE(dropout, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true}); g.loss(probe_loss(g, dropout(a, 0.3), {a})))
-OP_CASE(dropout_inactive, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true}); g.loss(probe_loss(g, dropout(a, 0.0), {a})))
+// A constant 0 adds no node: a hyperparameter at 0 keeps the op, inactive.
+OP_CASE(dropout_inactive, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true});
+        g.loss(probe_loss(g, dropout(a, g.hyper("dropout", 0.0)), {a})))
 // --- fused attention ---
 OP_CASE(attention_cross, any, Value q = g.input("q", {Batch, 2, Seq, 3}, {.grad = true});
         Value k = g.input("k", {Batch, 2, SeqKV, 3}, {.grad = true}); Value v = g.input("v", {Batch, 2, SeqKV, 4}, {.grad = true});
@@ -282,14 +285,15 @@ bool op_assigns_somewhere() {
   return !declared || told;
 }
 
-// Runs each op node that has a scalar reference on fresh random inputs, kernel vs reference.
+// Runs each op node that has a scalar reference on fresh random inputs, kernel vs reference; an
+// in-place op (OpDef::in_place) also with its output on input 0's bytes, which must give the same bits.
 template <const auto& G>
 std::string check_references(const Domain& dom, const std::array<std::int64_t, kMaxSymbols>& sym, std::uint64_t seed,
                              int& checked) {
   std::string fails;
   for (int i = 0; i < G.size; ++i) {
     const Node& n = G[i];
-    if (n.kind != NodeKind::op || !n.op->reference[0]) continue;
+    if (n.kind != NodeKind::op || (!n.op->reference[0] && !n.op->in_place)) continue;
     auto ref_of = [&](const Shape& s, DType dt, void* data) {
       TensorRef r;
       r.data = data, r.rank = s.rank, r.dtype = dt, r.numel = 1;
@@ -325,6 +329,18 @@ std::string check_references(const Domain& dom, const std::array<std::int64_t, k
     s2.data = scratch2.data();
     out.data = got.data();
     n.op->forward[0](OpArgs{n.attr, in.data(), n.n_in, out, s1});
+    if (n.op->in_place) {
+      std::vector<float> same(real[0]);
+      std::array<TensorRef, kMaxInputs> in_same = in;
+      in_same[0].data = same.data();
+      TensorRef out_same = out;
+      out_same.data = same.data();
+      n.op->forward[0](OpArgs{n.attr, in_same.data(), n.n_in, out_same, s2});
+      ++checked;
+      if (std::memcmp(same.data(), got.data(), got.size() * sizeof(float)) != 0)
+        fails += std::string("op ") + n.op->name + ": in place, the output differs from out of place\n";
+      if (!n.op->reference[0]) continue;
+    }
     TensorRef out2 = out;
     out2.data = want.data();
     n.op->reference[0](OpArgs{n.attr, in.data(), n.n_in, out2, s2});
