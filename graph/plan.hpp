@@ -260,19 +260,24 @@ constexpr auto make_plan(const G& g, bool training) {
     p.n_bwd = step;
     at(p.bwd_begin, step) = pos;
 
-    // Gradients shared with a view (highest ids first, so a chain of views resolves to its end).
+    // Gradients shared with a view (highest ids first, so a chain of views resolves to its end),
+    // or with an in-place op whose VJP can assign input 0's gradient: that VJP then runs in place
+    // on its output's gradient (told to assign), and an inactive dropout's VJP does nothing.
     for (int i = 0; i < N; ++i) at(p.grad_view_of, i) = -1;
     if (training)
       for (int i = N - 1; i >= 0; --i) {
         const Node& n = g[i];
-        if (n.kind != NodeKind::op || !n.op->view || !at(p.runs_vjp, i) || is_seed(i)) continue;
+        if (n.kind != NodeKind::op || !at(p.runs_vjp, i) || is_seed(i)) continue;
+        const bool in_place = n.op->in_place && (n.op->assigns & kSaveInput(0)) && !n.op->view;
+        if (!n.op->view && !in_place) continue;
         const int src = n.in[0];
         if (!at(p.needs_grad, src) || g[src].kind == NodeKind::param || is_seed(src)) continue;
         int writers = 0;  // consumer edges whose VJP adds to src's gradient: i's is one
         for (int e = at(cons_begin, src); e < at(cons_begin, src + 1); ++e) writers += at(p.runs_vjp, at(cons_node, e));
         if (writers != 1) continue;
         at(p.grad_view_of, src) = at(p.grad_view_of, i) >= 0 ? at(p.grad_view_of, i) : i;
-        at(p.vjp_skip, i) = true;
+        if (in_place) at(p.assigns, i) |= kSaveInput(0);
+        else at(p.vjp_skip, i) = true;
       }
 
     // Buffers and their lifetimes.

@@ -23,7 +23,8 @@ void masked(const OpArgs& a, F f) {
 }  // namespace
 
 // Inactive (inference, or p = 0 from a hyperparameter): a copy, or nothing when planned in place;
-// the gradient passes through. Active, y[i] = x[i] * m[i] reads x[i] before writing y[i]: in place is safe.
+// the gradient passes through (nothing to do when the plan shares the two gradients). Active,
+// y[i] = x[i] * m[i] reads x[i] before writing y[i], and the VJP likewise: in place is safe.
 template <class T>
 void DropoutOp::forward(const OpArgs& a) {
   const T* x = a.in[0].as<T>();
@@ -40,6 +41,7 @@ void DropoutOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
   if (!active(a)) {
+    if (gx == g && a.assign(0)) return;  // the plan shares the two gradients (DropoutOp::in_place)
     const auto axpy = simd::best().axpy[std::is_same_v<T, double>];
     kernel::parallel(a.out.numel, 1 << 15, [&](std::int64_t b, std::int64_t e) { axpy(g + b, nullptr, gx + b, e - b, 1.0, a.assign(0)); });
     return;

@@ -265,7 +265,7 @@ constexpr int nth_node(std::string_view op, int k) {
 }
 }  // namespace
 
-TEST_CASE("a dropout overwrites its input in place when nothing else reads it, and the results do not change",
+TEST_CASE("a dropout overwrites its input, and its VJP its output's gradient, in place when nothing else reads them; the results do not change",
           "[graph][plan]") {
   constexpr int u = nth_node<IN_PLACE>("linear", 0), d1 = nth_node<IN_PLACE>("dropout", 0),
                 d2 = nth_node<IN_PLACE>("dropout", 1), dv = nth_node<IN_PLACE>("dropout", 2);
@@ -282,6 +282,15 @@ TEST_CASE("a dropout overwrites its input in place when nothing else reads it, a
     CHECK(p->in_place_of[std::size_t(d2)] == d1);
     CHECK(p->in_place_of[std::size_t(dv)] == -1);
   }
+  // Gradients too: u, d1 and d2 share d2's gradient buffer, and both VJPs run on it in place,
+  // told to assign; v has two readers whose VJPs add to its gradient: its own buffer.
+  constexpr const auto& t = Program<IN_PLACE>::train_plan;
+  STATIC_REQUIRE(t.grad_buf[std::size_t(u)] == t.grad_buf[std::size_t(d2)]);
+  STATIC_REQUIRE(t.grad_buf[std::size_t(d1)] == t.grad_buf[std::size_t(d2)]);
+  STATIC_REQUIRE((t.assigns[std::size_t(d1)] & kSaveInput(0)) != 0);
+  STATIC_REQUIRE((t.assigns[std::size_t(d2)] & kSaveInput(0)) != 0);
+  STATIC_REQUIRE((!t.vjp_skip[std::size_t(d1)] && !t.vjp_skip[std::size_t(d2)]));
+  STATIC_REQUIRE(t.grad_buf[std::size_t(dv)] != t.grad_buf[std::size_t(nth_node<IN_PLACE>("linear", 1))]);
   STATIC_REQUIRE(replays<IN_PLACE>());
   STATIC_REQUIRE(replays<KEPT>());
   // The replay is not blind to in-place writes: dv over v, whose sum reads it in the same step, fails.
