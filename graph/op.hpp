@@ -16,7 +16,10 @@
 //   static constexpr bool in_place = true;       // forward is correct with out.data == in[0].data
 //                                                  // (same dtype and count): the plan then lets out
 //                                                  // take input 0's buffer when nothing else reads
-//                                                  // input 0 afterwards, nor in the same step
+//                                                  // input 0 afterwards, nor in the same step; if
+//                                                  // it also assigns input 0's gradient, vjp must
+//                                                  // be correct with gin[0].data == gout->data
+//                                                  // when told to assign (OpArgs::assign(0))
 //   static constexpr unsigned assigns = kSaveInput(k) | ...;  // vjp honours OpArgs::assign(k): when
 //                                                  // set, gin[k] holds garbage and vjp writes every
 //                                                  // element of it (=) instead of adding

@@ -272,6 +272,7 @@ constexpr auto make_plan(const G& g, bool training) {
         if (!n.op->view && !in_place) continue;
         const int src = n.in[0];
         if (!at(p.needs_grad, src) || g[src].kind == NodeKind::param || is_seed(src)) continue;
+        if (in_place && !(g[src].shape.numel() == n.shape.numel())) continue;
         int writers = 0;  // consumer edges whose VJP adds to src's gradient: i's is one
         for (int e = at(cons_begin, src); e < at(cons_begin, src + 1); ++e) writers += at(p.runs_vjp, at(cons_node, e));
         if (writers != 1) continue;

@@ -8,6 +8,9 @@
 #include "../../bench/compile/encoder.hpp"
 #include "../models.hpp"
 
+#include <ctgrad/models/bert.hpp>
+#include <ctgrad/models/gpt.hpp>
+
 using namespace ctgrad;
 
 namespace {
@@ -79,7 +82,7 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
     }
     if (bad) return 1 + step_id;
   }
-  if (!p.training) return 0;
+  if (p.training) {
   begin_step();
   for (int i = 0; i < G.size; ++i)  // seeds
     if ((G.loss >= 0 ? i == G.loss : G[i].is_output) && p.needs_grad[std::size_t(i)]) write(p.grad_buf[std::size_t(i)]);
@@ -108,6 +111,7 @@ constexpr int replay(const P& p) {  // 0 when sound, else 1 + the step of the fi
         if (p.needs_grad[std::size_t(n.in[std::size_t(k)])]) write(p.grad_buf[std::size_t(n.in[std::size_t(k)])]);
     }
     if (bad) return 1 + step_id;
+  }
   }
   // After the step: outputs and input gradients are read by the user.
   begin_step();
@@ -255,6 +259,17 @@ constexpr auto dropout_graph = [] {
   return g;
 };
 static constexpr auto IN_PLACE = freeze<dropout_graph<false>>();
+static constexpr auto GPT_MICRO = freeze<models::gpt<models::GptConfig{.vocab = 11, .n_layer = 2, .n_head = 2, .d_model = 8, .context = 8}>>();
+static constexpr auto BERT_MICRO =
+    freeze<models::bert_mlm<models::BertConfig{.vocab = 13, .n_layer = 2, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8}>>();
+static constexpr auto BERT_MICRO_PRE = freeze<models::bert_mlm<models::BertConfig{
+    .vocab = 13, .n_layer = 1, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8, .pre_norm = true}>>();
+template <class P>
+constexpr int in_place_count(const P& p) {
+  int c = 0;
+  for (int v : p.in_place_of) c += v >= 0;
+  return c;
+}
 static constexpr auto KEPT = freeze<dropout_graph<true>>();
 
 template <const auto& G>
@@ -302,6 +317,13 @@ TEST_CASE("a dropout overwrites its input, and its VJP its output's gradient, in
     return p;
   }();
   STATIC_REQUIRE(replay<IN_PLACE>(racing) != 0);
+  // The models' own dropouts (embedding, attention output, feed-forward; pre- and post-norm).
+  STATIC_REQUIRE(replays<GPT_MICRO>());
+  STATIC_REQUIRE(replays<BERT_MICRO>());
+  STATIC_REQUIRE(replays<BERT_MICRO_PRE>());
+  STATIC_REQUIRE(in_place_count(Program<GPT_MICRO>::train_plan) > 0);
+  STATIC_REQUIRE(in_place_count(Program<BERT_MICRO>::train_plan) > 0);
+  STATIC_REQUIRE(in_place_count(Program<BERT_MICRO_PRE>::infer_plan) > 0);
 
   // Same nodes, same ids: the same masks, so the same bits, in training (active and at p = 0)
   // and in inference.
