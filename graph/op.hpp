@@ -16,10 +16,13 @@
 //   static constexpr bool in_place = true;       // forward is correct with out.data == in[0].data
 //                                                  // (same dtype and count): the plan then lets out
 //                                                  // take input 0's buffer when nothing else reads
-//                                                  // input 0 afterwards, nor in the same step; if
-//                                                  // it also assigns input 0's gradient, vjp must
-//                                                  // be correct with gin[0].data == gout->data
-//                                                  // when told to assign (OpArgs::assign(0))
+//                                                  // input 0 afterwards, nor in the same step
+//   static constexpr unsigned shares_grad = kSaveInput(k) | ...;  // vjp is correct with
+//                                                  // gin[k].data == gout->data when told to assign
+//                                                  // k (same count; at most one such k per run):
+//                                                  // the plan then gives input k's gradient the
+//                                                  // output gradient's buffer when this vjp is
+//                                                  // its only contributor
 //   static constexpr unsigned assigns = kSaveInput(k) | ...;  // vjp honours OpArgs::assign(k): when
 //                                                  // set, gin[k] holds garbage and vjp writes every
 //                                                  // element of it (=) instead of adding
@@ -123,6 +126,7 @@ struct OpDef {
   unsigned assigns;  // inputs whose gradient vjp can assign (see OpArgs::assign)
   bool view;         // out aliases input 0 (see the contract above)
   bool in_place;     // out may overwrite input 0 (see the contract above)
+  unsigned shares_grad;  // inputs whose gradient may be the output gradient's buffer (see above)
   ShapeResult (*shape)(const ShapeCtx&);
   KernelFn forward[2];  // [float, double]
   KernelFn vjp[2];
@@ -181,6 +185,7 @@ consteval OpDef make_op_def() {
   if constexpr (requires { Op::assigns; }) d.assigns = Op::assigns;
   if constexpr (requires { Op::view; }) d.view = Op::view;
   if constexpr (requires { Op::in_place; }) d.in_place = Op::in_place;
+  if constexpr (requires { Op::shares_grad; }) d.shares_grad = Op::shares_grad;
   d.shape = &run_shape_rule<Op>;
   d.forward[0] = &Op::template forward<float>;
   d.forward[1] = &Op::template forward<double>;

@@ -261,24 +261,34 @@ constexpr auto make_plan(const G& g, bool training) {
     at(p.bwd_begin, step) = pos;
 
     // Gradients shared with a view (highest ids first, so a chain of views resolves to its end),
-    // or with an in-place op whose VJP can assign input 0's gradient: that VJP then runs in place
-    // on its output's gradient (told to assign), and an inactive dropout's VJP does nothing.
+    // or with an op whose VJP can take an input's gradient on its output gradient's buffer
+    // (OpDef::shares_grad: dropout, add): that VJP then runs on the shared buffer, told to
+    // assign (an inactive dropout's, and add's for that input, do nothing).
     for (int i = 0; i < N; ++i) at(p.grad_view_of, i) = -1;
+    auto only_writer = [&](int i, int src) {  // i's VJP alone adds to src's gradient, once
+      if (!at(p.needs_grad, src) || g[src].kind == NodeKind::param || is_seed(src)) return false;
+      int writers = 0;  // consumer edges whose VJP adds to src's gradient: i's is one
+      for (int e = at(cons_begin, src); e < at(cons_begin, src + 1); ++e) writers += at(p.runs_vjp, at(cons_node, e));
+      return writers == 1;
+    };
     if (training)
       for (int i = N - 1; i >= 0; --i) {
         const Node& n = g[i];
         if (n.kind != NodeKind::op || !at(p.runs_vjp, i) || is_seed(i)) continue;
-        const bool in_place = n.op->in_place && (n.op->assigns & kSaveInput(0)) && !n.op->view;
-        if (!n.op->view && !in_place) continue;
-        const int src = n.in[0];
-        if (!at(p.needs_grad, src) || g[src].kind == NodeKind::param || is_seed(src)) continue;
-        if (in_place && !(g[src].shape.numel() == n.shape.numel())) continue;
-        int writers = 0;  // consumer edges whose VJP adds to src's gradient: i's is one
-        for (int e = at(cons_begin, src); e < at(cons_begin, src + 1); ++e) writers += at(p.runs_vjp, at(cons_node, e));
-        if (writers != 1) continue;
+        int k = -1;
+        if (n.op->view) {
+          if (only_writer(i, n.in[0])) k = 0;
+        } else {
+          for (int j = 0; j < n.n_in && k < 0; ++j)
+            if ((n.op->shares_grad & n.op->assigns & kSaveInput(j)) && g[n.in[size_t(j)]].shape.numel() == n.shape.numel() &&
+                only_writer(i, n.in[size_t(j)]))
+              k = j;
+        }
+        if (k < 0) continue;
+        const int src = n.in[size_t(k)];
         at(p.grad_view_of, src) = at(p.grad_view_of, i) >= 0 ? at(p.grad_view_of, i) : i;
-        if (in_place) at(p.assigns, i) |= kSaveInput(0);
-        else at(p.vjp_skip, i) = true;
+        if (n.op->view) at(p.vjp_skip, i) = true;
+        else at(p.assigns, i) |= kSaveInput(k);
       }
 
     // Buffers and their lifetimes.

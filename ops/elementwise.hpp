@@ -9,6 +9,7 @@ struct AddOp {
   static constexpr int arity = 2;
   static constexpr unsigned saves = 0;
   static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned shares_grad = kSaveInput(0) | kSaveInput(1);  // a residual's branch: no copy
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -20,6 +21,7 @@ struct SubOp {
   static constexpr int arity = 2;
   static constexpr unsigned saves = 0;
   static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
+  static constexpr unsigned shares_grad = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);

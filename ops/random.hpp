@@ -17,6 +17,7 @@ struct DropoutOp {
   static constexpr unsigned saves = 0;
   static constexpr unsigned assigns = kSaveInput(0);
   static constexpr bool in_place = true;  // inactive, it then costs nothing
+  static constexpr unsigned shares_grad = kSaveInput(0);
   static constexpr ShapeResult shape(const ShapeCtx& c, const DropoutOptions& o) {
     if (!(o.p >= 0 && o.p < 1)) return ShapeResult::fail(Msg("probability must be in [0, 1), got ").add_number(o.p));
 
