@@ -280,7 +280,7 @@ constexpr int nth_node(std::string_view op, int k) {
 }
 }  // namespace
 
-TEST_CASE("a dropout overwrites its input, and its VJP its output's gradient, in place when nothing else reads them; the results do not change",
+TEST_CASE("a dropout overwrites its input, and its VJP its output's gradient, in place when nothing else reads them, and the results do not change",
           "[graph][plan]") {
   constexpr int u = nth_node<IN_PLACE>("linear", 0), d1 = nth_node<IN_PLACE>("dropout", 0),
                 d2 = nth_node<IN_PLACE>("dropout", 1), dv = nth_node<IN_PLACE>("dropout", 2);
