@@ -43,7 +43,7 @@ void DropoutOp::vjp(const OpArgs& a) {
   T* gx = a.gin[0].as<T>();
   if (gx == g && !a.assign(0)) throw std::logic_error("ctgrad: dropout's VJP shares its gradients but is told to add (a plan bug)");
   if (!active(a)) {
-    if (gx == g) return;  // the plan shares the two gradients (DropoutOp::in_place)
+    if (gx == g) return;  // the plan shares the two gradients (DropoutOp::shares_grad)
     const auto axpy = simd::best().axpy[std::is_same_v<T, double>];
     kernel::parallel(a.out.numel, 1 << 15, [&](std::int64_t b, std::int64_t e) { axpy(g + b, nullptr, gx + b, e - b, 1.0, a.assign(0)); });
     return;
