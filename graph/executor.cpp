@@ -56,6 +56,10 @@ std::string declared(const Shape& s) { return std::string(Msg().add(s).view()); 
 template <class T>
 struct Executor<T>::Impl {
   tbb::task_arena arena;
+  // The options the last training forward ran with, kept when set_hyper changes one before its
+  // backward: the VJPs must see what the forward saw (dropout regenerates its mask from its rate).
+  std::vector<AttrWords> forward_attrs;
+  bool forward_attrs_kept = false;
   explicit Impl(int threads) : arena(threads > 0 ? threads : tbb::info::default_concurrency()) {}
 };
 
@@ -178,6 +182,10 @@ void Executor<T>::set_hyper(std::string_view name, double value) {
     }
     next[std::size_t(i)] = w;
     touched.push_back(i);
+  }
+  if (have_forward_ && last_mode_ == Mode::train && !impl_->forward_attrs_kept) {  // a backward may follow
+    impl_->forward_attrs = attrs_;
+    impl_->forward_attrs_kept = true;
   }
   for (int i : touched) attrs_[std::size_t(i)] = next[std::size_t(i)];
   hypers_[std::size_t(h)].value = value;
@@ -511,7 +519,8 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
       in[static_cast<std::size_t>(k)] = val_[static_cast<std::size_t>(src)];
       if (vjp && p.needs_grad[src]) gin[static_cast<std::size_t>(k)] = grad_[static_cast<std::size_t>(src)];
     }
-    OpArgs a{attrs_[static_cast<std::size_t>(i)], in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
+    const AttrWords& attrs = (vjp && impl_->forward_attrs_kept ? impl_->forward_attrs : attrs_)[static_cast<std::size_t>(i)];
+    OpArgs a{attrs, in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
     a.seed = dropout_seed_;
     a.shard = shard_;
 
@@ -561,6 +570,7 @@ void Executor<T>::reset_op_profile() {
 template <class T>
 void Executor<T>::forward(Mode mode) {
   have_forward_ = false;  // stays false if this forward throws
+  impl_->forward_attrs_kept = false;  // this forward runs with the current values
   check_inputs();
   place(mode);
   const PlanView& p = plan_[mode == Mode::train ? 0 : 1];
