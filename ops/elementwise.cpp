@@ -1,5 +1,6 @@
 #include <ctgrad/ops/elementwise.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/shared_gradient.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
 
 #include <stdexcept>
@@ -42,13 +43,6 @@ void AddOp::reference_forward(const OpArgs& a) {
   binary<T>(a, [](T x, T y) { return x + y; }, simd::add, *simd::table("scalar"));
 }
 namespace {
-// The plan gave input k's gradient the output gradient's buffer (OpDef::shares_grad): it already
-// holds g, and the VJP must not touch it (the other input's gradient reads g).
-bool shared_gradient(const OpArgs& a, int k) {
-  if (a.gin[k].data != a.gout->data) return false;
-  if (!a.assign(k)) throw std::logic_error("ctgrad: a VJP shares a gradient but is told to add to it (a plan bug)");
-  return true;
-}
 // gin += alpha * g * other (other may be null), when gin has the output's shape: SIMD rows.
 template <class T>
 bool same_shape_axpy(const OpArgs& a, int k, double alpha, const T* other) {
@@ -67,7 +61,7 @@ template <class T>
 void AddOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   for (int k = 0; k < 2; ++k)
-    if (a.gin[k].data && !shared_gradient(a, k) && !same_shape_axpy<T>(a, k, 1.0, nullptr))
+    if (a.gin[k].data && !kernel::shared_gradient(a, k) && !same_shape_axpy<T>(a, k, 1.0, nullptr))
       kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i]; }, a.assign(k));
 }
 
@@ -82,7 +76,7 @@ void SubOp::reference_forward(const OpArgs& a) {
 template <class T>
 void SubOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
-  if (a.gin[0].data && !shared_gradient(a, 0) && !same_shape_axpy<T>(a, 0, 1.0, nullptr))
+  if (a.gin[0].data && !kernel::shared_gradient(a, 0) && !same_shape_axpy<T>(a, 0, 1.0, nullptr))
     kernel::reduce_broadcast<T>(a.gin[0], a.out, [&](std::int64_t i) { return g[i]; }, a.assign(0));
   if (a.gin[1].data && !same_shape_axpy<T>(a, 1, -1.0, nullptr))
     kernel::reduce_broadcast<T>(a.gin[1], a.out, [&](std::int64_t i) { return -g[i]; }, a.assign(1));

@@ -1,6 +1,7 @@
 #include <ctgrad/ops/random.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
+#include <ctgrad/ops/detail/shared_gradient.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
 
 #include <cstring>
@@ -41,9 +42,9 @@ template <class T>
 void DropoutOp::vjp(const OpArgs& a) {
   const T* g = a.gout->as<T>();
   T* gx = a.gin[0].as<T>();
-  if (gx == g && !a.assign(0)) throw std::logic_error("ctgrad: dropout's VJP shares its gradients but is told to add (a plan bug)");
+  const bool shared = kernel::shared_gradient(a, 0);  // DropoutOp::shares_grad
   if (!active(a)) {
-    if (gx == g) return;  // the plan shares the two gradients (DropoutOp::shares_grad)
+    if (shared) return;
     const auto axpy = simd::best().axpy[std::is_same_v<T, double>];
     kernel::parallel(a.out.numel, 1 << 15, [&](std::int64_t b, std::int64_t e) { axpy(g + b, nullptr, gx + b, e - b, 1.0, a.assign(0)); });
     return;
