@@ -113,7 +113,9 @@ class Executor {
 
   // Hyperparameters (Scope::hyper): named numbers the ops read at run time. set_hyper checks the
   // value with the shape rule of every op that uses it (dropout in [0, 1), ...) and throws
-  // std::invalid_argument naming the op, keeping the old value, if one refuses it.
+  // std::invalid_argument naming the op, keeping the old value, if one refuses it. A value set
+  // between a training forward() and its backward() applies from the next forward(): the
+  // backward runs with the values its forward ran with (dropout's masks match).
   struct Hyper {
     std::string_view name;
     double value, default_value;
