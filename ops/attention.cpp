@@ -183,8 +183,7 @@ void probabilities(const Geometry& g, const T* Q, const T* K, T* lse, bool recom
       continue;
     }
     const std::int64_t last = std::max<std::int64_t>(0, g.causal ? std::min(n, i + (g.Tk - g.Tq) + 1) : n);  // keys [0, last) unmasked by causality
-    const T scale = T(g.scale);
-    for (std::int64_t j = 0; j < last; ++j) s[j] *= scale;
+    t.unary[simd::scale][ti](s, s, last, g.scale);
     if (g.bias.t) {
       const T* b = g.bias.t->as<T>() + g.row(g.bias, h, i);
       const std::int64_t bs = g.key_stride(g.bias);
@@ -292,6 +291,8 @@ void AttentionOp::vjp(const OpArgs& a) {
     }
     return h;
   };
+  constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
+  const simd::Table& t = simd::best();
   kernel::parallel(groups, 1, [&](std::int64_t g0, std::int64_t g1) { run_isolated([&] {
     alignas(64) T local[3][kWork<T>];
     for (std::int64_t hg = g0 * members; hg < g1 * members; ++hg) {
@@ -318,25 +319,23 @@ void AttentionOp::vjp(const OpArgs& a) {
         if (!gQ && !gK && !gB) continue;
         kernel::gemm(false, true, rows, n, g.dv, dO, ldo, V + g.at(h, 0, g.Tk, g.dv, g.ld_v), g.ld_v, dP, n, false);
         for (std::int64_t i = i0; i < i1; ++i) {
-          const T Di = dot(dO + (i - i0) * ldo, O + g.at(h, i, g.Tq, g.dv, g.ld_o), g.dv);  // = sum_j p_ij z_ij dp_ij
           T* ds = dP + (i - i0) * n;
           const T* p = P + (i - i0) * n;
           // dz: the gradient of the scaled, biased scores; the raw scores' is dz * scale.
           if (g.p > 0) {
+            const T Di = dot(dO + (i - i0) * ldo, O + g.at(h, i, g.Tq, g.dv, g.ld_o), g.dv);  // = sum_j p_ij z_ij dp_ij
             const T* pd = Pd + (i - i0) * n;
             // p z dp = pd dp (z = pd / p where p > 0; where p = 0 the term is 0 either way)
             for (std::int64_t j = 0; j < n; ++j) ds[j] = pd[j] * ds[j] - p[j] * Di;
           } else {
-            for (std::int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - Di);
+            t.softmax_vjp_row[ti](p, ds, ds, n, false, true);  // p (dp - sum_j p_j dp_j), in place
           }
           if (gB) {
             T* gb = gB + g.row(g.bias, h, i);
             const std::int64_t bs = g.key_stride(g.bias);
             for (std::int64_t j = 0; j < n; ++j) gb[j * bs] += ds[j];
           }
-          const T scale = T(g.scale);
-          for (std::int64_t j = 0; j < n; ++j) ds[j] *= scale;
-
+          t.unary[simd::scale][ti](ds, ds, n, g.scale);
         }
         if (gQ)
           kernel::gemm(false, false, rows, g.d, n, dP, n, K + g.at(h, 0, g.Tk, g.d, g.ld_k), g.ld_k, gQ + g.at(h, i0, g.Tq, g.d, g.ld_q),
