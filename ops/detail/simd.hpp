@@ -33,6 +33,7 @@ struct Table {
   // gx[i] += alpha * g[i] * (other ? other[i] : 1)
   void (*axpy[2])(const void* g, const void* other, void* gx, std::int64_t n, double alpha, bool assign);
   // One row of the softmax vjp: gx += y * (g - sum(g y)); log_softmax: gx += g - exp(y) sum(g).
+  // gx may be g (in place: attention's VJP).
   void (*softmax_vjp_row[2])(const void* y, const void* g, void* gx, std::int64_t n, bool log, bool assign);
   // One row of the norm vjp, dy = g * gamma: sums[0] = sum(dy), sums[1] = sum(dy * (x - mean));
   // then gx += inv * (dy - a) - c * (x - mean).
