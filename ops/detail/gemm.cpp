@@ -610,22 +610,27 @@ bool fp32_brgemm() {
   return brg;
 }
 
-// Whether an fp32 block of this form goes through a primitive. Automatic: op(A) not transposed (a
-// linear's forward and dX: 1.0-1.26x OpenBLAS on Emerald Rapids, with both routes alternating on
-// the same shapes; docs/performance.md), on AVX-512 brgemm hosts; never op(A) transposed (a weight
-// gradient: 0.90-1.03x). Attention's per-head products read heads interleaved by stride: not
-// dense, so OpenBLAS (fp32_block_primitive).
+// Whether an fp32 block of this shape goes through a primitive. Automatic, on AVX-512 brgemm
+// hosts: op(A) not transposed (a linear's forward and dX: 1.0-1.26x OpenBLAS on Emerald Rapids,
+// with both routes alternating on the same shapes; docs/performance.md); op(A) transposed (a
+// weight gradient) only when K is long against C's sides, K >= 8 max(M, N): alone 0.96-1.10x
+// OpenBLAS, in ViT's steps (K = 3,200 a block, C at most 384 x 128) the linear VJPs 10% faster,
+// while weight gradients of shorter K measured 0.90-1.03x alone and no faster in GPT or the
+// Transformer. Attention's per-head products read heads interleaved by stride: not dense, so
+// OpenBLAS (fp32_block_primitive).
 // Blocks of fewer flops stay on OpenBLAS in automatic (the smallest measured faster had 37
 // MFLOP): a primitive's JIT build (0.35-0.6 ms, once per shape) and per-call set-up are not repaid
 // on a tiny model's products, and a tiny model's short run never loads oneDNN (a kill-and-resume
 // round of the tiny GPT lasted 0.1 s longer with them).
 constexpr std::int64_t kFp32PrimitiveMinFlops = std::int64_t(1) << 24;
+constexpr std::int64_t kFp32PrimitiveLongK = 8;  // op(A) transposed: K >= this x max(M, N)
 
-bool fp32_primitive_for(bool trans_a, std::int64_t flops) {
+bool fp32_primitive_for(bool trans_a, std::int64_t m, std::int64_t n, std::int64_t k) {
   const int route = fp32_route();
   if (route == int(Fp32Kernel::openblas)) return false;
   if (route == int(Fp32Kernel::primitive)) return onednn().engine != nullptr;
-  return !trans_a && flops >= kFp32PrimitiveMinFlops && fp32_brgemm();  // the probe last: it loads oneDNN
+  const bool form = !trans_a || k >= kFp32PrimitiveLongK * std::max(m, n);
+  return form && 2 * m * n * k >= kFp32PrimitiveMinFlops && fp32_brgemm();  // the probe last: it loads oneDNN
 }
 
 // Runs an fp32 block (operands at their place in A and B) through a kept primitive when its
@@ -634,7 +639,7 @@ bool fp32_primitive_for(bool trans_a, std::int64_t flops) {
 bool fp32_block_primitive(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
                           const float* b, std::int64_t ldb, const float* bias, float* c, std::int64_t ldc, bool acc) {
   if (lda != (ta ? m : k) || ldb != (tb ? k : n) || ldc != n) return false;
-  if (!fp32_primitive_for(ta, 2 * m * n * k)) return false;
+  if (!fp32_primitive_for(ta, m, n, k)) return false;
   MatmulKey key{m, n, k, ta, tb, acc, bias != nullptr};
   key.f32 = true;
   return run_block_primitive(onednn(), key, fp32_route() == int(Fp32Kernel::automatic) ? "brg:avx512" : nullptr, a, b, bias, c);
@@ -879,7 +884,7 @@ void gemm_bias(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
       return;
     }
   if constexpr (std::is_same_v<T, float>)
-    if (K > 0 && blas().sgemm && fp32_primitive_for(ta, 2 * M * N * K)) {  // the bias in a primitive's epilogue, block by block
+    if (K > 0 && blas().sgemm && fp32_primitive_for(ta, M, N, K)) {  // the bias in a primitive's epilogue, block by block
       split_blocks(choose_split(M, N, K), M, N, K, C, ldc, false,
                    [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, T* c,
                        std::int64_t ldc_block, bool acc_block) {
@@ -930,13 +935,14 @@ void set_fp32_kernel(Fp32Kernel k) { g_fp32_kernel = int(k); }
 std::string fp32_kernel() {
   if (!blas().sgemm) return blas().name;
   const std::string call = "OpenBLAS";
-  constexpr std::int64_t any = std::numeric_limits<std::int64_t>::max();
-  if (!fp32_primitive_for(false, any))
+  constexpr std::int64_t big = std::int64_t(1) << 20;  // a shape every automatic rule takes
+  if (!fp32_primitive_for(false, big, big, big))
     return fp32_route() == int(Fp32Kernel::primitive) ? call + " (no matmul primitives: " + onednn().why + onednn().no_primitives + ")" : call;
   const Matmul* probe = kept_matmul(onednn(), probe_key(true));
   const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
-  return fp32_primitive_for(true, any) ? prim + " for dense blocks, else " + call
-                                       : prim + " for op(A) not transposed and dense blocks of >= 16 MFLOP, else " + call;
+  return fp32_route() == int(Fp32Kernel::primitive)
+             ? prim + " for dense blocks, else " + call
+             : prim + " for dense blocks of >= 16 MFLOP with op(A) not transposed, or transposed with K >= 8 max(M, N), else " + call;
 }
 
 std::string bf16_kernel() {

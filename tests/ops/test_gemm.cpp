@@ -402,6 +402,37 @@ TEST_CASE("fp32 gemm through oneDNN matmul primitives or OpenBLAS is right for e
   }
 }
 
+TEST_CASE("automatic fp32 route: primitives for op(A) not transposed, and for op(A) transposed only with K >= 8 max(M, N)", "[ops][gemm]") {
+  // The rule of kernel::gemm's automatic route on hosts with oneDNN's AVX-512 brgemm kernels (a
+  // weight gradient of long K, as ViT's, through a primitive; of short K, through OpenBLAS); on
+  // other hosts every product stays on OpenBLAS. Each product is also checked against a double
+  // reference.
+  ctgrad::testing::ScopedGemmBlocks blocks(2);
+  ScopedFp32Route scoped(kernel::Fp32Kernel::automatic);
+  const bool brgemm = kernel::fp32_kernel().find("matmul primitives (") != std::string::npos;
+  if (!brgemm) WARN("no AVX-512 brgemm primitives here, every product on OpenBLAS: " << kernel::fp32_kernel());
+  struct Case {
+    bool ta;
+    std::int64_t M, N, K;  // none splits M or N at 2 blocks (dense blocks)
+    bool primitive;
+  };
+  // long K (split in 2 blocks of 2,048 >= 8 x 128); short K (384 < 8 x 256, not split); the same
+  // short product with op(A) not transposed; one under 16 MFLOP
+  const Case cases[] = {{true, 128, 64, 4096, true}, {true, 256, 200, 384, false}, {false, 256, 200, 384, true}, {false, 64, 64, 256, false}};
+  for (const Case& c : cases) {
+    const std::int64_t lda = c.ta ? c.M : c.K, ldb = c.N, ldc = c.N;
+    auto A = randn(std::size_t(c.M * c.K), 51), B = randn(std::size_t(c.K * c.N), 52), C0 = randn(std::size_t(c.M * c.N), 53);
+    auto C = C0;
+    const std::int64_t runs = kernel::fp32_primitive_runs();
+    kernel::gemm(c.ta, false, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, false);
+    INFO("ta" << c.ta << " M" << c.M << " N" << c.N << " K" << c.K);
+    CHECK((kernel::fp32_primitive_runs() > runs) == (brgemm && c.primitive));
+    const auto [worst, padding_kept] = against_reference(C, C0, A, lda, c.ta, B, ldb, false, c.M, c.N, c.K, ldc, false, [](float x) { return x; });
+    CHECK(worst < 1e-4 * std::sqrt(double(c.K)) + 1e-5);
+    CHECK(padding_kept);
+  }
+}
+
 TEST_CASE("gemm_bias adds the bias once to every row on both fp32 and both bf16 routes for every form and split", "[ops][gemm][bf16]") {
   // Splits as in the tests above (rows, columns, K, a 2 x 2 grid at 4 blocks); a K split must add
   // the bias in its first K block only.
