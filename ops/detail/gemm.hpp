@@ -107,10 +107,11 @@ std::string bf16_kernel();  // what bf16 blocks run through on this host, for be
 // Which kernel runs an fp32 block. automatic: oneDNN matmul primitives (one per block shape, built
 // on first use and kept, like bf16's) where oneDNN runs them with its AVX-512 brgemm kernels, for
 // op(A) not transposed (a linear's forward and dX; 1.0-1.26x OpenBLAS on Emerald Rapids, with both
-// alternating on the same shapes) and blocks of at least 16 MFLOP whose operands are dense;
-// OpenBLAS for op(A) transposed (a weight gradient: 0.90-1.03x), strided blocks (attention's
-// heads), smaller blocks (a primitive's JIT build is not repaid; a tiny model never loads
-// oneDNN), hosts without AVX-512 or oneDNN. `primitive` takes every dense block. CTGRAD_FP32_GEMM=primitive|openblas overrides automatic; the setter (tests,
+// alternating on the same shapes) or transposed with K >= 8 max(M, N) (a weight gradient of many
+// tokens and a small layer, as ViT's: its linear VJPs 10% faster), blocks of at least 16 MFLOP
+// whose operands are dense; OpenBLAS for other weight gradients (0.90-1.03x), strided blocks
+// (attention's heads), smaller blocks (a primitive's JIT build is not repaid; a tiny model never
+// loads oneDNN), hosts without AVX-512 or oneDNN. `primitive` takes every dense block. CTGRAD_FP32_GEMM=primitive|openblas overrides automatic; the setter (tests,
 // benchmarks) overrides both. Double GEMMs always run on OpenBLAS.
 enum class Fp32Kernel { automatic, openblas, primitive };
 void set_fp32_kernel(Fp32Kernel k);
