@@ -935,7 +935,7 @@ void set_fp32_kernel(Fp32Kernel k) { g_fp32_kernel = int(k); }
 std::string fp32_kernel() {
   if (!blas().sgemm) return blas().name;
   const std::string call = "OpenBLAS";
-  constexpr std::int64_t big = std::int64_t(1) << 20;  // a shape every automatic rule takes
+  constexpr std::int64_t big = std::int64_t(1) << 20;  // with op(A) not transposed, automatic takes it
   if (!fp32_primitive_for(false, big, big, big))
     return fp32_route() == int(Fp32Kernel::primitive) ? call + " (no matmul primitives: " + onednn().why + onednn().no_primitives + ")" : call;
   const Matmul* probe = kept_matmul(onednn(), probe_key(true));

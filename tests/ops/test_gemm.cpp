@@ -407,6 +407,10 @@ TEST_CASE("automatic fp32 route: primitives for op(A) not transposed, and for op
   // weight gradient of long K, as ViT's, through a primitive; of short K, through OpenBLAS); on
   // other hosts every product stays on OpenBLAS. Each product is also checked against a double
   // reference.
+  if (std::getenv("CTGRAD_FP32_GEMM")) {  // it overrides automatic
+    WARN("skipped: CTGRAD_FP32_GEMM is set");
+    return;
+  }
   ctgrad::testing::ScopedGemmBlocks blocks(2);
   ScopedFp32Route scoped(kernel::Fp32Kernel::automatic);
   const bool brgemm = kernel::fp32_kernel().find("matmul primitives (") != std::string::npos;
@@ -416,9 +420,13 @@ TEST_CASE("automatic fp32 route: primitives for op(A) not transposed, and for op
     std::int64_t M, N, K;  // none splits M or N at 2 blocks (dense blocks)
     bool primitive;
   };
-  // long K (split in 2 blocks of 2,048 >= 8 x 128); short K (384 < 8 x 256, not split); the same
-  // short product with op(A) not transposed; one under 16 MFLOP
-  const Case cases[] = {{true, 128, 64, 4096, true}, {true, 256, 200, 384, false}, {false, 256, 200, 384, true}, {false, 64, 64, 256, false}};
+  // long K (split in 2 blocks of 2,048 >= 8 x 128); blocks of exactly 8 x 256; of one less
+  // (2,047); a product whose K (3,072) meets the rule but whose blocks (1,536) do not: the rule is
+  // per block; short K (384 < 8 x 256, not split); the same short product with op(A) not
+  // transposed; one under 16 MFLOP
+  const Case cases[] = {{true, 128, 64, 4096, true},   {true, 256, 64, 4096, true},    {true, 256, 64, 4094, false},
+                        {true, 256, 64, 3072, false},  {true, 256, 200, 384, false},   {false, 256, 200, 384, true},
+                        {false, 64, 64, 256, false}};
   for (const Case& c : cases) {
     const std::int64_t lda = c.ta ? c.M : c.K, ldb = c.N, ldc = c.N;
     auto A = randn(std::size_t(c.M * c.K), 51), B = randn(std::size_t(c.K * c.N), 52), C0 = randn(std::size_t(c.M * c.N), 53);
