@@ -942,7 +942,8 @@ std::string fp32_kernel() {
   const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
   return fp32_route() == int(Fp32Kernel::primitive)
              ? prim + " for dense blocks, else " + call
-             : prim + " for dense blocks of >= 16 MFLOP with op(A) not transposed, or transposed with K >= 8 max(M, N), else " + call;
+             : prim + " for dense blocks of >= 16 MFLOP with op(A) not transposed, or transposed with K >= " +
+                   std::to_string(kFp32PrimitiveLongK) + " max(M, N), else " + call;
 }
 
 std::string bf16_kernel() {

@@ -435,9 +435,8 @@ TEST_CASE("automatic fp32 route: primitives for op(A) not transposed, and for op
     kernel::gemm(c.ta, false, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, false);
     INFO("ta" << c.ta << " M" << c.M << " N" << c.N << " K" << c.K);
     CHECK((kernel::fp32_primitive_runs() > runs) == (brgemm && c.primitive));
-    const auto [worst, padding_kept] = against_reference(C, C0, A, lda, c.ta, B, ldb, false, c.M, c.N, c.K, ldc, false, [](float x) { return x; });
-    CHECK(worst < 1e-4 * std::sqrt(double(c.K)) + 1e-5);
-    CHECK(padding_kept);
+    const double worst = against_reference(C, C0, A, lda, c.ta, B, ldb, false, c.M, c.N, c.K, ldc, false, [](float x) { return x; }).first;
+    CHECK(worst < 1e-4 * std::sqrt(double(c.K)) + 1e-5);  // (C is dense: no padding to check)
   }
 }
 
