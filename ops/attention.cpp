@@ -163,17 +163,48 @@ T* workspace(T* local, int which, std::size_t n) {
   return b.data();
 }
 
+// Keys (or values) of one head transposed, width x n (ld `ld`): Q K^T and dO V^T then run as
+// plain products, which OpenBLAS's small-matrix kernels take (without packing) where a
+// transposed operand sends short sequences through its packing path: 1.2-1.8x on those GEMMs alone
+// (ViT's 50 x 50 x 32, GPT small's 64 x 64 x 32; docs/performance.md), gather included. Only
+// when width x n fits kTransposedMax (on the task's stack); longer ones keep the transposed
+// product, where packing pays. The rule depends on the block's shape alone, so the forward and
+// the VJP compute a block's scores with the same kernel (the VJP's recomputed P is exact).
+inline constexpr std::int64_t kTransposedMax = 8192;
+template <class T>
+struct Transposed {
+  T* data;
+  std::int64_t ld, width, done = 0;  // columns [0, done) hold keys [0, done)
+  // Whether a block over n keys reads this copy (after extending it to n keys of `src`).
+  bool cover(const T* src, std::int64_t ld_src, std::int64_t n) {
+    if (width * n > kTransposedMax || n > ld) return false;
+    if (n > done) {
+      constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
+      simd::best().transpose[ti](src + done * ld_src, ld_src, n - done, width, data + done, ld);
+      done = n;
+    }
+    return true;
+  }
+};
+template <class T>
+Transposed<T> transposed(T* buf, std::int64_t width, std::int64_t Tk) {
+  return {buf, std::min(Tk, kTransposedMax / std::max<std::int64_t>(width, 1)), width};
+}
+
 // The probabilities of queries [i0, i1) of head h over keys [0, n) into P [rows, n]: the scaled
-// scores S = Q K^T (one GEMM), masked, then softmax per row. Forward: lse is written; backward:
+// scores S = Q K^T (one GEMM; with K^T when `Kt` covers the block), masked, then softmax per row. Forward: lse is written; backward:
 // lse is read and P = exp(S - lse), the forward's probabilities exactly recomputed.
 template <class T>
-void probabilities(const Geometry& g, const T* Q, const T* K, T* lse, bool recompute, std::int64_t h, std::int64_t i0,
-                   std::int64_t i1, std::int64_t n, T* P) {
+void probabilities(const Geometry& g, const T* Q, const T* K, Transposed<T>& Kt, T* lse, bool recompute, std::int64_t h,
+                   std::int64_t i0, std::int64_t i1, std::int64_t n, T* P) {
   constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
   const simd::Table& t = simd::best();
   const std::int64_t rows = i1 - i0;
-  kernel::gemm(false, true, rows, n, g.d, Q + g.at(h, i0, g.Tq, g.d, g.ld_q), g.ld_q, K + g.at(h, 0, g.Tk, g.d, g.ld_k), g.ld_k, P, n,
-               false);
+  const T* Kh = K + g.at(h, 0, g.Tk, g.d, g.ld_k);
+  if (Kt.cover(Kh, g.ld_k, n))
+    kernel::gemm(false, false, rows, n, g.d, Q + g.at(h, i0, g.Tq, g.d, g.ld_q), g.ld_q, Kt.data, Kt.ld, P, n, false);
+  else
+    kernel::gemm(false, true, rows, n, g.d, Q + g.at(h, i0, g.Tq, g.d, g.ld_q), g.ld_q, Kh, g.ld_k, P, n, false);
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = i0; i < i1; ++i) {
     T* s = P + (i - i0) * n;
@@ -234,6 +265,7 @@ void AttentionOp::forward(const OpArgs& a) {
   const std::int64_t qb = query_block<T>(g), blocks = (g.Tq + qb - 1) / qb;
   kernel::parallel(g.heads * blocks, 1, [&](std::int64_t b0, std::int64_t b1) { run_isolated([&] {
     alignas(64) T local[2][kWork<T>];
+    alignas(64) T kt[kTransposedMax];
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t h = b / blocks, i0 = (b % blocks) * qb, i1 = std::min(g.Tq, i0 + qb);
       const std::int64_t n = keys_seen(g, i1), rows = i1 - i0;
@@ -244,7 +276,8 @@ void AttentionOp::forward(const OpArgs& a) {
         continue;
       }
       T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
-      probabilities(g, Q, K, lse, false, h, i0, i1, n, P);
+      Transposed<T> Kt = transposed(kt, g.d, g.Tk);  // this block's keys only: tasks are blocks
+      probabilities(g, Q, K, Kt, lse, false, h, i0, i1, n, P);
       if (g.p > 0) {
         T* D = workspace<T>(local[1], 1, std::size_t(rows * n));
         apply_dropout(g, key, h, i0, i1, n, P, D);
@@ -295,8 +328,11 @@ void AttentionOp::vjp(const OpArgs& a) {
   const simd::Table& t = simd::best();
   kernel::parallel(groups, 1, [&](std::int64_t g0, std::int64_t g1) { run_isolated([&] {
     alignas(64) T local[3][kWork<T>];
+    alignas(64) T kt[kTransposedMax], vt[kTransposedMax];
     for (std::int64_t hg = g0 * members; hg < g1 * members; ++hg) {
       const std::int64_t h = head_of(hg / members, hg % members);
+      // K^T and V^T of this head, extended as its blocks see more keys (causal).
+      Transposed<T> Kt = transposed(kt, g.d, g.Tk), Vt = transposed(vt, g.dv, g.Tk);
       // Assigned gradients: dK and dV add up over the query blocks, so this head's part starts
       // at zero here (in cache); dQ's rows are written by their one block.
       if (gK && assign_k) zero_rows(g, gK, h, 0, g.Tk, g.Tk, g.d, g.ld_k);
@@ -310,14 +346,18 @@ void AttentionOp::vjp(const OpArgs& a) {
         T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
         T* dP = workspace<T>(local[1], 1, std::size_t(rows * n));
         T* Pd = workspace<T>(local[2], 2, std::size_t(rows * n));  // P with dropout applied
-        probabilities(g, Q, K, lse, true, h, i0, i1, n, P);
+        probabilities(g, Q, K, Kt, lse, true, h, i0, i1, n, P);
         if (g.p > 0) apply_dropout(g, key, h, i0, i1, n, P, Pd);
         const T* Pdrop = g.p > 0 ? Pd : P;
         const T* dO = G + g.at(h, i0, g.Tq, g.dv, g.ld_o);
         const std::int64_t ldo = g.ld_o;
         if (gV) kernel::gemm(true, false, n, g.dv, rows, Pdrop, n, dO, ldo, gV + g.at(h, 0, g.Tk, g.dv, g.ld_v), g.ld_v, true);
         if (!gQ && !gK && !gB) continue;
-        kernel::gemm(false, true, rows, n, g.dv, dO, ldo, V + g.at(h, 0, g.Tk, g.dv, g.ld_v), g.ld_v, dP, n, false);
+        const T* Vh = V + g.at(h, 0, g.Tk, g.dv, g.ld_v);
+        if (Vt.cover(Vh, g.ld_v, n))
+          kernel::gemm(false, false, rows, n, g.dv, dO, ldo, Vt.data, Vt.ld, dP, n, false);
+        else
+          kernel::gemm(false, true, rows, n, g.dv, dO, ldo, Vh, g.ld_v, dP, n, false);
         for (std::int64_t i = i0; i < i1; ++i) {
           T* ds = dP + (i - i0) * n;
           const T* p = P + (i - i0) * n;

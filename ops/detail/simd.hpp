@@ -49,6 +49,8 @@ struct Table {
   void (*norm_param_row[2])(const void* x, const void* g, std::int64_t n, double mean, double inv, void* ag, void* ab);
   // One row: y = (x - mean) * inv * gamma + beta  (beta may be null).
   void (*norm_row[2])(const void* x, void* y, std::int64_t n, double mean, double inv, const void* gamma, const void* beta);
+  // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (attention's K^T and V^T).
+  void (*transpose[2])(const void* src, std::int64_t lds, std::int64_t rows, std::int64_t cols, void* dst, std::int64_t ldd);
 };
 
 const Table& best();                    // the table every op uses

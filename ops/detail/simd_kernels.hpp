@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include <immintrin.h>
 #include <xsimd/xsimd.hpp>
 
 #include <ctgrad/ops/detail/simd.hpp>
@@ -379,6 +380,40 @@ struct Kernels {
       if (ab) ab[i] += g[i];
     }
   }
+  // dst[c * ldd + r] = src[r * lds + c], r < rows, c < cols: each destination row gathers W source
+  // rows' elements at once (AVX2 and AVX-512 gathers; xsimd 8's gather of float is element-wise).
+  static void transpose(const void* sv, std::int64_t lds, std::int64_t rows, std::int64_t cols, void* dv, std::int64_t ldd) {
+    const T* s = static_cast<const T*>(sv);
+    T* d = static_cast<T*>(dv);
+    std::int64_t r = 0;
+    constexpr bool avx512 = std::is_same_v<Arch, xsimd::avx512bw>, avx2 = std::is_same_v<Arch, xsimd::fma3<xsimd::avx2>>;
+    if constexpr (avx512 || avx2) {
+      if ((W - 1) * lds <= std::numeric_limits<std::int32_t>::max()) {
+        alignas(64) std::int32_t off[16] = {};
+        alignas(64) long long off64[8] = {};
+        for (std::int64_t k = 0; k < W; ++k) {
+          if constexpr (sizeof(T) == 4) off[k] = std::int32_t(k * lds);
+          else off64[k] = k * lds;
+        }
+        for (; r + W <= rows; r += W) {
+          const T* col = s + r * lds;
+          for (std::int64_t c = 0; c < cols; ++c) {
+            if constexpr (avx512 && std::is_same_v<T, float>)
+              _mm512_storeu_ps(d + c * ldd + r, _mm512_i32gather_ps(_mm512_load_si512(off), col + c, 4));
+            else if constexpr (avx512)
+              _mm512_storeu_pd(d + c * ldd + r, _mm512_i64gather_pd(_mm512_load_si512(off64), col + c, 8));
+            else if constexpr (std::is_same_v<T, float>)
+              _mm256_storeu_ps(d + c * ldd + r, _mm256_i32gather_ps(col + c, _mm256_load_si256(reinterpret_cast<const __m256i*>(off)), 4));
+            else
+              _mm256_storeu_pd(d + c * ldd + r,
+                               _mm256_i64gather_pd(col + c, _mm256_load_si256(reinterpret_cast<const __m256i*>(off64)), 8));
+          }
+        }
+      }
+    }
+    for (; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) d[c * ldd + r] = s[r * lds + c];
+  }
   static void norm_row(const void* xv, void* yv, std::int64_t n, double mean, double inv, const void* gv, const void* bv) {
     const T *x = static_cast<const T*>(xv), *gamma = static_cast<const T*>(gv), *beta = static_cast<const T*>(bv);
     T* y = static_cast<T*>(yv);
@@ -422,6 +457,7 @@ Table make_table(const char* name) {
     t.row_sq_dev[ti] = &Kernels<Arch, T>::row_sq_dev;
     t.norm_row[ti] = &Kernels<Arch, T>::norm_row;
     t.norm_param_row[ti] = &Kernels<Arch, T>::norm_param_row;
+    t.transpose[ti] = &Kernels<Arch, T>::transpose;
   };
   one(float{}, 0);
   one(double{}, 1);

@@ -4,6 +4,7 @@
 #include "../host.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -105,5 +106,32 @@ TEST_CASE("float GELU and its derivative match double precision on every instruc
     CHECK(gx[5] == 1.f);
     CHECK(std::abs(y[7] - 7.f) < 1e-6f);
     CHECK(std::abs(y[8]) < 1e-10f);
+  }
+}
+
+// The transpose attention uses for K^T and V^T: every instruction set's table, float and double,
+// rows that fill whole gathers and a tail, strided source and destination, a destination wider
+// than the copy (its other elements untouched), and an exact copy of every element.
+TEST_CASE("transpose copies every element on every instruction set", "[kernels]") {
+  auto check = [](auto zero, const simd::Table& t, std::int64_t rows, std::int64_t cols, std::int64_t lds, std::int64_t ldd) {
+    using T = decltype(zero);
+    constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
+    std::vector<T> src(std::size_t(rows * lds)), dst(std::size_t(cols * ldd), T(-7));
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(0.5) + T(i);
+    t.transpose[ti](src.data(), lds, rows, cols, dst.data(), ldd);
+    std::int64_t wrong = 0;
+    for (std::int64_t c = 0; c < cols; ++c)
+      for (std::int64_t r = 0; r < ldd; ++r)
+        wrong += dst[std::size_t(c * ldd + r)] != (r < rows ? src[std::size_t(r * lds + c)] : T(-7));
+    INFO(t.arch << (ti ? " double" : " float") << ": " << rows << " x " << cols << ", lds " << lds << ", ldd " << ldd);
+    CHECK(wrong == 0);
+  };
+  for (const std::string& isa : simd::available()) {
+    const simd::Table* t = simd::table(isa);
+    REQUIRE(t);
+    for (auto [rows, cols, lds, ldd] : {std::array<std::int64_t, 4>{50, 32, 384, 50}, {64, 16, 16, 70}, {3, 5, 5, 3}, {17, 1, 96, 40}, {0, 4, 4, 0}}) {
+      check(float{}, *t, rows, cols, lds, ldd);
+      check(double{}, *t, rows, cols, lds, ldd);
+    }
   }
 }
