@@ -192,8 +192,9 @@ Transposed<T> transposed(T* buf, std::int64_t width, std::int64_t Tk) {
 }
 
 // The probabilities of queries [i0, i1) of head h over keys [0, n) into P [rows, n]: the scaled
-// scores S = Q K^T (one GEMM; with K^T when `Kt` covers the block), masked, then softmax per row. Forward: lse is written; backward:
-// lse is read and P = exp(S - lse), the forward's probabilities exactly recomputed.
+// scores S = Q K^T (one GEMM, on K^T's copy when `Kt` covers the block), masked, then softmax per
+// row. Forward: lse is written; backward: lse is read and P = exp(S - lse), the forward's
+// probabilities exactly recomputed.
 template <class T>
 void probabilities(const Geometry& g, const T* Q, const T* K, Transposed<T>& Kt, T* lse, bool recompute, std::int64_t h,
                    std::int64_t i0, std::int64_t i1, std::int64_t n, T* P) {
