@@ -252,8 +252,12 @@ using bf16_gemm_fn = int (*)(char, char, std::int64_t, std::int64_t, std::int64_
   X(dnnl_memory_desc_get_size) X(dnnl_primitive_create) X(dnnl_memory_create) X(dnnl_memory_set_data_handle)                   \
   X(dnnl_primitive_execute) X(dnnl_memory_destroy) X(dnnl_stream_destroy) X(dnnl_primitive_destroy)
 
+using f32_gemm_fn = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t, const float*,
+                            std::int64_t, float, float*, std::int64_t);
+
 struct OneDnn {
   bf16_gemm_fn gemm = nullptr;
+  f32_gemm_fn sgemm = nullptr;  // dnnl_sgemm: row-major, like the bf16 call
   void (*omp_set_num_threads)(int) = nullptr;
   int (*omp_get_max_threads)() = nullptr;
 #define CTGRAD_DNNL_POINTER(f) decltype(&::f) f = nullptr;
@@ -269,6 +273,7 @@ struct OneDnn {
       return;
     }
     gemm = reinterpret_cast<bf16_gemm_fn>(dlsym(h, "dnnl_gemm_bf16bf16f32"));
+    sgemm = reinterpret_cast<f32_gemm_fn>(dlsym(h, "dnnl_sgemm"));
     omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "omp_set_num_threads"));
     omp_get_max_threads = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_max_threads"));
     if (!gemm || !omp_set_num_threads || !omp_get_max_threads) {
@@ -588,7 +593,8 @@ int fp32_kernel_from_env() {
     if (!e || !*e) return -1;
     if (std::strcmp(e, "openblas") == 0) return int(Fp32Kernel::openblas);
     if (std::strcmp(e, "primitive") == 0) return int(Fp32Kernel::primitive);
-    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_FP32_GEMM=%s (openblas or primitive)\n", e);
+    if (std::strcmp(e, "call") == 0) return int(Fp32Kernel::call);
+    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_FP32_GEMM=%s (openblas, primitive or call)\n", e);
     return -1;
   }();
   return k;
@@ -627,10 +633,49 @@ constexpr std::int64_t kFp32PrimitiveLongK = 8;  // op(A) transposed: K >= this 
 
 bool fp32_primitive_for(bool trans_a, std::int64_t m, std::int64_t n, std::int64_t k) {
   const int route = fp32_route();
-  if (route == int(Fp32Kernel::openblas)) return false;
+  if (route == int(Fp32Kernel::openblas) || route == int(Fp32Kernel::call)) return false;
   if (route == int(Fp32Kernel::primitive)) return onednn().engine != nullptr;
   const bool form = !trans_a || k >= kFp32PrimitiveLongK * std::max(m, n);
   return form && 2 * m * n * k >= kFp32PrimitiveMinFlops && fp32_brgemm();  // the probe last: it loads oneDNN
+}
+
+// Whether an fp32 block without a bias goes through oneDNN's BLAS-like dnnl_sgemm (one thread, the
+// calling one). Automatic, on the hosts where primitives are taken, blocks of at least 16 MFLOP
+// and C wider than 512 columns: NT ones (a tied output layer's logits); NN ones (a dX) whose B is
+// large, K >= 1024 or N K >= 2^21; TN ones (a weight gradient) of at least 512 rows. Measured on
+// model 167 (docs/performance.md), two blocks on two threads at once, against what automatic ran
+// before: NT 1.04-1.19x, NN of that rule 1.06-2.0x (the primitive falls to half on a 768-wide
+// model's MLP dX), TN of that rule 1.09-1.16x (OpenBLAS); NN blocks of a smaller B ran 0.91-0.96x
+// (1024 x 1024 x 256, 1024 x 2048 x 512, 1024 x 1024 x 768), TN ones 512 wide 0.70-0.83x and
+// 384 rows 0.99x: those keep their route. Below 513 columns the three kernels were within 10% of
+// each other alone. No epilogue: a linear's forward (bias) keeps the primitive.
+constexpr std::int64_t kFp32CallMinN = 513, kFp32CallMinTnRows = 512, kFp32CallLongK = 1024,
+                       kFp32CallLargeB = std::int64_t(1) << 21;
+bool fp32_call_for(bool trans_a, bool trans_b, bool bias, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const int route = fp32_route();
+  if (route == int(Fp32Kernel::call)) return onednn().sgemm != nullptr;
+  if (route != int(Fp32Kernel::automatic)) return false;
+  if (bias || n < kFp32CallMinN || 2 * m * n * k < kFp32PrimitiveMinFlops) return false;
+  const bool form = trans_a ? !trans_b && m >= kFp32CallMinTnRows : trans_b || k >= kFp32CallLongK || n * k >= kFp32CallLargeB;
+  return form && onednn().sgemm && fp32_brgemm();
+}
+std::atomic<std::int64_t> g_fp32_calls{0};
+
+// Runs an fp32 block through dnnl_sgemm when fp32_call_for takes it; false otherwise.
+bool fp32_block_call(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                     const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool acc) {
+  if (!fp32_call_for(ta, tb, false, m, n, k)) return false;
+  const OneDnn& d = onednn();
+  int status;
+  {
+    OneOmpThread one(d);
+    status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, ldc);
+  }
+  if (status != dnnl_success)
+    throw std::runtime_error("gemm: oneDNN's dnnl_sgemm failed (status " + std::to_string(status) + ") on a block of " +
+                             std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+  g_fp32_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 // Runs an fp32 block (operands at their place in A and B) through a kept primitive when its
@@ -869,7 +914,9 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
                  const T* a = ta ? A + k0 * lda + m0 : A + m0 * lda + k0;
                  const T* b = tb ? B + n0 * ldb + k0 : B + k0 * ldb + n0;
                  if constexpr (std::is_same_v<T, float>)
-                   if (fp32_block_primitive(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, nullptr, c, ldc_block, acc_block)) return;
+                   if (fp32_block_call(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, c, ldc_block, acc_block) ||
+                       fp32_block_primitive(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, nullptr, c, ldc_block, acc_block))
+                     return;
                  call(ta, tb, m1 - m0, n1 - n0, k1 - k0, a, lda, b, ldb, c, ldc_block, acc_block);
                });
 }
@@ -924,6 +971,7 @@ Bf16OperandReuse::~Bf16OperandReuse() {
 std::int64_t bf16_conversions() { return g_conversions.load(); }
 std::int64_t bf16_primitive_runs() { return g_primitive_runs[0].load(); }
 std::int64_t fp32_primitive_runs() { return g_primitive_runs[1].load(); }
+std::int64_t fp32_call_runs() { return g_fp32_calls.load(); }
 bool inside_onednn_call() { return t_in_onednn > 0; }
 void set_bf16_primitives_kept(std::size_t n) { g_max_matmuls = n; }
 
@@ -935,15 +983,18 @@ void set_fp32_kernel(Fp32Kernel k) { g_fp32_kernel = int(k); }
 std::string fp32_kernel() {
   if (!blas().sgemm) return blas().name;
   const std::string call = "OpenBLAS";
+  if (fp32_route() == int(Fp32Kernel::call))
+    return onednn().sgemm ? "oneDNN's dnnl_sgemm for every block" : call + " (no dnnl_sgemm: " + onednn().why + ")";
   constexpr std::int64_t big = std::int64_t(1) << 20;  // with op(A) not transposed, automatic takes it
   if (!fp32_primitive_for(false, big, big, big))
     return fp32_route() == int(Fp32Kernel::primitive) ? call + " (no matmul primitives: " + onednn().why + onednn().no_primitives + ")" : call;
   const Matmul* probe = kept_matmul(onednn(), probe_key(true));
   const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
-  return fp32_route() == int(Fp32Kernel::primitive)
-             ? prim + " for dense blocks, else " + call
-             : prim + " for dense blocks of >= 16 MFLOP with op(A) not transposed, or transposed with K >= " +
-                   std::to_string(kFp32PrimitiveLongK) + " max(M, N), else " + call;
+  if (fp32_route() == int(Fp32Kernel::primitive)) return prim + " for dense blocks, else " + call;
+  return "oneDNN's dnnl_sgemm for blocks of >= 16 MFLOP without a bias and N >= " + std::to_string(kFp32CallMinN) +
+         ": NT, NN with K >= " + std::to_string(kFp32CallLongK) + " or N K >= 2^21, TN of >= " + std::to_string(kFp32CallMinTnRows) +
+         " rows; " + prim + " for other dense blocks of >= 16 MFLOP with op(A) not transposed, or transposed with K >= " +
+         std::to_string(kFp32PrimitiveLongK) + " max(M, N); else " + call;
 }
 
 std::string bf16_kernel() {

@@ -60,6 +60,7 @@ class Bf16OperandReuse {
 std::int64_t bf16_conversions();     // operands converted to bf16 so far, process-wide (tests)
 std::int64_t bf16_primitive_runs();  // bf16 blocks run through a matmul primitive so far (tests)
 std::int64_t fp32_primitive_runs();  // fp32 blocks run through a matmul primitive so far (tests)
+std::int64_t fp32_call_runs();       // fp32 blocks run through dnnl_sgemm so far (tests)
 // True while this thread is inside a call into oneDNN that builds or runs a kernel. oneDNN 2.6's
 // C API allocates on every primitive execution (its argument map: about 7 small blocks, freed
 // before it returns), which no caller can avoid; allocation counters (test_alloc, ctgrad-bench)
@@ -111,9 +112,14 @@ std::string bf16_kernel();  // what bf16 blocks run through on this host, for be
 // tokens and a small layer, as ViT's: its linear VJPs 10% faster), blocks of at least 16 MFLOP
 // whose operands are dense; OpenBLAS for other weight gradients (0.90-1.03x), strided blocks
 // (attention's heads), smaller blocks (a primitive's JIT build is not repaid; a tiny model never
-// loads oneDNN), hosts without AVX-512 or oneDNN. `primitive` takes every dense block. CTGRAD_FP32_GEMM=primitive|openblas overrides automatic; the setter (tests,
-// benchmarks) overrides both. Double GEMMs always run on OpenBLAS.
-enum class Fp32Kernel { automatic, openblas, primitive };
+// loads oneDNN), hosts without AVX-512 or oneDNN. Before those, on the same hosts, blocks without
+// a bias and N >= 513 run oneDNN's BLAS-like dnnl_sgemm, one thread each: NT (a tied output
+// layer), NN with a large B (K >= 1024 or N K >= 2^21: a wide MLP's dX), TN of >= 512 rows (1.04-
+// 2.0x the route they had, two blocks at once; docs/performance.md). `primitive`
+// takes every dense block, `call` every block through dnnl_sgemm. CTGRAD_FP32_GEMM=
+// primitive|openblas|call overrides automatic; the setter (tests, benchmarks) overrides both.
+// Double GEMMs always run on OpenBLAS.
+enum class Fp32Kernel { automatic, openblas, primitive, call };
 void set_fp32_kernel(Fp32Kernel k);
 std::string fp32_kernel();  // what fp32 blocks run through on this host, for benchmarks' output
 

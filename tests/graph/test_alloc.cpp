@@ -44,7 +44,8 @@ static constexpr auto ATTN = freeze<ctgrad::testing::attention_model<32>>();
 
 // Allocations in 5 steady steps: ctgrad's must be 0. oneDNN 2.6's C API allocates its argument map
 // on every primitive execution (fp32 blocks take primitives on AVX-512 hosts): those are counted
-// apart and must stay a few per primitive run, not grow with anything else.
+// apart and must stay a few per primitive run (or dnnl_sgemm call: its packing buffers), not grow
+// with anything else.
 template <const auto& G, class Fill>
 long news_per_step(Fill fill) {
   Program<G> p(Options{.threads = 2, .seed = 1});
@@ -55,7 +56,7 @@ long news_per_step(Fill fill) {
     p.backward();
   }
   g_news = 0, g_onednn_news = 0;
-  const std::int64_t runs0 = kernel::fp32_primitive_runs();
+  const std::int64_t runs0 = kernel::fp32_primitive_runs() + kernel::fp32_call_runs();
   g_counting = true;
   for (int step = 0; step < 5; ++step) {
     fill(p);  // new data each step, same shapes
@@ -67,8 +68,8 @@ long news_per_step(Fill fill) {
     for (std::size_t i = 0; i < v.size(); ++i) v[i] -= 0.01f * g[i];
   }
   g_counting = false;
-  const std::int64_t runs = kernel::fp32_primitive_runs() - runs0;
-  INFO("oneDNN: " << g_onednn_news.load() << " allocations in " << runs << " primitive runs");
+  const std::int64_t runs = kernel::fp32_primitive_runs() + kernel::fp32_call_runs() - runs0;
+  INFO("oneDNN: " << g_onednn_news.load() << " allocations in " << runs << " primitive runs and dnnl_sgemm calls");
   CHECK(g_onednn_news.load() <= 8 * runs);
   return g_news.load();
 }
@@ -113,6 +114,19 @@ TEST_CASE("steady-state training steps allocate nothing", "[executor][alloc]") {
     CHECK(kernel::fp32_primitive_runs() > runs);
   } else {
     WARN("skipped: no oneDNN matmul primitives here: " << kernel::fp32_kernel());
+  }
+  // Forced through dnnl_sgemm: the same.
+  kernel::set_fp32_kernel(kernel::Fp32Kernel::call);
+  if (kernel::fp32_kernel().find("dnnl_sgemm") != std::string::npos) {
+    const std::int64_t calls = kernel::fp32_call_runs();
+    const long forced = news_per_step<MLP>([&](auto& p) {
+      p.set_input("x", std::span<const float>(x_long), {4096, 64});
+      p.set_input("y", std::span<const std::int32_t>(y_long), {4096});
+    });
+    CHECK(forced == 0);
+    CHECK(kernel::fp32_call_runs() > calls);
+  } else {
+    WARN("skipped: no dnnl_sgemm here: " << kernel::fp32_kernel());
   }
   kernel::set_fp32_kernel(kernel::Fp32Kernel::automatic);
   // The counter does count: building a program allocates.

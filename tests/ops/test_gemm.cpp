@@ -369,14 +369,17 @@ TEST_CASE("bf16 gemm through oneDNN matmul primitives or its BLAS-like call is r
   }
 }
 
-TEST_CASE("fp32 gemm through oneDNN matmul primitives or OpenBLAS is right for every form and split and a strided C", "[ops][gemm]") {
+TEST_CASE("fp32 gemm through oneDNN matmul primitives, dnnl_sgemm or OpenBLAS is right for every form and split and a strided C", "[ops][gemm]") {
   // The splits of the bf16 test above; a block takes a primitive only when its operands are dense
-  // (here: rows split or none, op(A) not transposed, nothing padded), else OpenBLAS, even when forced.
+  // (here: rows split or none, op(A) not transposed, nothing padded), else OpenBLAS, even when
+  // forced; dnnl_sgemm, forced, takes every block (strided ones too).
   ctgrad::testing::ScopedGemmBlocks blocks(4);
-  for (const kernel::Fp32Kernel route : {kernel::Fp32Kernel::primitive, kernel::Fp32Kernel::openblas}) {
+  for (const kernel::Fp32Kernel route : {kernel::Fp32Kernel::primitive, kernel::Fp32Kernel::openblas, kernel::Fp32Kernel::call}) {
     ScopedFp32Route scoped(route);
     const bool primitives = route == kernel::Fp32Kernel::primitive && kernel::fp32_kernel().find("matmul primitives (") != std::string::npos;
+    const bool calls = route == kernel::Fp32Kernel::call && kernel::fp32_kernel() == "oneDNN's dnnl_sgemm for every block";
     if (route == kernel::Fp32Kernel::primitive && !primitives) WARN("no fp32 matmul primitives here: " << kernel::fp32_kernel());
+    if (route == kernel::Fp32Kernel::call && !calls) WARN("no dnnl_sgemm here: " << kernel::fp32_kernel());
     if (primitives) CHECK_THAT(kernel::fp32_kernel(), !Catch::Matchers::Contains("none built"));
     if (route == kernel::Fp32Kernel::openblas) CHECK(kernel::fp32_kernel() == "OpenBLAS");
     for (const SplitShape s : kSplitShapes)
@@ -388,10 +391,11 @@ TEST_CASE("fp32 gemm through oneDNN matmul primitives or OpenBLAS is right for e
               const std::int64_t lda = (ta ? s.M : s.K) + pad, ldb = (tb ? s.K : s.N) + pad, ldc = s.N + pad;
               auto A = randn(std::size_t((ta ? s.K : s.M) * lda), 41), B = randn(std::size_t((tb ? s.N : s.K) * ldb), 42);
               auto C0 = randn(std::size_t(s.M * ldc), 43);
-              const std::int64_t runs = kernel::fp32_primitive_runs();
+              const std::int64_t runs = kernel::fp32_primitive_runs(), call_runs = kernel::fp32_call_runs();
               const auto [one, two] = on_1_and_2_threads(C0, [&](float* c) { kernel::gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, c, ldc, acc); });
               if (primitives && pad == 0 && !ta && s.N < 512 && s.K < 1000) CHECK(kernel::fp32_primitive_runs() > runs);
               if (!primitives || pad > 0) CHECK(kernel::fp32_primitive_runs() == runs);  // strided: OpenBLAS
+              CHECK((kernel::fp32_call_runs() > call_runs) == calls);
               if (ctgrad::testing::two_cpus()) CHECK(same_bits(one, two));
               const auto [worst, padding_kept] =
                   against_reference(one, C0, A, lda, ta, B, ldb, tb, s.M, s.N, s.K, ldc, acc, [](float x) { return x; });
@@ -402,11 +406,12 @@ TEST_CASE("fp32 gemm through oneDNN matmul primitives or OpenBLAS is right for e
   }
 }
 
-TEST_CASE("automatic fp32 route: primitives for op(A) not transposed, and for op(A) transposed only with K >= 8 max(M, N)", "[ops][gemm]") {
+TEST_CASE("automatic fp32 route: dnnl_sgemm for blocks of N >= 513 without a bias by form, primitives for op(A) not transposed, and for op(A) transposed only with K >= 8 max(M, N)", "[ops][gemm]") {
   // The rule of kernel::gemm's automatic route on hosts with oneDNN's AVX-512 brgemm kernels (a
-  // weight gradient of long K, as ViT's, through a primitive; of short K, through OpenBLAS); on
-  // other hosts every product stays on OpenBLAS. Each product is also checked against a double
-  // reference.
+  // weight gradient of long K, as ViT's, through a primitive; of short K, through OpenBLAS; a
+  // product of blocks wider than 512 columns through dnnl_sgemm, unless a bias goes into a
+  // primitive's epilogue); on other hosts every product stays on OpenBLAS. Each product is also
+  // checked against a double reference.
   if (std::getenv("CTGRAD_FP32_GEMM")) {  // it overrides automatic
     WARN("skipped: CTGRAD_FP32_GEMM is set");
     return;
@@ -419,6 +424,7 @@ TEST_CASE("automatic fp32 route: primitives for op(A) not transposed, and for op
     bool ta;
     std::int64_t M, N, K;  // none splits M or N at 2 blocks (dense blocks)
     bool primitive;
+    bool tb = false, call = false;
   };
   // long K (split in 2 blocks of 2,048 >= 8 x 128); blocks of exactly 8 x 256; of one less
   // (2,047); a product whose K (3,072) meets the rule but whose blocks (1,536) do not: the rule is
@@ -426,33 +432,60 @@ TEST_CASE("automatic fp32 route: primitives for op(A) not transposed, and for op
   // transposed; one under 16 MFLOP
   const Case cases[] = {{true, 128, 64, 4096, true},   {true, 256, 64, 4096, true},    {true, 256, 64, 4094, false},
                         {true, 256, 64, 3072, false},  {true, 256, 200, 384, false},   {false, 256, 200, 384, true},
-                        {false, 64, 64, 256, false}};
+                        {false, 64, 64, 256, false},
+                        // blocks 640 wide: NT, dnnl_sgemm; NN, the primitive (a small B), but
+                        // dnnl_sgemm from K = 1024 on; 512 wide: the primitive; blocks under 16
+                        // MFLOP: OpenBLAS
+                        {false, 1024, 640, 64, false, true, true},  {false, 1024, 640, 64, true},
+                        {false, 600, 520, 1024, false, false, true}, {false, 600, 520, 1023, true},
+                        {false, 1024, 512, 64, true},  {false, 700, 640, 16, false},
+                        // op(A) transposed, 640 wide: dnnl_sgemm from blocks of 512 rows on
+                        {true, 1024, 640, 64, false, false, true}, {true, 1020, 640, 64, false}};
   for (const Case& c : cases) {
-    const std::int64_t lda = c.ta ? c.M : c.K, ldb = c.N, ldc = c.N;
+    const std::int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N, ldc = c.N;
     auto A = randn(std::size_t(c.M * c.K), 51), B = randn(std::size_t(c.K * c.N), 52), C0 = randn(std::size_t(c.M * c.N), 53);
     auto C = C0;
-    const std::int64_t runs = kernel::fp32_primitive_runs();
-    kernel::gemm(c.ta, false, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, false);
-    INFO("ta" << c.ta << " M" << c.M << " N" << c.N << " K" << c.K);
+    const std::int64_t runs = kernel::fp32_primitive_runs(), calls = kernel::fp32_call_runs();
+    kernel::gemm(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, false);
+    INFO("ta" << c.ta << " tb" << c.tb << " M" << c.M << " N" << c.N << " K" << c.K);
     CHECK((kernel::fp32_primitive_runs() > runs) == (brgemm && c.primitive));
-    const double worst = against_reference(C, C0, A, lda, c.ta, B, ldb, false, c.M, c.N, c.K, ldc, false, [](float x) { return x; }).first;
+    CHECK((kernel::fp32_call_runs() > calls) == (brgemm && c.call));
+    const double worst = against_reference(C, C0, A, lda, c.ta, B, ldb, c.tb, c.M, c.N, c.K, ldc, false, [](float x) { return x; }).first;
     CHECK(worst < 1e-4 * std::sqrt(double(c.K)) + 1e-5);  // (C is dense: no padding to check)
   }
+  // With a bias (a linear's forward), the 640-wide NT blocks keep the primitive and its epilogue.
+  const std::int64_t M = 1024, N = 640, K = 64;
+  auto X = randn(std::size_t(M * K), 54), W = randn(std::size_t(N * K), 55), bias = randn(std::size_t(N), 56), Y = randn(std::size_t(M * N), 57);
+  const std::int64_t runs = kernel::fp32_primitive_runs(), calls = kernel::fp32_call_runs();
+  kernel::gemm_bias(false, true, M, N, K, X.data(), K, W.data(), K, bias.data(), Y.data(), N);
+  CHECK((kernel::fp32_primitive_runs() > runs) == brgemm);
+  CHECK(kernel::fp32_call_runs() == calls);
+  double worst = 0;
+  for (std::int64_t i = 0; i < M; i += 7)
+    for (std::int64_t j = 0; j < N; ++j) {
+      double want = bias[std::size_t(j)];
+      for (std::int64_t k = 0; k < K; ++k) want += double(X[std::size_t(i * K + k)]) * double(W[std::size_t(j * K + k)]);
+      worst = std::max(worst, std::abs(Y[std::size_t(i * N + j)] - want));
+    }
+  CHECK(worst < 1e-4 * std::sqrt(double(K)) + 1e-5);
 }
 
-TEST_CASE("gemm_bias adds the bias once to every row on both fp32 and both bf16 routes for every form and split", "[ops][gemm][bf16]") {
+TEST_CASE("gemm_bias adds the bias once to every row on every fp32 and bf16 route for every form and split", "[ops][gemm][bf16]") {
   // Splits as in the tests above (rows, columns, K, a 2 x 2 grid at 4 blocks); a K split must add
   // the bias in its first K block only.
   ctgrad::testing::ScopedGemmBlocks blocks(4);
   const bool bf16 = ctgrad::testing::bf16_gemm();
-  // fp32 through OpenBLAS, fp32 through primitives, bf16 through primitives, bf16 through the call
-  for (int route = 0; route < (bf16 ? 4 : 2); ++route) {
-    ScopedFp32Route fp32_route(route == 1 ? kernel::Fp32Kernel::primitive : kernel::Fp32Kernel::openblas);
+  // fp32 through OpenBLAS, fp32 through primitives, bf16 through primitives, bf16 through the call,
+  // fp32 through dnnl_sgemm (the bias written first, then accumulated onto)
+  for (int route = 0; route < 5; ++route) {
+    if (!bf16 && (route == 2 || route == 3)) continue;
+    ScopedFp32Route fp32_route(route == 1 ? kernel::Fp32Kernel::primitive : route == 4 ? kernel::Fp32Kernel::call : kernel::Fp32Kernel::openblas);
     ScopedRoute scoped(route == 3 ? kernel::Bf16Kernel::call : kernel::Bf16Kernel::primitive);
     std::optional<ctgrad::testing::ScopedPrecision> precision;
-    if (route > 1) precision.emplace(kernel::Precision::bf16);
-    const auto in_precision = [&](float x) { return route > 1 ? round_bf16(x) : x; };
-    const std::int64_t fp32_runs = kernel::fp32_primitive_runs();
+    const bool in_bf16 = route == 2 || route == 3;
+    if (in_bf16) precision.emplace(kernel::Precision::bf16);
+    const auto in_precision = [&](float x) { return in_bf16 ? round_bf16(x) : x; };
+    const std::int64_t fp32_runs = kernel::fp32_primitive_runs(), fp32_calls = kernel::fp32_call_runs();
     for (const SplitShape s : kSplitShapes)
       for (bool ta : {false, true})
         for (bool tb : {false, true})
@@ -483,6 +516,8 @@ TEST_CASE("gemm_bias adds the bias once to every row on both fp32 and both bf16 
           }
     if (route == 1 && kernel::fp32_kernel().find("matmul primitives (") != std::string::npos) CHECK(kernel::fp32_primitive_runs() > fp32_runs);
     if (route != 1) CHECK(kernel::fp32_primitive_runs() == fp32_runs);
+    if (route == 4 && kernel::fp32_kernel() == "oneDNN's dnnl_sgemm for every block") CHECK(kernel::fp32_call_runs() > fp32_calls);
+    if (route != 4) CHECK(kernel::fp32_call_runs() == fp32_calls);
   }
 }
 
