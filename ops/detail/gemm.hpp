@@ -11,8 +11,9 @@
 // weight gradient), the K blocks' partial products added in block order. Why not our own
 // micro-kernel: docs/performance.md.
 //
-// fp32 blocks whose operands are dense go through oneDNN matmul primitives instead where they are
-// faster (fp32_kernel below), with the same shape-only split.
+// fp32 blocks go through oneDNN instead where it is faster (Fp32Kernel below): matmul primitives
+// for dense blocks, its BLAS-like dnnl_sgemm for wide ones without a bias, one thread per block,
+// with the same shape-only split.
 //
 // Mixed precision (set_gemm_precision(Precision::bf16)): float GEMMs round both operands to
 // bfloat16 and accumulate in fp32 through oneDNN (AVX512-BF16 or AMX kernels), loaded by path like
