@@ -165,19 +165,21 @@ T* workspace(T* local, int which, std::size_t n) {
 
 // Keys (or values) of one head transposed, width x n (ld `ld`): Q K^T and dO V^T then run as
 // plain products, which OpenBLAS's small-matrix kernels take (without packing) where a
-// transposed operand sends short sequences through its packing path: 1.2-1.8x on those GEMMs alone
-// (ViT's 50 x 50 x 32, GPT small's 64 x 64 x 32; docs/performance.md), gather included. Only
-// when width x n fits kTransposedMax (on the task's stack); longer ones keep the transposed
-// product, where packing pays. The rule depends on the block's shape alone, so the forward and
-// the VJP compute a block's scores with the same kernel (the VJP's recomputed P is exact).
-inline constexpr std::int64_t kTransposedMax = 8192;
+// transposed operand sends short sequences through its packing path: 1.26-1.48x on those GEMMs
+// alone (ViT's 50 x 50 x 32, GPT small's 64 x 64 x 32; docs/performance.md), gather included.
+// Only when width x n fits kTransposedMax (32 KB on the task's stack); longer ones keep the
+// transposed product, where packing pays. The rule depends on the block's shape alone, so the
+// forward and the VJP compute a block's scores with the same kernel (the VJP's recomputed P is
+// exact).
+template <class T>
+constexpr std::int64_t kTransposedMax = 32768 / sizeof(T);
 template <class T>
 struct Transposed {
   T* data;
   std::int64_t ld, width, done = 0;  // columns [0, done) hold keys [0, done)
   // Whether a block over n keys reads this copy (after extending it to n keys of `src`).
   bool cover(const T* src, std::int64_t ld_src, std::int64_t n) {
-    if (width * n > kTransposedMax || n > ld) return false;
+    if (width * n > kTransposedMax<T> || n > ld) return false;
     if (n > done) {
       constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
       simd::best().transpose[ti](src + done * ld_src, ld_src, n - done, width, data + done, ld);
@@ -188,7 +190,7 @@ struct Transposed {
 };
 template <class T>
 Transposed<T> transposed(T* buf, std::int64_t width, std::int64_t Tk) {
-  return {buf, std::min(Tk, kTransposedMax / std::max<std::int64_t>(width, 1)), width};
+  return {buf, std::min(Tk, kTransposedMax<T> / std::max<std::int64_t>(width, 1)), width};
 }
 
 // The probabilities of queries [i0, i1) of head h over keys [0, n) into P [rows, n]: the scaled
@@ -266,7 +268,9 @@ void AttentionOp::forward(const OpArgs& a) {
   const std::int64_t qb = query_block<T>(g), blocks = (g.Tq + qb - 1) / qb;
   kernel::parallel(g.heads * blocks, 1, [&](std::int64_t b0, std::int64_t b1) { run_isolated([&] {
     alignas(64) T local[2][kWork<T>];
-    alignas(64) T kt[kTransposedMax];
+    alignas(64) T kt[kTransposedMax<T>];
+    Transposed<T> Kt = transposed(kt, g.d, g.Tk);  // K^T of head kt_head, kept over its blocks
+    std::int64_t kt_head = -1;
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t h = b / blocks, i0 = (b % blocks) * qb, i1 = std::min(g.Tq, i0 + qb);
       const std::int64_t n = keys_seen(g, i1), rows = i1 - i0;
@@ -277,7 +281,7 @@ void AttentionOp::forward(const OpArgs& a) {
         continue;
       }
       T* P = workspace<T>(local[0], 0, std::size_t(rows * n));
-      Transposed<T> Kt = transposed(kt, g.d, g.Tk);  // this block's keys only: tasks are blocks
+      if (h != kt_head) Kt = transposed(kt, g.d, g.Tk), kt_head = h;  // a task's blocks run in order
       probabilities(g, Q, K, Kt, lse, false, h, i0, i1, n, P);
       if (g.p > 0) {
         T* D = workspace<T>(local[1], 1, std::size_t(rows * n));
@@ -329,7 +333,7 @@ void AttentionOp::vjp(const OpArgs& a) {
   const simd::Table& t = simd::best();
   kernel::parallel(groups, 1, [&](std::int64_t g0, std::int64_t g1) { run_isolated([&] {
     alignas(64) T local[3][kWork<T>];
-    alignas(64) T kt[kTransposedMax], vt[kTransposedMax];
+    alignas(64) T kt[kTransposedMax<T>], vt[kTransposedMax<T>];
     for (std::int64_t hg = g0 * members; hg < g1 * members; ++hg) {
       const std::int64_t h = head_of(hg / members, hg % members);
       // K^T and V^T of this head, extended as its blocks see more keys (causal).

@@ -277,7 +277,7 @@ struct OneDnn {
     omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "omp_set_num_threads"));
     omp_get_max_threads = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_max_threads"));
     if (!gemm || !omp_set_num_threads || !omp_get_max_threads) {
-      gemm = nullptr;
+      gemm = nullptr, sgemm = nullptr;  // both run inside OneOmpThread
       why = "libdnnl.so.2 lacks dnnl_gemm_bf16bf16f32 or its OpenMP runtime";
       return;
     }
@@ -622,8 +622,8 @@ bool fp32_brgemm() {
 // weight gradient) only when K is long against C's sides, K >= 8 max(M, N): alone 0.96-1.10x
 // OpenBLAS, in ViT's steps (K = 3,200 a block, C at most 384 x 128) the linear VJPs 10% faster,
 // while weight gradients of shorter K measured 0.90-1.03x alone and no faster in GPT or the
-// Transformer. Attention's per-head products read heads interleaved by stride: not dense, so
-// OpenBLAS (fp32_block_primitive).
+// Transformer. Attention's per-head products read heads interleaved by stride: not dense, so not
+// a primitive (fp32_block_primitive): OpenBLAS, or dnnl_sgemm for the rare one that meets its rule.
 // Blocks of fewer flops stay on OpenBLAS in automatic (the smallest measured faster had 37
 // MFLOP): a primitive's JIT build (0.35-0.6 ms, once per shape) and per-call set-up are not repaid
 // on a tiny model's products, and a tiny model's short run never loads oneDNN (a kill-and-resume
@@ -991,6 +991,9 @@ std::string fp32_kernel() {
   const Matmul* probe = kept_matmul(onednn(), probe_key(true));
   const std::string prim = "oneDNN matmul primitives (" + (probe && !probe->impl.empty() ? probe->impl : std::string("none built")) + ")";
   if (fp32_route() == int(Fp32Kernel::primitive)) return prim + " for dense blocks, else " + call;
+  if (!onednn().sgemm)
+    return prim + " for dense blocks of >= 16 MFLOP with op(A) not transposed, or transposed with K >= " +
+           std::to_string(kFp32PrimitiveLongK) + " max(M, N); else " + call;
   return "oneDNN's dnnl_sgemm for blocks of >= 16 MFLOP without a bias and N >= " + std::to_string(kFp32CallMinN) +
          ": NT, NN with K >= " + std::to_string(kFp32CallLongK) + " or N K >= 2^21, TN of >= " + std::to_string(kFp32CallMinTnRows) +
          " rows; " + prim + " for other dense blocks of >= 16 MFLOP with op(A) not transposed, or transposed with K >= " +

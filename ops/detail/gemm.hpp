@@ -113,11 +113,11 @@ std::string bf16_kernel();  // what bf16 blocks run through on this host, for be
 // tokens and a small layer, as ViT's: its linear VJPs 10% faster), blocks of at least 16 MFLOP
 // whose operands are dense; OpenBLAS for other weight gradients (0.90-1.03x), strided blocks
 // (attention's heads), smaller blocks (a primitive's JIT build is not repaid; a tiny model never
-// loads oneDNN), hosts without AVX-512 or oneDNN. Before those, on the same hosts, blocks without
-// a bias and N >= 513 run oneDNN's BLAS-like dnnl_sgemm, one thread each: NT (a tied output
-// layer), NN with a large B (K >= 1024 or N K >= 2^21: a wide MLP's dX), TN of >= 512 rows (1.04-
-// 2.0x the route they had, two blocks at once; docs/performance.md). `primitive`
-// takes every dense block, `call` every block through dnnl_sgemm. CTGRAD_FP32_GEMM=
+// loads oneDNN), hosts without AVX-512 or oneDNN. Before those, on the same hosts, blocks of at
+// least 16 MFLOP without a bias and N >= 513 run oneDNN's BLAS-like dnnl_sgemm, one thread each:
+// NT (a tied output layer), NN with a large B (K >= 1024 or N K >= 2^21: a wide MLP's dX), TN of
+// >= 512 rows (1.04-2.0x the route they had, two blocks at once; docs/performance.md).
+// `primitive` takes every dense block, `call` every block through dnnl_sgemm. CTGRAD_FP32_GEMM=
 // primitive|openblas|call overrides automatic; the setter (tests, benchmarks) overrides both.
 // Double GEMMs always run on OpenBLAS.
 enum class Fp32Kernel { automatic, openblas, primitive, call };

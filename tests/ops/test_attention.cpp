@@ -105,8 +105,9 @@ TEST_CASE("fused attention equals attention from separate ops, with its gradient
   // 20,000 keys of head size 64: more scores than a block keeps on its stack (one query per block,
   // a heap work space), and GEMMs large enough to split across threads inside a task.
   SECTION("20,000 keys, head size 64") { check_fused_equals_unfused<double, 64>(3, 20000, 8000, 1e-10); }
-  // Causal, head size 64, 200 positions: a head's first two blocks (64 and 128 keys) read K^T and
-  // V^T copies, the later ones (192, 200 keys: past kTransposedMax) the transposed products.
+  // Causal, head size 64, 200 positions: a head's first blocks read K^T and V^T copies, the later
+  // ones (past kTransposedMax, 32 KB) the transposed products: float, blocks of 64 queries, copies
+  // for 64 and 128 keys, not 192 and 200; double, blocks of 40, copies for 40 keys only.
   SECTION("causal, K^T copies for the first blocks only, double") { check_fused_equals_unfused<double, 64, true>(200, 200, 150, 1e-10); }
   SECTION("causal, K^T copies for the first blocks only, float") { check_fused_equals_unfused<float, 64, true>(200, 200, 150, 2e-5); }
 }

@@ -440,7 +440,9 @@ TEST_CASE("automatic fp32 route: dnnl_sgemm for blocks of N >= 513 without a bia
                         {false, 600, 520, 1024, false, false, true}, {false, 600, 520, 1023, true},
                         {false, 1024, 512, 64, true},  {false, 700, 640, 16, false},
                         // op(A) transposed, 640 wide: dnnl_sgemm from blocks of 512 rows on
-                        {true, 1024, 640, 64, false, false, true}, {true, 1020, 640, 64, false}};
+                        {true, 1024, 640, 64, false, false, true}, {true, 1020, 640, 64, false},
+                        // NT at the width boundary: 513 columns dnnl_sgemm, 512 the primitive
+                        {false, 1024, 513, 64, false, true, true}, {false, 1024, 512, 64, true, true}};
   for (const Case& c : cases) {
     const std::int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N, ldc = c.N;
     auto A = randn(std::size_t(c.M * c.K), 51), B = randn(std::size_t(c.K * c.N), 52), C0 = randn(std::size_t(c.M * c.N), 53);
@@ -452,6 +454,23 @@ TEST_CASE("automatic fp32 route: dnnl_sgemm for blocks of N >= 513 without a bia
     CHECK((kernel::fp32_call_runs() > calls) == (brgemm && c.call));
     const double worst = against_reference(C, C0, A, lda, c.ta, B, ldb, c.tb, c.M, c.N, c.K, ldc, false, [](float x) { return x; }).first;
     CHECK(worst < 1e-4 * std::sqrt(double(c.K)) + 1e-5);  // (C is dense: no padding to check)
+  }
+  // NN with K under 1024 but a large B, one block: N K of 2,100 x 1,000 >= 2^21 takes dnnl_sgemm,
+  // 2,100 x 998 (2^21 - 1,352) the primitive.
+  {
+    ctgrad::testing::ScopedGemmBlocks one(1);
+    for (const std::int64_t K : {1000, 998}) {
+      const std::int64_t M = 64, N = 2100;
+      auto A = randn(std::size_t(M * K), 58), B = randn(std::size_t(K * N), 59), C0 = randn(std::size_t(M * N), 60);
+      auto C = C0;
+      const std::int64_t prims = kernel::fp32_primitive_runs(), calls = kernel::fp32_call_runs();
+      kernel::gemm(false, false, M, N, K, A.data(), K, B.data(), N, C.data(), N, false);
+      INFO("NN 64 x 2100 x " << K);
+      CHECK((kernel::fp32_call_runs() > calls) == (brgemm && K == 1000));
+      CHECK((kernel::fp32_primitive_runs() > prims) == (brgemm && K == 998));
+      const double worst = against_reference(C, C0, A, K, false, B, N, false, M, N, K, N, false, [](float x) { return x; }).first;
+      CHECK(worst < 1e-4 * std::sqrt(double(K)) + 1e-5);
+    }
   }
   // With a bias (a linear's forward), the 640-wide NT blocks keep the primitive and its epilogue.
   const std::int64_t M = 1024, N = 640, K = 64;
