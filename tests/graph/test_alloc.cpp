@@ -101,32 +101,32 @@ TEST_CASE("steady-state training steps allocate nothing", "[executor][alloc]") {
     });
   }
   CHECK(split_k == 0);
-  // fp32 GEMMs forced through oneDNN matmul primitives (where oneDNN is installed): their
-  // execution sets are made with them, so which thread runs a shape first allocates nothing.
-  kernel::set_fp32_kernel(kernel::Fp32Kernel::primitive);
-  if (kernel::fp32_kernel().find("matmul primitives (") != std::string::npos) {
-    const std::int64_t runs = kernel::fp32_primitive_runs();
+  // fp32 GEMMs forced through oneDNN (where it is installed), matmul primitives, then dnnl_sgemm:
+  // a primitive's execution sets are made with it, so which thread runs a shape first allocates
+  // nothing; dnnl_sgemm's buffers are its own.
+  struct Forced {
+    kernel::Fp32Kernel route;
+    bool (*available)();
+    std::int64_t (*runs)();
+  };
+  const Forced forced_routes[] = {
+      {kernel::Fp32Kernel::primitive, [] { return kernel::fp32_kernel().find("matmul primitives (") != std::string::npos; },
+       kernel::fp32_primitive_runs},
+      {kernel::Fp32Kernel::call, [] { return kernel::fp32_kernel() == "oneDNN's dnnl_sgemm for every block"; }, kernel::fp32_call_runs}};
+  for (const Forced& f : forced_routes) {
+    kernel::set_fp32_kernel(f.route);
+    if (!f.available()) {
+      WARN("skipped: route " << int(f.route) << " is not here: " << kernel::fp32_kernel());
+      continue;
+    }
+    const std::int64_t runs = f.runs();
     const long forced = news_per_step<MLP>([&](auto& p) {
       p.set_input("x", std::span<const float>(x_long), {4096, 64});
       p.set_input("y", std::span<const std::int32_t>(y_long), {4096});
     });
+    INFO("route " << int(f.route));
     CHECK(forced == 0);
-    CHECK(kernel::fp32_primitive_runs() > runs);
-  } else {
-    WARN("skipped: no oneDNN matmul primitives here: " << kernel::fp32_kernel());
-  }
-  // Forced through dnnl_sgemm: the same.
-  kernel::set_fp32_kernel(kernel::Fp32Kernel::call);
-  if (kernel::fp32_kernel() == "oneDNN's dnnl_sgemm for every block") {
-    const std::int64_t calls = kernel::fp32_call_runs();
-    const long forced = news_per_step<MLP>([&](auto& p) {
-      p.set_input("x", std::span<const float>(x_long), {4096, 64});
-      p.set_input("y", std::span<const std::int32_t>(y_long), {4096});
-    });
-    CHECK(forced == 0);
-    CHECK(kernel::fp32_call_runs() > calls);
-  } else {
-    WARN("skipped: no dnnl_sgemm here: " << kernel::fp32_kernel());
+    CHECK(f.runs() > runs);
   }
   kernel::set_fp32_kernel(kernel::Fp32Kernel::automatic);
   // The counter does count: building a program allocates.
