@@ -20,19 +20,26 @@ void CrossEntropyOp::forward(const OpArgs& a) {
     if (t[r] != ignore && (t[r] < 0 || t[r] >= C))
       throw std::out_of_range("ctgrad: op cross_entropy: target " + std::to_string(t[r]) + " at row " +
                               std::to_string(r) + " is outside [0, " + std::to_string(C) + ")");
-  const auto logsumexp = simd::best().row_logsumexp[std::is_same_v<T, double>];
-  kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) lse[r] = T(logsumexp(x + r * C, C));
-  });
+  // Each row's log-sum-exp and loss in one parallel pass (the smoothing's row sum reads the row
+  // while it is in cache), then the losses added in row order: the same bits on any thread count.
+  T* nll = lse + rows;
   const T eps = static_cast<T>(double(o.label_smoothing));
+  const auto logsumexp = simd::best().row_logsumexp[std::is_same_v<T, double>];
   const auto row_sum = simd::best().row_sum[std::is_same_v<T, double>];
+  kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const T* xr = x + r * C;
+      lse[r] = T(logsumexp(xr, C));
+      if (t[r] == ignore) continue;
+      nll[r] = lse[r] - xr[t[r]];
+      if (eps > T(0)) nll[r] = (T(1) - eps) * nll[r] + eps * (lse[r] - T(row_sum(xr, C)) / T(C));
+    }
+  });
   T total = 0;
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore) continue;
-    T nll = lse[r] - x[r * C + t[r]];
-    if (eps > T(0)) nll = (T(1) - eps) * nll + eps * (lse[r] - T(row_sum(x + r * C, C)) / T(C));
-    total += nll;
+    total += nll[r];
     ++count;
   }
   *a.out.as<T>() = count ? total / T(count) : T(0);
@@ -55,28 +62,15 @@ void CrossEntropyOp::vjp(const OpArgs& a) {
     return;
   }
   const T g = *a.gout->as<T>() / T(count), eps = static_cast<T>(double(o.label_smoothing));
-  const simd::Table& tab = simd::best();
-  constexpr int ti = std::is_same_v<T, double>;
+  const auto grad_row = simd::best().xent_grad_row[std::is_same_v<T, double>];
   kernel::parallel(rows, kernel::grain_for(2 * C), [&](std::int64_t b, std::int64_t e) {
-    constexpr std::int64_t kChunk = 512;
-    alignas(64) T p[kChunk];  // softmax of a chunk of the row, on the stack: no heap in a step
     for (std::int64_t r = b; r < e; ++r) {
       T* gr = gx + r * C;
       if (t[r] == ignore) {
         if (assign) std::fill(gr, gr + C, T(0));
         continue;
       }
-      const T* xr = x + r * C;
-      const T l = lse[r], off = g * eps / T(C);
-      for (std::int64_t j0 = 0; j0 < C; j0 += kChunk) {
-        const std::int64_t n = std::min(kChunk, C - j0);
-        for (std::int64_t j = 0; j < n; ++j) p[j] = xr[j0 + j] - l;
-        tab.unary[simd::exp][ti](p, p, n, 0);
-        if (assign)
-          for (std::int64_t j = 0; j < n; ++j) gr[j0 + j] = g * p[j] - off;
-        else
-          for (std::int64_t j = 0; j < n; ++j) gr[j0 + j] += g * p[j] - off;
-      }
+      grad_row(x + r * C, gr, C, double(lse[r]), double(g), double(g * eps / T(C)), assign);
       gr[t[r]] -= g * (T(1) - eps);
     }
   });

@@ -33,7 +33,7 @@ struct CrossEntropyOp {
       return ShapeResult::fail(Msg("label smoothing must be in [0, 1], got ").add_number(o.label_smoothing));
     ShapeResult r;
     r.shape = Shape{};
-    r.scratch = t.numel();  // per-row log-sum-exp, kept for the vjp
+    r.scratch = Dim(2) * t.numel();  // per row: the log-sum-exp (kept for the vjp), the loss
     return r;
   }
   template <class T> static void forward(const OpArgs&);

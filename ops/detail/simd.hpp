@@ -49,6 +49,9 @@ struct Table {
   void (*norm_param_row[2])(const void* x, const void* g, std::int64_t n, double mean, double inv, void* ag, void* ab);
   // One row: y = (x - mean) * inv * gamma + beta  (beta may be null).
   void (*norm_row[2])(const void* x, void* y, std::int64_t n, double mean, double inv, const void* gamma, const void* beta);
+  // One row of cross-entropy's gradient: gx = g exp(x - lse) - off (the target's -g (1 - eps) is
+  // the caller's).
+  void (*xent_grad_row[2])(const void* x, void* gx, std::int64_t n, double lse, double g, double off, bool assign);
   // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (attention's K^T and V^T).
   void (*transpose[2])(const void* src, std::int64_t lds, std::int64_t rows, std::int64_t cols, void* dst, std::int64_t ldd);
 };

@@ -315,6 +315,14 @@ struct Kernels {
     }
     for (; i < n; ++i) put1(gx + i, log ? g[i] - std::exp(y[i]) * s : y[i] * (g[i] - s), assign);
   }
+  static void xent_grad_row(const void* xv, void* gxv, std::int64_t n, double lse, double g, double off, bool assign) {
+    const T* x = static_cast<const T*>(xv);
+    T* gx = static_cast<T*>(gxv);
+    const T l = T(lse), gs = T(g), o = T(off);
+    std::int64_t i = 0;
+    for (; i + W <= n; i += W) put(gx + i, B(gs) * xsimd::exp(load(x + i) - B(l)) - B(o), assign);
+    for (; i < n; ++i) put1(gx + i, gs * std::exp(x[i] - l) - o, assign);
+  }
   static void norm_vjp_sums(const void* xv, const void* gv, const void* gmv, std::int64_t n, double mean, double* sums) {
     const T *x = static_cast<const T*>(xv), *g = static_cast<const T*>(gv), *gm = static_cast<const T*>(gmv);
     const B mb = B(T(mean));
@@ -452,6 +460,7 @@ Table make_table(const char* name) {
     t.axpy[ti] = &Kernels<Arch, T>::axpy;
     t.adam[ti] = &Kernels<Arch, T>::adam;
     t.softmax_vjp_row[ti] = &Kernels<Arch, T>::softmax_vjp_row;
+    t.xent_grad_row[ti] = &Kernels<Arch, T>::xent_grad_row;
     t.norm_vjp_sums[ti] = &Kernels<Arch, T>::norm_vjp_sums;
     t.norm_vjp_apply[ti] = &Kernels<Arch, T>::norm_vjp_apply;
     t.row_sq_dev[ti] = &Kernels<Arch, T>::row_sq_dev;
