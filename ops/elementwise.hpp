@@ -10,6 +10,7 @@ struct AddOp {
   static constexpr unsigned saves = 0;
   static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr unsigned shares_grad = kSaveInput(0) | kSaveInput(1);  // a residual's branch: no copy
+  static constexpr bool in_place = true;  // the sum may overwrite input 0 (a residual's branch)
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
