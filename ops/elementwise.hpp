@@ -23,6 +23,7 @@ struct SubOp {
   static constexpr unsigned saves = 0;
   static constexpr unsigned assigns = kSaveInput(0) | kSaveInput(1);
   static constexpr unsigned shares_grad = kSaveInput(0);
+  static constexpr bool in_place = true;
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::broadcast_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -56,6 +57,7 @@ struct ReluOp {
   static constexpr int arity = 1;
   static constexpr unsigned saves = kSaveOutput;
   static constexpr unsigned assigns = kSaveInput(0);
+  static constexpr bool in_place = true;
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
@@ -73,6 +75,7 @@ struct ScaleOp {
   static constexpr int arity = 1;
   static constexpr unsigned saves = 0;
   static constexpr unsigned assigns = kSaveInput(0);
+  static constexpr bool in_place = true;
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);

@@ -34,6 +34,7 @@ struct UnaryOp {
   static constexpr int arity = 1;
   static constexpr unsigned saves = F::saves;
   static constexpr unsigned assigns = kSaveInput(0);
+  static constexpr bool in_place = true;  // y[i] = f(x[i]); the plan allows it where nothing reads x later
   static constexpr ShapeResult shape(const ShapeCtx& c) { return ops::same_shape(c); }
   template <class T> static void forward(const OpArgs&);
   template <class T> static void vjp(const OpArgs&);
