@@ -16,7 +16,9 @@
 //   static constexpr bool in_place = true;       // forward is correct with out.data == in[0].data
 //                                                  // (same dtype and count): the plan then lets out
 //                                                  // take input 0's buffer when nothing else reads
-//                                                  // input 0 afterwards, nor in the same step
+//                                                  // input 0 afterwards, nor in the same step;
+//                                                  // it trusts every op's `saves`: a VJP that reads
+//                                                  // an input it does not declare may find it overwritten
 //   static constexpr unsigned shares_grad = kSaveInput(k) | ...;  // vjp is correct with
 //                                                  // gin[k].data == gout->data when told to assign
 //                                                  // k (same count; at most one such k per run):

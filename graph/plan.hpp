@@ -59,8 +59,9 @@ struct Plan {
   std::array<bool, U> vjp_skip{};
   // An in-place op's value overwrites its input 0's (OpDef::in_place) when that input is read by
   // nothing after this node's step, nor by another node of the same step (they run concurrently):
-  // the input node whose buffer it takes, else -1. Saves the copy of an inactive dropout (every
-  // dropout when inferring) and a buffer per dropout when training.
+  // the input node whose buffer it takes, else -1. "Read" includes every VJP that saves it
+  // (OpDef::saves), so an op whose VJP reads its input (gelu) is in place only when inferring.
+  // Dropout, add, sub, scale, relu and the unary ops: a copy or a buffer and its traffic saved.
   std::array<int, U> in_place_of{};
 };
 

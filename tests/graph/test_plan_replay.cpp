@@ -386,3 +386,125 @@ TEST_CASE("a hyperparameter changed between a forward and its backward applies f
   Program<IN_PLACE> p3(Options{.seed = 5}), p0(Options{.seed = 5});
   CHECK(step(p3, 0.3, std::nullopt) != step(p0, 0.0, std::nullopt));
 }
+
+namespace {
+// Every elementwise op declared in place, where the plan must and must not give it its input's
+// buffer. kKeep makes the linears' outputs graph outputs (alive to the end): the same nodes,
+// none of the first four in place, and the same bits.
+template <bool kKeep>
+constexpr auto elementwise_graph = [] {
+  Builder g;
+  Value a = g.input("a", {Batch, 6}, {.grad = true});
+  Value w = g.param("w", {6, 6}, init::normal(0.4)), b = g.param("b", {6}, init::normal(0.4));
+  Value u1 = linear(a, w, b);
+  Value r = relu(u1);  // relu's VJP reads its output, linear's VJP not its own: takes u1's buffer
+  Value u2 = linear(r, w, b);
+  Value t = tanh(u2);  // the same
+  Value u3 = linear(t, w, b);
+  Value ge = gelu(u3);  // gelu's VJP reads u3: in place only in inference
+  Value u4 = linear(ge, w, b);
+  Value h = add(u4, ge);  // a residual: the sum takes the branch's buffer, never ge's
+  if (kKeep) {
+    g.output(u1, "u1");
+    g.output(u2, "u2");
+    g.output(u3, "u3");
+    g.output(u4, "u4");
+  }
+  Value e = exp(scale(h, 0.25));          // exp over scale's value; scale not over h (read later)
+  Value sg = neg(sigmoid(e));             // exp's and sigmoid's VJPs read their outputs: inference only
+  Value from_input = relu(a);             // a graph input: never
+  Value from_param = tanh(w);             // a parameter: never
+  Value q = linear(h, w, b);
+  Value twice = add(q, q);                // q is input 1 too: never
+  Value bias_first = add(scale(b, 2.0), twice);  // input 0 [6], output [Batch, 6]: never
+  Value p = linear(sg, w, b);
+  Value e1 = exp(p), e2 = scale(p, 2.0);  // p read by both in one step: neither
+  Value viewed = relu(reshape(linear(e1, w, b), {Batch, 2, 3}));  // a view's source: never
+  g.loss(sum(bias_first * h) + sum(from_input) + sum(from_param) + sum(e1 * e2) + sum(viewed * viewed));
+  return g;
+};
+static constexpr auto ELEMENTWISE = freeze<elementwise_graph<false>>();
+static constexpr auto ELEMENTWISE_KEPT = freeze<elementwise_graph<true>>();
+}  // namespace
+
+TEST_CASE("the plan runs relu, tanh, add, scale and the unary ops in place exactly where nothing else reads their input 0, and the bits do not change",
+          "[graph][plan]") {
+  constexpr const auto& G = ELEMENTWISE;
+  constexpr int u1 = nth_node<G>("linear", 0), u2 = nth_node<G>("linear", 1), u3 = nth_node<G>("linear", 2),
+                u4 = nth_node<G>("linear", 3), q = nth_node<G>("linear", 4), p = nth_node<G>("linear", 5),
+                last = nth_node<G>("linear", 6);
+  constexpr int r = nth_node<G>("relu", 0), from_input = nth_node<G>("relu", 1), viewed = nth_node<G>("relu", 2);
+  constexpr int t = nth_node<G>("tanh", 0), from_param = nth_node<G>("tanh", 1), ge = nth_node<G>("gelu", 0);
+  constexpr int h = nth_node<G>("add", 0), twice = nth_node<G>("add", 1), bias_first = nth_node<G>("add", 2);
+  constexpr int s = nth_node<G>("scale", 0), sb = nth_node<G>("scale", 1), e2 = nth_node<G>("scale", 2);
+  constexpr int e = nth_node<G>("exp", 0), e1 = nth_node<G>("exp", 1), sg = nth_node<G>("sigmoid", 0), ng = nth_node<G>("neg", 0);
+  STATIC_REQUIRE((last >= 0 && viewed >= 0 && e2 >= 0 && ng >= 0 && bias_first >= 0));
+  constexpr const auto& train = Program<G>::train_plan;
+  constexpr const auto& infer = Program<G>::infer_plan;
+  auto of = [](const auto& plan, int node) { return plan.in_place_of[std::size_t(node)]; };
+  auto shares = [](const auto& plan, int node, int src) {
+    return plan.value_buf[std::size_t(node)] == plan.value_buf[std::size_t(src)];
+  };
+  for (const auto* plan : {&train, &infer}) {
+    INFO((plan == &train ? "training plan" : "inference plan"));
+    CHECK(of(*plan, r) == u1);
+    CHECK(shares(*plan, r, u1));
+    CHECK(of(*plan, t) == u2);
+    CHECK(of(*plan, h) == u4);
+    CHECK(shares(*plan, h, u4));
+    CHECK(!shares(*plan, h, ge));
+    CHECK(of(*plan, s) == -1);  // h is read later (q, bias_first's add)
+    CHECK(of(*plan, e) == s);
+    for (int never : {from_input, from_param, twice, bias_first, sb, e1, e2, viewed}) {
+      INFO("node " << never << " (" << G[never].op->name << ")");
+      CHECK(of(*plan, never) == -1);
+    }
+    CHECK(of(*plan, p) == -1);  // a linear is not an in-place op
+    CHECK(of(*plan, q) == -1);
+  }
+  // The ops whose VJP reads what they would overwrite: in place only where no VJP runs.
+  CHECK(of(train, ge) == -1);
+  CHECK(of(infer, ge) == u3);
+  CHECK(of(train, sg) == -1);
+  CHECK(of(infer, sg) == e);
+  CHECK(of(train, ng) == -1);
+  CHECK(of(infer, ng) == sg);
+  for (const auto* plan : {&Program<ELEMENTWISE_KEPT>::train_plan, &Program<ELEMENTWISE_KEPT>::infer_plan})
+    for (int kept : {r, t, ge, h}) {
+      INFO("kept: node " << kept);
+      CHECK(of(*plan, kept) == -1);
+    }
+  STATIC_REQUIRE(replays<ELEMENTWISE>());
+  STATIC_REQUIRE(replays<ELEMENTWISE_KEPT>());
+
+  // The same step with and without the in-place writes: the same bits.
+  Program<ELEMENTWISE> in_place(Options{.seed = 7});
+  Program<ELEMENTWISE_KEPT> kept(Options{.seed = 7});
+  std::vector<float> a(5 * 6);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(i % 9) * 0.2f - 0.7f;
+  for (Mode mode : {Mode::train, Mode::infer}) {
+    INFO((mode == Mode::train ? "training" : "inference"));
+    in_place.set_input("a", std::span<const float>(a), {5, 6});
+    kept.set_input("a", std::span<const float>(a), {5, 6});
+    in_place.forward(mode);
+    kept.forward(mode);
+    CHECK(std::isfinite(in_place.loss()));
+    CHECK(in_place.loss() == kept.loss());
+    if (mode != Mode::train) continue;
+    in_place.zero_grad();
+    kept.zero_grad();
+    in_place.backward();
+    kept.backward();
+    int differ = 0, nonzero = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      differ += in_place.input_grad("a").data[i] != kept.input_grad("a").data[i];
+      nonzero += in_place.input_grad("a").data[i] != 0.0f;
+    }
+    for (const char* name : {"w", "b"}) {
+      const auto pa = in_place.parameter(name), pb = kept.parameter(name);
+      for (std::int64_t i = 0; i < pa.grad.numel; ++i) differ += pa.grad.data[i] != pb.grad.data[i];
+    }
+    CHECK(differ == 0);
+    CHECK(nonzero > 0);
+  }
+}

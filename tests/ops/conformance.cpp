@@ -79,6 +79,14 @@ OP_CASE(add_broadcast, any, Value a = g.input("a", {Batch, 3, Seq}, {.grad = tru
         Value b = g.input("b", {3, 1}, {.grad = true}); g.loss(probe_loss(g, add(a, b), {a, b})))
 OP_CASE(sub_broadcast, any, Value a = g.input("a", {2, 1, Seq}, {.grad = true});
         Value b = g.input("b", {3, Seq}, {.grad = true}); g.loss(probe_loss(g, sub(a, b), {a, b})))
+// Equal shapes and a bias-shaped input 1: add and sub also run in place here (input 0 has the
+// output's size); 37 columns leave a SIMD tail on every instruction set.
+OP_CASE(add_same, any, Value a = g.input("a", {Batch, Seq, 37}, {.grad = true});
+        Value b = g.input("b", {Batch, Seq, 37}, {.grad = true}); g.loss(probe_loss(g, add(a, b), {a, b})))
+OP_CASE(sub_same, any, Value a = g.input("a", {Batch, Seq, 37}, {.grad = true});
+        Value b = g.input("b", {Batch, Seq, 37}, {.grad = true}); g.loss(probe_loss(g, sub(a, b), {a, b})))
+OP_CASE(sub_bias_wide, any, Value a = g.input("a", {Batch, 130}, {.grad = true});
+        Value b = g.input("b", {130}, {.grad = true}); g.loss(probe_loss(g, sub(a, b), {a, b})))
 OP_CASE(mul_broadcast, any, Value a = g.input("a", {Batch, Seq}, {.grad = true});
         Value b = g.input("b", {Seq}, {.grad = true}); g.loss(probe_loss(g, mul(a, b), {a, b})))
 OP_CASE(mul_self, any, Value a = g.input("a", {Batch, 3}, {.grad = true}); g.loss(probe_loss(g, mul(a, a), {a})))
@@ -101,6 +109,15 @@ OP_CASE(gelu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(
 OP_CASE(gelu_tanh, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, gelu_tanh(a), {a})))
 OP_CASE(gelu_permuted, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true});
         g.loss(probe_loss(g, gelu(transpose(a, 0, 2)), {a})))
+// The unary ops whose VJP reads their output, fed an op's value so that the plan runs them in
+// place (a graph input is never overwritten) and the gradcheck runs on the overwritten buffer.
+OP_CASE(exp_in_place, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, exp(scale(a, 0.5)), {a})))
+OP_CASE(sigmoid_in_place, any, Value a = g.input("a", {Batch, Seq}, {.grad = true});
+        g.loss(probe_loss(g, sigmoid(scale(a, 0.5)), {a})))
+OP_CASE(sqrt_in_place, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, sqrt(scale(a, 0.5)), {a})))
+OP_CASE(rsqrt_in_place, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true});
+        g.loss(probe_loss(g, rsqrt(scale(a, 0.5)), {a})))
+OP_CASE(neg_in_place, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, neg(scale(a, 0.5)), {a})))
 // --- matmul ---
 OP_CASE(matmul_nn_shared, any, Value a = g.input("a", {Batch, 3, 5}, {.grad = true});
         Value b = g.input("b", {5, 4}, {.grad = true}); g.loss(probe_loss(g, matmul(a, b), {a, b})))
