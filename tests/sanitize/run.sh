@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The unit tests and a smoke run of the ctgrad command built with AddressSanitizer and
+# The unit tests outside models/ (ctgrad_tests_core) and a smoke run of the ctgrad command (every
+# model: train, eval, sample, resume, fine-tune, bad input) built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (-DCTGRAD_SANITIZE=address,undefined, -O1) into WORK: any memory error,
 # leak or undefined behaviour aborts with its report and fails.   run.sh SOURCE WORK
 set -euo pipefail
@@ -7,12 +8,12 @@ src=$1 work=$2
 mkdir -p "$work"
 # CTGRAD_VARIANT_ORDER=0: the command with each preset's own architecture only (the smoke runs
 # below use no other); its ablation variants, compiled again under the sanitizers, were about a
-# third of this test's time (docs/ablations.md: 6 minutes of CPU at -O3), and the unit tests
-# build and run variants of their own.
+# third of this test's time (docs/ablations.md: 6 minutes of CPU at -O3); the unsanitized unit
+# tests build and run variants of their own.
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCTGRAD_SANITIZE=address,undefined \
   -DCTGRAD_VARIANT_ORDER=0 -DBUILD_TESTING=ON > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
-echo "+ building ctgrad_tests and ctgrad with ASan+UBSan"
-cmake --build "$work/build" -j2 --target ctgrad_tests ctgrad-cli > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
+echo "+ building ctgrad_tests_core and ctgrad with ASan+UBSan"
+cmake --build "$work/build" -j2 --target ctgrad_tests_core ctgrad-cli > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 unset OPENBLAS_CORETYPE
 # A process that ran oneDNN on several threads makes LeakSanitizer's tracer (gcc 12's
@@ -24,9 +25,9 @@ unset OPENBLAS_CORETYPE
 # checked for leaks by hand.
 export CTGRAD_FP32_GEMM=openblas
 echo "+ unit tests"
-"$work/build/tests/ctgrad_tests" "~[bf16]~[gemm]" | tail -3
+"$work/build/tests/ctgrad_tests_core" "~[bf16]~[gemm]" | tail -3
 echo "+ unit tests of GEMMs through oneDNN: no leak check"
-CTGRAD_FP32_GEMM= ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$work/build/tests/ctgrad_tests" "[bf16],[gemm]" | tail -3
+CTGRAD_FP32_GEMM= ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$work/build/tests/ctgrad_tests_core" "[bf16],[gemm]" | tail -3
 ctgrad="$work/build/apps/ctgrad"
 run="$work/runs"
 rm -rf "$run"
