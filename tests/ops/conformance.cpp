@@ -411,3 +411,24 @@ void run_case() {
 }
 
 }  // namespace
+
+// The *_in_place cases are about the overwritten buffer: their unary op must take its input's
+// buffer in the plans the gradchecks run (with and without input probes).
+template <class C>
+constexpr bool runs_in_place(std::string_view op) {
+  auto check = [op](const auto& G, const auto& plan) {
+    for (int i = 0; i < G.size; ++i)
+      if (G[i].kind == NodeKind::op && std::string_view(G[i].op->name) == op) return plan.in_place_of[std::size_t(i)] >= 0;
+    return false;
+  };
+  return check(Frozen<C>::G, Program<Frozen<C>::G, double>::train_plan) &&
+         check(Frozen<C>::G_first, Program<Frozen<C>::G_first, double>::train_plan);
+}
+TEST_CASE("conformance: the in-place cases run their op in place in the gradchecks' plans", "[ops][conformance]") {
+  STATIC_REQUIRE(runs_in_place<case_exp_in_place>("exp"));
+  STATIC_REQUIRE(runs_in_place<case_sigmoid_in_place>("sigmoid"));
+  STATIC_REQUIRE(runs_in_place<case_sqrt_in_place>("sqrt"));
+  STATIC_REQUIRE(runs_in_place<case_rsqrt_in_place>("rsqrt"));
+  STATIC_REQUIRE(runs_in_place<case_neg_in_place>("neg"));
+  STATIC_REQUIRE(!runs_in_place<case_exp>("exp"));  // a graph input is never overwritten
+}
