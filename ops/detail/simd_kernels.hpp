@@ -145,8 +145,11 @@ template <> struct Fn<gelu_tanh> {  // GPT-2's approximation
   }
   template <class V> static V d(V x, V, V) {
     const V t = xsimd::tanh(V(0.7978845608028654) * (x + V(0.044715) * x * x * x));
-    const V du = V(0.7978845608028654) * (V(1) + V(3 * 0.044715) * x * x);
-    return V(0.5) * (V(1) + t) + V(0.5) * x * (V(1) - t * t) * du;
+    // From |x| = 10 on, 1 - t^2 is exactly 0 in float and double: x held there keeps x^2 (inf
+    // from 1.8e19 in float) from making that 0 * inf = NaN.
+    const V xc = xsimd::max(xsimd::min(x, V(10)), V(-10));
+    const V du = V(0.7978845608028654) * (V(1) + V(3 * 0.044715) * xc * xc);
+    return V(0.5) * (V(1) + t) + V(0.5) * xc * (V(1) - t * t) * du;
   }
 };
 template <> struct Fn<pow> {

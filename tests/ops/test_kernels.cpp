@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ctgrad/graph/random.hpp>
@@ -106,6 +107,50 @@ TEST_CASE("float GELU and its derivative match double precision on every instruc
     CHECK(gx[5] == 1.f);
     CHECK(std::abs(y[7] - 7.f) < 1e-6f);
     CHECK(std::abs(y[8]) < 1e-10f);
+  }
+}
+
+// GPT-2's GELU, 0.5 x (1 + tanh u), on every instruction set, float and double: it and its
+// derivative stay close to the formula in double precision over [-8, 8]; far left both are exactly
+// 0 and far right x and 1, even where x^3 overflows (not 0 * inf = NaN), and NaN stays NaN, in
+// SIMD lanes and tails.
+TEST_CASE("GPT-2's GELU (tanh form) and its derivative match the tanh formula in double precision on every instruction set", "[kernels]") {
+  auto check = [](auto zero, const simd::Table& t, double tol_f, double tol_d) {
+    using T = decltype(zero);
+    constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    const std::vector<T> far = {nan, T(-50), T(-1e4), T(-1e30), T(50), T(1e30), T(-12), T(-9.7), T(9), nan};
+    const std::int64_t n = 160000;
+    std::vector<T> x(far);
+    for (std::int64_t i = 0; i < n; ++i) x.push_back(T(-8 + 16.0 * double(i) / double(n - 1)));
+    x.push_back(nan);
+    const std::size_t total = x.size(), first = far.size();
+    std::vector<T> y(total), g(total, T(1)), gx(total);
+    t.unary[simd::gelu_tanh][ti](x.data(), y.data(), std::int64_t(total), 0);
+    t.unary_vjp[simd::gelu_tanh][ti](x.data(), nullptr, g.data(), gx.data(), std::int64_t(total), 0, true);
+    double worst = 0, worst_d = 0;
+    for (std::size_t i = first; i + 1 < total; ++i) {
+      const double v = x[i], c = 0.7978845608028654, th = std::tanh(c * (v + 0.044715 * v * v * v));
+      const double du = c * (1 + 3 * 0.044715 * v * v);
+      worst = std::max(worst, std::abs(double(y[i]) - 0.5 * v * (1 + th)));
+      worst_d = std::max(worst_d, std::abs(double(gx[i]) - (0.5 * (1 + th) + 0.5 * v * (1 - th * th) * du)));
+    }
+    INFO(t.arch << (ti ? " double" : " float") << ": worst error " << worst << ", derivative " << worst_d);
+    CHECK(worst < tol_f);
+    CHECK(worst_d < tol_d);
+    for (std::size_t i : {std::size_t(0), std::size_t(9), total - 1}) CHECK((std::isnan(y[i]) && std::isnan(gx[i])));
+    for (std::size_t i : {1, 2, 3, 6, 7}) CHECK((y[i] == T(0) && gx[i] == T(0)));
+    CHECK(y[4] == T(50));
+    CHECK(y[5] == T(1e30));
+    CHECK(gx[4] == T(1));
+    CHECK(gx[5] == T(1));
+    CHECK(std::abs(y[8] - T(9)) <= T(9) * std::numeric_limits<T>::epsilon());
+  };
+  for (const std::string& isa : simd::available()) {
+    const simd::Table* t = simd::table(isa);
+    REQUIRE(t);
+    check(float{}, *t, 1e-6, 1e-6);
+    check(double{}, *t, 1e-14, 1e-14);
   }
 }
 
