@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # The unit tests outside models/ (ctgrad_tests_core) and a smoke run of the ctgrad command (every
 # model: train, eval, sample, resume, fine-tune, bad input) built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (-DCTGRAD_SANITIZE=address,undefined, -O1) into WORK: any memory error,
-# leak or undefined behaviour aborts with its report and fails.   run.sh SOURCE WORK
+# UndefinedBehaviorSanitizer (-DCTGRAD_SANITIZE=address,undefined; the library at -O1, the tests'
+# and the command's own code at -O0) into WORK: any memory error, leak or undefined behaviour aborts
+# with its report and fails.   run.sh SOURCE WORK [build|unit|command|all]
+# CTest runs the build, then the unit tests and the command side by side (tests/CMakeLists.txt).
 set -euo pipefail
-src=$1 work=$2
+src=$1 work=$2 phase=${3:-all}
+case "$phase" in build | unit | command | all) ;; *) echo "run.sh: no phase '$phase' (build, unit, command, all)"; exit 2 ;; esac
 mkdir -p "$work"
-# CTGRAD_VARIANT_ORDER=0: the command with each preset's own architecture only (the smoke runs
-# below use no other); its ablation variants, compiled again under the sanitizers, were about a
-# third of this test's time (docs/ablations.md: 6 minutes of CPU at -O3); the unsanitized unit
-# tests build and run variants of their own.
-cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCTGRAD_SANITIZE=address,undefined \
-  -DCTGRAD_VARIANT_ORDER=0 -DBUILD_TESTING=ON > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
-echo "+ building ctgrad_tests_core and ctgrad with ASan+UBSan"
-cmake --build "$work/build" -j2 --target ctgrad_tests_core ctgrad-cli > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
+if [ "$phase" = build ] || [ "$phase" = all ]; then
+  # CTGRAD_VARIANT_ORDER=0: the command with each preset's own architecture only (the smoke runs
+  # below use no other); its ablation variants, compiled again under the sanitizers, were about a
+  # third of this test's time (docs/ablations.md: 6 minutes of CPU at -O3); the unsanitized unit
+  # tests build and run variants of their own.
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCTGRAD_SANITIZE=address,undefined \
+    -DCTGRAD_VARIANT_ORDER=0 -DBUILD_TESTING=ON > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+  echo "+ building ctgrad_tests_core and ctgrad with ASan+UBSan"
+  cmake --build "$work/build" -j2 --target ctgrad_tests_core ctgrad-cli > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
+fi
+[ "$phase" = build ] && exit 0
+for exe in "$work/build/tests/ctgrad_tests_core" "$work/build/apps/ctgrad"; do
+  [ -x "$exe" ] || { echo "$exe was not built: run the build phase first (run.sh $src $work build)"; exit 1; }
+done
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 unset OPENBLAS_CORETYPE
 # A process that ran oneDNN on several threads makes LeakSanitizer's tracer (gcc 12's
@@ -24,10 +33,13 @@ unset OPENBLAS_CORETYPE
 # leak check (with it the bf16 ones passed 4 of 4 times, leak-free); ctgrad's oneDNN objects were
 # checked for leaks by hand.
 export CTGRAD_FP32_GEMM=openblas
-echo "+ unit tests"
-"$work/build/tests/ctgrad_tests_core" "~[bf16]~[gemm]" | tail -3
-echo "+ unit tests of GEMMs through oneDNN: no leak check"
-CTGRAD_FP32_GEMM= ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$work/build/tests/ctgrad_tests_core" "[bf16],[gemm]" | tail -3
+if [ "$phase" = unit ] || [ "$phase" = all ]; then
+  echo "+ unit tests"
+  "$work/build/tests/ctgrad_tests_core" "~[bf16]~[gemm]" | tail -3
+  echo "+ unit tests of GEMMs through oneDNN: no leak check"
+  CTGRAD_FP32_GEMM= ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$work/build/tests/ctgrad_tests_core" "[bf16],[gemm]" | tail -3
+fi
+[ "$phase" = unit ] && { echo "sanitizers: no error"; exit 0; }
 ctgrad="$work/build/apps/ctgrad"
 run="$work/runs"
 rm -rf "$run"
