@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/data/cache.hpp>
 #include <ctgrad/graph/executor.hpp>
 #include <ctgrad/optim/optimizer.hpp>
 #include <ctgrad/training/config.hpp>
@@ -49,6 +50,7 @@ struct Context {
   int threads = 0;                // 0: all cores
   training::Shard shard;          // under mpirun: the part of each global batch this rank feeds
   training::Communicator* comm = nullptr;  // under mpirun: the ranks (validation is split over them)
+  data::DataCache cache = data::DataCache::from_environment();  // trained tokenizers, encoded corpora
 };
 
 // Validation split over the ranks of a data-parallel run: batch k of an evaluation is this rank's

@@ -2,12 +2,19 @@
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/checkpoint/atomic_file.hpp>
 
+#include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+#include <cstring>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -88,14 +95,99 @@ void CharTokenizer::save(const std::filesystem::path& path) const {
 struct SentencePieceTokenizer::Impl {
   sentencepiece::SentencePieceProcessor sp;
   std::filesystem::path model_file;
+  std::string model_hash;  // of the model's bytes, for cache keys
 };
+
+namespace {
+
+#ifndef CTGRAD_SENTENCEPIECE_VERSION
+#define CTGRAD_SENTENCEPIECE_VERSION "unknown"
+#endif
+
+// The SentencePiece library this process runs: its version when ctgrad was built, and its file's
+// size and time, so that an upgrade of the library under the same version is a cache miss too.
+std::string sentencepiece_identity() {
+  std::string id = CTGRAD_SENTENCEPIECE_VERSION;
+  Dl_info info{};
+  struct stat st{};
+  if (::dladdr(reinterpret_cast<void*>(&sentencepiece::SetRandomGeneratorSeed), &info) && info.dli_fname &&
+      ::stat(info.dli_fname, &st) == 0)
+    id += " " + std::string(info.dli_fname) + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtime);
+  return id;
+}
+
+std::string read_file(const std::filesystem::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in && !in.eof()) throw data_error("ctgrad: cannot read " + f.string());
+  return std::move(bytes).str();
+}
+
+// An encoded corpus in the cache: n, then n + 1 offsets (int64), then the ids (int32).
+std::string serialize_ids(const std::vector<std::vector<std::int32_t>>& ids) {
+  std::size_t total = 0;
+  for (const auto& v : ids) total += v.size();
+  std::string out(8 * (ids.size() + 2) + 4 * total, '\0');
+  char* p = out.data();
+  const std::int64_t n = std::int64_t(ids.size());
+  std::memcpy(p, &n, 8), p += 8;
+  std::int64_t off = 0;
+  for (std::size_t i = 0; i <= ids.size(); ++i) {
+    std::memcpy(p, &off, 8), p += 8;
+    if (i < ids.size()) off += std::int64_t(ids[i].size());
+  }
+  for (const auto& v : ids) std::memcpy(p, v.data(), 4 * v.size()), p += 4 * v.size();
+  return out;
+}
+std::optional<std::vector<std::vector<std::int32_t>>> parse_ids(std::string_view b, std::size_t n_texts, std::int32_t vocab) {
+  if (b.size() < 16) return std::nullopt;
+  std::int64_t n = 0;
+  std::memcpy(&n, b.data(), 8);
+  if (n != std::int64_t(n_texts) || b.size() < 8 * (n_texts + 2)) return std::nullopt;
+  const char* offs = b.data() + 8;
+  const char* data = offs + 8 * (n_texts + 1);
+  const std::size_t n_ids = (b.size() - 8 * (n_texts + 2)) / 4;
+  std::vector<std::vector<std::int32_t>> out(n_texts);
+  std::int64_t prev = 0;
+  for (std::size_t i = 0; i < n_texts; ++i) {
+    std::int64_t a = 0, e = 0;
+    std::memcpy(&a, offs + 8 * i, 8), std::memcpy(&e, offs + 8 * (i + 1), 8);
+    if (a != prev || e < a || std::size_t(e) > n_ids) return std::nullopt;
+    out[i].resize(std::size_t(e - a));
+    std::memcpy(out[i].data(), data + 4 * a, 4 * std::size_t(e - a));
+    for (std::int32_t t : out[i])
+      if (t < 0 || t >= vocab) return std::nullopt;
+    prev = e;
+  }
+  if (std::size_t(prev) != n_ids || b.size() != 8 * (n_texts + 2) + 4 * n_ids) return std::nullopt;
+  return out;
+}
+
+}  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer() : impl_(std::make_unique<Impl>()) {}
 SentencePieceTokenizer::SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept = default;
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, const std::filesystem::path& final_prefix,
-                                                     SentencePieceOptions o) {
+                                                     SentencePieceOptions o, const DataCache& cache) {
+  CacheKey key("sentencepiece-model 1");
+  if (cache.enabled()) {
+    key.add(sentencepiece_identity()).add(o.vocab_size).add(o.model_type).add(std::int64_t(o.seed)).add(o.unk_id).add(o.bos_id);
+    key.add(o.eos_id).add(o.pad_id).add(o.unk_piece).add(o.pad_piece).add(o.input_sentence_size);
+    key.add(std::int64_t(o.user_defined_symbols.size()));
+    for (const auto& u : o.user_defined_symbols) key.add(u);
+    key.add(text);
+    if (const auto model = cache.read(key, "sentencepiece-model")) {
+      try {
+        checkpoint::write_atomically(final_prefix.string() + ".model", *model);
+      } catch (const std::runtime_error& e) {
+        throw data_error(e.what());
+      }
+      return load(final_prefix.string() + ".model");
+    }
+  }
   // Trained under a temporary prefix, then the model moved into place atomically: a tokenizer a
   // run already holds is never half-overwritten.
   std::string tmp_name = ".";
@@ -144,7 +236,9 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
   SentencePieceTokenizer trained = load(prefix.string() + ".model");
   trained.save(final_prefix.string() + ".model");
   std::filesystem::remove(prefix.string() + ".model", ec);
-  return load(final_prefix.string() + ".model");
+  SentencePieceTokenizer out = load(final_prefix.string() + ".model");
+  if (cache.enabled()) cache.write(key, "sentencepiece-model", read_file(final_prefix.string() + ".model"));
+  return out;
 }
 
 
@@ -153,6 +247,7 @@ SentencePieceTokenizer SentencePieceTokenizer::load(const std::filesystem::path&
   const auto status = t.impl_->sp.Load(model_file.string());
   if (!status.ok()) throw data_error("ctgrad: cannot load SentencePiece model " + model_file.string() + ": " + status.ToString());
   t.impl_->model_file = model_file;
+  t.impl_->model_hash = CacheKey("sentencepiece model file").add(read_file(model_file)).hex();
   return t;
 }
 
@@ -161,6 +256,22 @@ std::vector<std::int32_t> SentencePieceTokenizer::encode(const std::string& text
   const auto status = impl_->sp.Encode(text, &ids);
   if (!status.ok()) throw data_error("ctgrad: SentencePiece encode failed: " + status.ToString());
   return std::vector<std::int32_t>(ids.begin(), ids.end());
+}
+
+std::vector<std::vector<std::int32_t>> SentencePieceTokenizer::encode_all(std::span<const std::string> texts, const DataCache& cache) const {
+  CacheKey key("sentencepiece-ids 1");
+  if (cache.enabled()) {
+    key.add(sentencepiece_identity()).add(impl_->model_hash).add(std::int64_t(texts.size()));
+    for (const std::string& t : texts) key.add(t);
+    if (const auto hit = cache.read(key, "sentencepiece-ids"))
+      if (auto ids = parse_ids(*hit, texts.size(), vocab_size())) return std::move(*ids);
+  }
+  std::vector<std::vector<std::int32_t>> out(texts.size());
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, texts.size(), 64), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t i = r.begin(); i != r.end(); ++i) out[i] = encode(texts[i]);
+  });
+  if (cache.enabled()) cache.write(key, "sentencepiece-ids", serialize_ids(out));
+  return out;
 }
 
 std::string SentencePieceTokenizer::decode(const std::vector<std::int32_t>& ids) const {

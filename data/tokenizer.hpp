@@ -5,7 +5,10 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <span>
 #include <vector>
+
+#include <ctgrad/data/cache.hpp>
 
 namespace ctgrad::data {
 
@@ -51,12 +54,17 @@ struct SentencePieceOptions {
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
-  // Trains on `text`, writes `<prefix>.model` and loads it.
-  static SentencePieceTokenizer train(const std::string& text, const std::filesystem::path& prefix, SentencePieceOptions o = {});
+  // Trains on `text`, writes `<prefix>.model` and loads it. With a cache, a model trained before on
+  // the same text with the same options (and SentencePiece version) is taken from it instead.
+  static SentencePieceTokenizer train(const std::string& text, const std::filesystem::path& prefix, SentencePieceOptions o = {},
+                                      const DataCache& cache = {});
   static SentencePieceTokenizer load(const std::filesystem::path& model_file);
   SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept;
   ~SentencePieceTokenizer() override;
   std::vector<std::int32_t> encode(const std::string& text) const override;
+  // Each text encoded, in parallel on the calling oneTBB arena (SentencePiece's encoding is
+  // thread-safe); with a cache, the ids of the same texts under the same model are read from it.
+  std::vector<std::vector<std::int32_t>> encode_all(std::span<const std::string> texts, const DataCache& cache = {}) const;
   std::string decode(const std::vector<std::int32_t>& ids) const override;
   std::int32_t vocab_size() const override;
   std::string kind() const override { return "sentencepiece"; }

@@ -8,6 +8,7 @@ packages=(
   python3-torch                              # the PyTorch oracle of the tests (Debian python3)
   python3-nltk                               # the BLEU oracle of the tests
   libsentencepiece-dev sentencepiece         # tokenizers
+  libxxhash-dev                              # hashes naming the data cache's entries
   bible-kjv dataset-fashion-mnist trans-de-en  # data sets (see ../shared/DATA.md)
   r-cran-janeaustenr                         # the Jane Austen corpus (pulls in R, ~41 MB)
   qemu-user                                  # runs the tests on an emulated CPU without AVX

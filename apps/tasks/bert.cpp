@@ -104,7 +104,8 @@ class BertSession : public Session {
       tok_.emplace(data::SentencePieceTokenizer::train(text, ctx_.folder.file("tokenizer"),
                                                        {.vocab_size = P.vocab, .model_type = "bpe", .seed = data_seed(c_), .unk_id = 1,
                                                         .bos_id = -1, .eos_id = -1, .pad_id = 0, .unk_piece = "[UNK]", .pad_piece = "[PAD]",
-                                                        .user_defined_symbols = {"[CLS]", "[SEP]", "[MASK]"}}));
+                                                        .user_defined_symbols = {"[CLS]", "[SEP]", "[MASK]"}},
+                                                       ctx_.cache));
     }
     vocab_ = tok_->vocab_size();
     if (vocab_ > P.vocab)
@@ -121,12 +122,13 @@ class BertSession : public Session {
     // sequence is half a row, and has_next says whether the following one continues its document.
     auto sequences = [&](const std::vector<std::string>& units, const std::vector<std::size_t>& docs, std::vector<std::int64_t>& counts,
                          std::vector<std::uint8_t>& has_next) {
-      std::vector<std::vector<std::int32_t>> out;
+      std::vector<std::vector<std::int32_t>> out, all;
+      model_.execute([&] { all = tok_->encode_all(units, ctx_.cache); });
       const std::size_t max_tokens = P.next_sentence ? std::size_t(context_ - 3) / 2 : std::size_t(context_ - 2);
       for (std::size_t d = 0; d < docs.size(); ++d) {
         std::vector<std::vector<std::int32_t>> ids;
         for (std::size_t u = docs[d]; u < (d + 1 < docs.size() ? docs[d + 1] : units.size()); ++u) {
-          ids.push_back(tok_->encode(units[u]));
+          ids.push_back(std::move(all[u]));
           for (std::int32_t t : ids.back()) ++counts[std::size_t(t)];
         }
         auto packed = data::pack_units(ids, max_tokens);

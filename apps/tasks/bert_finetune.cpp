@@ -230,9 +230,14 @@ class FinetuneSession : public Session {
   std::vector<Example> encode(const std::vector<Passage>& ps) {
     std::vector<Example> out;
     out.reserve(ps.size());
-    for (const Passage& p : ps) {
+    std::vector<std::string> texts;
+    for (const Passage& p : ps) texts.push_back(p.text);
+    std::vector<std::vector<std::int32_t>> encoded;
+    model_.execute([&] { encoded = tok_->encode_all(texts, ctx_.cache); });
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const Passage& p = ps[i];
       Example e{{bert::kSpecials.cls}, p.label};
-      auto ids = tok_->encode(p.text);
+      auto& ids = encoded[i];
       ids.resize(std::min<std::size_t>(ids.size(), std::size_t(context_ - 2)));
       e.ids.insert(e.ids.end(), ids.begin(), ids.end());
       e.ids.push_back(bert::kSpecials.sep);

@@ -116,7 +116,7 @@ class GptSession : public Session {
       tok_.tok->save(ctx_.folder.file(tok_.file));
     } else {  // SentencePiece writes <prefix>.model itself
       tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
-          split_.train, ctx_.folder.file("tokenizer"), {.vocab_size = P.vocab, .model_type = "bpe", .seed = data_seed(c_)}));
+          split_.train, ctx_.folder.file("tokenizer"), {.vocab_size = P.vocab, .model_type = "bpe", .seed = data_seed(c_)}, ctx_.cache));
       tok_.file = "tokenizer.model";
     }
     vocab_ = tok_.tok->vocab_size();
@@ -124,11 +124,17 @@ class GptSession : public Session {
       throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than size " + c_.text("size") + "'s vocabulary of " +
                          std::to_string(P.vocab));
     if (ctx_.command == "sample") return;
-    val_ids_ = tok_.tok->encode(split_.validation);
+    // SentencePiece's ids of a split come from the data cache when a run encoded it before.
+    auto encode = [&](const std::string& text) {
+      if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(tok_.tok.get()))
+        return std::move(sp->encode_all(std::span(&text, 1), ctx_.cache)[0]);
+      return tok_.tok->encode(text);
+    };
+    val_ids_ = encode(split_.validation);
     const std::int64_t all = std::int64_t(val_ids_.size() - 1) / context_;
     windows_ = c_.integer("eval_windows") > 0 ? std::min(c_.integer("eval_windows"), all) : all;
     if (ctx_.command != "train") return;
-    train_ids_ = tok_.tok->encode(split_.train);
+    train_ids_ = encode(split_.train);
     batches_.emplace(train_ids_, context_, batch_, data_seed(c_));
     const auto& v = programs_.config;
     std::printf("ctgrad train gpt: size %s (%d layers, %d heads, d_model %d; %s), %lld parameters, %d threads\n", c_.text("size").c_str(), v.n_layer,

@@ -91,17 +91,18 @@ class T5Session : public Session {
       tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
     } else {
       text = corpus::load_corpus();
-      tok_.emplace(train_tokenizer(text, ctx_.folder.file("tokenizer"), P.vocab - models::kT5Sentinels, data_seed(c_)));
+      tok_.emplace(train_tokenizer(text, ctx_.folder.file("tokenizer"), P.vocab - models::kT5Sentinels, data_seed(c_), ctx_.cache));
     }
     vocab_ = check_vocabulary(*tok_, P.vocab, tok_file);
     if (ctx_.command == "sample") return;
     if (text.train.empty()) text = corpus::load_corpus();
     // Units packed whole into sequences of at most `tokens` raw tokens, document by document.
     auto sequences = [&](const std::vector<std::string>& units, const std::vector<std::size_t>& docs) {
-      std::vector<std::vector<std::int32_t>> out;
+      std::vector<std::vector<std::int32_t>> out, all;
+      model_.execute([&] { all = tok_->encode_all(units, ctx_.cache); });
       for (std::size_t d = 0; d < docs.size(); ++d) {
         std::vector<std::vector<std::int32_t>> ids;
-        for (std::size_t u = docs[d]; u < (d + 1 < docs.size() ? docs[d + 1] : units.size()); ++u) ids.push_back(tok_->encode(units[u]));
+        for (std::size_t u = docs[d]; u < (d + 1 < docs.size() ? docs[d + 1] : units.size()); ++u) ids.push_back(std::move(all[u]));
         for (auto& s : data::pack_units(ids, std::size_t(lengths_.tokens)))
           if (s.size() >= 2) out.push_back(std::move(s));
       }

@@ -94,13 +94,14 @@ inline std::unique_ptr<optim::Optimizer<float>> make_optimizer(const Config& c, 
 // Romanian): the KJV and Austen training units, and the German side of the Ding dictionary's
 // training split (so translating to German has pieces to write).
 inline data::SentencePieceTokenizer train_tokenizer(const corpus::Corpus& text, const std::filesystem::path& prefix, std::int32_t pieces,
-                                                    std::uint64_t seed) {
+                                                    std::uint64_t seed, const data::DataCache& cache) {
   std::string all;
   for (const auto& u : text.train) all += u + "\n";
   for (const auto& p : data::split_pairs(data::ding_sentence_pairs()).train) all += p.de + "\n";
   return data::SentencePieceTokenizer::train(all, prefix,
                                              {.vocab_size = pieces, .model_type = "bpe", .seed = seed, .unk_id = kUnk, .bos_id = -1,
-                                              .eos_id = kEos, .pad_id = kPad, .unk_piece = "<unk>", .pad_piece = "<pad>"});
+                                              .eos_id = kEos, .pad_id = kPad, .unk_piece = "<unk>", .pad_piece = "<pad>"},
+                                             cache);
 }
 
 // The pieces of a T5 vocabulary (refused unless it is one and leaves room for the sentinels).

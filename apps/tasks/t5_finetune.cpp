@@ -86,6 +86,7 @@ struct Example {
   std::vector<std::int32_t> input, target;  // each ends with </s>
   std::string target_text, source_text;
   int task = 0;
+  std::string input_text;  // the task's prefix and the source, until tokenize() encodes it
 };
 struct TaskSet {
   std::string name;
@@ -114,7 +115,10 @@ class FinetuneSession : public Session {
     if (ctx_.from_checkpoint) tok_.emplace(data::SentencePieceTokenizer::load(own));
     else start_from_pretrained(own);
     check_vocabulary(*tok_, P.vocab, own);
-    for (std::size_t i = 0; i < names_.size(); ++i) tasks_.push_back(load_task(names_[i], int(i)));
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      tasks_.push_back(load_task(names_[i], int(i)));
+      for (auto* set : {&tasks_.back().train, &tasks_.back().validation, &tasks_.back().test}) tokenize(*set);
+    }
     for (const auto& t : tasks_) {
       train_.insert(train_.end(), t.train.begin(), t.train.end());
       // Validation loss on up to 500 examples of each task.
@@ -214,12 +218,22 @@ class FinetuneSession : public Session {
     std::printf("loaded all %d tensors from %s\n", copied, (from.dir / "checkpoint.safetensors").c_str());
   }
 
-  Example encode(const std::string& prefix, const std::string& source, const std::string& target, int task) {
-    Example e{tok_->encode(prefix + source), tok_->encode(target), target, source, task};
-    e.input.resize(std::min<std::size_t>(e.input.size(), std::size_t(context_ - 1)));
-    e.target.resize(std::min<std::size_t>(e.target.size(), std::size_t(target_len_ - 1)));
-    e.input.push_back(kEos), e.target.push_back(kEos);
-    return e;
+  // An example's texts; tokenize() encodes a whole set of them at once.
+  static Example encode(const std::string& prefix, const std::string& source, const std::string& target, int task) {
+    return Example{{}, {}, target, source, task, prefix + source};
+  }
+  void tokenize(std::vector<Example>& set) {
+    std::vector<std::string> inputs(set.size()), targets(set.size());
+    for (std::size_t i = 0; i < set.size(); ++i) inputs[i] = std::move(set[i].input_text), targets[i] = set[i].target_text;
+    std::vector<std::vector<std::int32_t>> in, out;
+    model_.execute([&] { in = tok_->encode_all(inputs, ctx_.cache), out = tok_->encode_all(targets, ctx_.cache); });
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      Example& e = set[i];
+      e.input = std::move(in[i]), e.target = std::move(out[i]);
+      e.input.resize(std::min<std::size_t>(e.input.size(), std::size_t(context_ - 1)));
+      e.target.resize(std::min<std::size_t>(e.target.size(), std::size_t(target_len_ - 1)));
+      e.input.push_back(kEos), e.target.push_back(kEos);
+    }
   }
 
   TaskSet load_task(const std::string& name, int index) {

@@ -494,7 +494,8 @@ class TransformerSession : public Session {
       for (const auto& p : train) text += p.en + "\n" + p.de + "\n";
       tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
           text, ctx_.folder.file("tokenizer"),
-          {.vocab_size = vocab_, .model_type = "bpe", .seed = seed_, .unk_id = 1, .bos_id = kBos, .eos_id = kEos, .pad_id = kPad}));
+          {.vocab_size = vocab_, .model_type = "bpe", .seed = seed_, .unk_id = 1, .bos_id = kBos, .eos_id = kEos, .pad_id = kPad},
+          ctx_.cache));
     } else {
       if (!fs::exists(model_file)) throw config_error("the tokenizer " + model_file.string() + " is missing");
       tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(model_file));
@@ -503,10 +504,15 @@ class TransformerSession : public Session {
       throw config_error("the tokenizer " + model_file.string() + " does not match the model (vocabulary " + std::to_string(tok_->vocab_size()) + ")");
     auto encode = [&](const std::vector<data::SentencePair>& pairs, bool drop_long) {
       std::vector<Example> out;
-      for (const auto& p : pairs) {
+      std::vector<std::string> en, de;
+      for (const auto& p : pairs) en.push_back(p.en), de.push_back(p.de);
+      std::vector<std::vector<std::int32_t>> src, tgt;
+      model_->execute([&] { src = tok_->encode_all(en, ctx_.cache), tgt = tok_->encode_all(de, ctx_.cache); });
+      for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const auto& p = pairs[i];
         Example e;
-        e.src = tok_->encode(p.en);
-        e.tgt = tok_->encode(p.de);
+        e.src = std::move(src[i]);
+        e.tgt = std::move(tgt[i]);
         if (drop_long && (std::int64_t(e.src.size()) >= max_len_ || std::int64_t(e.tgt.size()) >= max_len_)) continue;
         if (std::int64_t(e.src.size()) >= max_len_) e.src.resize(std::size_t(max_len_ - 1));
         e.src.push_back(kEos);

@@ -15,8 +15,11 @@
 #include <set>
 #include <fstream>
 #include <filesystem>
+#include <iterator>
+#include <optional>
 
 #include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/cache.hpp>
 #include <ctgrad/data/idx.hpp>
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/tokenizer.hpp>
@@ -73,6 +76,135 @@ TEST_CASE("SentencePiece BPE trained on the training split, saved and loaded bac
   SentencePieceTokenizer back = SentencePieceTokenizer::load(scratch("copy.model"));
   CHECK(back.encode(verse) == ids);
   CHECK_THROWS_WITH(SentencePieceTokenizer::load(scratch("nothing.model")), Contains("cannot load SentencePiece model"));
+}
+
+TEST_CASE("data cache: entries by key, misses on any changed field, a damaged entry removed and missed", "[data][cache]") {
+  const fs::path dir = scratch("cache_entries");
+  fs::remove_all(dir);
+  const DataCache cache(dir);
+  const CacheKey a = CacheKey("test 1").add("ab").add("c").add(std::int64_t(7));
+  CHECK(a.hex().size() == 32);
+  CHECK(a.hex() == CacheKey("test 1").add("ab").add("c").add(std::int64_t(7)).hex());
+  CHECK(a.hex() != CacheKey("test 1").add("a").add("bc").add(std::int64_t(7)).hex());  // fields keep their bounds
+  CHECK(a.hex() != CacheKey("test 1").add("ab").add("c").add(std::int64_t(8)).hex());
+  CHECK(a.hex() != CacheKey("test 2").add("ab").add("c").add(std::int64_t(7)).hex());
+  const std::string big(100000, 'x');  // long fields are hashed in place
+  std::string big2 = big;
+  big2[54321] = 'y';
+  CHECK(CacheKey("t").add(big).hex() != CacheKey("t").add(big2).hex());
+  CHECK(CacheKey("t").add(big).hex() == CacheKey("t").add(std::string(100000, 'x')).hex());
+
+  CHECK_FALSE(cache.read(a, "blob"));
+  const std::string payload = std::string("bytes\0with a zero and ") + big;
+  cache.write(a, "blob", payload);
+  REQUIRE(fs::exists(cache.file(a, "blob")));
+  CHECK(cache.read(a, "blob") == payload);
+  CHECK_FALSE(cache.read(a, "other kind"));
+  // A flipped byte: the entry is not used, and is removed.
+  {
+    std::fstream f(cache.file(a, "blob"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('?');
+  }
+  CHECK_FALSE(cache.read(a, "blob"));
+  CHECK_FALSE(fs::exists(cache.file(a, "blob")));
+  // Truncated to less than its header.
+  cache.write(a, "blob", payload);
+  fs::resize_file(cache.file(a, "blob"), 10);
+  CHECK_FALSE(cache.read(a, "blob"));
+  // No folder: nothing kept, every lookup a miss.
+  const DataCache none;
+  CHECK_FALSE(none.enabled());
+  none.write(a, "blob", payload);
+  CHECK_FALSE(none.read(a, "blob"));
+  // A folder that cannot be made: a warning, and the caller goes on.
+  const DataCache blocked(scratch("cache_entries") / "blob-is-a-file" / "sub");
+  { std::ofstream(scratch("cache_entries") / "blob-is-a-file") << "x"; }
+  CHECK_NOTHROW(blocked.write(a, "blob", payload));
+  CHECK_FALSE(blocked.read(a, "blob"));
+}
+
+TEST_CASE("data cache from the environment: CTGRAD_CACHE, off, XDG_CACHE_HOME, HOME", "[data][cache]") {
+  struct Env {
+    std::string name;
+    std::optional<std::string> was;
+    explicit Env(std::string n) : name(std::move(n)) {
+      if (const char* v = std::getenv(name.c_str())) was = v;
+    }
+    ~Env() { was ? setenv(name.c_str(), was->c_str(), 1) : unsetenv(name.c_str()); }
+  } cache("CTGRAD_CACHE"), xdg("XDG_CACHE_HOME"), home("HOME");
+  setenv("CTGRAD_CACHE", "/tmp/some cache", 1);
+  CHECK(DataCache::from_environment().dir() == "/tmp/some cache");
+  setenv("CTGRAD_CACHE", "off", 1);
+  CHECK_FALSE(DataCache::from_environment().enabled());
+  setenv("CTGRAD_CACHE", "", 1);
+  CHECK_FALSE(DataCache::from_environment().enabled());
+  unsetenv("CTGRAD_CACHE");
+  setenv("XDG_CACHE_HOME", "/x", 1);
+  CHECK(DataCache::from_environment().dir() == "/x/ctgrad");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/u", 1);
+  CHECK(DataCache::from_environment().dir() == "/home/u/.cache/ctgrad");
+}
+
+TEST_CASE("SentencePiece with the data cache: the same model and ids as without it, a miss on any changed option", "[data][tokenizer][cache]") {
+  const fs::path dir = scratch("cache_spm");
+  fs::remove_all(dir);
+  const DataCache cache(dir);
+  const std::string text = kjv().substr(0, 300000);
+  const SentencePieceOptions o{.vocab_size = 600, .model_type = "bpe", .seed = 3};
+  auto bytes = [](const fs::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const SentencePieceTokenizer plain = SentencePieceTokenizer::train(text, scratch("spm_plain"), o);
+  const SentencePieceTokenizer first = SentencePieceTokenizer::train(text, scratch("spm_first"), o, cache);  // a miss: trains, keeps it
+  const auto entries = [&] { return std::distance(fs::directory_iterator(dir), fs::directory_iterator()); };
+  CHECK(entries() == 1);
+  const SentencePieceTokenizer again = SentencePieceTokenizer::train(text, scratch("spm_again"), o, cache);  // a hit
+  CHECK(entries() == 1);
+  CHECK(bytes(scratch("spm_again.model")) == bytes(scratch("spm_first.model")));  // the kept model, byte for byte
+  // The same vocabulary as trained without the cache (the files differ only in the paths
+  // SentencePiece records of its training).
+  REQUIRE(again.vocab_size() == plain.vocab_size());
+  for (std::int32_t id = 0; id < plain.vocab_size(); ++id) CHECK(again.piece(id) == plain.piece(id));
+  // Another vocabulary size, seed or text: trained anew.
+  SentencePieceOptions o2 = o;
+  o2.vocab_size = 601;
+  CHECK(SentencePieceTokenizer::train(text, scratch("spm_601"), o2, cache).vocab_size() == 601);
+  CHECK(SentencePieceTokenizer::train(text.substr(0, 200000), scratch("spm_short"), o, cache).vocab_size() == 600);
+  CHECK(entries() == 3);
+
+  // encode_all: what encode gives text by text, in order; cached, then read back the same.
+  std::vector<std::string> verses;
+  for (std::size_t pos = 0; verses.size() < 3000;) {
+    const std::size_t end = text.find('\n', pos);
+    verses.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  verses.push_back("");
+  std::vector<std::vector<std::int32_t>> want;
+  for (const auto& v : verses) want.push_back(plain.encode(v));
+  CHECK(plain.encode_all(verses) == want);  // no cache: in parallel, same order
+  CHECK(again.encode_all(verses, cache) == want);
+  CHECK(entries() == 4);
+  CHECK(again.encode_all(verses, cache) == want);  // a hit
+  CHECK(first.encode_all(verses, cache) == want);  // the same model's bytes: the same entry
+  CHECK(entries() == 4);
+  verses.back() = "And";
+  CHECK(again.encode_all(verses, cache).back() == plain.encode("And"));
+  CHECK(entries() == 5);
+  // A damaged entry is not used: the ids are made again and the entry replaced.
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("sentencepiece-ids", 0) == 0) {
+      std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(200);
+      const char c = char(f.get());
+      f.seekp(200);
+      f.put(char(~c));
+    }
+  CHECK(again.encode_all(verses, cache).back() == plain.encode("And"));
+  CHECK(again.encode_all(verses, cache).front() == want.front());
 }
 
 TEST_CASE("language-model batches: y is x shifted by one, batch n is the same whenever drawn", "[data][batches]") {
