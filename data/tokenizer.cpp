@@ -137,7 +137,8 @@ std::string serialize_ids(const std::vector<std::vector<std::int32_t>>& ids) {
     std::memcpy(p, &off, 8), p += 8;
     if (i < ids.size()) off += std::int64_t(ids[i].size());
   }
-  for (const auto& v : ids) std::memcpy(p, v.data(), 4 * v.size()), p += 4 * v.size();
+  for (const auto& v : ids)
+    if (!v.empty()) std::memcpy(p, v.data(), 4 * v.size()), p += 4 * v.size();  // an empty text's data() may be null
   return out;
 }
 std::optional<std::vector<std::vector<std::int32_t>>> parse_ids(std::string_view b, std::size_t n_texts, std::int32_t vocab) {
@@ -155,7 +156,7 @@ std::optional<std::vector<std::vector<std::int32_t>>> parse_ids(std::string_view
     std::memcpy(&a, offs + 8 * i, 8), std::memcpy(&e, offs + 8 * (i + 1), 8);
     if (a != prev || e < a || std::size_t(e) > n_ids) return std::nullopt;
     out[i].resize(std::size_t(e - a));
-    std::memcpy(out[i].data(), data + 4 * a, 4 * std::size_t(e - a));
+    if (e > a) std::memcpy(out[i].data(), data + 4 * a, 4 * std::size_t(e - a));
     for (std::int32_t t : out[i])
       if (t < 0 || t >= vocab) return std::nullopt;
     prev = e;
