@@ -2,9 +2,11 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 namespace ctgrad::data {
 
@@ -75,15 +77,30 @@ std::string austen_text() {
   return text;
 }
 
-std::vector<Book> austen_novels() {
-  if (!std::filesystem::exists("/usr/bin/Rscript") || !std::filesystem::exists("/usr/lib/R/site-library/janeaustenr"))
+std::vector<Book> austen_novels(const DataCache& cache) {
+  const std::filesystem::path package = "/usr/lib/R/site-library/janeaustenr", rscript = "/usr/bin/Rscript";
+  if (!std::filesystem::exists(rscript) || !std::filesystem::exists(package))
     throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh or "
                      "apt-get install r-cran-janeaustenr");
   static const char* titles[] = {"Sense and Sensibility", "Pride and Prejudice", "Mansfield Park", "Emma", "Northanger Abbey", "Persuasion"};
   const std::string marker = "\x1e";  // a record separator line between the books
-  const std::string text = run("/usr/bin/Rscript -e 'library(janeaustenr); for (b in list(sensesensibility, prideprejudice, "
-                               "mansfieldpark, emma, northangerabbey, persuasion)) { cat(b, sep=\"\\n\"); cat(\"\\n\\x1e\\n\") }'",
-                               "Rscript (janeaustenr)");
+  const std::string cmd = "/usr/bin/Rscript -e 'library(janeaustenr); for (b in list(sensesensibility, prideprejudice, "
+                          "mansfieldpark, emma, northangerabbey, persuasion)) { cat(b, sep=\"\\n\"); cat(\"\\n\\x1e\\n\") }'";
+  // The cache entry's name: the command, and every file of the package and Rscript, by path, size and time.
+  CacheKey key("janeaustenr novels 1");
+  if (cache.enabled()) {
+    key.add(cmd);
+    std::vector<std::filesystem::path> files{rscript};
+    if (std::filesystem::exists("/usr/lib/R/lib/libR.so")) files.push_back("/usr/lib/R/lib/libR.so");
+    for (const auto& e : std::filesystem::recursive_directory_iterator(package))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files)
+      key.add(f.string()).add(std::int64_t(std::filesystem::file_size(f)))
+          .add(std::int64_t(std::filesystem::last_write_time(f).time_since_epoch().count()));
+  }
+  std::optional<std::string> kept = cache.read(key, "janeaustenr-novels");
+  const std::string text = kept ? std::move(*kept) : run(cmd, "Rscript (janeaustenr)");
   std::vector<Book> books;
   std::size_t pos = 0;
   for (const char* title : titles) {
@@ -94,6 +111,7 @@ std::vector<Book> austen_novels() {
   }
   for (const Book& b : books)
     if (b.text.size() < 300000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(b.text.size()) + " bytes of " + b.title);
+  if (!kept) cache.write(key, "janeaustenr-novels", text);  // only what passed the checks above
   return books;
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <ctgrad/data/cache.hpp>
+
 namespace ctgrad::data {
 
 struct data_error : std::runtime_error {
@@ -22,7 +24,9 @@ std::string austen_text();
 struct Book {
   std::string title, text;
 };
-std::vector<Book> austen_novels();
+// With a cache, R's output is kept and read back while the package's files stay as they were
+// (R's start-up is about a second of every BERT or T5 run).
+std::vector<Book> austen_novels(const DataCache& cache = {});
 
 struct TextSplit {
   std::string train, validation;

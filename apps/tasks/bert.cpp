@@ -98,7 +98,7 @@ class BertSession : public Session {
     if (ctx_.from_checkpoint) {
       tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
     } else {
-      corpus = load_corpus();
+      corpus = load_corpus(ctx_.cache);
       std::string text;
       for (const auto& u : corpus.train) text += u + "\n";
       tok_.emplace(data::SentencePieceTokenizer::train(text, ctx_.folder.file("tokenizer"),
@@ -115,7 +115,7 @@ class BertSession : public Session {
     specials_ = kSpecials;
     specials_.vocab = vocab_;
     if (ctx_.command == "fill-mask") return;
-    if (corpus.train.empty()) corpus = load_corpus();
+    if (corpus.train.empty()) corpus = load_corpus(ctx_.cache);
     word_starts_.assign(std::size_t(vocab_), 0);
     for (std::int32_t id = 0; id < vocab_; ++id) word_starts_[std::size_t(id)] = tok_->starts_word(id);
     // Units packed whole into sequences, document by document; with next-sentence prediction each

@@ -94,7 +94,7 @@ class FinetuneSession : public Session {
     if (tok_->vocab_size() > P.vocab || tok_->piece(bert::kSpecials.cls) != "[CLS]" || tok_->piece(bert::kSpecials.sep) != "[SEP]")
       throw config_error(own.string() + " is not a BERT vocabulary of size " + c_.text("size") + " ([PAD] [UNK] [CLS] [SEP] [MASK] first, at most " +
                          std::to_string(P.vocab) + " tokens)");
-    Passages p = austen_passages();
+    Passages p = austen_passages(ctx_.cache);
     titles_ = p.titles;
     if (const std::int64_t n = c_.integer("train_passages"); n > 0)  // the same subset for every seed and init
       data::fixed_subset(p.train, std::size_t(n), "train_passages");

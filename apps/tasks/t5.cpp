@@ -90,12 +90,12 @@ class T5Session : public Session {
     if (ctx_.from_checkpoint) {
       tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
     } else {
-      text = corpus::load_corpus();
+      text = corpus::load_corpus(ctx_.cache);
       tok_.emplace(train_tokenizer(text, ctx_.folder.file("tokenizer"), P.vocab - models::kT5Sentinels, data_seed(c_), ctx_.cache));
     }
     vocab_ = check_vocabulary(*tok_, P.vocab, tok_file);
     if (ctx_.command == "sample") return;
-    if (text.train.empty()) text = corpus::load_corpus();
+    if (text.train.empty()) text = corpus::load_corpus(ctx_.cache);
     // Units packed whole into sequences of at most `tokens` raw tokens, document by document.
     auto sequences = [&](const std::vector<std::string>& units, const std::vector<std::size_t>& docs) {
       std::vector<std::vector<std::int32_t>> out, all;

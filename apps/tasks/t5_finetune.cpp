@@ -240,7 +240,7 @@ class FinetuneSession : public Session {
     TaskSet t;
     t.name = name;
     if (name == "austen-novel") {
-      const corpus::Passages p = corpus::austen_passages();
+      const corpus::Passages p = corpus::austen_passages(ctx_.cache);
       t.classification = true, t.labels = p.titles;
       for (const auto& x : p.train) t.train.push_back(encode("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
       // The held-out passages (the novels' last tenth): every other one validates, the rest test.

@@ -41,7 +41,7 @@ struct Corpus {
   std::vector<std::string> train, validation;
   std::vector<std::size_t> train_docs, validation_docs;  // where each document (the KJV, a novel) starts
 };
-inline Corpus load_corpus() {
+inline Corpus load_corpus(const data::DataCache& cache = {}) {
   Corpus c;
   auto add = [&](std::vector<std::string> units) {
     const std::size_t cut = held_out_from(units.size());
@@ -59,7 +59,7 @@ inline Corpus load_corpus() {
     }
     add(std::move(verses));
   }
-  for (const data::Book& b : data::austen_novels()) add(paragraphs(b));
+  for (const data::Book& b : data::austen_novels(cache)) add(paragraphs(b));
   return c;
 }
 
@@ -104,9 +104,9 @@ struct Passages {
   std::vector<Passage> train, validation;
   std::vector<std::string> titles;
 };
-inline Passages austen_passages() {
+inline Passages austen_passages(const data::DataCache& cache = {}) {
   Passages out;
-  const auto books = data::austen_novels();
+  const auto books = data::austen_novels(cache);
   if (books.size() != kNovels) throw std::runtime_error("expected Austen's " + std::to_string(kNovels) + " novels, found " + std::to_string(books.size()));
   std::uint64_t counter = 0;
   for (int label = 0; label < kNovels; ++label) {

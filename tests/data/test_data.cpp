@@ -328,6 +328,22 @@ TEST_CASE("Jane Austen's novels through janeaustenr", "[data][text]") {
   CHECK(t.find("Emma Woodhouse, handsome, clever, and rich") != std::string::npos);
 }
 
+TEST_CASE("Jane Austen's novels through the data cache: the same books, R's output kept", "[data][text][cache]") {
+  const fs::path dir = scratch("cache_austen");
+  fs::remove_all(dir);
+  const DataCache cache(dir);
+  const auto plain = austen_novels();
+  REQUIRE(plain.size() == 6);
+  const auto first = austen_novels(cache);  // runs R, keeps its output
+  REQUIRE(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);
+  const auto again = austen_novels(cache);  // from the cache
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    CHECK(first[i].title == plain[i].title);
+    CHECK(first[i].text == plain[i].text);
+    CHECK(again[i].text == plain[i].text);
+  }
+}
+
 // A full disk (here a file-size limit, whose signal is ignored so that write() fails with EFBIG)
 // while a tokenizer is saved over an existing one: an error, and the old file is whole. (The old
 // writer renamed an empty file over it.)
