@@ -1,6 +1,6 @@
-// A cache of prepared data shared by the runs on one machine: trained tokenizers and encoded
-// corpora, which every run of a recipe on the same text would otherwise compute again (seconds a
-// run; an ablation study runs dozens). An entry is named by a 128-bit hash (xxHash's XXH3) of
+// A cache of prepared data shared by the runs on one machine: trained tokenizers, encoded corpora,
+// text read through another program (R), which every run of a recipe on the same inputs would
+// otherwise compute again (seconds a run; an ablation study runs dozens). An entry is named by a 128-bit hash (xxHash's XXH3) of
 // everything that made it, so a changed text, option or library version is a miss, never a stale
 // hit. Entries are written to a temporary file and renamed (a reader never sees half of one) and
 // carry a hash of their bytes: a damaged entry is recomputed and replaced, never used.

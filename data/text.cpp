@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -70,7 +71,7 @@ std::string austen_text() {
   if (!std::filesystem::exists("/usr/bin/Rscript") || !std::filesystem::exists("/usr/lib/R/site-library/janeaustenr"))
     throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh or "
                      "apt-get install r-cran-janeaustenr");
-  std::string text = run("/usr/bin/Rscript -e 'library(janeaustenr); for (b in list(sensesensibility, prideprejudice, "
+  std::string text = run("/usr/bin/Rscript -e 'library(janeaustenr, lib.loc=\"/usr/lib/R/site-library\"); for (b in list(sensesensibility, prideprejudice, "
                          "mansfieldpark, emma, northangerabbey, persuasion)) cat(b, sep=\"\\n\")'",
                          "Rscript (janeaustenr)");
   if (text.size() < 1000000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(text.size()) + " bytes");
@@ -84,34 +85,56 @@ std::vector<Book> austen_novels(const DataCache& cache) {
                      "apt-get install r-cran-janeaustenr");
   static const char* titles[] = {"Sense and Sensibility", "Pride and Prejudice", "Mansfield Park", "Emma", "Northanger Abbey", "Persuasion"};
   const std::string marker = "\x1e";  // a record separator line between the books
-  const std::string cmd = "/usr/bin/Rscript -e 'library(janeaustenr); for (b in list(sensesensibility, prideprejudice, "
-                          "mansfieldpark, emma, northangerabbey, persuasion)) { cat(b, sep=\"\\n\"); cat(\"\\n\\x1e\\n\") }'";
-  // The cache entry's name: the command, and every file of the package and Rscript, by path, size and time.
+  // The Debian package's copy (lib.loc), whatever other library folders R would search first.
+  const std::string cmd = "/usr/bin/Rscript -e 'library(janeaustenr, lib.loc=\"/usr/lib/R/site-library\"); for (b in list(sensesensibility, "
+                          "prideprejudice, mansfieldpark, emma, northangerabbey, persuasion)) { cat(b, sep=\"\\n\"); cat(\"\\n\\x1e\\n\") }'";
+  auto split = [&](const std::string& text) {
+    std::vector<Book> books;
+    std::size_t pos = 0;
+    for (const char* title : titles) {
+      const std::size_t end = text.find("\n" + marker + "\n", pos);
+      if (end == std::string::npos) throw data_error("ctgrad: janeaustenr printed " + std::to_string(books.size()) + " of the six novels");
+      books.push_back({title, text.substr(pos, end + 1 - pos)});
+      pos = end + marker.size() + 2;
+    }
+    for (const Book& b : books)
+      if (b.text.size() < 300000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(b.text.size()) + " bytes of " + b.title);
+    return books;
+  };
+  // The cache entry's name: the command; R's locale and start-up settings (they decide how R
+  // writes the text); Rscript's, R's and the package's files, by path, size and time. When they
+  // cannot be listed, no cache.
   CacheKey key("janeaustenr novels 1");
-  if (cache.enabled()) {
-    key.add(cmd);
-    std::vector<std::filesystem::path> files{rscript};
-    if (std::filesystem::exists("/usr/lib/R/lib/libR.so")) files.push_back("/usr/lib/R/lib/libR.so");
-    for (const auto& e : std::filesystem::recursive_directory_iterator(package))
-      if (e.is_regular_file()) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files)
-      key.add(f.string()).add(std::int64_t(std::filesystem::file_size(f)))
-          .add(std::int64_t(std::filesystem::last_write_time(f).time_since_epoch().count()));
+  bool use_cache = cache.enabled();
+  if (use_cache) {
+    try {
+      key.add(cmd);
+      for (const char* v : {"LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "R_LIBS", "R_LIBS_USER", "R_LIBS_SITE", "R_PROFILE", "R_PROFILE_USER", "HOME"}) {
+        const char* value = std::getenv(v);
+        key.add(v).add(value ? std::string_view(value) : std::string_view("\x01unset"));
+      }
+      std::vector<std::filesystem::path> files{rscript};
+      for (const char* f : {"/usr/lib/R/lib/libR.so", "/etc/R/Rprofile.site", "/etc/R/Renviron"})
+        if (std::filesystem::exists(f)) files.push_back(f);
+      for (const auto& e : std::filesystem::recursive_directory_iterator(package))
+        if (e.is_regular_file()) files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files)
+        key.add(f.string()).add(std::int64_t(std::filesystem::file_size(f))).add(std::int64_t(std::filesystem::last_write_time(f).time_since_epoch().count()));
+    } catch (const std::filesystem::filesystem_error&) {
+      use_cache = false;
+    }
   }
-  std::optional<std::string> kept = cache.read(key, "janeaustenr-novels");
-  const std::string text = kept ? std::move(*kept) : run(cmd, "Rscript (janeaustenr)");
-  std::vector<Book> books;
-  std::size_t pos = 0;
-  for (const char* title : titles) {
-    const std::size_t end = text.find("\n" + marker + "\n", pos);
-    if (end == std::string::npos) throw data_error("ctgrad: janeaustenr printed " + std::to_string(books.size()) + " of the six novels");
-    books.push_back({title, text.substr(pos, end + 1 - pos)});
-    pos = end + marker.size() + 2;
-  }
-  for (const Book& b : books)
-    if (b.text.size() < 300000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(b.text.size()) + " bytes of " + b.title);
-  if (!kept) cache.write(key, "janeaustenr-novels", text);  // only what passed the checks above
+  if (use_cache)
+    if (std::optional<std::string> kept = cache.read(key, "janeaustenr-novels")) {
+      try {
+        return split(*kept);
+      } catch (const data_error&) {  // not what R printed: made again below, and replaced
+      }
+    }
+  const std::string text = run(cmd, "Rscript (janeaustenr)");
+  std::vector<Book> books = split(text);
+  if (use_cache) cache.write(key, "janeaustenr-novels", text);  // only what passed the checks
   return books;
 }
 

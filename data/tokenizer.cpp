@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -108,13 +110,42 @@ namespace {
 // size and time, so that an upgrade of the library under the same version is a cache miss too.
 std::string sentencepiece_identity() {
   std::string id = CTGRAD_SENTENCEPIECE_VERSION;
-  Dl_info info{};
-  struct stat st{};
-  if (::dladdr(reinterpret_cast<void*>(&sentencepiece::SetRandomGeneratorSeed), &info) && info.dli_fname &&
-      ::stat(info.dli_fname, &st) == 0)
-    id += " " + std::string(info.dli_fname) + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtime);
+  using TrainFn = sentencepiece::util::Status (*)(const std::unordered_map<std::string, std::string>&, sentencepiece::SentenceIterator*,
+                                                  std::string*);
+  for (void* symbol : {reinterpret_cast<void*>(&sentencepiece::SetRandomGeneratorSeed),  // libsentencepiece
+                       reinterpret_cast<void*>(static_cast<TrainFn>(&sentencepiece::SentencePieceTrainer::Train))}) {  // its trainer
+    Dl_info info{};
+    struct stat st{};
+    if (::dladdr(symbol, &info) && info.dli_fname && ::stat(info.dli_fname, &st) == 0)
+      id += " " + std::string(info.dli_fname) + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+            std::to_string(st.st_mtim.tv_nsec);
+  }
   return id;
 }
+
+// The training text's lines, for SentencePiece's trainer.
+class Lines : public sentencepiece::SentenceIterator {
+ public:
+  explicit Lines(const std::string& text) : text_(text) { Next(); }
+  bool done() const override { return done_; }
+  void Next() override {
+    if (pos_ >= text_.size()) {
+      done_ = true;
+      return;
+    }
+    const std::size_t end = std::min(text_.find('\n', pos_), text_.size());
+    line_.assign(text_, pos_, end - pos_);
+    pos_ = end + 1;
+  }
+  const std::string& value() const override { return line_; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::string& text_;
+  std::size_t pos_ = 0;
+  std::string line_;
+  bool done_ = false;
+};
 
 std::string read_file(const std::filesystem::path& f) {
   std::ifstream in(f, std::ios::binary);
@@ -173,38 +204,10 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, const std::filesystem::path& final_prefix,
                                                      SentencePieceOptions o, const DataCache& cache) {
-  CacheKey key("sentencepiece-model 1");
-  if (cache.enabled()) {
-    key.add(sentencepiece_identity()).add(o.vocab_size).add(o.model_type).add(std::int64_t(o.seed)).add(o.unk_id).add(o.bos_id);
-    key.add(o.eos_id).add(o.pad_id).add(o.unk_piece).add(o.pad_piece).add(o.input_sentence_size);
-    key.add(std::int64_t(o.user_defined_symbols.size()));
-    for (const auto& u : o.user_defined_symbols) key.add(u);
-    key.add(text);
-    if (const auto model = cache.read(key, "sentencepiece-model")) {
-      try {
-        checkpoint::write_atomically(final_prefix.string() + ".model", *model);
-      } catch (const std::runtime_error& e) {
-        throw data_error(e.what());
-      }
-      return load(final_prefix.string() + ".model");
-    }
-  }
-  // Trained under a temporary prefix, then the model moved into place atomically: a tokenizer a
-  // run already holds is never half-overwritten.
-  std::string tmp_name = ".";
-  tmp_name.append(final_prefix.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
-  const std::filesystem::path prefix = final_prefix.parent_path() / tmp_name;
-  const std::string input = prefix.string() + ".train.txt";
-  {
-    std::ofstream out(input);
-    out << text;
-    out.flush();
-    if (!out) throw data_error("ctgrad: cannot write the SentencePiece training text " + input);
-  }
-  // Flags as a map, not one command line: a path with a space stays one value.
-  std::unordered_map<std::string, std::string> args{
-      {"input", input},
-      {"model_prefix", prefix.string()},
+  // Flags as a map, not one command line: a value with a space stays one value. The text comes
+  // line by line from memory and the model back as bytes: no temporary files, and the model
+  // records no paths (its bytes depend on the text and the flags alone).
+  std::map<std::string, std::string> flags{
       {"vocab_size", std::to_string(o.vocab_size)},
       {"model_type", o.model_type},
       {"character_coverage", "1.0"},
@@ -219,36 +222,53 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
   if (!o.user_defined_symbols.empty()) {
     std::string list;
     for (const auto& u : o.user_defined_symbols) list += (list.empty() ? "" : ",") + u;
-    args["user_defined_symbols"] = list;
+    flags["user_defined_symbols"] = list;
   }
   if (o.input_sentence_size > 0) {
-    args["input_sentence_size"] = std::to_string(o.input_sentence_size);
-    args["shuffle_input_sentence"] = "true";
+    flags["input_sentence_size"] = std::to_string(o.input_sentence_size);
+    flags["shuffle_input_sentence"] = "true";
+  }
+  const std::filesystem::path model_file = final_prefix.string() + ".model";
+  auto keep = [&](const std::string& bytes) {  // written atomically: a model a run holds is never half-overwritten
+    try {
+      checkpoint::write_atomically(model_file, bytes);
+    } catch (const std::runtime_error& e) {
+      throw data_error(e.what());
+    }
+  };
+  CacheKey key("sentencepiece-model 2");
+  if (cache.enabled()) {
+    key.add(sentencepiece_identity()).add(std::int64_t(o.seed)).add(std::int64_t(flags.size()));
+    for (const auto& [k, v] : flags) key.add(k).add(v);
+    key.add(text);
+    if (const auto model = cache.read(key, "sentencepiece-model")) {
+      keep(*model);
+      return load(model_file);
+    }
   }
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));  // 0.1.97 has no trainer flag for it
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args);
-  std::error_code ec;
-  std::filesystem::remove(input, ec);
-  std::filesystem::remove(prefix.string() + ".vocab", ec);
-  if (!status.ok()) {
-    std::filesystem::remove(prefix.string() + ".model", ec);
-    throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
-  }
-  SentencePieceTokenizer trained = load(prefix.string() + ".model");
-  trained.save(final_prefix.string() + ".model");
-  std::filesystem::remove(prefix.string() + ".model", ec);
-  SentencePieceTokenizer out = load(final_prefix.string() + ".model");
-  if (cache.enabled()) cache.write(key, "sentencepiece-model", read_file(final_prefix.string() + ".model"));
+  Lines lines(text);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train({flags.begin(), flags.end()}, &lines, &model);
+  if (!status.ok()) throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
+  keep(model);
+  SentencePieceTokenizer out = load(model_file);
+  cache.write(key, "sentencepiece-model", model);
   return out;
 }
 
-
 SentencePieceTokenizer SentencePieceTokenizer::load(const std::filesystem::path& model_file) {
   SentencePieceTokenizer t;
-  const auto status = t.impl_->sp.Load(model_file.string());
+  std::string bytes;
+  try {
+    bytes = read_file(model_file);  // once: the model loaded and the hash its cache keys use are of the same bytes
+  } catch (const data_error&) {
+    throw data_error("ctgrad: cannot load SentencePiece model " + model_file.string() + ": it cannot be read");
+  }
+  const auto status = t.impl_->sp.LoadFromSerializedProto(bytes);
   if (!status.ok()) throw data_error("ctgrad: cannot load SentencePiece model " + model_file.string() + ": " + status.ToString());
   t.impl_->model_file = model_file;
-  t.impl_->model_hash = CacheKey("sentencepiece model file").add(read_file(model_file)).hex();
+  t.impl_->model_hash = CacheKey("sentencepiece model file").add(bytes).hex();
   return t;
 }
 
