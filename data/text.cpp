@@ -71,7 +71,7 @@ std::string austen_text() {
   if (!std::filesystem::exists("/usr/bin/Rscript") || !std::filesystem::exists("/usr/lib/R/site-library/janeaustenr"))
     throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh or "
                      "apt-get install r-cran-janeaustenr");
-  std::string text = run("/usr/bin/Rscript -e 'library(janeaustenr, lib.loc=\"/usr/lib/R/site-library\"); for (b in list(sensesensibility, prideprejudice, "
+  std::string text = run("/usr/bin/Rscript --vanilla -e 'library(janeaustenr, lib.loc=\"/usr/lib/R/site-library\"); for (b in list(sensesensibility, prideprejudice, "
                          "mansfieldpark, emma, northangerabbey, persuasion)) cat(b, sep=\"\\n\")'",
                          "Rscript (janeaustenr)");
   if (text.size() < 1000000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(text.size()) + " bytes");
@@ -85,8 +85,9 @@ std::vector<Book> austen_novels(const DataCache& cache) {
                      "apt-get install r-cran-janeaustenr");
   static const char* titles[] = {"Sense and Sensibility", "Pride and Prejudice", "Mansfield Park", "Emma", "Northanger Abbey", "Persuasion"};
   const std::string marker = "\x1e";  // a record separator line between the books
-  // The Debian package's copy (lib.loc), whatever other library folders R would search first.
-  const std::string cmd = "/usr/bin/Rscript -e 'library(janeaustenr, lib.loc=\"/usr/lib/R/site-library\"); for (b in list(sensesensibility, "
+  // The Debian package's copy (lib.loc), whatever other library folders R would search first;
+  // --vanilla: no user's or folder's profile or environment file changes what R prints.
+  const std::string cmd = "/usr/bin/Rscript --vanilla -e 'library(janeaustenr, lib.loc=\"/usr/lib/R/site-library\"); for (b in list(sensesensibility, "
                           "prideprejudice, mansfieldpark, emma, northangerabbey, persuasion)) { cat(b, sep=\"\\n\"); cat(\"\\n\\x1e\\n\") }'";
   auto split = [&](const std::string& text) {
     std::vector<Book> books;
@@ -101,20 +102,20 @@ std::vector<Book> austen_novels(const DataCache& cache) {
       if (b.text.size() < 300000) throw data_error("ctgrad: janeaustenr gave only " + std::to_string(b.text.size()) + " bytes of " + b.title);
     return books;
   };
-  // The cache entry's name: the command; R's locale and start-up settings (they decide how R
-  // writes the text); Rscript's, R's and the package's files, by path, size and time. When they
-  // cannot be listed, no cache.
+  // The cache entry's name: the command; R's locale settings (they decide how R writes the text);
+  // Rscript's, R's and the package's files, by path, size and time. When they cannot be listed,
+  // no cache.
   CacheKey key("janeaustenr novels 1");
   bool use_cache = cache.enabled();
   if (use_cache) {
     try {
       key.add(cmd);
-      for (const char* v : {"LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "R_LIBS", "R_LIBS_USER", "R_LIBS_SITE", "R_PROFILE", "R_PROFILE_USER", "HOME"}) {
+      for (const char* v : {"LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE"}) {
         const char* value = std::getenv(v);
         key.add(v).add(value ? std::string_view(value) : std::string_view("\x01unset"));
       }
       std::vector<std::filesystem::path> files{rscript};
-      for (const char* f : {"/usr/lib/R/lib/libR.so", "/etc/R/Rprofile.site", "/etc/R/Renviron"})
+      for (const char* f : {"/usr/lib/R/lib/libR.so", "/etc/R/Renviron"})
         if (std::filesystem::exists(f)) files.push_back(f);
       for (const auto& e : std::filesystem::recursive_directory_iterator(package))
         if (e.is_regular_file()) files.push_back(e.path());

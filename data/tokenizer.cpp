@@ -241,10 +241,11 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
     key.add(sentencepiece_identity()).add(std::int64_t(o.seed)).add(std::int64_t(flags.size()));
     for (const auto& [k, v] : flags) key.add(k).add(v);
     key.add(text);
-    if (const auto model = cache.read(key, "sentencepiece-model")) {
-      keep(*model);
-      return load(model_file);
-    }
+    if (const auto model = cache.read(key, "sentencepiece-model"))
+      if (sentencepiece::SentencePieceProcessor check; check.LoadFromSerializedProto(*model).ok()) {  // else trained and replaced
+        keep(*model);
+        return load(model_file);
+      }
   }
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));  // 0.1.97 has no trainer flag for it
   Lines lines(text);
