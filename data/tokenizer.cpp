@@ -4,7 +4,6 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -155,6 +154,15 @@ std::string read_file(const std::filesystem::path& f) {
   return std::move(bytes).str();
 }
 
+// Written atomically: a model a run holds is never half-overwritten.
+void write_model(const std::filesystem::path& path, const std::string& bytes) {
+  try {
+    checkpoint::write_atomically(path, bytes);
+  } catch (const std::runtime_error& e) {
+    throw data_error(e.what());
+  }
+}
+
 // An encoded corpus in the cache: n, then n + 1 offsets (int64), then the ids (int32).
 std::string serialize_ids(const std::vector<std::vector<std::int32_t>>& ids) {
   std::size_t total = 0;
@@ -229,13 +237,6 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
     flags["shuffle_input_sentence"] = "true";
   }
   const std::filesystem::path model_file = final_prefix.string() + ".model";
-  auto keep = [&](const std::string& bytes) {  // written atomically: a model a run holds is never half-overwritten
-    try {
-      checkpoint::write_atomically(model_file, bytes);
-    } catch (const std::runtime_error& e) {
-      throw data_error(e.what());
-    }
-  };
   CacheKey key("sentencepiece-model 2");
   if (cache.enabled()) {
     key.add(sentencepiece_identity()).add(std::int64_t(o.seed)).add(std::int64_t(flags.size()));
@@ -243,7 +244,7 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
     key.add(text);
     if (const auto model = cache.read(key, "sentencepiece-model"))
       if (sentencepiece::SentencePieceProcessor check; check.LoadFromSerializedProto(*model).ok()) {  // else trained and replaced
-        keep(*model);
+        write_model(model_file, *model);
         return load(model_file);
       }
   }
@@ -252,7 +253,7 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train({flags.begin(), flags.end()}, &lines, &model);
   if (!status.ok()) throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
-  keep(model);
+  write_model(model_file, model);
   SentencePieceTokenizer out = load(model_file);
   cache.write(key, "sentencepiece-model", model);
   return out;
@@ -323,15 +324,7 @@ bool SentencePieceTokenizer::starts_word(std::int32_t id) const { return piece(i
 
 void SentencePieceTokenizer::save(const std::filesystem::path& path) const {
   if (std::filesystem::exists(path) && std::filesystem::equivalent(impl_->model_file, path)) return;
-  std::ifstream in(impl_->model_file, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (!in && !in.eof()) throw data_error("ctgrad: cannot read " + impl_->model_file.string());
-  try {
-    checkpoint::write_atomically(path, bytes.str());
-  } catch (const std::runtime_error& e) {
-    throw data_error(e.what());
-  }
+  write_model(path, read_file(impl_->model_file));
 }
 
 }  // namespace ctgrad::data

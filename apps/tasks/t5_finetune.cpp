@@ -218,8 +218,8 @@ class FinetuneSession : public Session {
     std::printf("loaded all %d tensors from %s\n", copied, (from.dir / "checkpoint.safetensors").c_str());
   }
 
-  // An example's texts; tokenize() encodes a whole set of them at once.
-  static Example encode(const std::string& prefix, const std::string& source, const std::string& target, int task) {
+  // An example's texts, not yet encoded: tokenize() encodes a whole set of them at once.
+  static Example example(const std::string& prefix, const std::string& source, const std::string& target, int task) {
     return Example{{}, {}, target, source, task, prefix + source};
   }
   void tokenize(std::vector<Example>& set) {
@@ -242,12 +242,12 @@ class FinetuneSession : public Session {
     if (name == "austen-novel") {
       const corpus::Passages p = corpus::austen_passages(ctx_.cache);
       t.classification = true, t.labels = p.titles;
-      for (const auto& x : p.train) t.train.push_back(encode("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
+      for (const auto& x : p.train) t.train.push_back(example("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
       // The held-out passages (the novels' last tenth): every other one validates, the rest test.
       std::vector<std::int64_t> per_class(p.titles.size());
       for (std::size_t i = 0; i < p.validation.size(); ++i) {
         const auto& x = p.validation[i];
-        (i % 2 ? t.test : t.validation).push_back(encode("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
+        (i % 2 ? t.test : t.validation).push_back(example("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
         if (i % 2) ++per_class[std::size_t(x.label)];
       }
       t.majority = double(*std::max_element(per_class.begin(), per_class.end())) / double(std::max<std::size_t>(t.test.size(), 1));
@@ -257,7 +257,7 @@ class FinetuneSession : public Session {
     const std::string prefix = en_de ? "translate English to German: " : "translate German to English: ";
     const data::PairSplit split = data::split_pairs(data::ding_sentence_pairs());
     auto add = [&](const std::vector<data::SentencePair>& from, std::vector<Example>& to) {
-      for (const auto& s : from) to.push_back(en_de ? encode(prefix, s.en, s.de, index) : encode(prefix, s.de, s.en, index));
+      for (const auto& s : from) to.push_back(en_de ? example(prefix, s.en, s.de, index) : example(prefix, s.de, s.en, index));
     };
     add(split.train, t.train), add(split.validation, t.validation), add(split.test, t.test);
     return t;
