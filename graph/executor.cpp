@@ -16,6 +16,8 @@
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
+#include <sys/mman.h>
+#include <new>
 
 namespace ctgrad {
 
@@ -39,12 +41,24 @@ std::size_t elem_bytes(DType dt) {
 
 }  // namespace
 
-// 64-byte aligned blocks (operator new[]'s default alignment is 16), freed the way they were made.
-void AlignedFree::operator()(void* p) const noexcept { ::operator delete[](p, std::align_val_t(kAlign)); }
+// 64-byte aligned blocks (operator new[]'s default alignment is 16). Blocks of 2 MB and more
+// (parameters, gradients, the activation arena) start on a 2 MB boundary and ask the kernel for
+// transparent huge pages: a GEMM's packing reads rows of an operand last touched long before, and
+// with 4 KB pages each row can be a TLB miss (GPT medium's GEMMs 4-6% faster in its steps;
+// docs/performance.md). Where the host has huge pages off, madvise fails and nothing changes.
+void AlignedFree::operator()(void* p) const noexcept { std::free(p); }
 
 template <class U>
 AlignedArray<U> aligned_array(std::size_t n) {
-  return AlignedArray<U>(static_cast<U*>(::operator new[](std::max<std::size_t>(n, 1) * sizeof(U), std::align_val_t(kAlign))));
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  const std::size_t bytes = std::max<std::size_t>(n, 1) * sizeof(U), align = bytes >= kHuge ? kHuge : kAlign;
+  const std::size_t rounded = (bytes + align - 1) / align * align;  // aligned_alloc's size is a multiple
+  void* p = std::aligned_alloc(align, rounded);
+  if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (align == kHuge) ::madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+  return AlignedArray<U>(static_cast<U*>(p));
 }
 
 namespace {
