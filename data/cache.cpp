@@ -46,7 +46,6 @@ CacheKey& CacheKey::add(std::int64_t v) {
   return *this;
 }
 
-CacheKey& CacheKey::add(const CacheKey& other) { return add(other.hex()); }
 
 void CacheKey::flush() {
   if (pending_.empty()) return;

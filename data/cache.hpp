@@ -20,7 +20,6 @@ class CacheKey {
   explicit CacheKey(std::string_view kind);  // what the entry holds, with its format's version
   CacheKey& add(std::string_view bytes);
   CacheKey& add(std::int64_t v);
-  CacheKey& add(const CacheKey& other);  // another key's hash, e.g. of a file the entry depends on
   std::string hex() const;               // 32 hex digits
 
  private:
