@@ -427,7 +427,7 @@ struct Kernels {
         for (; r + W <= rows; r += W) {
           const T* col = s + r * lds;
           // The rows' cache lines first, all at once: a gather that misses waits for its lines
-          // one after another on AMD Zen (ViT's heads: the transpose was a third of attention).
+          // one after another on AMD Zen (ViT's heads: the transpose was a quarter of attention).
           for (std::int64_t k = 0; k < W; ++k)
             for (std::int64_t c = 0; c < cols; c += 64 / std::int64_t(sizeof(T))) _mm_prefetch(reinterpret_cast<const char*>(col + k * lds + c), _MM_HINT_T0);
           for (std::int64_t c = 0; c < cols; ++c) {
