@@ -46,7 +46,6 @@ CacheKey& CacheKey::add(std::int64_t v) {
   return *this;
 }
 
-
 void CacheKey::flush() {
   if (pending_.empty()) return;
   // Chained: the previous hash, then the pending fields.

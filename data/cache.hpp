@@ -20,7 +20,7 @@ class CacheKey {
   explicit CacheKey(std::string_view kind);  // what the entry holds, with its format's version
   CacheKey& add(std::string_view bytes);
   CacheKey& add(std::int64_t v);
-  std::string hex() const;               // 32 hex digits
+  std::string hex() const;  // 32 hex digits
 
  private:
   std::uint64_t lo_ = 0, hi_ = 0;

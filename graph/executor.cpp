@@ -41,24 +41,25 @@ std::size_t elem_bytes(DType dt) {
 
 }  // namespace
 
-// 64-byte aligned blocks (operator new[]'s default alignment is 16). Blocks of 2 MB and more
-// (parameters, gradients, the activation arena) start on a 2 MB boundary and ask the kernel for
-// transparent huge pages: a GEMM's packing reads rows of an operand last touched long before, and
-// with 4 KB pages each row can be a TLB miss (GPT medium's GEMMs 4-6% faster in its steps;
-// docs/performance.md). Where the host has huge pages off, madvise fails and nothing changes.
-void AlignedFree::operator()(void* p) const noexcept { std::free(p); }
+// 64-byte aligned blocks. Blocks of 2 MB and more (parameters, gradients, the activation arena)
+// start on a 2 MB boundary and ask the kernel for transparent huge pages: a GEMM's packing reads
+// rows of an operand last touched long before, and with 4 KB pages each row can be a TLB miss
+// (GPT medium's GEMMs 4-6% faster in its steps; docs/performance.md). The advice changes nothing
+// where the host's THP mode is `never` or its kernel has none.
+void AlignedFree::operator()(void* p) const noexcept { ::operator delete[](p, std::align_val_t(align)); }
 
 template <class U>
 AlignedArray<U> aligned_array(std::size_t n) {
   constexpr std::size_t kHuge = std::size_t(2) << 20;
-  const std::size_t bytes = std::max<std::size_t>(n, 1) * sizeof(U), align = bytes >= kHuge ? kHuge : kAlign;
-  const std::size_t rounded = (bytes + align - 1) / align * align;  // aligned_alloc's size is a multiple
-  void* p = std::aligned_alloc(align, rounded);
-  if (!p) throw std::bad_alloc();
+  n = std::max<std::size_t>(n, 1);
+  if (n > (std::numeric_limits<std::size_t>::max() - kHuge) / sizeof(U)) throw std::bad_alloc();
+  const std::size_t bytes = n * sizeof(U), align = bytes >= kHuge ? kHuge : kAlign;
+  const std::size_t rounded = (bytes + align - 1) / align * align;  // whole huge pages for the advice
+  void* p = ::operator new[](rounded, std::align_val_t(align));
 #ifdef MADV_HUGEPAGE
   if (align == kHuge) ::madvise(p, rounded, MADV_HUGEPAGE);
 #endif
-  return AlignedArray<U>(static_cast<U*>(p));
+  return AlignedArray<U>(static_cast<U*>(p), AlignedFree{align});
 }
 
 namespace {

@@ -54,6 +54,7 @@ struct OpTime {
 std::string format_op_profile(std::span<const OpTime> times, std::int64_t steps = 0, int rows = 20);
 
 struct AlignedFree {
+  std::size_t align = 64;  // what the block was made with: operator delete[] must be told the same
   void operator()(void* p) const noexcept;
 };
 template <class U>

@@ -428,8 +428,11 @@ struct Kernels {
           const T* col = s + r * lds;
           // The rows' cache lines first, all at once: a gather that misses waits for its lines
           // one after another on AMD Zen (ViT's heads: the transpose was a quarter of attention).
-          for (std::int64_t k = 0; k < W; ++k)
-            for (std::int64_t c = 0; c < cols; c += 64 / std::int64_t(sizeof(T))) _mm_prefetch(reinterpret_cast<const char*>(col + k * lds + c), _MM_HINT_T0);
+          for (std::int64_t k = 0; k < W; ++k) {
+            const char* row = reinterpret_cast<const char*>(col + k * lds);
+            for (std::int64_t c = 0; c < cols; c += 64 / std::int64_t(sizeof(T))) _mm_prefetch(row + c * std::int64_t(sizeof(T)), _MM_HINT_T0);
+            if (cols > 0) _mm_prefetch(row + (cols - 1) * std::int64_t(sizeof(T)), _MM_HINT_T0);  // a row starting mid-line ends in one more
+          }
           for (std::int64_t c = 0; c < cols; ++c) {
             if constexpr (avx512 && std::is_same_v<T, float>)
               _mm512_storeu_ps(d + c * ldd + r, _mm512_i32gather_ps(_mm512_load_si512(off), col + c, 4));
