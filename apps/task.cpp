@@ -29,6 +29,11 @@ int Session::command(const std::string& name, const Config&) {
   throw config_error("this model has no command '" + name + "'");
 }
 
+void preset_not_built(const std::string& model, const std::string& setting) {
+  throw config_error(model + " " + setting + ": this build of the command has each model's smallest preset only (cmake -DCTGRAD_PRESETS=smoke, " +
+                     "the sanitizers' build); -DCTGRAD_PRESETS=all builds every preset");
+}
+
 void add_common_keys(Schema& s) {
   s.choice("precision", "fp32", {"fp32", "bf16"},
            "bf16: mixed precision, matmuls on bf16 operands with fp32 accumulation (CPUs with AVX512-BF16); weights, optimizer, "

@@ -108,6 +108,13 @@ const std::vector<Task>& tasks();
 
 // Helpers for tasks.
 
+// CMake's -DCTGRAD_PRESETS=smoke builds the command with each model's smallest preset only (gpt,
+// vit, bert, t5: size=tiny; transformer: task=copy): the sanitizers' build (tests/sanitize/run.sh),
+// where the other presets' graphs were most of the compile time. The tasks' and variants' files
+// then see CTGRAD_SMOKE_PRESETS defined; a preset they leave out is refused with this config_error
+// ("bert size=small: this build ...").
+[[noreturn]] void preset_not_built(const std::string& model, const std::string& setting);
+
 // Keys of every model: the seeds (`seed` sets every stream; init_seed, data_seed, dropout_seed,
 // -1: seed, set one) and `precision` (fp32 | bf16: the matmuls' operands, applied by the CLI).
 void add_common_keys(Schema& s);

@@ -2,8 +2,9 @@
 #include <ctgrad/data/gettext.hpp>
 #include <ctgrad/data/text.hpp>
 
-#include <set>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 
 namespace ctgrad::data {
 
@@ -21,8 +22,9 @@ EnDeCorpus en_de_corpus(std::string_view data) {
   c.train_sentences = std::move(s.train_sentences), c.train_phrases = std::move(s.train_phrases);
   c.validation = std::move(s.validation), c.test = std::move(s.test);
   if (data == "ding") return c;
-  std::set<std::string> held_en, held_de;  // every side of every pair of a held-out dictionary line
-  const std::set<std::int32_t> held(s.held_out_entries.begin(), s.held_out_entries.end());
+  // Sets of views of `pairs` and of c's training pairs (neither changes while they are used).
+  std::unordered_set<std::string_view> held_en, held_de;  // every side of every pair of a held-out dictionary line
+  const std::unordered_set<std::int32_t> held(s.held_out_entries.begin(), s.held_out_entries.end());
   for (const DingPair& p : pairs)
     if (held.count(p.entry)) held_en.insert(p.pair.en), held_de.insert(p.pair.de);
   PairSplit w = split_pairs(wesnoth_pairs());
@@ -33,7 +35,7 @@ EnDeCorpus en_de_corpus(std::string_view data) {
     }
     c.train_sentences.push_back(std::move(p));
   }
-  std::set<std::string> train_en, train_de;
+  std::unordered_set<std::string_view> train_en, train_de;
   for (const auto* part : {&c.train_sentences, &c.train_phrases})
     for (const SentencePair& p : *part) train_en.insert(p.en), train_de.insert(p.de);
   for (SentencePair& p : w.test) {

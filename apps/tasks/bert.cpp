@@ -489,8 +489,12 @@ Task bert_task() {
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");
     if (size == "tiny") return open_variant<models::kBertTiny>(c, ctx);
+#ifndef CTGRAD_SMOKE_PRESETS
     if (size == "base") return open_variant<models::kBertBase>(c, ctx);
     return open_variant<models::kBertSmall>(c, ctx);
+#else
+    preset_not_built("bert", "size=" + size);
+#endif
   };
   t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
     if (ctx.command != "train" && c.integer("context") > saved.integer("context"))  // untrained positions

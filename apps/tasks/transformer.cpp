@@ -717,8 +717,12 @@ Task transformer_task() {
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N), validation batches and test sources, for another framework", exp});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     if (c.text("task") == "copy") return std::make_unique<TransformerSession<models::kTransformerCopy, kTransformerOrderCopy>>(c, ctx);
+#ifndef CTGRAD_SMOKE_PRESETS
     if (c.text("size") == "base") return std::make_unique<TransformerSession<models::kTransformerBase, kTransformerOrderBase>>(c, ctx);
     return std::make_unique<TransformerSession<models::kTransformerSmall, kTransformerOrderSmall>>(c, ctx);
+#else
+    preset_not_built("transformer", "task=" + c.text("task"));
+#endif
   };
   return t;
 }

@@ -257,9 +257,13 @@ Task vit_task() {
   t.data_parallel = true;
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");
-    if (size == "small") return std::make_unique<VitSession<models::kVitSmall>>(c, ctx);
     if (size == "tiny") return std::make_unique<VitSession<models::kVitTiny>>(c, ctx);
+#ifndef CTGRAD_SMOKE_PRESETS
+    if (size == "small") return std::make_unique<VitSession<models::kVitSmall>>(c, ctx);
     return std::make_unique<VitSession<models::kVitFast>>(c, ctx);
+#else
+    preset_not_built("vit", "size=" + size);
+#endif
   };
   return t;
 }

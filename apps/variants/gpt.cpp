@@ -18,8 +18,12 @@ bool add(const char* preset) {
   return register_variants<GptPrograms, P, gpt_space<P, Order>, Make>(preset);
 }
 
+#ifndef CTGRAD_SMOKE_PRESETS
 const bool registered = add<models::kGptTiny, kGptOrderTiny>("size=tiny") && add<models::kGptSmall, kGptOrderSmall>("size=small") &&
                         add<models::kGptMedium, kGptOrderMedium>("size=medium");
+#else
+const bool registered = add<models::kGptTiny, kGptOrderTiny>("size=tiny");
+#endif
 
 }  // namespace
 }  // namespace ctgrad::cli

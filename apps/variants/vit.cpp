@@ -17,7 +17,11 @@ bool add(const char* preset) {
   return register_variants<VitPrograms, P, vit_space<P>, Make>(preset);
 }
 
+#ifndef CTGRAD_SMOKE_PRESETS
 const bool registered = add<models::kVitTiny>("size=tiny") && add<models::kVitFast>("size=fast") && add<models::kVitSmall>("size=small");
+#else
+const bool registered = add<models::kVitTiny>("size=tiny");
+#endif
 
 }  // namespace
 }  // namespace ctgrad::cli

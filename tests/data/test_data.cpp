@@ -12,7 +12,8 @@
 #include <csignal>
 #include <numeric>
 #include <cstring>
-#include <set>
+#include <string_view>
+#include <unordered_set>
 #include <fstream>
 #include <filesystem>
 #include <iterator>
@@ -279,7 +280,7 @@ TEST_CASE("EN-DE sentence pairs from the Ding dictionary, split and batched", "[
   CHECK(a.train.size() + a.validation.size() + a.test.size() == pairs.size());
   CHECK(double(a.test.size()) / double(pairs.size()) == Approx(0.05).margin(0.01));
   CHECK(a.test.front().en == b.test.front().en);
-  std::set<std::string> train_en;
+  std::unordered_set<std::string_view> train_en;
   for (const auto& p : a.train) train_en.insert(p.en);
   for (const auto& p : a.test) CHECK(train_en.count(p.en) == 0);
   CHECK_THROWS_WITH(ding_sentence_pairs("/nonexistent"), Contains("need the Debian package trans-de-en"));
@@ -298,11 +299,11 @@ TEST_CASE("Ding pairs split by dictionary entry: nothing of a held-out entry tra
   CHECK(s.train_phrases.size() > 200000);
   // The leakage check: no test or validation sentence, and no side of any pair of a held-out
   // entry (its phrases), occurs in the training pairs.
-  std::set<std::string> train_en, train_de;
+  std::unordered_set<std::string_view> train_en, train_de;  // views of s
   for (const auto* part : {&s.train_sentences, &s.train_phrases})
     for (const auto& p : *part) train_en.insert(p.en), train_de.insert(p.de);
-  const std::set<std::int32_t> held(s.held_out_entries.begin(), s.held_out_entries.end());
-  std::set<std::string> held_en;
+  const std::unordered_set<std::int32_t> held(s.held_out_entries.begin(), s.held_out_entries.end());
+  std::unordered_set<std::string_view> held_en;  // views of pairs
   for (const auto& p : pairs)
     if (held.count(p.entry)) held_en.insert(p.pair.en);
   for (const auto* part : {&s.test, &s.validation})
@@ -442,21 +443,22 @@ TEST_CASE("gettext .mo catalogues: messages read, markup dropped, damage named",
 
 TEST_CASE("the EN-DE corpus of the dictionary and the game: nothing of a held-out line trains", "[data][pairs][gettext]") {
   const EnDeCorpus c = en_de_corpus("ding+wesnoth");  // scripts/setup.sh installs both sources
-  const EntrySplit dict = split_by_entry(ding_pairs());
+  const std::vector<DingPair> pairs = ding_pairs();
+  const EntrySplit dict = split_by_entry(pairs);
   INFO(c.train_sentences.size() << " train sentences (dictionary and game), " << c.train_phrases.size() << " phrases, " << c.wesnoth_test.size()
                                 << " game test pairs, " << c.dropped << " game pairs dropped");
   CHECK(c.train_sentences.size() > dict.train_sentences.size() + 8000);  // the game's dialogue trains
   CHECK(c.test.size() == dict.test.size());                                // the dictionary's test split is unchanged
   CHECK(c.wesnoth_test.size() > 400);
   CHECK(c.dropped > 0);  // 60 when written: the sources do share sides, so the filter is exercised
-  std::set<std::string> train_en, train_de;
+  std::unordered_set<std::string_view> train_en, train_de;  // views of c
   for (const auto* part : {&c.train_sentences, &c.train_phrases})
     for (const auto& p : *part) train_en.insert(p.en), train_de.insert(p.de);
   // No side of any pair of a held-out dictionary line (its sentences and its phrases) trains, from
   // either source; no test sentence of the game trains.
-  const std::set<std::int32_t> held(dict.held_out_entries.begin(), dict.held_out_entries.end());
+  const std::unordered_set<std::int32_t> held(dict.held_out_entries.begin(), dict.held_out_entries.end());
   std::size_t leaks = 0, held_pairs = 0;
-  for (const auto& p : ding_pairs())
+  for (const auto& p : pairs)
     if (held.count(p.entry)) ++held_pairs, leaks += train_en.count(p.pair.en) + train_de.count(p.pair.de);
   CHECK(held_pairs > c.test.size() + c.validation.size());
   CHECK(leaks == 0);
