@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,10 +26,18 @@ void write_all(int fd, const std::byte* p, std::size_t n, const std::string& tmp
 
 void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::string name = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
-  name.append(path.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
-  const std::string tmp = (dir / name).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A name of this write alone: two threads of one process saving the same file at once each
+  // write their own temporary file (the last rename wins, whole), and O_EXCL never reuses one
+  // that a dead process with the same pid left behind.
+  static std::atomic<std::uint64_t> writes{0};
+  std::string tmp;
+  int fd = -1;
+  do {
+    std::string name = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
+    name.append(path.filename().string()).append(".tmp.").append(std::to_string(::getpid())).append(".").append(std::to_string(writes++));
+    tmp = (dir / name).string();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EEXIST);
   if (fd < 0) throw std::runtime_error("ctgrad: cannot create " + tmp + ": " + std::strerror(errno));
   try {
     for (const auto& part : parts) write_all(fd, part.data(), part.size(), tmp);

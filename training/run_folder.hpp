@@ -30,7 +30,7 @@ class RunFolder {
   void start_new(bool overwrite) const;
   // For a run that is continued or read: the checkpoint must exist (config_error otherwise).
   void require_checkpoint() const;
-  // Removes `.<name>.tmp.<pid>` files whose writer process is gone (a kill -9 mid-save).
+  // Removes `.<name>.tmp.<pid>[.<n>]` files whose writer process is gone (a kill -9 mid-save).
   int remove_stale_temporaries() const;
 
  private:

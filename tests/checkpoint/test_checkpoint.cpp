@@ -9,14 +9,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 
+#include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/models/layers/linear.hpp>
@@ -192,7 +195,10 @@ TEST_CASE("a crash in the middle of a write leaves the previous checkpoint intac
   REQUIRE(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGXFSZ);
   // The killed writer left its partial temporary file (1 MiB); the checkpoint is the old one, whole.
-  const fs::path tmp = p.parent_path() / (".atomic.safetensors.tmp." + std::to_string(child));
+  fs::path tmp;  // ".atomic.safetensors.tmp.<child's pid>.<n>"
+  const std::string prefix = ".atomic.safetensors.tmp." + std::to_string(child) + ".";
+  for (const auto& e : fs::directory_iterator(p.parent_path()))
+    if (e.path().filename().string().starts_with(prefix)) tmp = e.path();
   CHECK(fs::exists(tmp));
   if (fs::exists(tmp)) CHECK(fs::file_size(tmp) == std::uintmax_t(1) << 20);
   fs::remove(tmp);
@@ -201,6 +207,42 @@ TEST_CASE("a crash in the middle of a write leaves the previous checkpoint intac
   std::vector<std::int64_t> shape = {10};
   f.read<float>("w", back, shape);
   CHECK(back == small);
+}
+
+TEST_CASE("two threads saving one file at once: it is always one of their files, whole, and no temporary is left", "[checkpoint]") {
+  // Each write has a temporary file of its own (`.tmp.<pid>.<n>`); with one name per process the
+  // two would truncate and rename each other's.
+  const fs::path p = scratch("shared.txt");
+  const std::string a(300000, 'a'), b(200000, 'b');
+  checkpoint::write_atomically(p, a);
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0}, errors{0};
+  auto writer = [&](const std::string& text) {
+    try {
+      for (int i = 0; i < 40; ++i) checkpoint::write_atomically(p, text);
+    } catch (const std::exception&) {
+      ++errors;
+    }
+  };
+  std::thread reader([&] {  // every read sees a whole file, one or the other
+    while (!done) {
+      std::ifstream in(p, std::ios::binary);
+      const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (got != a && got != b) ++torn;
+    }
+  });
+  std::thread w1(writer, std::cref(a)), w2(writer, std::cref(b));
+  w1.join(), w2.join();
+  done = true;
+  reader.join();
+  CHECK(errors == 0);
+  CHECK(torn == 0);
+  std::ifstream in(p, std::ios::binary);
+  const std::string last((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK((last == a || last == b));
+  int temporaries = 0;
+  for (const auto& e : fs::directory_iterator(p.parent_path())) temporaries += e.path().filename().string().starts_with(".shared.txt.tmp.");
+  CHECK(temporaries == 0);
 }
 
 namespace {

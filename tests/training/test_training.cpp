@@ -205,12 +205,15 @@ TEST_CASE("RunFolder: refuses a folder holding a run, removes a dead writer's te
   CHECK_THROWS_WITH(folder.start_new(false), Contains("holds a run (checkpoint.safetensors): continue it with --resume"));
   // A temporary file of a process that no longer exists (pid 2^22 + 1 is above Linux's pid_max
   // default) is removed; one of a live process (this one) is left alone.
+  // Both forms of the name: `.tmp.<pid>.<n>` (write_atomically's) and `.tmp.<pid>` (earlier versions').
   const auto dead = folder.file(".checkpoint.safetensors.tmp.4194305"), live = folder.file(".checkpoint.safetensors.tmp." + std::to_string(::getpid()));
-  std::ofstream(dead) << "partial";
-  std::ofstream(live) << "partial";
+  const auto dead_n = folder.file(".checkpoint.safetensors.tmp.4194305.7"), live_n = folder.file(".checkpoint.safetensors.tmp." + std::to_string(::getpid()) + ".7");
+  for (const auto& f : {dead, live, dead_n, live_n}) std::ofstream(f) << "partial";
   folder.require_checkpoint();
   CHECK_FALSE(std::filesystem::exists(dead));
+  CHECK_FALSE(std::filesystem::exists(dead_n));
   CHECK(std::filesystem::exists(live));
+  CHECK(std::filesystem::exists(live_n));
   folder.start_new(true);
   CHECK_FALSE(std::filesystem::exists(folder.checkpoint()));
   CHECK_THROWS_WITH(training::RunFolder(std::string(5000, 'x')), Contains("(5000 characters)"));
