@@ -1,6 +1,7 @@
-// Writing a file so that what a user saved is never lost: the bytes go to a temporary file in the
-// same folder (".<name>.tmp.<pid>.<n>", n counting this process's writes), which is written, checked, flushed to disk (fsync) and closed
-// before it is renamed over the target, and the folder is synced so the rename survives a crash.
+// Writing a file so that what a user saved is never lost: the bytes go to a temporary file of this
+// write alone in the same folder (".<name>.tmp.<pid>.<n>", n counting the process's writes, made
+// with O_EXCL), which is written, checked, flushed to disk (fsync) and closed before it is renamed
+// over the target, and the folder is synced so the rename survives a crash.
 // A full disk, a kill or a power cut mid-write leaves the previous file whole; an error names the
 // file and the reason, and the temporary file is removed.
 #pragma once
