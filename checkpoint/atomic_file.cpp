@@ -29,12 +29,15 @@ void write_atomically(const std::filesystem::path& path, std::span<const std::sp
   // A name of this write alone: two threads of one process saving the same file at once each
   // write their own temporary file (the last rename wins, whole), and O_EXCL never reuses one
   // that a dead process with the same pid left behind.
+  // The target's name is cut to 200 bytes in the temporary one, which then stays within NAME_MAX
+  // (255) for any target name that fits (the pid and n add up to 34 bytes).
   static std::atomic<std::uint64_t> writes{0};
+  const std::string target = path.filename().string().substr(0, 200);
   std::string tmp;
   int fd = -1;
   do {
     std::string name = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
-    name.append(path.filename().string()).append(".tmp.").append(std::to_string(::getpid())).append(".").append(std::to_string(writes++));
+    name.append(target).append(".tmp.").append(std::to_string(::getpid())).append(".").append(std::to_string(writes++));
     tmp = (dir / name).string();
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EEXIST);
