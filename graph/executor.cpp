@@ -690,7 +690,13 @@ void Executor<T>::set_output_grad(std::string_view output, std::span<const T> gr
 
 template <class T>
 void Executor<T>::zero_grad() {
-  std::fill_n(param_grads_.get(), param_total_, T(0));
+  // On the program's threads: one thread fills at about half the memory's speed (GPT medium's
+  // 93 MB took 4.7 ms).
+  T* g = param_grads_.get();
+  impl_->arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, param_total_, std::size_t(1) << 16),
+                      [&](const tbb::blocked_range<std::size_t>& r) { std::fill(g + r.begin(), g + r.end(), T(0)); });
+  });
 }
 
 template <class T>

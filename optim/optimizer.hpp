@@ -119,10 +119,45 @@ class Optimizer {
 
 // Gradients *= factor (SIMD, in parallel). Gradient accumulation: after k backward passes of a
 // mean loss, scale by 1/k before step(); clip_grad_norm scales with it too.
+// f(k, begin, end, slot) for every chunk [begin, end) of at most `chunk` elements of every
+// parameter k (n(k) elements), and then, on the calling thread, done(slots) after each batch of
+// chunks (slot: the chunk's place in its batch, 0 .. slots-1, batches in parameter and chunk order).
+// The chunks of many parameters run in one parallel loop: one loop per parameter leaves cores idle
+// on a small one (a bias, a norm's gain) and waits for each loop's end (GPT medium's AdamW step:
+// 76 loops). Chunk boundaries depend on `chunk` alone, so the result is the same on any thread count.
+inline constexpr std::int64_t kChunkBatch = 512;
+template <class N, class F, class Done>
+void for_each_chunk(std::size_t params, N n, std::int64_t chunk, F f, Done done) {
+  struct Chunk {
+    std::size_t k;
+    std::int64_t begin, end;
+  };
+  std::array<Chunk, kChunkBatch> batch;  // on the stack: a step allocates nothing
+  std::int64_t used = 0;
+  auto flush = [&] {
+    parallel(used, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) f(batch[std::size_t(i)].k, batch[std::size_t(i)].begin, batch[std::size_t(i)].end, i);
+    });
+    done(used);
+    used = 0;
+  };
+  for (std::size_t k = 0; k < params; ++k)
+    for (std::int64_t begin = 0, total = n(k); begin < total; begin += chunk) {
+      batch[std::size_t(used++)] = {k, begin, std::min(total, begin + chunk)};
+      if (used == kChunkBatch) flush();
+    }
+  if (used > 0) flush();
+}
+template <class N, class F>
+void for_each_chunk(std::size_t params, N n, std::int64_t chunk, F f) {
+  for_each_chunk(params, n, chunk, [&](std::size_t k, std::int64_t b, std::int64_t e, std::int64_t) { f(k, b, e); },
+                 [](std::int64_t) {});
+}
+
 template <class T>
 void scale_grads(std::span<const Parameter<T>> params, double factor) {
-  for (const auto& p : params)
-    parallel(p.grad.numel, 32768, [&](std::int64_t b, std::int64_t e) { vec::scale(p.grad.data + b, e - b, factor); });
+  for_each_chunk(params.size(), [&](std::size_t k) { return params[k].grad.numel; }, 32768,
+                 [&](std::size_t k, std::int64_t b, std::int64_t e) { vec::scale(params[k].grad.data + b, e - b, factor); });
 }
 
 // Sum of squares of x[0..n) in chunks of 4096: SIMD within a chunk, the chunks in parallel into
@@ -143,25 +178,21 @@ double sum_squares_fixed_order(const T* x, std::int64_t n, std::vector<double>& 
 
 // Global L2 norm of all gradients, then scales them so it is at most max_norm (as
 // torch.nn.utils.clip_grad_norm_). Returns the norm before clipping. Summed in a fixed order.
-// SIMD sums over chunks of 4096 (in the working precision), added in double in chunk order; the
-// chunks of a parameter run in parallel, written to a fixed slot each, so the sum is the same on
+// SIMD sums over chunks of 4096 (in the working precision), added in double in parameter and
+// chunk order; the chunks run in parallel, written to a fixed slot each, so the sum is the same on
 // any thread count. The scaling is SIMD and parallel too.
 template <class T>
 double clip_grad_norm(std::span<const Parameter<T>> params, double max_norm) {
-  constexpr std::int64_t kChunk = 4096;
   double total = 0;
-  std::array<double, 256> partial;  // chunks of one parameter at a time, in slices of 256
-  for (const auto& p : params)
-    for (std::int64_t c0 = 0; c0 * kChunk < p.grad.numel; c0 += std::int64_t(partial.size())) {
-      const std::int64_t chunks = std::min<std::int64_t>(std::int64_t(partial.size()), (p.grad.numel - c0 * kChunk + kChunk - 1) / kChunk);
-      parallel(chunks, 8, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t c = b; c < e; ++c) {
-          const std::int64_t lo = (c0 + c) * kChunk, n = std::min(kChunk, p.grad.numel - lo);
-          partial[std::size_t(c)] = vec::sum_squares(p.grad.data + lo, n);
-        }
+  std::array<double, kChunkBatch> partial;
+  for_each_chunk(
+      params.size(), [&](std::size_t k) { return params[k].grad.numel; }, 4096,
+      [&](std::size_t k, std::int64_t b, std::int64_t e, std::int64_t slot) {
+        partial[std::size_t(slot)] = vec::sum_squares(params[k].grad.data + b, e - b);
+      },
+      [&](std::int64_t slots) {
+        for (std::int64_t c = 0; c < slots; ++c) total += partial[std::size_t(c)];
       });
-      for (std::int64_t c = 0; c < chunks; ++c) total += partial[std::size_t(c)];
-    }
   const double norm = std::sqrt(total), factor = max_norm / (norm + 1e-6);
   if (factor < 1) scale_grads(params, factor);
   return norm;

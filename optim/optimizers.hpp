@@ -26,22 +26,24 @@ class SGD : public Optimizer<T> {
   void step() override {
     ++this->t_;
     const T mu = T(o_.momentum), damp = T(1 - o_.dampening);
-    for (std::size_t k = 0; k < this->params_.size(); ++k) {
-      const auto& p = this->params_[k];
-      const T lr = T(this->lr_ * this->lr_factor_[k]), wd = T(this->decay_[k]);
-      T* w = p.value.data;
-      const T* g = p.grad.data;
-      T* b = o_.momentum != 0 ? this->state_[buf_ + k].data.data() : nullptr;
-      const bool first = this->t_ == 1;
-      for (std::int64_t i = 0; i < p.value.numel; ++i) {
-        T d = g[i] + wd * w[i];
-        if (b) {
-          b[i] = first ? d : mu * b[i] + damp * d;
-          d = o_.nesterov ? d + mu * b[i] : b[i];
-        }
-        w[i] -= lr * d;
-      }
-    }
+    const bool first = this->t_ == 1;
+    // Elementwise, in fixed chunks over all cores.
+    for_each_chunk(this->params_.size(), [&](std::size_t k) { return this->params_[k].value.numel; }, 16384,
+                   [&](std::size_t k, std::int64_t begin, std::int64_t end) {
+                     const auto& p = this->params_[k];
+                     const T lr = T(this->lr_ * this->lr_factor_[k]), wd = T(this->decay_[k]);
+                     T* w = p.value.data;
+                     const T* g = p.grad.data;
+                     T* b = o_.momentum != 0 ? this->state_[buf_ + k].data.data() : nullptr;
+                     for (std::int64_t i = begin; i < end; ++i) {
+                       T d = g[i] + wd * w[i];
+                       if (b) {
+                         b[i] = first ? d : mu * b[i] + damp * d;
+                         d = o_.nesterov ? d + mu * b[i] : b[i];
+                       }
+                       w[i] -= lr * d;
+                     }
+                   });
   }
 
  private:
@@ -67,17 +69,18 @@ class Adam : public Optimizer<T> {
     ++this->t_;
     const double bc1 = 1 - std::pow(o_.beta1, double(this->t_)), bc2 = 1 - std::pow(o_.beta2, double(this->t_));
     const T b1 = T(o_.beta1), b2 = T(o_.beta2), eps = T(o_.eps), sq_bc2 = T(std::sqrt(bc2));
-    for (std::size_t k = 0; k < this->params_.size(); ++k) {
-      const auto& p = this->params_[k];
-      const double lr = this->lr_ * this->lr_factor_[k];
-      const T wd = T(this->decay_[k]), step = T(lr / bc1), shrink = T(1 - lr * this->decay_[k]);
-      T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
-      const T* g = p.grad.data;
-      // SIMD, in fixed chunks over both cores: elementwise, so the same bits on any thread count.
-      const vec::AdamStep s{.shrink = double(shrink), .weight_decay = double(wd), .beta1 = double(b1), .beta2 = double(b2),
-                            .step = double(step), .sqrt_bc2 = double(sq_bc2), .eps = double(eps), .decoupled = decoupled_};
-      parallel(p.value.numel, 16384, [&](std::int64_t b, std::int64_t e) { vec::adam(w + b, g + b, m + b, v + b, e - b, s); });
-    }
+    // SIMD, in fixed chunks of every parameter over all cores: elementwise, so the same bits on any
+    // thread count.
+    for_each_chunk(this->params_.size(), [&](std::size_t k) { return this->params_[k].value.numel; }, 16384,
+                   [&](std::size_t k, std::int64_t b, std::int64_t e) {
+                     const auto& p = this->params_[k];
+                     const double lr = this->lr_ * this->lr_factor_[k];
+                     const T wd = T(this->decay_[k]), step = T(lr / bc1), shrink = T(1 - lr * this->decay_[k]);
+                     T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
+                     const vec::AdamStep s{.shrink = double(shrink), .weight_decay = double(wd), .beta1 = double(b1), .beta2 = double(b2),
+                                           .step = double(step), .sqrt_bc2 = double(sq_bc2), .eps = double(eps), .decoupled = decoupled_};
+                     vec::adam(w + b, p.grad.data + b, m + b, v + b, e - b, s);
+                   });
   }
 
  private:
