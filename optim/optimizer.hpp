@@ -117,14 +117,12 @@ class Optimizer {
   std::int64_t t_ = 0;
 };
 
-// Gradients *= factor (SIMD, in parallel). Gradient accumulation: after k backward passes of a
-// mean loss, scale by 1/k before step(); clip_grad_norm scales with it too.
 // f(k, begin, end, slot) for every chunk [begin, end) of at most `chunk` elements of every
 // parameter k (n(k) elements), and then, on the calling thread, done(slots) after each batch of
 // chunks (slot: the chunk's place in its batch, 0 .. slots-1, batches in parameter and chunk order).
-// The chunks of many parameters run in one parallel loop: one loop per parameter leaves cores idle
-// on a small one (a bias, a norm's gain) and waits for each loop's end (GPT medium's AdamW step:
-// 76 loops). Chunk boundaries depend on `chunk` alone, so the result is the same on any thread count.
+// The chunks of many parameters share one parallel loop: a loop per parameter leaves cores idle on
+// a small one (a bias, a norm's gain) and waits for each loop's end. Chunk boundaries depend on
+// `chunk` alone, never on the thread count.
 inline constexpr std::int64_t kChunkBatch = 512;
 template <class N, class F, class Done>
 void for_each_chunk(std::size_t params, N n, std::int64_t chunk, F f, Done done) {
@@ -154,6 +152,8 @@ void for_each_chunk(std::size_t params, N n, std::int64_t chunk, F f) {
                  [](std::int64_t) {});
 }
 
+// Gradients *= factor (SIMD, in parallel). Gradient accumulation: after k backward passes of a
+// mean loss, scale by 1/k before step(); clip_grad_norm scales with it too.
 template <class T>
 void scale_grads(std::span<const Parameter<T>> params, double factor) {
   for_each_chunk(params.size(), [&](std::size_t k) { return params[k].grad.numel; }, 32768,
