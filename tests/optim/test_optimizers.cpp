@@ -50,10 +50,10 @@ TEST_CASE("Adafactor: the same bits on 1 and 2 threads, on a matrix its chunks d
 }
 
 namespace {
-// Parameters of many sizes, as a model has them: 505 small ones (biases, norms), then one whose
-// chunks (11 of AdamW's 16384, 41 of the norm's 4096) cross the end of the optimizers' first
-// parallel batch of optim::kChunkBatch (512) chunks, then a few more. (scale_grads's 32768-element
-// chunks fill the first batch exactly.)
+// Parameters of many sizes, as a model has them: 505 small ones (biases, norms; one of 0 elements,
+// so 504 chunks), then one whose chunks (11 of AdamW's 16384, 41 of the norm's 4096) cross the end
+// of the optimizers' first parallel batch of optim::kChunkBatch (512) chunks, then a few more.
+// (scale_grads's 32768-element chunks fill the first batch exactly.)
 struct Params {
   std::vector<std::int64_t> sizes = [] {
     std::vector<std::int64_t> s;
@@ -115,7 +115,7 @@ TEST_CASE("clip_grad_norm over many parameters: the norm and the scaling, the sa
 }
 
 TEST_CASE("AdamW and SGD over many parameters: each by its own group's rule, the same bits on 1 and 2 threads", "[optim]") {
-  // Rank < 2 (the 505 small ones and three more): half the learning rate, no weight decay.
+  // Rank < 2 (the 505 small ones and two more): half the learning rate, no weight decay.
   const std::vector<optim::Group> groups{{"small", [](const optim::ParamInfo& p) { return p.rank < 2; }, 0.5, 0.0}};
   auto small = [](const Params& p, std::size_t k) { return p.list[k].value.rank < 2; };
   // torch.optim.AdamW's update, in double, for the parameters' first two steps.
