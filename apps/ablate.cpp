@@ -4,7 +4,7 @@
 // the study (training::ablation::Study: resumable, several at once, a report with confidence
 // intervals and paired differences). Each run is a child process: its own threads, its log in its
 // folder, a crash or a refusal that fails one run and not the study.
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -14,10 +14,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <optional>
 #include <thread>
 
 #include <ctgrad/training/ablation.hpp>
+#include <ctgrad/training/escape.hpp>
 
 #include "git_commit.h"
 
@@ -51,8 +53,24 @@ void check_setting(const Task& t, const std::string& key, const std::string& val
 // git's commit of the source tree this binary was built from ("-dirty": with local changes).
 std::string build_commit() { return CTGRAD_GIT_COMMIT; }
 
+// The environment of the runs: this one without an MPI launcher's variables, so that a run never
+// joins (or waits for) a launcher's job (`ablate` itself is refused under a launcher).
+std::vector<std::string> run_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view v(*e);
+    bool launcher = false;
+    for (const char* prefix : {"OMPI_", "ORTE_", "PMIX_", "PMI_", "PRTE_", "HYDRA_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID"})
+      launcher |= v.rfind(prefix, 0) == 0;
+    if (!launcher) env.emplace_back(v);
+  }
+  return env;
+}
+
 // One run: `ctgrad train` as a child, its output appended to train.log in the run's folder.
-// Ctrl-C reaches the child through the terminal; a SIGTERM to the study is passed on to it.
+// Ctrl-C reaches the child through the terminal; a SIGTERM to the study is passed on to it; and
+// when the study dies (kill -9), the kernel sends the child SIGTERM (PR_SET_PDEATHSIG): it saves
+// a checkpoint and stops, and the next `ctgrad ablate` continues it.
 int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunContext& ctx) {
   std::vector<std::string> args{"ctgrad", "train", model, "--run", r.dir.string(), ctx.resume ? "--resume" : "--overwrite", "--threads",
                                 std::to_string(ctx.threads)};
@@ -61,15 +79,26 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t io;
-  posix_spawn_file_actions_init(&io);
+  std::vector<std::string> env = run_environment();
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const std::string log = (r.dir / "train.log").string();
-  posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&io, 1, 2);
-  pid_t child = 0;
-  const int err = posix_spawn(&child, "/proc/self/exe", &io, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&io);
-  if (err != 0) throw std::runtime_error("cannot start ctgrad train: " + std::string(std::strerror(err)));
+  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out < 0) throw std::runtime_error("cannot write " + log + ": " + std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child == 0) {  // only async-signal-safe calls until exec
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(130);  // the study died before the line above
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    ::execve("/proc/self/exe", argv.data(), envp.data());
+    ::_exit(127);
+  }
+  const int err = errno;
+  ::close(out);
+  if (child < 0) throw std::runtime_error("cannot start ctgrad train: " + std::string(std::strerror(err)));
   bool passed_on = false;
   for (;;) {
     int status = 0;
@@ -79,6 +108,13 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
     if (training::interrupted() && !passed_on) ::kill(child, SIGTERM), passed_on = true;  // it saves a checkpoint and stops
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+// A value of the command line as one line of data: refused when it holds a control character.
+const std::string& one_line(const std::string& option, const std::string& value) {
+  if (const std::string bad = training::control_byte(value); !bad.empty())
+    throw config_error(option + " holds a control character (" + bad + "): '" + training::printable(value.substr(0, 80)) + "'");
+  return value;
 }
 
 }  // namespace
@@ -100,7 +136,7 @@ int ablate(const std::vector<std::string>& rest) {
       return rest[++i];
     };
     if (a == "--grid") {
-      const std::string g = value();
+      const std::string g = one_line("--grid", value());
       const auto eq = g.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == g.size()) throw config_error("--grid " + g + ": write key=a,b,...");
       ab::Axis axis{g.substr(0, eq), {}};
@@ -114,7 +150,7 @@ int ablate(const std::vector<std::string>& rest) {
       }
       o.grid.push_back(std::move(axis));
     } else if (a == "--set") {
-      const std::string s = value();
+      const std::string s = one_line("--set", value());
       const auto eq = s.find('=');
       if (eq == std::string::npos || eq == 0) throw config_error("--set " + s + ": write key=value");
       check_setting(t, s.substr(0, eq), s.substr(eq + 1), "--set " + s);
@@ -123,13 +159,15 @@ int ablate(const std::vector<std::string>& rest) {
     else if (a == "--jobs") o.jobs = int(training::parse_integer(value(), "--jobs", {.min = 1, .max = 256}));
     else if (a == "--threads") o.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
     else if (a == "--max-runs") o.max_runs = int(training::parse_integer(value(), "--max-runs", {.min = 1, .max = 1 << 20}));
-    else if (a == "--run") o.dir = value();
-    else if (a == "--metric") o.metric = value();
-    else if (a == "--name") name = value();
+    else if (a == "--run") {
+      o.dir = one_line("--run", value());
+      if (o.dir.empty()) throw config_error("--run needs a folder name, got ''");
+    } else if (a == "--metric") o.metric = one_line("--metric", value());
+    else if (a == "--name") name = one_line("--name", value());
     else if (a == "--yes") o.yes = true;
     else if (a == "--retry-failed") o.retry_failed = true;
     else
-      throw config_error("unknown option '" + a + "' for ctgrad ablate (options: --grid, --seeds, --set, --jobs, --threads, --run, --metric, --name, " +
+      throw config_error("unknown option '" + training::printable(a) + "' for ctgrad ablate (options: --grid, --seeds, --set, --jobs, --threads, --run, --metric, --name, " +
                          "--max-runs, --yes, --retry-failed)");
   }
   if (o.grid.empty()) throw config_error("ctgrad ablate " + t.name + " needs a grid: --grid key=a,b (keys: ctgrad help " + t.name + ")");
@@ -148,15 +186,25 @@ int ablate(const std::vector<std::string>& rest) {
     throw config_error(e.what());
   }
   // Every configuration is opened once before anything runs (its model built, its hyperparameters
-  // checked by the ops, its memory checked): a value no run could train is refused up front.
+  // checked by the ops, its memory checked, the folders its runs write fitting the file system's
+  // limits, the compared metric one it reports): a value no run could train is refused up front.
   for (std::size_t i = 0; i < study->runs().size(); i += std::size_t(o.seeds)) {
     const ab::RunSpec& r = study->runs()[i];
     Config c = t.schema.defaults();
     for (const auto& [k, v] : r.sets) c.set(k + "=" + v, "--grid/--set");
+    if (t.dependent_defaults) t.dependent_defaults(c);
+    std::vector<std::string> reported;
     try {
-      (void)t.open(c, Context{"check", training::RunFolder(r.dir), false, 1});
+      for (int seed = 1; seed <= o.seeds; ++seed) (void)training::RunFolder(study->runs()[i + std::size_t(seed - 1)].dir);
+      reported = t.open(c, Context{"check", training::RunFolder(r.dir), false, 1})->metrics();
     } catch (const std::exception& e) {
       throw config_error("the configuration " + r.config + " cannot run: " + std::string(e.what()));
+    }
+    if (!o.metric.empty() && std::find(reported.begin(), reported.end(), o.metric) == reported.end()) {
+      std::string list;
+      for (const auto& k : reported) list += (list.empty() ? "" : ", ") + k;
+      throw config_error("--metric " + o.metric + ": the configuration " + r.config + " reports no validation metric '" + o.metric +
+                         "' (it reports: " + list + ")");
     }
   }
   try {
@@ -176,9 +224,27 @@ int ablate(const std::vector<std::string>& rest) {
     throw config_error(e.what());
   }
   std::printf("%s\nreport: %s (also results.csv, results.json, results.html, curves.png, final.png)\n",
-              training::interrupted() ? "interrupted: rerun the same command to continue the study" : "", (o.dir / "results.md").c_str());
+              training::interrupted() ? "interrupted: rerun the same command to continue the study" : "", training::printable((o.dir / "results.md").string()).c_str());
   if (training::interrupted()) return 130;
-  return failed ? 1 : 0;
+  // A result.json edited or damaged since its run: named, left out of the report (written above).
+  const std::vector<std::string> damage = study->damage();
+  for (const std::string& d : damage) std::fprintf(stderr, "ctgrad: %s: left out of the report\n", d.c_str());
+  if (!damage.empty())
+    throw config_error(std::to_string(damage.size()) + " result" + (damage.size() == 1 ? " is" : "s are") +
+                       " damaged (above): delete each damaged result.json and rerun the same command to run it again");
+  // A study is complete when every run has its result; failed runs (failed.json) are kept and not
+  // retried by the same command, since a diverged run is a result too, but the exit code says so.
+  std::size_t unfinished = 0;
+  for (const auto& r : study->runs()) unfinished += !study->succeeded(r);
+  if (unfinished > 0) {
+    std::string again = "ctgrad";
+    for (const std::string& w : rest) again += " " + training::shell_quote(w);
+    if (!o.retry_failed) again += " --retry-failed";
+    std::fprintf(stderr, "ctgrad: the study is incomplete: %zu of %zu runs failed (%d in this call; each run's failed.json and train.log say why); "
+                         "to run them again: %s\n", unfinished, study->runs().size(), failed, again.c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace ctgrad::cli

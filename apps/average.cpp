@@ -1,14 +1,17 @@
-// ctgrad average-checkpoints <model> --run DIR [--last K] [--out FILE]
+// ctgrad average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]
 // The paper's checkpoint averaging (Vaswani et al. 2017, section 6.1: the last 5 checkpoints for
 // base models): the mean, in double, of every parameter of the last K checkpoints a run kept
 // (--set keep_checkpoints=K while training), written as a checkpoint of the run that `eval` and
 // the model's commands read with --checkpoint FILE. The optimizer state and metadata are the
-// newest checkpoint's; the checkpoints must be of the same model and config.
+// newest checkpoint's; the checkpoints must be of the same model and config. An existing FILE is
+// replaced only with --overwrite.
 #include <cstdio>
 #include <map>
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
+
+#include <ctgrad/training/escape.hpp>
 
 #include "task.hpp"
 
@@ -16,7 +19,7 @@ namespace ctgrad::cli {
 
 int average_checkpoints(const std::vector<std::string>& rest) {
   if (rest.size() < 2 || rest[1].rfind("--", 0) == 0)
-    throw config_error("usage: ctgrad average-checkpoints <model> --run DIR [--last K] [--out FILE]");
+    throw config_error("usage: ctgrad average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]");
   const std::string model = rest[1];
   const Task* task = nullptr;
   for (const Task& t : tasks())
@@ -24,21 +27,36 @@ int average_checkpoints(const std::vector<std::string>& rest) {
   if (!task) throw config_error("unknown model '" + model + "'");
   std::string dir = "runs/" + model, out = "averaged.safetensors";
   std::int64_t last = 5;
+  bool overwrite = false;
   for (std::size_t i = 2; i < rest.size(); ++i) {
     auto value = [&]() -> std::string {
       if (i + 1 >= rest.size()) throw config_error(rest[i] + " needs a value");
       return rest[++i];
     };
     const std::string& o = rest[i];
-    if (o == "--run") dir = value();
+    auto one_line = [&](std::string v) {
+      if (const std::string bad = training::control_byte(v); !bad.empty())
+        throw config_error(o + " holds a control character (" + bad + "): '" + training::printable(v.substr(0, 80)) + "'");
+      return v;
+    };
+    if (o == "--run") dir = one_line(value());
+    else if (o == "--overwrite") overwrite = true;
     else if (o == "--last") last = training::parse_integer(value(), "--last", {.min = 1, .max = 1000});
-    else if (o == "--out") out = value();
-    else throw config_error("unknown option '" + o + "' for ctgrad average-checkpoints (options: --run, --last, --out)");
+    else if (o == "--out") out = one_line(value());
+    else throw config_error("unknown option '" + training::printable(o) + "' for ctgrad average-checkpoints (options: --run, --last, --out, --overwrite)");
   }
   if (out.empty() || out.find('/') != std::string::npos || out.size() < 13 || out.substr(out.size() - 12) != ".safetensors" ||
       out == "checkpoint.safetensors" || out.rfind("checkpoint-", 0) == 0)
     throw config_error("--out " + out + ": give a new .safetensors file name of the run folder (not a checkpoint the run writes)");
   const training::RunFolder folder(dir);
+  {
+    std::error_code ec;
+    const auto st = std::filesystem::symlink_status(folder.file(out), ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+      throw config_error(folder.file(out).string() + " exists and is not a regular file: give another --out");
+    if (std::filesystem::exists(st) && !overwrite)
+      throw config_error(folder.file(out).string() + " exists: add --overwrite to replace it, or give another --out FILE");
+  }
   auto kept = folder.kept_checkpoints();
   if (kept.empty())
     throw config_error(dir + " holds no kept checkpoints (checkpoint-<step>.safetensors): train with --set keep_checkpoints=" + std::to_string(last));
@@ -100,7 +118,8 @@ int average_checkpoints(const std::vector<std::string>& rest) {
   m["averaged_steps"] = steps;
   checkpoint::save(folder.file(out), tensors, m);
   std::printf("averaged the parameters of %zu checkpoints (steps %s) of %s into %s\n(read it with: ctgrad eval %s --run %s --checkpoint %s)\n",
-              files.size(), steps.c_str(), dir.c_str(), folder.file(out).c_str(), model.c_str(), dir.c_str(), out.c_str());
+              files.size(), steps.c_str(), dir.c_str(), folder.file(out).c_str(), training::shell_quote(model).c_str(), training::shell_quote(dir).c_str(),
+              training::shell_quote(out).c_str());
   return 0;
 }
 

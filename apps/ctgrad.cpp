@@ -7,7 +7,8 @@
 //   ctgrad help [<model>]                               models, commands, config keys and options
 // The models are the tasks registered in apps/tasks/ (apps/task.hpp). Exit codes: 0 done, 1 a
 // runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
-// interrupted (Ctrl-C or SIGTERM, after saving).
+// interrupted (Ctrl-C or SIGTERM, after saving), 124 a data-parallel rank that heard nothing from
+// the other ranks for CTGRAD_MPI_TIMEOUT seconds (one died or hangs).
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -25,6 +26,8 @@
 #endif
 #include <thread>
 
+#include <ctgrad/training/escape.hpp>
+
 #include "git_commit.h"
 #include "task.hpp"
 
@@ -34,6 +37,8 @@ int ablate(const std::vector<std::string>& args);               // apps/ablate.c
 int average_checkpoints(const std::vector<std::string>& args);  // apps/average.cpp
 
 namespace {
+
+using training::printable;
 
 struct Args {
   std::string command, model, run_dir, config_file, checkpoint;
@@ -73,9 +78,13 @@ int usage(const Task* t, FILE* out = stdout) {
   std::fprintf(out, "usage: ctgrad <command> <model> [options]\n\n"
               "  train <model>   [--config FILE] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]\n"
               "  eval <model>    [--run DIR] [--checkpoint FILE] [--set key=value ...] [--threads N]\n"
-              "  ablate <model>  --grid key=a,b [--grid ...] [--seeds N] [--set key=value ...] [--jobs J] [--run DIR] [--yes]\n"
-              "  average-checkpoints <model> --run DIR [--last K] [--out FILE]   the mean of the last K kept checkpoints\n"
-              "  help [<model>]  this text, or a model's commands, config keys and options\n\nmodels:\n");
+              "  ablate <model>  --grid key=a,b [--grid ...] [--seeds N] [--set key=value ...] [--jobs J] [--threads N] [--run DIR]\n"
+              "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
+              "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
+              "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
+              "  help [<model>]  this text, or a model's commands, config keys and options\n\n"
+              "exit codes: 0 done, 1 a runtime failure (or an ablation study left incomplete), 2 bad input, 3 training diverged,\n"
+              "  124 a data-parallel rank heard nothing from the others for CTGRAD_MPI_TIMEOUT seconds, 130 interrupted (after saving)\n\nmodels:\n");
   for (const Task& task : tasks())
     if (!t || &task == t) std::fprintf(out, "  %-12s %s (commands: %s)\n", task.name.c_str(), task.summary.c_str(), command_list(task).c_str());
   if (t) {
@@ -154,11 +163,15 @@ Args parse(int argc, char** argv) {
                            (o == "--config" ? " (several keys: one file, or --set key=value)" : ""));
       slot = value();
       if (slot.empty()) throw config_error(o + " needs a " + (o == "--run" ? "folder" : "file") + " name, got ''");
+      if (const std::string bad = training::control_byte(slot); !bad.empty())
+        throw config_error(o + " holds a control character (" + bad + "): '" + printable(slot.substr(0, 80)) + "'");
       if (o == "--run") run_given = true;
     } else if (o == "--set") a.sets.push_back(value());
     else if (o == "--checkpoint" && a.command != "train") {
       a.checkpoint = value();
       if (a.checkpoint.empty()) throw config_error("--checkpoint needs a file name, got ''");
+      if (const std::string bad = training::control_byte(a.checkpoint); !bad.empty())
+        throw config_error("--checkpoint holds a control character (" + bad + "): '" + printable(a.checkpoint.substr(0, 80)) + "'");
     } else if (o == "--resume" && a.command == "train") a.resume = true;
     else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
     else if (o == "--threads") a.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
@@ -241,20 +254,6 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
 int interrupted_exit() {
   std::fprintf(stderr, "ctgrad: interrupted\n");
   return 130;
-}
-
-// A message as one printable line: control bytes (a NUL in a config value) shown as \xNN.
-std::string printable(std::string_view m) {
-  std::string r;
-  for (unsigned char c : m) {
-    if (c >= 0x20 || c == '\n') r += char(c);
-    else {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      r += b;
-    }
-  }
-  return r;
 }
 
 // The ranks of this job: MPI's world when an MPI launcher started this process with more than
@@ -353,7 +352,9 @@ int run(const Args& a) {
                            " was trained with (its hash differs): restore it, or train a new run");
     }
   } else {
-    ctx.folder.start_new(a.overwrite);
+    std::vector<std::pair<std::string, std::filesystem::path>> inputs;
+    for (const std::string& k : t.input_folders) inputs.emplace_back("--set " + k, cfg.text(k));
+    ctx.folder.start_new(a.overwrite, inputs);
   }
   session->prepare();
   if (training::interrupted()) return interrupted_exit();
@@ -446,6 +447,11 @@ int main(int argc, char** argv) {
     return code;
   };
   try {
+    // Under an MPI launcher only `train` runs (data-parallel): another command would run once per
+    // rank (an ablate's runs N times over, into the same folders).
+    if (launched_ranks() > 1 && (argc < 2 || std::string(argv[1]) != "train"))
+      throw config_error("ctgrad " + std::string(argc > 1 ? argv[1] : "") + " runs as one process: start it without mpirun or srun " +
+                         "(only train is data-parallel)");
     if (argc > 1 && std::string(argv[1]) == "ablate") return ablate(std::vector<std::string>(argv + 1, argv + argc));
     if (argc > 1 && std::string(argv[1]) == "average-checkpoints") return average_checkpoints(std::vector<std::string>(argv + 1, argv + argc));
     const Args a = parse(argc, argv);

@@ -131,6 +131,10 @@ double token_nll(const float* logits, int vocab, std::int32_t target) {
   return std::log(z) - double(logits[target] - top);
 }
 
+void fit_context_to_preset(Config& c, std::int64_t preset_context) {
+  if (!c.was_set("context") && c.integer("context") > preset_context) c.set("context", std::to_string(preset_context), "the preset's default");
+}
+
 PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::string& model, const std::string& how) {
   namespace fs = std::filesystem;
   if (dir.empty()) throw config_error("pretrained: a `" + how + "` run folder is needed (its tokenizer), even with init=scratch");

@@ -75,6 +75,9 @@ class Session {
   // Training: the loop's options and the run (feeding and validation).
   virtual training::LoopOptions loop() = 0;
   virtual training::Run run() = 0;
+  // The names of the validation metrics run().validate reports, the one logged as the loss first:
+  // `ctgrad ablate --metric` is checked against them before any run starts.
+  virtual std::vector<std::string> metrics() const = 0;
   // What else goes into the checkpoint's metadata (the tokenizer file and its hash, ...).
   virtual checkpoint::Metadata metadata() { return {}; }
   // After training: the model shows what it learned (a sample, translations). Exit code.
@@ -98,6 +101,9 @@ struct Task {
   // Its training feeds Context::shard of each batch (and says Run::loss_terms when shards'
   // losses average over different counts): `mpirun -np N ctgrad train` is refused otherwise.
   bool data_parallel = false;
+  // Config keys that name a folder the run reads (a pretrained run): `--run` may not be one of
+  // them, so that --overwrite never deletes what the run was to read.
+  std::vector<std::string> input_folders = {};
   // Extra checks of a config against the checkpoint's, beyond the keys' roles (a GPT may be
   // evaluated at a shorter context than it was trained at, not a longer one).
   std::function<void(const Config& config, const Config& saved, const Context&)> check_against_checkpoint = {};
@@ -114,6 +120,10 @@ const std::vector<Task>& tasks();
 // then see CTGRAD_SMOKE_PRESETS defined; a preset they leave out is refused with this config_error
 // ("bert size=small: this build ...").
 [[noreturn]] void preset_not_built(const std::string& model, const std::string& setting);
+
+// For Task::dependent_defaults: a context not set by the user is cut to the preset's (the default
+// 64 of size=small would refuse size=tiny's 32).
+void fit_context_to_preset(Config& c, std::int64_t preset_context);
 
 // Keys of every model: the seeds (`seed` sets every stream; init_seed, data_seed, dropout_seed,
 // -1: seed, set one) and `precision` (fp32 | bf16: the matmuls' operands, applied by the CLI).

@@ -19,7 +19,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -42,10 +47,17 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// A configuration's folder name: its settings with other characters as '_', cut at 120 bytes with a
+// hash of the whole (so that long grid values keep names apart and within NAME_MAX).
 std::string folder_name(const std::string& config) {
   std::string s;
   for (char c : config) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
-  return s;
+  if (s.size() <= 120) return s;
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : config) h = (h ^ c) * 1099511628211ull;
+  char tail[24];
+  std::snprintf(tail, sizeof tail, "_%016llx", static_cast<unsigned long long>(h));
+  return s.substr(0, 100) + tail;
 }
 
 std::string read_text(const fs::path& p) {
@@ -94,7 +106,7 @@ json study_json(const StudyOptions& o) {
 }  // namespace
 
 void record_parameters(const fs::path& run_dir, std::int64_t parameters) {
-  checkpoint::write_atomically(run_dir / "run.json", json{{"parameters", parameters}}.dump() + "\n");
+  checkpoint::write_atomically(run_dir / "run.json", json{{"parameters", parameters}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 const std::string& RunSpec::value(const std::string& key) const {
@@ -108,7 +120,7 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
   if (o_.seeds < 1) throw std::invalid_argument("ctgrad: an ablation study needs at least 1 seed");
   if (o_.jobs < 1) throw std::invalid_argument("ctgrad: --jobs must be at least 1");
   std::set<std::string> keys;
-  std::size_t configs = 1;
+  std::uint64_t configs = 1;  // checked: a grid of 8 keys x 256 values is 2^64 configurations
   for (const Axis& a : o_.grid) {
     if (a.key.empty()) throw std::invalid_argument("ctgrad: a grid key is empty");
     if (!keys.insert(a.key).second) throw std::invalid_argument("ctgrad: the grid names '" + a.key + "' twice");
@@ -116,17 +128,28 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
     std::set<std::string> vals;
     for (const auto& v : a.values)
       if (!vals.insert(v).second) throw std::invalid_argument("ctgrad: the grid key '" + a.key + "' lists '" + v + "' twice");
-    configs *= a.values.size();
+    configs = std::min<std::uint64_t>(configs * a.values.size(), kMaxRuns + 1);  // at most 10001 x a value count: no wrap
   }
   for (const auto& [k, v] : o_.fixed)
     if (keys.count(k)) throw std::invalid_argument("ctgrad: '" + k + "' is both a grid key and a fixed setting");
-  const std::size_t total = configs * std::size_t(o_.seeds);
-  if (int(total) > o_.max_runs && !o_.yes)
-    throw std::invalid_argument("ctgrad: this study is " + std::to_string(configs) + " configurations x " + std::to_string(o_.seeds) +
-                                " seeds = " + std::to_string(total) + " runs, more than " + std::to_string(o_.max_runs) +
-                                ": add --yes to run them all");
+  auto size_text = [&] {
+    std::string t = "this study is ";
+    if (configs > kMaxRuns) {
+      t += "more than " + std::to_string(kMaxRuns) + " configurations (";
+      for (std::size_t k = 0; k < o_.grid.size(); ++k) t += (k ? " x " : "") + std::to_string(o_.grid[k].values.size());
+      return t + ")";
+    }
+    return t + std::to_string(configs) + " configurations x " + std::to_string(o_.seeds) + " seeds = " +
+           std::to_string(configs * std::uint64_t(o_.seeds)) + " runs";
+  };
+  if (configs > kMaxRuns || configs * std::uint64_t(o_.seeds) > kMaxRuns)
+    throw std::invalid_argument("ctgrad: " + size_text() + ", more than the " + std::to_string(kMaxRuns) + " runs a study can hold: split it");
+  const std::uint64_t total = configs * std::uint64_t(o_.seeds);
+  if (total > std::uint64_t(std::max(o_.max_runs, 0)) && !o_.yes)
+    throw std::invalid_argument("ctgrad: " + size_text() + ", more than " + std::to_string(o_.max_runs) + ": add --yes to run them all");
   // Every combination, the last key fastest; the baseline (all first values) first.
   std::vector<std::size_t> at(o_.grid.size(), 0);
+  runs_.reserve(std::size_t(total));
   for (std::size_t c = 0; c < configs; ++c) {
     std::string config;
     std::vector<std::pair<std::string, std::string>> sets;
@@ -147,10 +170,42 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
   }
 }
 
+// The study folder's lock: an exclusive flock on study.lock, which holds the holder's pid. The
+// kernel releases it when the process ends, however it ends (kill -9 included).
+struct Study::Lock {
+  int fd = -1;
+  explicit Lock(const fs::path& dir) {
+    const fs::path file = dir / "study.lock";
+    fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);  // not inherited by the runs
+    if (fd < 0) throw std::invalid_argument("ctgrad: cannot open " + printable(file.string()) + ": " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char pid[32] = {0};
+      const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+      std::string holder = n > 0 ? std::string(pid, std::size_t(n)) : "";
+      holder.erase(std::remove_if(holder.begin(), holder.end(), [](char c) { return c < '0' || c > '9'; }), holder.end());
+      ::close(fd);
+      if (err == EWOULDBLOCK)
+        throw std::invalid_argument("ctgrad: the study folder " + printable(dir.string()) + " is in use by another ctgrad ablate" +
+                                    (holder.empty() ? "" : " (pid " + holder + ")") + ": wait for it to end, or stop it");
+      throw std::invalid_argument("ctgrad: cannot lock " + printable(file.string()) + ": " + std::strerror(err));
+    }
+    const std::string me = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size())) {}  // the pid is information only
+  }
+  ~Lock() { ::close(fd); }
+};
+
+void Study::lock() const {
+  if (!lock_) lock_ = std::make_shared<Lock>(o_.dir);
+}
+
 void Study::prepare() const {
   std::error_code ec;
   fs::create_directories(o_.dir, ec);
-  if (!fs::is_directory(o_.dir, ec)) throw std::invalid_argument("ctgrad: the study folder " + o_.dir.string() + " cannot be made");
+  if (!fs::is_directory(o_.dir, ec))
+    throw std::invalid_argument("ctgrad: the study folder " + printable(o_.dir.string()) + " cannot be made" + (ec ? ": " + ec.message() : ""));
+  lock();
   const fs::path file = o_.dir / "study.json";
   const json mine = study_json(o_);
   if (fs::exists(file, ec)) {
@@ -161,10 +216,10 @@ void Study::prepare() const {
     return;
   }
   for (const auto& e : fs::directory_iterator(o_.dir, ec))
-    if (e.path().filename() != "runs")
+    if (e.path().filename() != "runs" && e.path().filename() != "study.lock")
       throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds files of something else (" + e.path().filename().string() +
                                   "): a study needs a folder of its own");
-  checkpoint::write_atomically(file, mine.dump(2) + "\n");
+  checkpoint::write_atomically(file, mine.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 bool Study::finished(const RunSpec& r) const {
@@ -199,6 +254,28 @@ std::vector<std::string> Study::metrics() const {
   return out;
 }
 
+std::vector<std::string> Study::damage() const {
+  std::vector<std::string> out;
+  for (const RunSpec& r : runs_) {
+    if (!succeeded(r)) continue;
+    const fs::path file = r.dir / "result.json";
+    const json res = json::parse(read_text(file), nullptr, false);
+    const std::string where = printable(file.string());
+    if (!res.is_object()) {
+      out.push_back(where + " is not a JSON object");
+      continue;
+    }
+    if (!res.contains("final") || !res["final"].is_object()) {
+      out.push_back(where + ": 'final' is missing or not an object");
+      continue;
+    }
+    for (const auto& [k, v] : res["final"].items())
+      if (!v.is_number()) out.push_back(where + ": 'final." + printable(k) + "' is " + (v.is_null() ? "null" : std::string("a ") + v.type_name()) + ", not a number");
+    if (res.contains("train_seconds") && !res["train_seconds"].is_number()) out.push_back(where + ": 'train_seconds' is not a number");
+  }
+  return out;
+}
+
 bool lower_is_better(const std::string& m) {
   return m.find("loss") != std::string::npos || m.find("error") != std::string::npos || m.find("nll") != std::string::npos ||
          m == "perplexity";
@@ -224,54 +301,68 @@ int Study::run(const RunFn& f) const {
     const std::size_t left = todo.size() - done - running;
     std::string eta = "?";
     if (done > 0) eta = format_duration(secs / double(done) * double(left + running) / 1.0);
-    std::fprintf(stderr, "\rstudy %s: %zu done, %zu running, %zu left, %d failed, %s elapsed, ETA %s   ", o_.name.c_str(),
+    std::fprintf(stderr, "\rstudy %s: %zu done, %zu running, %zu left, %d failed, %s elapsed, ETA %s   ", printable(o_.name).c_str(),
                  done_before + done, running, left, failed, format_duration(secs).c_str(), eta.c_str());
     std::fflush(stderr);
   };
+  // An error that no run can go on from (a run folder that cannot be made, a result that cannot be
+  // written: a full disk, a read-only folder) stops the study; the main thread reports it.
+  std::string fatal;
   auto worker = [&] {
     for (;;) {
       const RunSpec* r = nullptr;
       {
         std::lock_guard<std::mutex> lock(m);
-        if (next >= todo.size() || interrupted()) return;
+        if (next >= todo.size() || interrupted() || !fatal.empty()) return;
         r = todo[next++];
         ++running;
         progress();
       }
-      std::error_code ec;
-      fs::create_directories(r->dir, ec);
-      const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
-      const auto s0 = std::chrono::steady_clock::now();
       int rc = 1;
+      bool stopped = false;
       try {
-        rc = f(*r, RunContext{threads, resume});
+        std::error_code ec;
+        fs::create_directories(r->dir, ec);
+        if (ec || !fs::is_directory(r->dir, ec))
+          throw std::runtime_error("cannot make the run folder " + r->dir.string() + (ec ? ": " + ec.message() : ": a file is in the way"));
+        const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
+        const auto s0 = std::chrono::steady_clock::now();
+        try {
+          rc = f(*r, RunContext{threads, resume});
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(m);
+          std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", printable(r->config).c_str(), r->seed, printable(e.what()).c_str());
+        }
+        // The outcome, kept with the run's settings: its final validation, or how it failed (a
+        // diverged or refused run is a result of the study: reported, and not retried unless asked).
+        const Curve c = read_curve(r->dir / "metrics.jsonl");
+        json sets = json::object();
+        for (const auto& [k, v] : r->sets) sets[k] = v;
+        json last = json::object();
+        if (!c.values.empty())
+          for (const auto& [k, v] : c.values.back()) last[k] = v;
+        stopped = interrupted() && rc != 0;  // Ctrl-C: neither a result nor a failure; the run continues next time
+        if (!stopped) {
+          const json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
+                             {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
+                             {"train_seconds", c.seconds}, {"exit_code", rc},
+                             {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
+          checkpoint::write_atomically(r->dir / (rc == 0 ? "result.json" : "failed.json"),
+                                       outcome.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+          if (rc == 0) fs::remove(r->dir / "failed.json", ec);
+        }
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(m);
-        std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", r->config.c_str(), r->seed, e.what());
-      }
-      // The outcome, kept with the run's settings: its final validation, or how it failed (a
-      // diverged or refused run is a result of the study: reported, and not retried unless asked).
-      const Curve c = read_curve(r->dir / "metrics.jsonl");
-      json sets = json::object();
-      for (const auto& [k, v] : r->sets) sets[k] = v;
-      json last = json::object();
-      if (!c.values.empty())
-        for (const auto& [k, v] : c.values.back()) last[k] = v;
-      const bool stopped = interrupted() && rc != 0;  // Ctrl-C: neither a result nor a failure; the run continues next time
-      if (!stopped) {
-        const json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
-                           {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
-                           {"train_seconds", c.seconds}, {"exit_code", rc},
-                           {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
-        checkpoint::write_atomically(r->dir / (rc == 0 ? "result.json" : "failed.json"), outcome.dump(2) + "\n");
-        if (rc == 0) fs::remove(r->dir / "failed.json", ec);
+        --running;
+        if (fatal.empty()) fatal = "the study cannot go on: run " + r->config + " seed " + std::to_string(r->seed) + ": " + e.what();
+        return;
       }
       std::lock_guard<std::mutex> lock(m);
       --running, ++done;
       if (rc != 0 && !stopped) {
         ++failed;
-        std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d%s (its folder: %s)\n", r->config.c_str(), r->seed, rc,
-                     rc == 3 ? ": training diverged" : "", r->dir.c_str());
+        std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d%s (its folder: %s)\n", printable(r->config).c_str(), r->seed, rc,
+                     rc == 3 ? ": training diverged" : "", printable(r->dir.string()).c_str());
       }
       progress();
     }
@@ -280,6 +371,7 @@ int Study::run(const RunFn& f) const {
   for (int j = 0; j < jobs; ++j) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   std::fprintf(stderr, "\n");
+  if (!fatal.empty()) throw std::runtime_error("ctgrad: " + fatal);
   return failed;
 }
 
@@ -303,9 +395,10 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
       continue;
     }
     const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
-    if (!res.is_object() || !res.contains("final") || !res["final"].contains(m)) continue;
+    // A damaged result (damage() names it) counts as not run.
+    if (!res.is_object() || !res.contains("final") || !res["final"].is_object() || !res["final"].contains(m) || !res["final"][m].is_number()) continue;
     s.finals[std::size_t(r.seed - 1)] = res["final"][m].get<double>();
-    if (res.contains("train_seconds")) s.seconds += res["train_seconds"].get<double>();
+    if (res.contains("train_seconds") && res["train_seconds"].is_number()) s.seconds += res["train_seconds"].get<double>();
     const json info = json::parse(read_text(r.dir / "run.json"), nullptr, false);
     if (info.is_object() && info.contains("parameters") && info["parameters"].is_number_integer()) s.parameters = info["parameters"].get<std::int64_t>();
   }
@@ -340,23 +433,8 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
 
 namespace {
 
-std::string fixed(double v, int digits = 4) {
-  if (std::isnan(v)) return "";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
-std::string signed_fixed(double v, int digits = 4) {
-  if (std::isnan(v)) return "";
-  char b[64];
-  std::snprintf(b, sizeof b, "%+.*f", digits, v);
-  return b;
-}
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
-  return o;
-}
+std::string fixed(double v, int digits = 4) { return format_number(v, digits); }
+std::string signed_fixed(double v, int digits = 4) { return format_number(v, digits, true); }
 // RFC 4648 base64, for the PNGs inside results.html (15 lines: no Debian C++ library worth a
 // dependency for it).
 std::string base64(const std::string& in) {
@@ -380,6 +458,8 @@ std::string base64(const std::string& in) {
 }  // namespace
 
 void Study::report() const {
+  std::error_code lock_ec;
+  if (fs::is_directory(o_.dir, lock_ec)) lock();
   const std::string m = metric();
   if (!o_.metric.empty()) {  // a metric the runs do not report would leave every row empty
     std::vector<std::string> logged;
@@ -406,20 +486,23 @@ void Study::report() const {
   for (const std::string& name : all_metrics) per_metric.push_back(name == m ? sums : summarize(name));
   // results.csv: a row per configuration and metric.
   {
-    std::string csv = "config";
-    for (const Axis& a : o_.grid) csv += "," + a.key;
-    csv += ",metric,seeds,mean,sd,ci95_low,ci95_high,diff_vs_baseline,diff_ci95_low,diff_ci95_high,train_seconds,parameters";
-    for (int s = 1; s <= o_.seeds; ++s) csv += ",seed" + std::to_string(s);
-    csv += "\n";
+    std::vector<std::string> head{"config"};
+    for (const Axis& a : o_.grid) head.push_back(a.key);
+    for (const char* h : {"metric", "seeds", "mean", "sd", "ci95_low", "ci95_high", "diff_vs_baseline", "diff_ci95_low", "diff_ci95_high",
+                          "train_seconds", "parameters"})
+      head.emplace_back(h);
+    for (int s = 1; s <= o_.seeds; ++s) head.push_back("seed" + std::to_string(s));
+    std::string csv = csv_line(head);
     for (std::size_t k = 0; k < all_metrics.size(); ++k)
       for (const Summary& s : per_metric[k]) {
-        csv += "\"" + s.config + "\"";
-        for (const auto& [key, v] : s.values) csv += "," + v;
-        csv += "," + all_metrics[k] + "," + std::to_string(s.n) + "," + fixed(s.mean, 6) + "," + fixed(s.sd, 6) + "," + fixed(s.mean - s.ci, 6) + "," +
-               fixed(s.mean + s.ci, 6) + "," + fixed(s.diff, 6) + "," + fixed(s.diff - s.diff_ci, 6) + "," + fixed(s.diff + s.diff_ci, 6) + "," +
-               fixed(s.seconds, 1) + "," + std::to_string(s.parameters);
-        for (double v : s.finals) csv.append(",").append(fixed(v, 6));
-        csv += "\n";
+        std::vector<std::string> row{s.config};
+        for (const auto& [key, v] : s.values) row.push_back(v);
+        for (const std::string& f : {all_metrics[k], std::to_string(s.n), fixed(s.mean, 6), fixed(s.sd, 6), fixed(s.mean - s.ci, 6),
+                                     fixed(s.mean + s.ci, 6), fixed(s.diff, 6), fixed(s.diff - s.diff_ci, 6), fixed(s.diff + s.diff_ci, 6),
+                                     fixed(s.seconds, 1), std::to_string(s.parameters)})
+          row.push_back(f);
+        for (double v : s.finals) row.push_back(fixed(v, 6));
+        csv += csv_line(row);
       }
     checkpoint::write_atomically(dir / "results.csv", csv);
   }
@@ -442,7 +525,7 @@ void Study::report() const {
     for (std::size_t k = 0; k < all_metrics.size(); ++k)
       every[all_metrics[k]] = {{"lower_is_better", ablation::lower_is_better(all_metrics[k])}, {"configurations", table(per_metric[k])}};
     const json out{{"study", study_json(o_)}, {"metric", m}, {"lower_is_better", lower}, {"configurations", table(sums)}, {"metrics", every}};
-    checkpoint::write_atomically(dir / "results.json", out.dump(2) + "\n");
+    checkpoint::write_atomically(dir / "results.json", out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   }
   // The plots: validation curves per configuration (mean over seeds, min-max band), and the final
   // metric per configuration with its 95% interval.
@@ -474,31 +557,35 @@ void Study::report() const {
       ++block;
     }
     if (!plot.empty())
-      gnuplot("set terminal pngcairo size 900,520 font ',10'\nset output " + gnuplot_quote((dir / "curves.png").string()) + "\n$curves << EOD\n" +
+      gnuplot("set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$curves << EOD\n" +
                   data + "EOD\nset key outside right\nset xlabel 'step'\nset ylabel " + gnuplot_quote("validation " + m) + "\nset title " +
                   gnuplot_quote(o_.name + ": validation " + m + " (mean over seeds, band: min-max)") + "\n" + plot + "\n",
               dir / "curves.png");
-    std::string bars;
+    // The data block holds numbers only; the configurations label the bars through set xtics.
+    std::string bars, tics;
     for (std::size_t c = 0; c < sums.size(); ++c)
-      if (sums[c].n)
-        bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(std::isnan(sums[c].ci) ? 0.0 : sums[c].ci, 6) + " \"" + sums[c].config + "\"\n";
+      if (sums[c].n) {
+        bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(std::isnan(sums[c].ci) ? 0.0 : sums[c].ci, 6) + "\n";
+        tics += std::string(tics.empty() ? "" : ", ") + gnuplot_quote(sums[c].config) + " " + std::to_string(c);
+      }
     if (!bars.empty())
-      gnuplot("set terminal pngcairo size 900,520 font ',10'\nset output " + gnuplot_quote((dir / "final.png").string()) + "\n$bars << EOD\n" + bars +
-                  "EOD\nset style fill solid 0.5\nset boxwidth 0.6\nset xtics rotate by -30\nset ylabel " + gnuplot_quote("final validation " + m) +
+      gnuplot("set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$bars << EOD\n" + bars +
+                  "EOD\nset style fill solid 0.5\nset boxwidth 0.6\nset xtics rotate by -30\nset xtics (" + tics + ")\nset ylabel " +
+                  gnuplot_quote("final validation " + m) +
                   "\nset title " + gnuplot_quote(o_.name + ": final " + m + " per configuration (95% interval over seeds)") +
-                  "\nset xrange [-0.6:" + std::to_string(sums.size() - 0.4) + "]\nplot $bars using 1:2:xtic(4) with boxes notitle, '' using 1:2:3 with yerrorbars lc rgb 'black' pt 0 notitle\n",
+                  "\nset xrange [-0.6:" + std::to_string(sums.size() - 0.4) + "]\nplot $bars using 1:2 with boxes notitle, '' using 1:2:3 with yerrorbars lc rgb 'black' pt 0 notitle\n",
               dir / "final.png");
   }
   // results.md and results.html: the same table.
   const std::string better = lower ? "lower is better" : "higher is better";
-  std::string md = "# " + o_.name + "\n\n" + (o_.model.empty() ? "" : "Model `" + o_.model + "`; ") + "metric: final validation " + m + " (" + better +
-                   "); " + std::to_string(o_.seeds) + " seeds; baseline: the first value of each grid key (" + sums.front().config + ").";
+  std::string md = "# " + printable(o_.name) + "\n\n" + (o_.model.empty() ? "" : "Model " + markdown_code(o_.model) + "; ") + "metric: final validation " + printable(m) + " (" + better +
+                   "); " + std::to_string(o_.seeds) + " seeds; baseline: the first value of each grid key (" + markdown_code(sums.front().config) + ").";
   if (!o_.fixed.empty()) {
     md += " Fixed:";
-    for (const auto& [k, v] : o_.fixed) md += " `" + k + "=" + v + "`";
+    for (const auto& [k, v] : o_.fixed) md += " " + markdown_code(k + "=" + v);
     md += ".";
   }
-  md += "\n\n| configuration | seeds | " + m + " mean ± sd | 95% CI | vs baseline (paired) | 95% CI of the difference | train time | parameters |\n|---|---|---|---|---|---|---|---|\n";
+  md += "\n\n| configuration | seeds | " + markdown_code(m) + " mean ± sd | 95% CI | vs baseline (paired) | 95% CI of the difference | train time | parameters |\n|---|---|---|---|---|---|---|---|\n";
   std::string rows_html;
   for (const Summary& s : sums) {
     const bool base = &s == &sums.front();
@@ -509,13 +596,13 @@ void Study::report() const {
     const std::string secs = !s.n ? "" : s.seconds < 60 ? fixed(s.seconds, 1) + " s" : format_duration(s.seconds);
     const std::string params = s.parameters ? std::to_string(s.parameters) : "";
     const std::string seeds = std::to_string(s.n) + (s.failed ? " (" + std::to_string(s.failed) + " failed)" : "");
-    md += "| `" + s.config + "` | " + seeds + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
+    md += "| " + markdown_code(s.config) + " | " + seeds + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
     rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + seeds + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
                  diff + "</td><td>" + dci + "</td><td>" + secs + "</td><td>" + params + "</td></tr>\n";
   }
   for (std::size_t k = 1; k < all_metrics.size(); ++k) {
     const std::string& name = all_metrics[k];
-    md += "\nValidation " + name + " (" + (ablation::lower_is_better(name) ? "lower" : "higher") + " is better):\n\n| configuration | " + name +
+    md += "\nValidation " + printable(name) + " (" + (ablation::lower_is_better(name) ? "lower" : "higher") + " is better):\n\n| configuration | " + markdown_code(name) +
           " mean ± sd | vs baseline (paired) | 95% CI of the difference |\n|---|---|---|---|\n";
     rows_html += "<tr><th colspan='8' style='text-align:left'>validation " + html_escape(name) + "</th></tr>\n";
     for (const Summary& s : per_metric[k]) {
@@ -523,7 +610,7 @@ void Study::report() const {
       const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
       const std::string diff = base ? "baseline" : s.pairs ? signed_fixed(s.diff) : "";
       const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
-      md += "| `" + s.config + "` | " + mean + " | " + diff + " | " + dci + " |\n";
+      md += "| " + markdown_code(s.config) + " | " + mean + " | " + diff + " | " + dci + " |\n";
       rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + std::to_string(s.n) + "</td><td>" + mean + "</td><td></td><td>" + diff +
                    "</td><td>" + dci + "</td><td></td><td></td></tr>\n";
     }

@@ -27,11 +27,15 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace ctgrad::training::ablation {
+
+// The most runs (configurations x seeds) a study holds, with --yes or not.
+inline constexpr std::uint64_t kMaxRuns = 10000;
 
 struct Axis {
   std::string key;
@@ -48,7 +52,7 @@ struct StudyOptions {
   int jobs = 1;                                             // runs at once
   int threads = 0;                                          // cores for the whole study (0: all), split between the jobs
   std::string metric;                                       // the validation metric compared ("" : the first one logged, the loss)
-  int max_runs = 48;                                        // more runs than this need `yes`
+  int max_runs = 48;                                        // more runs than this need `yes` (at most kMaxRuns in any case)
   bool yes = false;
   bool retry_failed = false;                                // run again the runs that failed (diverged, refused)
   std::string commit;                                       // recorded in each run's result (the build's git commit)
@@ -110,10 +114,18 @@ class Study {
   bool lower_is_better() const;
   // Every validation metric the finished runs report, metric() first.
   std::vector<std::string> metrics() const;
+  // The finished runs' result.json files that are damaged (not JSON, a final value that is not a
+  // number), one line each naming the file and the key; report() leaves them out.
+  std::vector<std::string> damage() const;
 
  private:
   StudyOptions o_;
   std::vector<RunSpec> runs_;
+  // The study folder's lock, taken by prepare() and report() and held while the Study lives: a
+  // second Study on the same folder (another `ctgrad ablate`) is refused, naming the holder's pid.
+  struct Lock;
+  mutable std::shared_ptr<Lock> lock_;
+  void lock() const;
 };
 
 // For run functions: records the run's parameter count (run.json in its folder, as `ctgrad train`

@@ -1,5 +1,6 @@
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/graph/tensor.hpp>
+#include <ctgrad/training/escape.hpp>
 
 #include <charconv>
 #include <cstdlib>
@@ -270,10 +271,15 @@ void Config::set_value(std::string_view key, const Value& v, std::string_view so
         throw config_error(what + " must be in " + range_text(k.range) + ", got " + number_text(std::get<double>(got)));
       break;
     case Kind::text:
-      if (!std::holds_alternative<std::string>(got)) throw config_error(what + " expects a string");
-      break;
     case Kind::choice: {
       if (!std::holds_alternative<std::string>(got)) throw config_error(what + " expects a string");
+      // A config value is stored in checkpoints (JSON) and named in reports and plots: UTF-8,
+      // and one line. A command's own text options (a prompt) may hold newlines.
+      const std::string& text = std::get<std::string>(got);
+      if (const std::string bad = utf8_error(text); !bad.empty()) throw config_error(what + " is not UTF-8 text (" + bad + ")");
+      if (const std::string bad = control_byte(text); !bad.empty() && source != "--" + k.name)
+        throw config_error(what + " holds a control character (" + bad + "): '" + shown(text) + "'");
+      if (k.kind == Kind::text) break;
       bool ok = false;
       std::string list;
       for (const auto& c : k.choices) ok |= c == std::get<std::string>(got), list += (list.empty() ? "" : ", ") + c;

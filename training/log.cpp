@@ -25,9 +25,13 @@ using json = nlohmann::json;
 
 namespace {
 std::string csv_row(std::int64_t step, double loss, double lr, double rate, std::optional<double> val) {
-  std::ostringstream r;
-  r << step << ',' << loss << ',' << lr << ',' << rate << ',' << (val ? std::to_string(*val) : "") << "\n";
-  return r.str();
+  // Numbers only (no field needs quoting), each as the stream writes it (6 significant digits).
+  auto text = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  };
+  return csv_line({std::to_string(step), text(loss), text(lr), text(rate), val ? text(*val) : ""});
 }
 
 // For a resumed run: metrics.jsonl keeps the records of the steps before `first` (a record that
@@ -168,20 +172,15 @@ void TrainingLog::close() {
   csv_.close();
 }
 
-std::string gnuplot_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
-
-bool gnuplot(const std::string& script, const fs::path& png) {
+bool gnuplot(const std::string& script, const fs::path& png, const std::vector<fs::path>& inputs) {
+  if (inputs.size() > 8) throw std::invalid_argument("ctgrad: gnuplot() takes at most 8 input files");
   if (!fs::exists("/usr/bin/gnuplot")) {
-    std::cerr << "ctgrad: warning: gnuplot not installed (apt-get install gnuplot-nox): no " << png.string() << "\n";
+    std::cerr << "ctgrad: warning: gnuplot not installed (apt-get install gnuplot-nox): no " << printable(png.string()) << "\n";
     return false;
   }
   std::error_code ec;
   if (fs::exists(fs::symlink_status(png, ec)) && !fs::is_regular_file(fs::symlink_status(png, ec))) {
-    std::cerr << "ctgrad: warning: " << png.string() << " is not a regular file: not drawn\n";
+    std::cerr << "ctgrad: warning: " << printable(png.string()) << " is not a regular file: not drawn\n";
     return false;
   }
   // Drawn into a temporary file renamed over the plot: a reader never sees half a PNG.
@@ -189,24 +188,30 @@ bool gnuplot(const std::string& script, const fs::path& png) {
   // Both named as temporaries of this process, which a run folder removes once their writer is gone.
   const fs::path tmp = png.parent_path() / ("." + png.filename().string() + ".tmp." + pid),
                  file = png.parent_path() / ("." + png.filename().string() + ".gp.tmp." + pid);
-  std::string text = script;
-  const std::string target = "set output " + gnuplot_quote(png.string());
-  if (const auto at = text.find(target); at != std::string::npos) text.replace(at, target.size(), "set output " + gnuplot_quote(tmp.string()));
   {
     std::ofstream f(file);
-    f << text;
+    f << script;
+    if (!f) {
+      std::cerr << "ctgrad: warning: cannot write " << printable(file.string()) << ": no " << printable(png.string()) << "\n";
+      fs::remove(file, ec);
+      return false;
+    }
   }
   // Not std::system: it ignores SIGINT while it waits, so a Ctrl-C during a plot would be lost.
   // gnuplot runs as a child that is stopped on Ctrl-C, and after two minutes (a stuck terminal).
-  const std::string arg0 = "gnuplot", arg1 = file.string();
-  char* argv[] = {const_cast<char*>(arg0.c_str()), const_cast<char*>(arg1.c_str()), nullptr};
+  // gnuplot -c SCRIPT OUTPUT INPUTS...: the paths reach the script as the strings ARG1, ARG2, ...
+  std::vector<std::string> args{"gnuplot", "-c", file.string(), tmp.string()};
+  for (const auto& p : inputs) args.push_back(p.string());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   bool drawn = false;
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {  // only async-signal-safe calls until exec
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with its parent: no gnuplot left writing into the run folder
     if (::getppid() != parent) ::_exit(127);
-    ::execve("/usr/bin/gnuplot", argv, environ);
+    ::execve("/usr/bin/gnuplot", argv.data(), environ);
     ::_exit(127);
   }
   if (child > 0) {
@@ -235,15 +240,15 @@ bool gnuplot(const std::string& script, const fs::path& png) {
     drawn = false;
   }
   fs::remove(tmp, ec);
-  if (!drawn && !interrupted()) std::cerr << "ctgrad: warning: gnuplot failed to draw " << png.string() << "\n";
+  if (!drawn && !interrupted()) std::cerr << "ctgrad: warning: gnuplot failed to draw " << printable(png.string()) << "\n";
   return drawn;
 }
 
 void plot_loss(const fs::path& csv, const fs::path& png, const std::string& unit) {
-  gnuplot("set terminal png size 800,500\nset output " + gnuplot_quote(png.string()) + "\nset datafile separator ','\n" +
-              "set key autotitle columnhead\nset xlabel 'step'\nset ylabel " + gnuplot_quote("loss (" + unit + ")") + "\n" + "plot " +
-              gnuplot_quote(csv.string()) + " using 1:2 with lines title 'train', '' using 1:5 with linespoints title 'validation'\n",
-          png);
+  gnuplot("set terminal png size 800,500 noenhanced\nset output ARG1\nset datafile separator ','\n" +
+              std::string("set key autotitle columnhead\nset xlabel 'step'\nset ylabel ") + gnuplot_quote("loss (" + unit + ")") + "\n" +
+              "plot ARG2 using 1:2 with lines title 'train', '' using 1:5 with linespoints title 'validation'\n",
+          png, {csv});
 }
 
 }  // namespace ctgrad::training

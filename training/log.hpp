@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <ctgrad/training/escape.hpp>
+
 namespace ctgrad::training {
 
 // Validation results; the first value is the loss the log and the plot show.
@@ -51,11 +53,11 @@ class TrainingLog {
 // The loss curve (metrics.csv) as a PNG, with gnuplot; without gnuplot, a warning and no plot.
 void plot_loss(const std::filesystem::path& csv, const std::filesystem::path& png, const std::string& unit);
 
-// Runs a gnuplot script (written beside `png`, removed after) that draws `png`. False, with a
-// warning naming the file, when gnuplot is missing or fails.
-bool gnuplot(const std::string& script, const std::filesystem::path& png);
-// A string for gnuplot's single quotes ('' is a quote).
-std::string gnuplot_quote(const std::string& s);
+// Runs a gnuplot script (written beside `png`, removed after) that draws `png`. Paths are never
+// spliced into the script: it names its output ARG1 (`set output ARG1`) and `inputs` ARG2, ARG3,
+// ... (at most 8), which gnuplot receives as arguments (gnuplot -c). Other strings go through
+// gnuplot_quote (escape.hpp). False, with a warning naming the file, when gnuplot is missing or fails.
+bool gnuplot(const std::string& script, const std::filesystem::path& png, const std::vector<std::filesystem::path>& inputs = {});
 
 std::string format_duration(double seconds);  // "1m05s", "42s"
 

@@ -1,8 +1,10 @@
 #include <ctgrad/training/config.hpp>
+#include <ctgrad/training/escape.hpp>
 #include <ctgrad/training/run_folder.hpp>
 
 #include <cstdio>
 
+#include <climits>
 #include <signal.h>
 
 #include <algorithm>
@@ -24,17 +26,37 @@ bool is_run_file(const std::string& name) {
 
 RunFolder::RunFolder(fs::path dir) : dir_(std::move(dir)) {
   // A path the file system refuses (too long, a file as a parent) is bad input, named briefly.
+  std::string shown = printable(dir_.string());
+  if (shown.size() > 80) shown = shown.substr(0, 60) + "...(" + std::to_string(dir_.string().size()) + " bytes)";
   std::error_code ec;
   (void)fs::status(dir_, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    std::string shown = dir_.string();
-    if (shown.size() > 80) shown = shown.substr(0, 60) + "...(" + std::to_string(shown.size()) + " characters)";
-    throw config_error("the run folder " + shown + ": " + ec.message());
-  }
+  if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the run folder " + shown + ": " + ec.message());
+  // Every file a run writes must fit too, found now rather than at the first checkpoint: the
+  // longest name, a temporary of a kept checkpoint (.checkpoint-00000100.safetensors.tmp.<pid>.<n>),
+  // is at most kLongestFileName bytes.
+  const std::size_t longest = dir_.string().size() + 1 + kLongestFileName;
+  if (longest >= PATH_MAX)
+    throw config_error("the run folder " + shown + " is too long: the paths of the files in it would be up to " + std::to_string(longest) +
+                       " bytes, past the system's limit of " + std::to_string(PATH_MAX - 1));
+  for (const auto& part : dir_)
+    if (part.string().size() > NAME_MAX)
+      throw config_error("the run folder " + shown + " has a name of " + std::to_string(part.string().size()) + " bytes, past the system's limit of " +
+                         std::to_string(NAME_MAX));
 }
 
-void RunFolder::start_new(bool overwrite) const {
+void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::string, fs::path>>& inputs) const {
   std::error_code ec;
+  // A folder this run reads from (a pretrained run) is never this run's: --overwrite would delete
+  // what it is about to read. Compared as real paths (X, X/../X, a symlink to X are one folder).
+  const fs::path mine = fs::weakly_canonical(fs::absolute(dir_, ec), ec);
+  for (const auto& [what, p] : inputs) {
+    std::error_code ec2;
+    if (p.empty() || mine.empty()) continue;
+    const fs::path theirs = fs::weakly_canonical(fs::absolute(p, ec2), ec2);
+    if (!ec2 && theirs == mine)
+      throw config_error("the run folder " + printable(dir_.string()) + " is the folder " + what + " names, which this run reads (" + printable(p.string()) +
+                         "): a new run there would " + (overwrite ? "delete it" : "replace it") + "; choose another --run DIR");
+  }
   if (fs::exists(dir_) && !fs::is_directory(dir_)) throw config_error("the run folder " + dir_.string() + " is a file");
   std::vector<fs::path> held;
   if (fs::is_directory(dir_))

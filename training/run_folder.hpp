@@ -12,6 +12,8 @@ namespace ctgrad::training {
 
 class RunFolder {
  public:
+  // The longest name of a file a run writes, temporaries included (write_atomically adds 34 bytes).
+  static constexpr std::size_t kLongestFileName = 80;
   // A path the file system cannot use (too long, under a file) is a config_error.
   explicit RunFolder(std::filesystem::path dir);
   const std::filesystem::path& dir() const { return dir_; }
@@ -27,7 +29,8 @@ class RunFolder {
 
   // For a new run: creates the folder. A folder that already holds a run (a checkpoint, metrics)
   // is refused with a config_error naming it, unless `overwrite`, which deletes the run's files.
-  void start_new(bool overwrite) const;
+  // A folder the run reads from (`inputs`: what, path; a pretrained run) is refused in any case.
+  void start_new(bool overwrite, const std::vector<std::pair<std::string, std::filesystem::path>>& inputs = {}) const;
   // For a run that is continued or read: the checkpoint must exist (config_error otherwise).
   void require_checkpoint() const;
   // Removes `.<name>.tmp.<pid>[.<n>]` files whose writer process is gone (a kill -9 mid-save).

@@ -186,6 +186,11 @@ class BertSession : public Session {
     return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
   }
 
+  std::vector<std::string> metrics() const override {
+    std::vector<std::string> m{"loss", "accuracy"};
+    if constexpr (P.next_sentence) m.push_back("next_sentence_accuracy");
+    return m;
+  }
   training::LoopOptions loop() override {
     const std::int64_t steps = c_.integer("steps");
     return {.steps = steps,
@@ -481,6 +486,10 @@ Task bert_task() {
   t.schema = bert_schema();
   t.data_parallel = true;
   t.commands.push_back({"fill-mask", "the top-k tokens, with probabilities, for each [MASK] of a text", fill_mask_options()});
+  t.dependent_defaults = [](Config& c) {  // a preset brings a context that fits it (size=tiny: 32)
+    const std::string& size = c.text("size");
+    fit_context_to_preset(c, size == "tiny" ? models::kBertTiny.context : size == "base" ? models::kBertBase.context : models::kBertSmall.context);
+  };
   Schema exp;
   exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "bert_batches.safetensors", "the file to write");
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N) and validation batches, for another framework", exp});

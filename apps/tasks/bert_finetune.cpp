@@ -120,6 +120,7 @@ class FinetuneSession : public Session {
     return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
   }
 
+  std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
   training::LoopOptions loop() override {
     const std::int64_t steps = c_.integer("steps");
     return {.steps = steps,
@@ -314,6 +315,11 @@ Task finetune_task() {
   t.name = "bert-finetune";
   t.summary = "BERT fine-tuned from a pretrained `train bert` run: which Austen novel a passage is from (= ctgrad finetune bert)";
   t.schema = finetune_schema();
+  t.input_folders = {"pretrained"};
+  t.dependent_defaults = [](Config& c) {  // a preset brings a context that fits it (size=tiny: 32)
+    const std::string& size = c.text("size");
+    fit_context_to_preset(c, size == "tiny" ? models::kBertTiny.context : size == "base" ? models::kBertBase.context : models::kBertSmall.context);
+  };
   t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
     if (ctx.command != "train" && c.integer("context") > saved.integer("context"))  // untrained positions
       throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +

@@ -146,6 +146,7 @@ class GptSession : public Session {
 
   checkpoint::Metadata metadata() override { return {{"tokenizer", tok_.file}, {"tokenizer_hash", file_hash(ctx_.folder.file(tok_.file))}}; }
 
+  std::vector<std::string> metrics() const override { return {"loss"}; }
   training::LoopOptions loop() override {
     const std::int64_t steps = c_.integer("steps");
     return {.steps = steps,
@@ -289,6 +290,10 @@ Task gpt_task() {
   t.schema = gpt_schema();
   t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", sample_options()});
+  t.dependent_defaults = [](Config& c) {  // a preset brings a context that fits it (size=tiny: 32)
+    const std::string& size = c.text("size");
+    fit_context_to_preset(c, size == "tiny" ? models::kGptTiny.context : size == "medium" ? models::kGptMedium.context : models::kGptSmall.context);
+  };
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     const std::string& size = c.text("size");
     if (size == "tiny") return std::make_unique<GptSession<models::kGptTiny, kGptOrderTiny>>(c, ctx);

@@ -138,6 +138,7 @@ class T5Session : public Session {
     return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
   }
 
+  std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
   training::LoopOptions loop() override {
     return {.steps = c_.integer("steps"), .eval_every = c_.integer("eval_every"), .clip = c_.real("clip"), .lr = schedule(c_, 10000), .unit = "nats/token",
             .items = "tok"};
@@ -248,6 +249,10 @@ class T5Session : public Session {
   // sentinels (greedy and beam), and the text with them in place.
   int fill(const Config& o) {
     const std::vector<std::int32_t> src = encode_with_sentinels(*tok_, o.text("fill"), P.vocab, /*need_sentinel=*/true);
+    // The encoder reads at most what it was trained on (and its cost grows with the square).
+    if (std::int64_t(src.size()) > c_.integer("context"))
+      throw config_error("--fill is " + std::to_string(src.size()) + " tokens, longer than the context of " + c_.show("context") +
+                         " the model was trained at: give a shorter text");
     models::T5Translator<P> tr(model_.parameters(), Options{.threads = ctx_.threads});
     const int beam = int(o.integer("beam")), max_len = int(o.integer("max-len"));
     std::printf("fill: %s\n", o.text("fill").c_str());

@@ -139,6 +139,7 @@ class FinetuneSession : public Session {
     return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
   }
 
+  std::vector<std::string> metrics() const override { return {"loss"}; }
   training::LoopOptions loop() override {
     return {.steps = c_.integer("steps"), .eval_every = c_.integer("eval_every"), .clip = c_.real("clip"), .lr = schedule(with_default_lr(c_), 0),
             .unit = "nats/token", .items = "examples"};
@@ -318,6 +319,7 @@ Task finetune_task() {
   t.name = "t5-finetune";
   t.summary = "T5 fine-tuned text to text (ctgrad finetune t5 --task ...): translation, Austen's novels, or a mixture";
   t.schema = finetune_schema();
+  t.input_folders = {"pretrained"};
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> { return open_preset<FinetuneSession>(c, ctx); };
   return t;
 }

@@ -210,14 +210,14 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
         }
       }
       std::ostringstream script;
-      script << "set terminal pngcairo noenhanced size " << 360 * heads << ",420 font ',8'\nset output " << gnuplot_quote(png.string()) << "\n"
+      script << "set terminal pngcairo noenhanced size " << 360 * heads << ",420 font ',8'\nset output ARG1\n"
              << "set multiplot layout 1," << heads << " title " << gnuplot_quote(std::string(k.title) + ", layer " + std::to_string(l)) << "\n"
              << "set palette grey negative\nset cbrange [0:1]\nunset colorbox\nset yrange [" << R << "-0.5:-0.5]\nset xrange [-0.5:" << Cn << "-0.5]\n"
              << "set xtics rotate by 90 right " << tics(k.cols) << "\nset ytics " << tics(k.rows) << "\nset size ratio -1\n";
       for (int h = 0; h < heads; ++h)
-        script << "set title 'head " << h << "'\nplot " << gnuplot_quote(data.string()) << " index " << h << " matrix with image pixels notitle\n";
+        script << "set title 'head " << h << "'\nplot ARG2 index " << h << " matrix with image pixels notitle\n";
       script << "unset multiplot\n";
-      const bool drawn = training::gnuplot(script.str(), png);
+      const bool drawn = training::gnuplot(script.str(), png, {data});
       fs::remove(data);
       if (!drawn) throw std::runtime_error("gnuplot failed to draw " + png.string());
       std::printf("wrote %s\n", png.c_str());
@@ -286,6 +286,10 @@ class TransformerSession : public Session {
     return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
   }
 
+  std::vector<std::string> metrics() const override {
+    if (!copy_ && c_.integer("val_bleu") > 0) return {"loss", "bleu"};
+    return {"loss"};
+  }
   training::LoopOptions loop() override {
     return {.steps = c_.integer("steps"),
             .eval_every = c_.integer("eval_every"),

@@ -78,16 +78,16 @@ void prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>
     }
   }
   std::ostringstream s;
-  s << "set terminal pngcairo noenhanced size 960,760 font ',9'\nset output " << training::gnuplot_quote(png.string()) << "\n"
+  s << "set terminal pngcairo noenhanced size 960,760 font ',9'\nset output ARG1\n"
     << "set multiplot layout 4,6 title 'Fashion-MNIST test images: predicted / true'\nset palette grey negative\nunset colorbox\n"
     << "unset xtics\nunset ytics\nset size ratio -1\nset yrange [27.5:-0.5]\nset xrange [-0.5:27.5]\n";
   for (int i = 0; i < 24; ++i) {
     const bool ok = pred[std::size_t(i)] == test.labels[std::size_t(i)];
     s << "set title '" << kClasses[pred[std::size_t(i)]] << " / " << kClasses[test.labels[std::size_t(i)]] << "' tc rgb '"
-      << (ok ? "black" : "red") << "'\nplot " << training::gnuplot_quote(data.string()) << " index " << i << " matrix with image pixels notitle\n";
+      << (ok ? "black" : "red") << "'\nplot ARG2 index " << i << " matrix with image pixels notitle\n";
   }
   s << "unset multiplot\n";
-  training::gnuplot(s.str(), png);
+  training::gnuplot(s.str(), png, {data});
   fs::remove(data);
 }
 
@@ -121,6 +121,7 @@ class VitSession : public Session {
                 c_.flag("augment") ? "on" : "off", (long long)test_.count, (long long)c_.integer("epochs"), (long long)per_epoch_, (long long)batch_);
   }
 
+  std::vector<std::string> metrics() const override { return {"error", "accuracy"}; }
   training::LoopOptions loop() override {
     const std::int64_t steps = c_.integer("epochs") * per_epoch_;
     return {.steps = steps,

@@ -10,6 +10,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -830,8 +831,11 @@ int gemm_max_blocks() {
   n = 1;  // the CPUs this process may run on, rounded up to a power of two
   while (n < tbb::info::default_concurrency()) n *= 2;
   if (const char* e = std::getenv("CTGRAD_GEMM_BLOCKS")) {
-    const long v = std::strtol(e, nullptr, 10);  // a bad or out-of-range value is ignored
-    if (v > 0 && v <= (1 << 16)) n = int(v);
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(e, &end, 10);  // a bad or out-of-range value is ignored, with a warning
+    if (*e && *end == '\0' && errno == 0 && v > 0 && v <= (1 << 16)) n = int(v);
+    else std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_GEMM_BLOCKS=%.40s (an integer in [1, 65536])\n", e);
   }
   int expected = 0;
   g_max_blocks.compare_exchange_strong(expected, n);

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The command against an adversarial user (docs/reliability.md): strings that would run code in
+# another language, studies that would wrap or crash, inputs an --overwrite would delete, launchers,
+# killed studies, late failures. Each check is a regression test of one defect found by a hostile probe.
+set -u
+source "$(dirname "$0")/checks.sh"  # check, expect_text
+ctgrad=$(realpath "$1")
+work=$(mktemp -d)
+trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+cd "$work"
+export CTGRAD_CACHE="$work/cache"
+tiny=(--set size=tiny --set steps=2 --set eval_every=2 --set batch=4 --set eval_windows=4 --set sample_tokens=0 --threads 1)
+one_line() {  # name: the last check's output is one line
+  if [ "$(wc -l < "$work/out.txt")" -le 1 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: more than one line:"; cat "$work/out.txt"; fi
+}
+no_file() {  # name, path
+  if [ ! -e "$2" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 exists"; fi
+}
+
+# 1. Strings into gnuplot: control characters refused up front; quotes and shell syntax are data.
+check "a newline in --run" 2 "$ctgrad" train gpt --run $'r\nsystem "touch PWNED"\nx' "${tiny[@]}"
+expect_text "names the option" "--run holds a control character (byte 0x0a at position 1)"
+one_line "the message is one line"
+check "a newline in --name" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --name $'x\nsystem "touch PWNED"' --run s_name
+expect_text "names --name" "--name holds a control character"
+check "a newline in a grid value" 2 "$ctgrad" ablate gpt --grid $'lr=1e-3,2e-3\n' --run s_grid
+expect_text "names --grid" "--grid holds a control character"
+one_line "the grid's message is one line"
+check "a newline in a fine-tuning's --task" 2 "$ctgrad" finetune bert --task $'austen-novel\n' --run ft_task
+one_line "the task's message is one line"
+check "a newline in a --set path" 2 "$ctgrad" train bert-finetune --set $'pretrained=x\nsystem "touch PWNED"' --run ft_set
+expect_text "names the key" "config key 'pretrained' (--set) holds a control character"
+check "bytes that are not UTF-8 in a config value" 2 "$ctgrad" train bert-finetune --set $'pretrained=\xff' --run ft_utf8
+expect_text "says so" "is not UTF-8 text (byte 0xff at position 0)"
+quoted="q'uote\"s \$(touch PWNED) \`touch PWNED\` ; system 'touch PWNED'"
+check "a run folder named with quotes and shell syntax trains and plots" 0 "$ctgrad" train gpt --run "$quoted" "${tiny[@]}"
+check "its loss plot is drawn" 0 test -s "$quoted/loss.png"
+no_file "nothing ran" PWNED
+
+# 2. Study sizes that wrap; errors of the runs' folders end as messages, not aborts.
+v256=$(seq -s, 1 256)
+check "8 keys x 256 values (2^64 configurations)" 2 "$ctgrad" ablate gpt --grid steps="$v256" --grid batch="$v256" --grid eval_every="$v256" \
+  --grid sample_tokens="$(seq -s, 0 255)" --grid eval_windows="$(seq -s, 0 255)" --grid warmup="$(seq -s, 0 255)" --grid context="$(seq -s, 2 257)" \
+  --grid beta2="$(seq -s, 0 255 | sed 's/\([0-9]*\)/0.\1/g')" --run s_huge --yes
+expect_text "refuses past the cap" "more than 10000 configurations"
+check "2^31 runs" 2 "$ctgrad" ablate gpt --grid steps="$v256" --grid batch="$v256" --grid eval_every="$v256" --grid warmup="$(seq -s, 0 127)" --run s_2e31
+expect_text "refuses, counted right" "more than 10000 configurations (256 x 256 x 256 x 128)"
+mkdir -p s_blocked/runs && echo x > s_blocked/runs/000_lr_1e-3
+check "a run folder that is a file" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_blocked
+expect_text "names it" "000_lr_1e-3/seed1"
+check "no abort" 1 grep -q "terminate called" "$work/out.txt"
+
+# 3. What a user saved is kept.
+bert=(--set size=tiny --set steps=2 --set eval_every=2 --set batch=4 --set eval_sequences=4 --threads 1)
+check "pretrain a tiny BERT" 0 "$ctgrad" train bert --run bx "${bert[@]}"
+for run in bx bx/../bx "$work/bx"; do
+  check "finetune bert into its pretrained run ($run) with --overwrite" 2 "$ctgrad" finetune bert --pretrained bx --run "$run" --overwrite --set size=tiny --set steps=2
+  expect_text "refuses it" "is the folder --set pretrained names, which this run reads"
+  check "the pretrained checkpoint is still there" 0 test -s bx/checkpoint.safetensors
+done
+t5=(--set size=tiny --set steps=2 --set eval_every=2 --set batch=4 --set eval_sequences=4 --threads 1)
+check "pretrain a tiny T5" 0 "$ctgrad" train t5 --run t5x "${t5[@]}"
+check "finetune t5 into its pretrained run with --overwrite" 2 "$ctgrad" finetune t5 --pretrained t5x --run t5x/. --overwrite --set size=tiny --set steps=2
+check "the pretrained T5 is still there" 0 test -s t5x/checkpoint.safetensors
+check "train keeping checkpoints" 0 "$ctgrad" train transformer --set task=copy --set steps=4 --set batch=4 --set eval_every=2 --set keep_checkpoints=2 --run kept --threads 1
+cp kept/checkpoint.safetensors kept/mine.safetensors
+check "average-checkpoints onto an existing file" 2 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out mine.safetensors
+expect_text "asks for --overwrite" "exists: add --overwrite"
+check "the file is unchanged" 0 cmp kept/checkpoint.safetensors kept/mine.safetensors
+check "with --overwrite" 0 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out mine.safetensors --overwrite
+expect_text "shows the command that reads it" "ctgrad eval transformer --run kept --checkpoint mine.safetensors"
+
+# 4. Under an MPI launcher only train runs.
+for cmd in "ablate gpt --grid lr=1e-3 --run s_mpi" "average-checkpoints transformer --run kept" "eval transformer --run kept" "help"; do
+  # shellcheck disable=SC2086
+  check "under a launcher: $cmd" 2 env OMPI_COMM_WORLD_SIZE=2 "$ctgrad" $cmd
+  expect_text "says only train" "(only train is data-parallel)"
+done
+no_file "no study was started" s_mpi
+
+# 5. A study's runs die with it; a second study on the same folder is refused.
+long=(--set size=tiny --set steps=100000 --set eval_every=50 --set batch=4 --set eval_windows=4 --set sample_tokens=0)
+"$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${long[@]}" --run s_kill --threads 1 > kill.log 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+  [ -f s_kill/runs/000_lr_1e-3/seed1/metrics.csv ] && [ "$(wc -l < s_kill/runs/000_lr_1e-3/seed1/metrics.csv)" -ge 3 ] && break
+  sleep 0.05
+done
+check "a second ablate on the folder" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${long[@]}" --run s_kill --threads 1
+expect_text "names the holder" "is in use by another ctgrad ablate (pid $pid)"
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+gone=0
+for _ in $(seq 1 600); do
+  pgrep -f -- "--run s_kill/runs" > /dev/null || { gone=1; break; }
+  sleep 0.1
+done
+check "the run ended with the study" 0 test "$gone" -eq 1
+check "and saved its checkpoint to go on from" 0 test -s s_kill/runs/000_lr_1e-3/seed1/checkpoint.safetensors
+
+# 6. Failures found at the start, and in one line.
+long_dir=$(printf 'd%.0s' $(seq 1 250))
+long_path="$long_dir"
+for _ in $(seq 1 15); do long_path="$long_path/$long_dir"; done  # 4,015 bytes: its files would pass PATH_MAX
+check "a run folder whose files would not fit PATH_MAX" 2 "$ctgrad" train gpt --run "$long_path" "${tiny[@]}"
+expect_text "says so before training" "past the system's limit of 4095"
+check "a study" 0 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_bad
+/usr/bin/python3 - s_bad/runs/001_lr_2e-3/seed1/result.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); r["final"]["loss"] = "oops"; json.dump(r, open(sys.argv[1], "w"))
+PY
+rm s_bad/results.md
+check "a damaged result.json" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_bad
+expect_text "names the file and the key" "001_lr_2e-3/seed1/result.json: 'final.loss' is a string, not a number"
+check "the report is written from the good runs" 0 test -s s_bad/results.md
+check "sample t5 --fill past the context" 2 "$ctgrad" sample t5 --run t5x --fill "$(printf 'In the beginning God created the heaven and the earth. %.0s' {1..40}) <extra_id_0>"
+expect_text "names the context" "longer than the context of"
+check "--metric that no run reports" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --metric nosuch --run s_metric
+expect_text "names what they report" "reports no validation metric 'nosuch' (it reports: loss)"
+no_file "before any run" s_metric/runs
+check "CTGRAD_GEMM_BLOCKS that is not a number" 0 env CTGRAD_GEMM_BLOCKS=abc "$ctgrad" train gpt --run blocks "${tiny[@]}"
+expect_text "warns" "ignoring CTGRAD_GEMM_BLOCKS=abc"
+check "help lists the exit codes" 0 "$ctgrad" help
+expect_text "with the MPI watchdog's" "124"
+
+# 8. A study with a failed run is incomplete: said, with the command that retries it.
+check "a study with a diverging run" 1 "$ctgrad" ablate gpt --grid init_std=0.02,1e30 --seeds 1 "${tiny[@]}" --run s_fail
+expect_text "says how to retry" "--retry-failed"
+check "the same command again" 1 "$ctgrad" ablate gpt --grid init_std=0.02,1e30 --seeds 1 "${tiny[@]}" --run s_fail
+expect_text "still incomplete" "the study is incomplete: 1 of 2 runs failed"
+check "help documents --retry-failed" 0 "$ctgrad" help
+expect_text "it" "--retry-failed"
+
+# 9. A preset brings defaults that fit it.
+check "train gpt --set size=tiny alone" 0 "$ctgrad" train gpt --run gpt_tiny --set size=tiny --set steps=1 --set eval_windows=2 --set sample_tokens=0 --threads 1
+check "train bert --set size=tiny alone" 0 "$ctgrad" train bert --run bert_tiny --set size=tiny --set steps=1 --set eval_sequences=4 --threads 1
+
+no_file "nothing ran anywhere" PWNED
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

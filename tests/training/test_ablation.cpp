@@ -1,0 +1,270 @@
+// Hostile input to the writers of other languages (gnuplot, HTML, CSV, JSON, Markdown, shell) and
+// to ablation studies: sizes that would wrap, a study folder that cannot be written, two studies
+// on one folder, damaged results. `ctgrad`'s side of the same is tests/apps/hostile_test.sh.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <ctgrad/training/ablation.hpp>
+#include <ctgrad/training/escape.hpp>
+#include <ctgrad/training/log.hpp>
+
+#include "../scratch.hpp"
+
+using namespace ctgrad::training;
+namespace ab = ctgrad::training::ablation;
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+namespace {
+
+// Strings an adversarial user would try: a newline that starts a gnuplot command, quotes of every
+// kind, markup, a CSV break, control bytes, Markdown's table and code syntax.
+const std::vector<std::string> kHostile = {
+    "r\nsystem \"touch PWNED\"\nx", "it's", "say \"hi\"", "<script>alert(1)</script>", "a,b", "tab\there", "cr\rlf", "`tick`", "a|b",
+    "$(touch PWNED)", "`touch PWNED`", "@macro", "back\\slash", "end\x1b[2J", std::string("nul\0byte", 8), "EOD\nsystem 'touch PWNED'",
+    "x' ; system 'touch PWNED' ; '"};
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool has_control(const std::string& s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+// RFC 4180 records back into fields.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') rows.back().back() += '"', ++i;
+      else if (c == '"') quoted = false;
+      else rows.back().back() += c;
+    } else if (c == '"') quoted = true;
+    else if (c == ',') rows.back().emplace_back();
+    else if (c == '\n') rows.emplace_back(1);
+    else rows.back().back() += c;
+  }
+  if (rows.back().size() == 1 && rows.back()[0].empty()) rows.pop_back();
+  return rows;
+}
+
+// A study whose runs write a metrics.jsonl of two validations (no training).
+int fake_run(const ab::RunSpec& r, const ab::RunContext&) {
+  std::ofstream f(r.dir / "metrics.jsonl");
+  const double base = 2.0 + 0.1 * double(r.seed);
+  f << json{{"step", 10}, {"val_loss", base}, {"metric", "loss"}, {"train_seconds", 1.5}}.dump() << "\n";
+  f << json{{"step", 20}, {"val_loss", base - 0.5}, {"metric", "loss"}, {"train_seconds", 3.0}}.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("escaping: each writer's function keeps a hostile string data", "[escape]") {
+  for (const std::string& s : kHostile) {
+    INFO(printable(s));
+    // gnuplot: one line, one single-quoted string, every quote doubled.
+    const std::string g = gnuplot_quote(s);
+    CHECK_FALSE(has_control(g));
+    CHECK(g.front() == '\'');
+    CHECK(g.back() == '\'');
+    const std::string inner = g.substr(1, g.size() - 2);
+    for (std::size_t i = 0; i < inner.size(); ++i)
+      if (inner[i] == '\'') CHECK((i + 1 < inner.size() && inner[++i] == '\''));
+    // HTML: no markup, no quote that ends an attribute.
+    const std::string h = html_escape(s);
+    CHECK(h.find_first_of("<>\"'") == std::string::npos);
+    CHECK_FALSE(has_control(h));
+    // CSV: one field, read back as it was.
+    const auto rows = parse_csv(csv_line({s, "next"}));
+    REQUIRE(rows.size() == 1);
+    REQUIRE(rows[0].size() == 2);
+    CHECK(rows[0][0] == s);
+    CHECK(rows[0][1] == "next");
+    // Markdown: one line, no bare | that would split a table's cell.
+    const std::string m = markdown_code(s);
+    CHECK_FALSE(has_control(m));
+    for (std::size_t i = 0; i < m.size(); ++i)
+      if (m[i] == '|') CHECK((i > 0 && m[i - 1] == '\\'));
+    // A terminal line.
+    CHECK_FALSE(has_control(printable(s)));
+    // Shell: a quoted word that the shell gives back unchanged (NUL cannot be an argument).
+    if (s.find('\0') == std::string::npos) {
+      const fs::path out = ctgrad::testing::scratch("shell_word.txt");
+      const std::string cmd = "printf '%s' " + shell_quote(s) + " > " + shell_quote(out.string());
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      CHECK(read(out) == s);
+    }
+  }
+  CHECK(control_byte("ok") == "");
+  CHECK(control_byte("a\nb") == "byte 0x0a at position 1");
+  CHECK(utf8_error("Gr\xc3\xbc\xc3\x9f Gott") == "");
+  CHECK(utf8_error("bad \xff") == "byte 0xff at position 4");
+  CHECK(utf8_error("\xc0\xaf") != "");       // overlong
+  CHECK(utf8_error("\xed\xa0\x80") != "");   // a surrogate
+  CHECK(utf8_error("\xe2\x82") != "");       // cut short
+}
+
+TEST_CASE("numbers in reports: extreme values are exact, never cut by a buffer", "[escape]") {
+  CHECK(format_number(1.5, 4) == "1.5000");
+  CHECK(format_number(-2.25, 2) == "-2.25");
+  CHECK(format_number(0.125, 3, true) == "+0.125");
+  CHECK(format_number(1e308, 4) == "1.0000e+308");
+  CHECK(format_number(-1.7976931348623157e308, 6) == "-1.797693e+308");
+  CHECK(format_number(5e-324, 4) == "0.0000");
+  CHECK(format_number(std::numeric_limits<double>::infinity(), 4) == "inf");
+  CHECK(format_number(-std::numeric_limits<double>::infinity(), 4) == "-inf");
+  CHECK(format_number(std::nan(""), 4) == "");
+  CHECK(format_number(123456789012345.0, 2) == "123456789012345.00");
+}
+
+TEST_CASE("hostile strings through every writer of a study's report and of the loss plot", "[escape][ablation]") {
+  const fs::path root = ctgrad::testing::scratch("hostile_report");
+  fs::create_directories(root);
+  const bool have_gnuplot = fs::exists("/usr/bin/gnuplot");
+  struct Cwd {  // a `system "touch PWNED"` that ran would write into the working folder: root
+    fs::path before = fs::current_path();
+    explicit Cwd(const fs::path& p) { fs::current_path(p); }
+    ~Cwd() { fs::current_path(before); }
+  } cwd(root);
+  for (std::size_t i = 0; i < kHostile.size(); ++i) {
+    const std::string& s = kHostile[i];
+    INFO(printable(s));
+    const fs::path dir = root / ("study" + std::to_string(i));
+    ab::StudyOptions o{.name = s, .model = "fake", .grid = {{"key", {"base", s}}}, .seeds = 2, .dir = dir, .jobs = 1, .threads = 1};
+    ab::Study study(o);
+    REQUIRE(study.run(fake_run) == 0);
+    study.report();
+    CHECK_FALSE(fs::exists(root / "PWNED"));
+    // JSON: the configuration and the value back as they were.
+    const json res = json::parse(read(dir / "results.json"));
+    REQUIRE(res["configurations"].size() == 2);
+    CHECK(res["configurations"][1]["values"]["key"] == s);
+    CHECK(res["configurations"][1]["config"] == "key=" + s);
+    // CSV: a header and two rows, each with all its fields; the value read back as it was.
+    const auto rows = parse_csv(read(dir / "results.csv"));
+    REQUIRE(rows.size() == 3);
+    CHECK(rows[1].size() == rows[0].size());
+    CHECK(rows[2].size() == rows[0].size());
+    CHECK(rows[2][0] == "key=" + s);
+    CHECK(rows[2][1] == s);
+    // HTML: the only tags are the report's own.
+    const std::string html = read(dir / "results.html");
+    CHECK(html.find("<script>") == std::string::npos);
+    CHECK(html.find(html_escape("key=" + s)) != std::string::npos);
+    // Markdown: the table has its header, its rule and one line per configuration.
+    const std::string md = read(dir / "results.md");
+    CHECK(md.find("| " + markdown_code("key=" + s) + " | 2 |") != std::string::npos);
+    if (have_gnuplot) {  // the plots were drawn (a script broken by the string would fail)
+      CHECK(fs::is_regular_file(dir / "curves.png"));
+      CHECK(fs::is_regular_file(dir / "final.png"));
+    }
+  }
+  // The loss plot of a run folder whose name is hostile: drawn, and nothing else run.
+  if (have_gnuplot)
+    for (std::size_t i = 0; i < kHostile.size(); ++i) {
+      const std::string& s = kHostile[i];
+      if (s.find('\0') != std::string::npos || s.find('/') != std::string::npos) continue;
+      INFO(printable(s));
+      const fs::path run = root / ("run " + s);
+      fs::create_directories(run);
+      std::ofstream(run / "metrics.csv") << "step,loss,lr,tok_per_s,val_loss\n1,3,0.001,100,\n2,2.5,0.001,100,2.4\n";
+      plot_loss(run / "metrics.csv", run / "loss.png", "nats/" + s);
+      CHECK(fs::is_regular_file(run / "loss.png"));
+      CHECK_FALSE(fs::exists(root / "PWNED"));
+    }
+}
+
+TEST_CASE("study sizes are counted without wrapping and capped before anything is allocated", "[ablation]") {
+  auto values = [](int n) {
+    std::vector<std::string> v;
+    for (int i = 0; i < n; ++i) v.push_back(std::to_string(i));
+    return v;
+  };
+  const fs::path dir = ctgrad::testing::scratch("huge_study");
+  ab::StudyOptions o{.name = "huge", .seeds = 1, .dir = dir, .yes = true};
+  for (int k = 0; k < 8; ++k) o.grid.push_back({"k" + std::to_string(k), values(256)});  // 2^64: wraps to 0 in 64 bits
+  CHECK_THROWS_WITH(ab::Study(o), Contains("more than 10000 configurations (256 x 256 x 256 x 256 x 256 x 256 x 256 x 256)"));
+  o.grid.resize(3);
+  o.grid.push_back({"k3", values(128)});  // 2^31: negative in an int
+  CHECK_THROWS_WITH(ab::Study(o), Contains("the 10000 runs a study can hold"));
+  o.grid = {{"a", values(100)}, {"b", values(50)}};
+  o.seeds = 3;  // 5000 configurations x 3 seeds
+  CHECK_THROWS_WITH(ab::Study(o), Contains("5000 configurations x 3 seeds = 15000 runs"));
+  o.yes = false;
+  o.seeds = 1;
+  CHECK_THROWS_WITH(ab::Study(o), Contains("add --yes"));
+}
+
+TEST_CASE("a study whose folder cannot be written ends with an error in the caller, not an abort", "[ablation]") {
+  const fs::path dir = ctgrad::testing::scratch("blocked_study");
+  ab::Study study({.name = "blocked", .grid = {{"key", {"a", "b"}}}, .seeds = 1, .dir = dir, .jobs = 2, .threads = 2});
+  study.prepare();
+  // The first configuration's folder is a regular file: its run cannot start, nor its result be kept.
+  fs::create_directories(dir / "runs");
+  std::ofstream(study.runs()[0].dir.parent_path()) << "in the way";
+  CHECK_THROWS_WITH(study.run(fake_run), Contains("the study cannot go on") && Contains("cannot make the run folder"));
+  // A run whose folder cannot take failed.json (it is a folder): the write fails; the error comes back.
+  const fs::path dir2 = ctgrad::testing::scratch("unwritable_result");
+  ab::Study study2({.name = "unwritable", .grid = {{"key", {"a"}}}, .seeds = 1, .dir = dir2, .jobs = 1, .threads = 1});
+  study2.prepare();
+  fs::create_directories(study2.runs()[0].dir / "failed.json" / "x");
+  CHECK_THROWS_WITH(study2.run([](const ab::RunSpec&, const ab::RunContext&) { return 1; }), Contains("the study cannot go on"));
+}
+
+TEST_CASE("a study folder is locked: a second study on it is refused, naming the holder", "[ablation]") {
+  const fs::path dir = ctgrad::testing::scratch("locked_study");
+  const ab::StudyOptions o{.name = "locked", .grid = {{"key", {"a"}}}, .seeds = 1, .dir = dir, .jobs = 1, .threads = 1};
+  ab::Study first(o);
+  first.prepare();
+  ab::Study second(o);
+  CHECK_THROWS_WITH(second.prepare(), Contains("is in use by another ctgrad ablate (pid " + std::to_string(::getpid()) + ")"));
+  CHECK(first.run(fake_run) == 0);  // the holder goes on
+}
+
+TEST_CASE("a damaged result is named with its key and left out; the report is still written", "[ablation]") {
+  const fs::path dir = ctgrad::testing::scratch("damaged_study");
+  ab::Study study({.name = "damaged", .grid = {{"key", {"a", "b"}}}, .seeds = 2, .dir = dir, .jobs = 1, .threads = 1});
+  REQUIRE(study.run(fake_run) == 0);
+  const fs::path bad = study.runs()[3].dir / "result.json";
+  json res = json::parse(read(bad));
+  for (const json& v : {json("1.5"), json(nullptr), json(true)}) {
+    res["final"]["loss"] = v;
+    std::ofstream(bad) << res.dump(2);
+    const auto damage = study.damage();
+    REQUIRE(damage.size() == 1);
+    CHECK_THAT(damage[0], Contains(bad.string()) && Contains("'final.loss'") && Contains("not a number"));
+    fs::remove(dir / "results.md");
+    CHECK_NOTHROW(study.report());
+    CHECK(fs::is_regular_file(dir / "results.md"));
+    const json out = json::parse(read(dir / "results.json"));
+    CHECK(out["configurations"][1]["seeds"] == 1);  // the good seed of that configuration
+  }
+}
+
+TEST_CASE("long grid values give folder names within the file system's limits, distinct", "[ablation]") {
+  const std::string a(300, 'a'), b = std::string(299, 'a') + "b";
+  ab::Study study({.name = "long", .grid = {{"key", {a, b}}}, .seeds = 1, .dir = ctgrad::testing::scratch("long_study")});
+  const fs::path da = study.runs()[0].dir.parent_path().filename(), db = study.runs()[1].dir.parent_path().filename();
+  CHECK(da.string().size() <= 130);
+  CHECK(da != db);
+}

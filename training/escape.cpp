@@ -1,0 +1,127 @@
+#include <ctgrad/training/escape.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace ctgrad::training {
+
+namespace {
+bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
+std::string hex_byte(unsigned char c) {
+  char b[8];
+  std::snprintf(b, sizeof b, "\\x%02x", c);
+  return b;
+}
+}  // namespace
+
+std::string gnuplot_quote(std::string_view s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "''";
+    else if (is_control(static_cast<unsigned char>(c))) q += hex_byte(static_cast<unsigned char>(c));
+    else q += c;
+  }
+  return q + "'";
+}
+
+std::string html_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += is_control(static_cast<unsigned char>(c)) ? std::string("\xEF\xBF\xBD") : std::string(1, c);
+    }
+  }
+  return o;
+}
+
+std::string csv_field(std::string_view s) {
+  if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string line;
+  for (std::size_t i = 0; i < fields.size(); ++i) line.append(i ? "," : "").append(csv_field(fields[i]));
+  return line + "\n";
+}
+
+std::string markdown_code(std::string_view s) {
+  std::size_t longest = 0, run = 0;
+  std::string body;
+  for (char c : s) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+    if (c == '|') body += "\\|";
+    else if (is_control(static_cast<unsigned char>(c))) body += hex_byte(static_cast<unsigned char>(c));
+    else body += c;
+  }
+  const std::string fence(longest + 1, '`');
+  // A space inside the fence when the text starts or ends with a backtick (CommonMark strips one).
+  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+  return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
+}
+
+std::string shell_quote(std::string_view s) {
+  if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./=,:+@%") == std::string_view::npos)
+    return std::string(s);
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+std::string printable(std::string_view s) {
+  std::string r;
+  for (unsigned char c : s) r += is_control(c) ? hex_byte(c) : std::string(1, char(c));
+  return r;
+}
+
+std::string control_byte(std::string_view s) {
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (is_control(static_cast<unsigned char>(s[i]))) {
+      char b[64];
+      std::snprintf(b, sizeof b, "byte 0x%02x at position %zu", static_cast<unsigned char>(s[i]), i);
+      return b;
+    }
+  return "";
+}
+
+std::string utf8_error(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+    bool ok = n >= 0 && i + std::size_t(n) < s.size() + (n == 0);
+    for (int k = 1; ok && k <= n; ++k) ok = (static_cast<unsigned char>(s[i + std::size_t(k)]) >> 6) == 2;
+    if (ok && n > 0) {  // no overlong forms, surrogates or code points past U+10FFFF
+      const auto c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c < 0xc2 || (c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) || c > 0xf4 || (c == 0xf4 && c1 >= 0x90));
+    }
+    if (!ok) {
+      char b[64];
+      std::snprintf(b, sizeof b, "byte 0x%02x at position %zu", c, i);
+      return b;
+    }
+    i += std::size_t(n) + 1;
+  }
+  return "";
+}
+
+std::string format_number(double v, int digits, bool sign) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? (sign ? "+inf" : "inf") : "-inf";
+  char b[64];  // the longest: a sign, 15 integer digits, a point and up to 17 decimals; or scientific
+  const bool plain = std::fabs(v) < 1e15;
+  const auto r = std::to_chars(b, b + sizeof b, v, plain ? std::chars_format::fixed : std::chars_format::scientific, digits < 0 ? 0 : digits > 17 ? 17 : digits);
+  std::string out(b, r.ptr);
+  return (sign && v >= 0 ? "+" : "") + out;
+}
+
+}  // namespace ctgrad::training

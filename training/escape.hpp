@@ -1,0 +1,47 @@
+// Strings written into another language: one function per target, so that a user's string (a run
+// folder, a study name, a grid value, a token) is data in the text it lands in, never code.
+// tests/training/test_escape.cpp tries newlines, quotes, `<script>` and control bytes against each,
+// and against every writer that uses them (the gnuplot scripts, the study's CSV, JSON, HTML, Markdown).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ctgrad::training {
+
+// gnuplot: a single-quoted string ('' is a quote; nothing is substituted inside, neither `...`
+// nor @macros). A control byte (a newline would end the command) is written as the visible text
+// \xNN. Paths are not passed this way but as arguments of the script (see gnuplot() in log.hpp).
+std::string gnuplot_quote(std::string_view s);
+
+// HTML text and attribute values: & < > " ' as entities; a control byte as U+FFFD.
+std::string html_escape(std::string_view s);
+
+// CSV (RFC 4180): the field as is when it holds no comma, quote, CR or LF; else in double quotes,
+// a quote doubled.
+std::string csv_field(std::string_view s);
+// A CSV record: the fields through csv_field, joined by commas, ended by a newline.
+std::string csv_line(const std::vector<std::string>& fields);
+
+// Markdown: `s` as an inline code span that survives a GitHub table: a fence longer than any run
+// of backticks in it, | as \|, a control byte (a newline would end the row) as \xNN.
+std::string markdown_code(std::string_view s);
+
+// POSIX shell: one word in single quotes (' as '\''), for commands shown to be copied.
+std::string shell_quote(std::string_view s);
+
+// A terminal line: control bytes, the newline included, as \xNN (an error message stays one line).
+std::string printable(std::string_view s);
+
+// The first control byte of `s` (< 0x20 or 0x7f) as "byte 0x0a at position 3", or "" when none.
+std::string control_byte(std::string_view s);
+
+// The first byte where `s` stops being UTF-8, as "byte 0xff at position 3", or "" when it is UTF-8.
+std::string utf8_error(std::string_view s);
+
+// A number for a report: fixed with `digits` decimals while that is exact enough to read
+// (|v| < 1e15), else scientific (1e308 is "1.0000e+308", not 309 digits); inf as "inf"/"-inf";
+// NaN (not measured) as "". `sign` writes + before a positive number.
+std::string format_number(double v, int digits, bool sign = false);
+
+}  // namespace ctgrad::training
