@@ -1,6 +1,7 @@
 #include "task.hpp"
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/training/escape.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -139,7 +140,7 @@ PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::strin
   namespace fs = std::filesystem;
   if (dir.empty()) throw config_error("pretrained: a `" + how + "` run folder is needed (its tokenizer), even with init=scratch");
   const training::RunFolder from(dir);
-  if (!from.has_checkpoint()) throw config_error("pretrained " + dir.string() + " holds no checkpoint: pretrain first (" + how + " " + dir.string() + ")");
+  if (!from.has_checkpoint()) throw config_error("pretrained " + dir.string() + " holds no checkpoint: pretrain first (" + how + " " + training::shell_quote(dir.string()) + ")");
   PretrainedRun r;
   r.dir = dir;
   try {

@@ -405,7 +405,7 @@ check "help with an extra argument" 2 "$ctgrad" help gpt extra
 check "help shows flag types" 0 "$ctgrad" help gpt
 expect_text "flags are true or false" "(true or false)"
 check "a run folder name too long" 2 "$ctgrad" train gpt --run "$(printf 'x%.0s' {1..5000})" --set size=tiny
-expect_text "the name is shortened" "(5000 characters)"
+expect_text "the name is shortened" "(5000 bytes)"
 check "a prompt outside the vocabulary" 2 "$ctgrad" sample gpt --run straight --prompt $'\x01\x02'
 check "an empty text to translate" 2 "$ctgrad" translate transformer --run translate --text ""
 rm -rf swapped_offsets && cp -r straight swapped_offsets && /usr/bin/python3 - swapped_offsets/checkpoint.safetensors <<'PY'

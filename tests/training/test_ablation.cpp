@@ -241,7 +241,7 @@ TEST_CASE("a study folder is locked: a second study on it is refused, naming the
   CHECK(first.run(fake_run) == 0);  // the holder goes on
 }
 
-TEST_CASE("a damaged result is named with its key and left out; the report is still written", "[ablation]") {
+TEST_CASE("a damaged result is named with its key and left out, and the report is still written", "[ablation]") {
   const fs::path dir = ctgrad::testing::scratch("damaged_study");
   ab::Study study({.name = "damaged", .grid = {{"key", {"a", "b"}}}, .seeds = 2, .dir = dir, .jobs = 1, .threads = 1});
   REQUIRE(study.run(fake_run) == 0);
