@@ -23,6 +23,7 @@
 
 #include "git_commit.h"
 
+#include "plugins.hpp"
 #include "task.hpp"
 
 extern char** environ;
@@ -36,6 +37,7 @@ namespace ab = training::ablation;
 const Task& find_model(const std::string& name) {
   for (const Task& t : tasks())
     if (t.name == name) return t;
+  if (const std::string hint = missing_model_hint(name); !hint.empty()) throw config_error(hint);
   std::string list;
   for (const Task& t : tasks()) list += (list.empty() ? "" : ", ") + t.name;
   throw config_error("unknown model '" + name + "' (models: " + list + ")");

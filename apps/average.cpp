@@ -13,6 +13,7 @@
 
 #include <ctgrad/training/escape.hpp>
 
+#include "plugins.hpp"
 #include "task.hpp"
 
 namespace ctgrad::cli {
@@ -24,6 +25,7 @@ int average_checkpoints(const std::vector<std::string>& rest) {
   const Task* task = nullptr;
   for (const Task& t : tasks())
     if (t.name == model) task = &t;
+  if (!task && !missing_model_hint(model).empty()) throw config_error(missing_model_hint(model));
   if (!task) throw config_error("unknown model '" + model + "'");
   std::string dir = "runs/" + model, out = "averaged.safetensors";
   std::int64_t last = 5;

@@ -29,6 +29,7 @@
 #include <ctgrad/training/escape.hpp>
 
 #include "git_commit.h"
+#include "plugins.hpp"
 #include "task.hpp"
 
 namespace ctgrad::cli {
@@ -87,6 +88,7 @@ int usage(const Task* t, FILE* out = stdout) {
               "  124 a data-parallel rank heard nothing from the others for CTGRAD_MPI_TIMEOUT seconds, 130 interrupted (after saving)\n\nmodels:\n");
   for (const Task& task : tasks())
     if (!t || &task == t) std::fprintf(out, "  %-12s %s (commands: %s)\n", task.name.c_str(), task.summary.c_str(), command_list(task).c_str());
+  if (const std::string more = models_not_built(); !t && !more.empty()) std::fprintf(out, "  also: %s\n", more.c_str());
   if (t) {
     std::printf("\nconfig keys of %s (--set key=value; a run folder's checkpoint keeps them):\n%s", t->name.c_str(), t->schema.describe().c_str());
     for (const Command& c : t->commands) {
@@ -123,6 +125,7 @@ Args parse(int argc, char** argv) {
   if (!t) {
     std::vector<std::string> names;
     for (const Task& task : tasks()) names.push_back(task.name);
+    if (const std::string hint = missing_model_hint(a.model); !hint.empty()) throw config_error(hint);
     const std::string near = training::closest(a.model, names);
     throw config_error("unknown model '" + a.model + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") + " (models: " + model_list() + ")");
   }
@@ -436,6 +439,7 @@ int run(const Args& a) {
 int main(int argc, char** argv) {
   using namespace ctgrad::cli;
   ctgrad::training::install_interrupt_handlers();  // first: a signal at any moment ends in an orderly way
+  load_plugins();                                  // the models beyond the main job (apps/plugins.hpp)
   std::signal(SIGXFSZ, SIG_IGN);                   // a file-size limit fails the write with a message, not a kill
   auto fail = [](int code, const std::string& m) {
     if (ctgrad::training::interrupted()) return interrupted_exit();  // a failure caused by the interrupt (a killed child)
@@ -458,7 +462,10 @@ int main(int argc, char** argv) {
     if (a.command.empty() && !a.help) return usage(nullptr, stderr), 2;
     if (a.help) {
       const Task* t = a.model.empty() ? nullptr : find_task(a.model);
-      if (!a.model.empty() && !t) throw config_error("unknown model '" + a.model + "' (models: " + model_list() + ")");
+      if (!a.model.empty() && !t) {
+        if (const std::string hint = missing_model_hint(a.model); !hint.empty()) throw config_error(hint);
+        throw config_error("unknown model '" + a.model + "' (models: " + model_list() + ")");
+      }
       return usage(t);
     }
     return run(a);

@@ -14,6 +14,7 @@
 #include <ctgrad/graph/executor.hpp>
 #include <ctgrad/models/variants.hpp>
 
+#include "plugins.hpp"
 #include "task.hpp"
 
 namespace ctgrad::cli {
@@ -83,7 +84,7 @@ const Programs& find_variant(const std::string& model, const std::string& preset
   throw config_error(model + " " + preset + ": the variant " + models::describe_variant(space, want) + " changes " + std::to_string(changed) +
                      " architecture key" + (changed > 1 ? "s" : "") + " of the preset; this build compiles " +
                      (space.order == 0 ? "none of " + preset + "'s variants" : "the variants changing at most " + std::to_string(space.order)) +
-                     " (docs/ablations.md: variants and their compile time)");
+                     " (docs/ablations.md: variants and their compile time)" + missing_variants_hint(model));
 }
 
 }  // namespace ctgrad::cli

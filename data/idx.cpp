@@ -57,7 +57,7 @@ ImageSet fashion_mnist(const std::string& split, const std::filesystem::path& di
   const std::string stem = split == "train" ? "train" : "t10k";
   if (!std::filesystem::exists(dir))
     throw data_error("ctgrad: Fashion-MNIST needs the Debian package dataset-fashion-mnist (" + dir.string() +
-                     " is missing): run scripts/setup.sh or apt-get install dataset-fashion-mnist");
+                     " is missing): run scripts/setup.sh --tests or apt-get install dataset-fashion-mnist");
   IdxArray images = read_idx_gz(dir / (stem + "-images-idx3-ubyte.gz"));
   IdxArray labels = read_idx_gz(dir / (stem + "-labels-idx1-ubyte.gz"));
   if (images.dims.size() != 3 || labels.dims.size() != 1 || images.dims[0] != labels.dims[0])

@@ -50,7 +50,7 @@ bool sentence(const std::string& s) {
 std::vector<DingPair> ding_pairs(const std::filesystem::path& file) {
   if (!std::filesystem::exists(file))
     throw data_error("ctgrad: EN-DE pairs need the Debian package trans-de-en (" + file.string() +
-                     " is missing): run scripts/setup.sh or apt-get install trans-de-en");
+                     " is missing): run scripts/setup.sh --tests or apt-get install trans-de-en");
   std::ifstream in(file);
   std::vector<DingPair> pairs;
   std::string line;
@@ -114,7 +114,7 @@ EntrySplit split_by_entry(const std::vector<DingPair>& pairs, double validation,
 std::vector<SentencePair> ding_sentence_pairs(const std::filesystem::path& file) {
   if (!std::filesystem::exists(file))
     throw data_error("ctgrad: EN-DE pairs need the Debian package trans-de-en (" + file.string() +
-                     " is missing): run scripts/setup.sh or apt-get install trans-de-en");
+                     " is missing): run scripts/setup.sh --tests or apt-get install trans-de-en");
   std::ifstream in(file);
   std::vector<SentencePair> pairs;
   std::unordered_set<std::string> seen;

@@ -69,7 +69,7 @@ std::string kjv_text() {
 
 std::string austen_text() {
   if (!std::filesystem::exists("/usr/bin/Rscript") || !std::filesystem::exists("/usr/lib/R/site-library/janeaustenr"))
-    throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh or "
+    throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh --tests or "
                      "apt-get install r-cran-janeaustenr");
   std::string text = run("/usr/bin/Rscript --vanilla -e 'library(janeaustenr, lib.loc=\"/usr/lib/R/site-library\"); for (b in list(sensesensibility, prideprejudice, "
                          "mansfieldpark, emma, northangerabbey, persuasion)) cat(b, sep=\"\\n\")'",
@@ -81,7 +81,7 @@ std::string austen_text() {
 std::vector<Book> austen_novels(const DataCache& cache) {
   const std::filesystem::path package = "/usr/lib/R/site-library/janeaustenr", rscript = "/usr/bin/Rscript";
   if (!std::filesystem::exists(rscript) || !std::filesystem::exists(package))
-    throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh or "
+    throw data_error("ctgrad: the Jane Austen corpus needs the Debian package r-cran-janeaustenr: run scripts/setup.sh --tests or "
                      "apt-get install r-cran-janeaustenr");
   static const char* titles[] = {"Sense and Sensibility", "Pride and Prejudice", "Mansfield Park", "Emma", "Northanger Abbey", "Persuasion"};
   const std::string marker = "\x1e";  // a record separator line between the books

@@ -9,6 +9,11 @@
 #define CTGRAD_SHARD 0
 #define CTGRAD_SHARDS 1
 #endif
+// Which variants this unit holds: 0 all of its share, 1 each preset's own architecture only (the
+// command's built-in GPT), 2 all of its share but that one (the GPT's variants plug-in).
+#ifndef CTGRAD_VARIANT_PART
+#define CTGRAD_VARIANT_PART 0
+#endif
 
 namespace ctgrad::cli {
 
@@ -19,7 +24,8 @@ bool register_variants(const char* preset) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
         [&] {
-          if constexpr (I % CTGRAD_SHARDS == CTGRAD_SHARD) {
+          constexpr bool own = models::changed_keys(table[I]) == 0;
+          if constexpr (I % CTGRAD_SHARDS == CTGRAD_SHARD && (CTGRAD_VARIANT_PART == 0 || (CTGRAD_VARIANT_PART == 1) == own)) {
             static constexpr auto config = models::variant_config(Preset, Space, table[I]);
             VariantRegistry<Programs>::get().add(preset, table[I], Make<config>::programs());
           }

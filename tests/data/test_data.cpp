@@ -442,7 +442,7 @@ TEST_CASE("gettext .mo catalogues: messages read, markup dropped, damage named",
 }
 
 TEST_CASE("the EN-DE corpus of the dictionary and the game: nothing of a held-out line trains", "[data][pairs][gettext]") {
-  const EnDeCorpus c = en_de_corpus("ding+wesnoth");  // scripts/setup.sh installs both sources
+  const EnDeCorpus c = en_de_corpus("ding+wesnoth");  // scripts/setup.sh --tests installs both sources
   const std::vector<DingPair> pairs = ding_pairs();
   const EntrySplit dict = split_by_entry(pairs);
   INFO(c.train_sentences.size() << " train sentences (dictionary and game), " << c.train_phrases.size() << " phrases, " << c.wesnoth_test.size()

@@ -17,8 +17,8 @@ if [ "$phase" = build ] || [ "$phase" = all ]; then
   # only (the runs below use no other; the larger ones' graphs were ~40% of this build's CPU).
   cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCTGRAD_SANITIZE=address,undefined \
     -DCTGRAD_VARIANT_ORDER=0 -DCTGRAD_PRESETS=smoke -DBUILD_TESTING=ON > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
-  echo "+ building ctgrad_tests_core and ctgrad with ASan+UBSan"
-  cmake --build "$work/build" -j2 --target ctgrad_tests_core ctgrad-cli > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
+  echo "+ building ctgrad_tests_core, ctgrad and its plug-ins with ASan+UBSan"
+  cmake --build "$work/build" -j2 --target ctgrad_tests_core ctgrad-cli ctgrad-plugins > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
 fi
 [ "$phase" = build ] && exit 0
 for exe in "$work/build/tests/ctgrad_tests_core" "$work/build/apps/ctgrad"; do
