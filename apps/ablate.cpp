@@ -116,6 +116,8 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
 const std::string& one_line(const std::string& option, const std::string& value) {
   if (const std::string bad = training::control_byte(value); !bad.empty())
     throw config_error(option + " holds a control character (" + bad + "): '" + training::printable(value.substr(0, 80)) + "'");
+  if (const std::string bad = training::utf8_error(value); !bad.empty())  // it is written into JSON, HTML and Markdown
+    throw config_error(option + " is not UTF-8 text (" + bad + ")");
   return value;
 }
 

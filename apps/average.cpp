@@ -47,9 +47,9 @@ int average_checkpoints(const std::vector<std::string>& rest) {
     else if (o == "--out") out = one_line(value());
     else throw config_error("unknown option '" + training::printable(o) + "' for ctgrad average-checkpoints (options: --run, --last, --out, --overwrite)");
   }
-  if (out.empty() || out.find('/') != std::string::npos || out.size() < 13 || out.substr(out.size() - 12) != ".safetensors" ||
+  if (out.empty() || out[0] == '.' || out.find('/') != std::string::npos || out.size() < 13 || out.substr(out.size() - 12) != ".safetensors" ||
       out == "checkpoint.safetensors" || out.rfind("checkpoint-", 0) == 0)
-    throw config_error("--out " + out + ": give a new .safetensors file name of the run folder (not a checkpoint the run writes)");
+    throw config_error("--out " + out + ": give a new .safetensors file name of the run folder (not a checkpoint the run writes, nor a hidden name: those are its temporary files)");
   const training::RunFolder folder(dir);
   {
     std::error_code ec;

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include <ctgrad/training/escape.hpp>
+#include <ctgrad/training/folder_lock.hpp>
 
 #include "git_commit.h"
 #include "plugins.hpp"
@@ -268,16 +269,20 @@ int launched_ranks() {
     if (const char* n = std::getenv("SLURM_NTASKS")) return std::max(1, std::atoi(n));
   return 1;
 }
+// Whether MPI was started (an error then ends every rank through it; before, each rank just exits).
+bool mpi_started = false;
 training::Communicator& world() {
   static std::unique_ptr<training::Communicator> comm = [] () -> std::unique_ptr<training::Communicator> {
     const int n = launched_ranks();
     if (n <= 1) return std::make_unique<training::Solo>();
 #ifdef CTGRAD_HAVE_MPI
-    double timeout = 300;
+    // The variables are read before MPI starts: a bad one is a one-line error of each rank.
+    double timeout = 300, bucket_mb = 0;
     if (const char* t = std::getenv("CTGRAD_MPI_TIMEOUT")) timeout = training::parse_real(t, "CTGRAD_MPI_TIMEOUT", {.min = 1, .max = 1e6});
+    if (const char* mb = std::getenv("CTGRAD_BUCKET_MB")) bucket_mb = training::parse_real(mb, "CTGRAD_BUCKET_MB", {.min = 0.001, .max = 1e5});
     auto c = training::mpi_world(timeout);
-    if (const char* mb = std::getenv("CTGRAD_BUCKET_MB"))
-      c->bucket_bytes = std::size_t(training::parse_real(mb, "CTGRAD_BUCKET_MB", {.min = 0.001, .max = 1e5}) * (1 << 20));
+    mpi_started = true;
+    if (bucket_mb > 0) c->bucket_bytes = std::size_t(bucket_mb * (1 << 20));
     if (const char* o = std::getenv("CTGRAD_OVERLAP")) c->overlap = std::string(o) != "0";
     if (!c->leader()) std::freopen("/dev/null", "w", stdout);  // one progress bar: rank 0's
     return c;
@@ -335,6 +340,14 @@ int run(const Args& a) {
     if (!why.empty()) std::fprintf(stderr, "ctgrad: warning: %s\n", why.c_str());
   }
   std::unique_ptr<Session> session = t.open(cfg, ctx);
+  // One training at a time in a run folder (rank 0's, under a launcher): a second `train` there,
+  // a resume while a study's run trains, would write the same checkpoint and metrics.
+  std::optional<training::FolderLock> lock;
+  if (a.command == "train" && !follower) {
+    std::error_code ec;
+    std::filesystem::create_directories(ctx.folder.dir(), ec);
+    if (std::filesystem::is_directory(ctx.folder.dir(), ec)) lock.emplace(ctx.folder.dir(), ".ctgrad.lock", "the run folder", "another ctgrad train");
+  }
   if (ctx.from_checkpoint) {
     const auto meta = checkpoint::load_training<float>(ctx.folder.checkpoint(), session->model(), &session->optimizer());
     // A tokenizer swapped or edited since training would silently give garbage: its hash is checked.
@@ -443,7 +456,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);                   // a file-size limit fails the write with a message, not a kill
   auto fail = [](int code, const std::string& m) {
     if (ctgrad::training::interrupted()) return interrupted_exit();  // a failure caused by the interrupt (a killed child)
-    if (launched_ranks() > 1) try {  // the other ranks would wait for this one: every rank stops, now
+    if (mpi_started) try {  // the other ranks would wait for this one: every rank stops, now
         world().abort(printable(m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m), code);
       } catch (const std::exception&) {  // a build without MPI: one message per rank
       }
@@ -454,7 +467,7 @@ int main(int argc, char** argv) {
     // Under an MPI launcher only `train` runs (data-parallel): another command would run once per
     // rank (an ablate's runs N times over, into the same folders).
     if (launched_ranks() > 1 && (argc < 2 || std::string(argv[1]) != "train"))
-      throw config_error("ctgrad " + std::string(argc > 1 ? argv[1] : "") + " runs as one process: start it without mpirun or srun " +
+      throw config_error("ctgrad" + (argc > 1 ? " " + printable(argv[1]) : std::string()) + " runs as one process: start it without mpirun or srun " +
                          "(only train is data-parallel)");
     if (argc > 1 && std::string(argv[1]) == "ablate") return ablate(std::vector<std::string>(argv + 1, argv + argc));
     if (argc > 1 && std::string(argv[1]) == "average-checkpoints") return average_checkpoints(std::vector<std::string>(argv + 1, argv + argc));

@@ -15,7 +15,7 @@ minutes=$3
 steps=${4:-$(python3 -c "import json,sys; print(json.load(open('$run/run.json'))['config']['steps'])")}
 out=$run/anchor
 mkdir -p "$out"
-"$build/apps/ctgrad" export-batches transformer --run "$run" --steps "$steps" --out "$out/batches.safetensors"
+"$build/apps/ctgrad" export-batches transformer --run "$run" --steps "$steps" --out "$out/batches.safetensors" --overwrite
 OMP_NUM_THREADS=${THREADS:-2} LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 -E -s \
   "$(dirname "$0")/reference/train_transformer.py" "$out/batches.safetensors" "$out/pytorch.ids" --minutes "$minutes" ${AVERAGE:+--average "$AVERAGE"} | tee "$out/pytorch.jsonl"
 spm_decode --model "$run/tokenizer.model" --input_format=id < "$out/pytorch.ids" > "$out/pytorch.de"

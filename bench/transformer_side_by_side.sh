@@ -22,7 +22,7 @@ mkdir -p "$(dirname "$run")"
 # (a function of the step), so both sides start together from the exported batches.
 "$ctgrad" train transformer --run "$run" --overwrite --threads 1 --set steps=1 "$@" > "$run.log" 2>&1
 mkdir -p "$run/anchor"
-"$ctgrad" export-batches transformer --run "$run" --steps "$steps" --out "$run/anchor/batches.safetensors"
+"$ctgrad" export-batches transformer --run "$run" --steps "$steps" --out "$run/anchor/batches.safetensors" --overwrite
 # keep_checkpoints only now: the step-1 checkpoint must not be one of the averaged.
 "$ctgrad" train transformer --run "$run" --resume --threads 1 --set steps="$steps" --set keep_checkpoints="$keep" >> "$run.log" 2>&1 &
 ctgrad_pid=$!

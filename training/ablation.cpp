@@ -1,6 +1,7 @@
 #include <ctgrad/training/ablation.hpp>
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/training/folder_lock.hpp>
 #include <ctgrad/training/log.hpp>
 #include <ctgrad/training/trainer.hpp>
 
@@ -170,30 +171,9 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
   }
 }
 
-// The study folder's lock: an exclusive flock on study.lock, which holds the holder's pid. The
-// kernel releases it when the process ends, however it ends (kill -9 included).
 struct Study::Lock {
-  int fd = -1;
-  explicit Lock(const fs::path& dir) {
-    const fs::path file = dir / "study.lock";
-    fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);  // not inherited by the runs
-    if (fd < 0) throw std::invalid_argument("ctgrad: cannot open " + printable(file.string()) + ": " + std::strerror(errno));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      char pid[32] = {0};
-      const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
-      std::string holder = n > 0 ? std::string(pid, std::size_t(n)) : "";
-      holder.erase(std::remove_if(holder.begin(), holder.end(), [](char c) { return c < '0' || c > '9'; }), holder.end());
-      ::close(fd);
-      if (err == EWOULDBLOCK)
-        throw std::invalid_argument("ctgrad: the study folder " + printable(dir.string()) + " is in use by another ctgrad ablate" +
-                                    (holder.empty() ? "" : " (pid " + holder + ")") + ": wait for it to end, or stop it");
-      throw std::invalid_argument("ctgrad: cannot lock " + printable(file.string()) + ": " + std::strerror(err));
-    }
-    const std::string me = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size())) {}  // the pid is information only
-  }
-  ~Lock() { ::close(fd); }
+  FolderLock lock;
+  explicit Lock(const fs::path& dir) : lock(dir, "study.lock", "the study folder", "another ctgrad ablate") {}
 };
 
 void Study::lock() const {
@@ -210,6 +190,9 @@ void Study::prepare() const {
   const json mine = study_json(o_);
   if (fs::exists(file, ec)) {
     const json theirs = json::parse(read_text(file), nullptr, false);
+    if (theirs.is_discarded() || !theirs.is_object() || !theirs.contains("format"))
+      throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote: this folder holds something else; " +
+                                  "use another --run folder");
     if (theirs != mine)
       throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds another study (" + file.string() + " differs: model, grid or fixed " +
                                   "settings): use another --run folder");
@@ -237,7 +220,9 @@ std::string Study::metric() const {
   for (const RunSpec& r : runs_) {  // the first metric the runs report (a model's loss, a classifier's error)
     if (!succeeded(r)) continue;
     const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
-    if (res.is_object() && res.contains("metric") && res["metric"].is_string()) return res["metric"].get<std::string>();
+    if (res.is_object() && res.contains("metric") && res["metric"].is_string() && res.contains("final") && res["final"].is_object() &&
+        res["final"].contains(res["metric"].get<std::string>()))  // (a damaged result names no metric: damage() says so)
+      return res["metric"].get<std::string>();
   }
   return "loss";
 }
@@ -271,6 +256,11 @@ std::vector<std::string> Study::damage() const {
     }
     for (const auto& [k, v] : res["final"].items())
       if (!v.is_number()) out.push_back(where + ": 'final." + printable(k) + "' is " + (v.is_null() ? "null" : std::string("a ") + v.type_name()) + ", not a number");
+    // What the run logged: its metric is among its finals; the study's compared metric is too.
+    const std::string logged = res.contains("metric") && res["metric"].is_string() ? res["metric"].get<std::string>() : "";
+    if (!res.contains("metric") || !res["metric"].is_string()) out.push_back(where + ": 'metric' is missing or not a string");
+    else if (!res["final"].contains(logged)) out.push_back(where + ": 'metric' names '" + printable(logged) + "', which 'final' lacks");
+    else if (!o_.metric.empty() && !res["final"].contains(o_.metric)) out.push_back(where + ": 'final' lacks the compared metric '" + printable(o_.metric) + "'");
     if (res.contains("train_seconds") && !res["train_seconds"].is_number()) out.push_back(where + ": 'train_seconds' is not a number");
   }
   return out;
@@ -323,8 +313,17 @@ int Study::run(const RunFn& f) const {
       try {
         std::error_code ec;
         fs::create_directories(r->dir, ec);
-        if (ec || !fs::is_directory(r->dir, ec))
-          throw std::runtime_error("cannot make the run folder " + r->dir.string() + (ec ? ": " + ec.message() : ": a file is in the way"));
+        if (ec || !fs::is_directory(r->dir, ec)) {
+          // Name what is in the way: a file, a dangling or looping link, rather than errno's "File exists".
+          std::string why = ec ? ec.message() : "a file is in the way";
+          for (fs::path p = r->dir; !p.empty() && p != o_.dir && p != p.parent_path(); p = p.parent_path()) {
+            std::error_code e2;
+            const auto st = fs::symlink_status(p, e2);
+            if (fs::is_symlink(st) && !fs::is_directory(fs::status(p, e2))) why = printable(p.string()) + " is a symbolic link that leads to no folder";
+            else if (fs::exists(st) && !fs::is_directory(st) && !fs::is_symlink(st)) why = printable(p.string()) + " is a file, in the way";
+          }
+          throw std::runtime_error("cannot make the run folder " + printable(r->dir.string()) + ": " + why);
+        }
         const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
         const auto s0 = std::chrono::steady_clock::now();
         try {
@@ -354,7 +353,10 @@ int Study::run(const RunFn& f) const {
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(m);
         --running;
-        if (fatal.empty()) fatal = "the study cannot go on: run " + r->config + " seed " + std::to_string(r->seed) + ": " + e.what();
+        const std::string why = e.what();
+        if (fatal.empty())
+          fatal = "the study cannot go on: run " + printable(r->config) + " seed " + std::to_string(r->seed) + ": " +
+                  printable(why.rfind("ctgrad: ", 0) == 0 ? why.substr(8) : why);
         return;
       }
       std::lock_guard<std::mutex> lock(m);
@@ -497,11 +499,12 @@ void Study::report() const {
       for (const Summary& s : per_metric[k]) {
         std::vector<std::string> row{s.config};
         for (const auto& [key, v] : s.values) row.push_back(v);
-        for (const std::string& f : {all_metrics[k], std::to_string(s.n), fixed(s.mean, 6), fixed(s.sd, 6), fixed(s.mean - s.ci, 6),
-                                     fixed(s.mean + s.ci, 6), fixed(s.diff, 6), fixed(s.diff - s.diff_ci, 6), fixed(s.diff + s.diff_ci, 6),
-                                     fixed(s.seconds, 1), std::to_string(s.parameters)})
+        // Numbers in full (the shortest text that reads back as the same double): a CSV is read by programs.
+        for (const std::string& f : {all_metrics[k], std::to_string(s.n), exact_number(s.mean), exact_number(s.sd), exact_number(s.mean - s.ci),
+                                     exact_number(s.mean + s.ci), exact_number(s.diff), exact_number(s.diff - s.diff_ci),
+                                     exact_number(s.diff + s.diff_ci), exact_number(s.seconds), std::to_string(s.parameters)})
           row.push_back(f);
-        for (double v : s.finals) row.push_back(fixed(v, 6));
+        for (double v : s.finals) row.push_back(exact_number(v));
         csv += csv_line(row);
       }
     checkpoint::write_atomically(dir / "results.csv", csv);
@@ -578,7 +581,7 @@ void Study::report() const {
   }
   // results.md and results.html: the same table.
   const std::string better = lower ? "lower is better" : "higher is better";
-  std::string md = "# " + printable(o_.name) + "\n\n" + (o_.model.empty() ? "" : "Model " + markdown_code(o_.model) + "; ") + "metric: final validation " + printable(m) + " (" + better +
+  std::string md = "# " + markdown_text(o_.name) + "\n\n" + (o_.model.empty() ? "" : "Model " + markdown_code(o_.model) + "; ") + "metric: final validation " + markdown_text(m) + " (" + better +
                    "); " + std::to_string(o_.seeds) + " seeds; baseline: the first value of each grid key (" + markdown_code(sums.front().config) + ").";
   if (!o_.fixed.empty()) {
     md += " Fixed:";
@@ -602,7 +605,7 @@ void Study::report() const {
   }
   for (std::size_t k = 1; k < all_metrics.size(); ++k) {
     const std::string& name = all_metrics[k];
-    md += "\nValidation " + printable(name) + " (" + (ablation::lower_is_better(name) ? "lower" : "higher") + " is better):\n\n| configuration | " + markdown_code(name) +
+    md += "\nValidation " + markdown_text(name) + " (" + (ablation::lower_is_better(name) ? "lower" : "higher") + " is better):\n\n| configuration | " + markdown_code(name) +
           " mean ± sd | vs baseline (paired) | 95% CI of the difference |\n|---|---|---|---|\n";
     rows_html += "<tr><th colspan='8' style='text-align:left'>validation " + html_escape(name) + "</th></tr>\n";
     for (const Summary& s : per_metric[k]) {

@@ -304,9 +304,13 @@ void Config::merge_json(std::string_view text, std::string_view source) {
   try {
     doc = json::parse(text);
   } catch (const json::exception& e) {
-    throw config_error(std::string(source) + " is not valid JSON (" + std::string(e.what()).substr(0, 200) + ")");
+    // The parser's message without its "[json.exception.parse_error.101] " tag, as one printable line.
+    std::string why = e.what();
+    if (const auto close = why.find("] "); why.rfind("[json.exception.", 0) == 0 && close != std::string::npos) why = why.substr(close + 2);
+    throw config_error(std::string(source) + " is not valid JSON (" + printable(why.substr(0, 200)) + ")");
   }
-  if (!doc.is_object()) throw config_error(std::string(source) + " must be a JSON object of config keys, got a " + doc.type_name());
+  auto a = [](const char* type) { return std::string(std::string_view("aeiou").find(type[0]) != std::string_view::npos ? "an " : "a ") + type; };
+  if (!doc.is_object()) throw config_error(std::string(source) + " must be a JSON object of config keys, got " + a(doc.type_name()));
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     const json& v = *it;
     // (nlohmann counts unsigned numbers as integers too: one past INT64_MAX must not wrap.)
@@ -320,7 +324,7 @@ void Config::merge_json(std::string_view text, std::string_view source) {
       if (k.kind == Kind::text || k.kind == Kind::choice) set_value(it.key(), v.get<std::string>(), source);
       else set(it.key(), v.get<std::string>(), source);
     } else if (v.is_boolean()) set_value(it.key(), v.get<bool>(), source);
-    else throw config_error("config key '" + it.key() + "' (" + std::string(source) + ") has a " + v.type_name() + " value");
+    else throw config_error("config key '" + it.key() + "' (" + std::string(source) + ") has " + a(v.type_name()) + " value");
   }
 }
 

@@ -40,8 +40,16 @@ std::string html_escape(std::string_view s) {
   return o;
 }
 
-std::string csv_field(std::string_view s) {
-  if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+std::string csv_field(std::string_view text) {
+  std::string s(text);
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s[0]) != std::string_view::npos) {
+    double v = 0;
+    const char* from = s.data() + (s[0] == '+');  // from_chars takes no leading +
+    const auto r = std::from_chars(from, s.data() + s.size(), v);
+    const bool number = from < s.data() + s.size() && r.ptr == s.data() + s.size() && r.ec != std::errc::invalid_argument;
+    if (!number) s = "'" + s;  // a formula, not a number
+  }
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string o = "\"";
   for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
   return o + "\"";
@@ -67,6 +75,18 @@ std::string markdown_code(std::string_view s) {
   // A space inside the fence when the text starts or ends with a backtick (CommonMark strips one).
   const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
   return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
+}
+
+std::string markdown_text(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (is_control(static_cast<unsigned char>(c))) o += hex_byte(static_cast<unsigned char>(c));
+    else o += c;
+  }
+  return o;
 }
 
 std::string shell_quote(std::string_view s) {
@@ -122,6 +142,13 @@ std::string format_number(double v, int digits, bool sign) {
   const auto r = std::to_chars(b, b + sizeof b, v, plain ? std::chars_format::fixed : std::chars_format::scientific, digits < 0 ? 0 : digits > 17 ? 17 : digits);
   std::string out(b, r.ptr);
   return (sign && v >= 0 ? "+" : "") + out;
+}
+
+std::string exact_number(double v) {
+  if (std::isnan(v)) return "";
+  char b[64];
+  const auto r = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, r.ptr);
 }
 
 }  // namespace ctgrad::training

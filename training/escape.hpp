@@ -18,7 +18,8 @@ std::string gnuplot_quote(std::string_view s);
 std::string html_escape(std::string_view s);
 
 // CSV (RFC 4180): the field as is when it holds no comma, quote, CR or LF; else in double quotes,
-// a quote doubled.
+// a quote doubled. A text field that a spreadsheet would run as a formula (starting with = + - @,
+// tab or CR, and not a number) gets a leading ' (OWASP's advice for CSV injection).
 std::string csv_field(std::string_view s);
 // A CSV record: the fields through csv_field, joined by commas, ended by a newline.
 std::string csv_line(const std::vector<std::string>& fields);
@@ -26,6 +27,9 @@ std::string csv_line(const std::vector<std::string>& fields);
 // Markdown: `s` as an inline code span that survives a GitHub table: a fence longer than any run
 // of backticks in it, | as \|, a control byte (a newline would end the row) as \xNN.
 std::string markdown_code(std::string_view s);
+
+// Markdown text (a heading, a sentence): < > & as entities (no raw HTML), control bytes as \xNN.
+std::string markdown_text(std::string_view s);
 
 // POSIX shell: one word in single quotes (' as '\''), for commands shown to be copied.
 std::string shell_quote(std::string_view s);
@@ -43,5 +47,7 @@ std::string utf8_error(std::string_view s);
 // (|v| < 1e15), else scientific (1e308 is "1.0000e+308", not 309 digits); inf as "inf"/"-inf";
 // NaN (not measured) as "". `sign` writes + before a positive number.
 std::string format_number(double v, int digits, bool sign = false);
+// A number for data (CSV): the shortest text that reads back as the same double; NaN as "".
+std::string exact_number(double v);
 
 }  // namespace ctgrad::training

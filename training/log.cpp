@@ -3,6 +3,7 @@
 #include <ctgrad/training/log.hpp>
 #include <ctgrad/training/trainer.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -187,7 +188,8 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
   const std::string pid = std::to_string(::getpid());
   // Both named as temporaries of this process, which a run folder removes once their writer is gone.
   const fs::path tmp = png.parent_path() / ("." + png.filename().string() + ".tmp." + pid),
-                 file = png.parent_path() / ("." + png.filename().string() + ".gp.tmp." + pid);
+                 file = png.parent_path() / ("." + png.filename().string() + ".gp.tmp." + pid),
+                 said = png.parent_path() / ("." + png.filename().string() + ".err.tmp." + pid);  // gnuplot's output: shown if it fails
   {
     std::ofstream f(file);
     f << script;
@@ -206,11 +208,13 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   bool drawn = false;
+  const int out = ::open(said.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {  // only async-signal-safe calls until exec
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with its parent: no gnuplot left writing into the run folder
     if (::getppid() != parent) ::_exit(127);
+    if (out >= 0) ::dup2(out, 1), ::dup2(out, 2);  // its warnings ("empty x range") are not the command's
     ::execve("/usr/bin/gnuplot", argv.data(), environ);
     ::_exit(127);
   }
@@ -232,6 +236,10 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
+  if (out >= 0) ::close(out);
+  std::string first_line;
+  if (std::ifstream f(said); f) std::getline(f, first_line);
+  fs::remove(said, ec);
   fs::remove(file, ec);
   if (drawn && fs::exists(tmp, ec)) {
     fs::rename(tmp, png, ec);
@@ -240,7 +248,9 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
     drawn = false;
   }
   fs::remove(tmp, ec);
-  if (!drawn && !interrupted()) std::cerr << "ctgrad: warning: gnuplot failed to draw " << printable(png.string()) << "\n";
+  if (!drawn && !interrupted())
+    std::cerr << "ctgrad: warning: gnuplot failed to draw " << printable(png.string()) << (first_line.empty() ? "" : " (" + printable(first_line.substr(0, 200)) + ")")
+              << "\n";
   return drawn;
 }
 

@@ -53,7 +53,8 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
     std::error_code ec2;
     if (p.empty() || mine.empty()) continue;
     const fs::path theirs = fs::weakly_canonical(fs::absolute(p, ec2), ec2);
-    if (!ec2 && theirs == mine)
+    std::error_code ec3;  // the same folder by device and inode too (a bind mount, a hard-linked path)
+    if ((!ec2 && theirs == mine) || fs::equivalent(p, dir_, ec3))
       throw config_error("the run folder " + printable(dir_.string()) + " is the folder " + what + " names, which this run reads (" + printable(p.string()) +
                          "): a new run there would " + (overwrite ? "delete it" : "replace it") + "; choose another --run DIR");
   }

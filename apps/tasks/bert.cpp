@@ -20,6 +20,7 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include "../output_file.hpp"
 #include "../task.hpp"
 #include "bert_data.hpp"
 
@@ -415,6 +416,7 @@ class BertSession : public Session {
   // batch padded to the context: ids [N, batch, context], lengths [N, batch], picks (re-based to
   // b * context + t) and targets concatenated, batch k's at offsets[k] .. offsets[k + 1].
   int export_batches(const Config& o) {
+    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder.checkpoint());
     if (P.next_sentence)
       throw config_error("export-batches covers masked-LM runs; this run has next_sentence=true (its pairs and labels are not exported)");
     struct Set {
@@ -491,7 +493,7 @@ Task bert_task() {
     fit_context_to_preset(c, size == "tiny" ? models::kBertTiny.context : size == "base" ? models::kBertBase.context : models::kBertSmall.context);
   };
   Schema exp;
-  exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "bert_batches.safetensors", "the file to write");
+  exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "bert_batches.safetensors", "the file to write").flag("overwrite", false, "replace an existing --out file");
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N) and validation batches, for another framework", exp});
   t.training_commands.push_back({"finetune", "bert-finetune", "a classifier from the pretrained run (--pretrained DIR) on a task (--task austen-novel)",
                                  {"task", "pretrained", "init"}});

@@ -21,6 +21,7 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include "../output_file.hpp"
 #include "../task.hpp"
 #include "t5_common.hpp"
 #include "text_corpus.hpp"
@@ -269,6 +270,7 @@ class T5Session : public Session {
   // them, for another framework to train on (bench/reference/train_t5.py): each padded to the
   // run's input and target lengths, [N, batch, length], with the rows each batch holds.
   int export_batches(const Config& o) {
+    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder.checkpoint());
     struct Set {
       std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, rows;
       void add(const data::SpanCorruptionBatches& b, std::int64_t batch, std::int64_t S, std::int64_t T) {
@@ -327,7 +329,7 @@ Task t5_task() {
   t.schema = t5_schema();
   t.commands.push_back({"sample", "the spans a pretrained T5 writes for the sentinels of a text (greedy and beam)", sample_options()});
   Schema exp;
-  exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "t5_batches.safetensors", "the file to write");
+  exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "t5_batches.safetensors", "the file to write").flag("overwrite", false, "replace an existing --out file");
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N) and validation batches, for another framework", exp});
   t.training_commands.push_back({"finetune", "t5-finetune",
                                  "text to text from the pretrained run (--pretrained DIR): --task translate-en-de, translate-de-en, austen-novel "

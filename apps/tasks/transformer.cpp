@@ -23,6 +23,7 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include "../output_file.hpp"
 #include "../task.hpp"
 #include "../variants/transformer.hpp"
 
@@ -542,6 +543,7 @@ class TransformerSession : public Session {
   // validation_nll makes them) and the test sources, for another framework to train and decode
   // the same (bench/reference/train_transformer.py); the test references beside, one per line.
   int export_batches(const Config& o) {
+    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder.checkpoint());
     if (copy_) throw config_error("export-batches exports a translation run (this run is the copy task)");
     struct Set {
       std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, tgt_len, shapes;  // shapes: B, S, T per batch
@@ -717,7 +719,7 @@ Task transformer_task() {
   t.commands.push_back({"eval", "validation NLL, BLEU of greedy and beam search on the test split, heatmaps", eval_options()});
   t.commands.push_back({"translate", "translate English sentences (--text, or lines of standard input) with beam search", translate_options()});
   Schema exp;
-  exp.integer("steps", 3000, {.min = 1, .max = 1 << 22}, "training steps to export").text("out", "transformer_batches.safetensors", "the file to write");
+  exp.integer("steps", 3000, {.min = 1, .max = 1 << 22}, "training steps to export").text("out", "transformer_batches.safetensors", "the file to write").flag("overwrite", false, "replace an existing --out file");
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N), validation batches and test sources, for another framework", exp});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     if (c.text("task") == "copy") return std::make_unique<TransformerSession<models::kTransformerCopy, kTransformerOrderCopy>>(c, ctx);

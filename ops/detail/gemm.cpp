@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -27,6 +28,16 @@
 #include <vector>
 
 namespace ctgrad::kernel {
+namespace {
+// An environment variable's value for a one-line warning: at most 40 bytes, control bytes as '?'.
+std::string env_shown(const char* v) {
+  std::string s(v, ::strnlen(v, 40));
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+}  // namespace
+
 namespace {
 
 // AddressSanitizer refuses RTLD_DEEPBIND (it would bypass its interceptors); a sanitized build
@@ -559,7 +570,7 @@ int bf16_kernel_from_env() {
     if (!e || !*e) return -1;
     if (std::strcmp(e, "call") == 0) return int(Bf16Kernel::call);
     if (std::strcmp(e, "primitive") == 0) return int(Bf16Kernel::primitive);
-    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BF16_GEMM=%s (call or primitive)\n", e);
+    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BF16_GEMM=%s (call or primitive)\n", env_shown(e).c_str());
     return -1;
   }();
   return k;
@@ -595,7 +606,7 @@ int fp32_kernel_from_env() {
     if (std::strcmp(e, "openblas") == 0) return int(Fp32Kernel::openblas);
     if (std::strcmp(e, "primitive") == 0) return int(Fp32Kernel::primitive);
     if (std::strcmp(e, "call") == 0) return int(Fp32Kernel::call);
-    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_FP32_GEMM=%s (openblas, primitive or call)\n", e);
+    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_FP32_GEMM=%s (openblas, primitive or call)\n", env_shown(e).c_str());
     return -1;
   }();
   return k;
@@ -835,7 +846,7 @@ int gemm_max_blocks() {
     errno = 0;
     const long v = std::strtol(e, &end, 10);  // a bad or out-of-range value is ignored, with a warning
     if (*e && *end == '\0' && errno == 0 && v > 0 && v <= (1 << 16)) n = int(v);
-    else std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_GEMM_BLOCKS=%.40s (an integer in [1, 65536])\n", e);
+    else std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_GEMM_BLOCKS=%s (an integer in [1, 65536])\n", env_shown(e).c_str());
   }
   int expected = 0;
   g_max_blocks.compare_exchange_strong(expected, n);
@@ -856,7 +867,7 @@ std::string openblas_core_choice(bool warn) {
     const std::string lacks = cpu::openblas_core_lacks(forced, cpu);
     if (lacks.empty()) return forced;
     if (warn)
-      std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BLAS_CORE=%s (%s on this CPU)\n", forced,
+      std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BLAS_CORE=%s (%s on this CPU)\n", env_shown(forced).c_str(),
                    lacks == "unknown core" ? "an unknown core" : ("needs " + lacks + ", absent").c_str());
   }
   return std::string(cpu::best_openblas_core(cpu));

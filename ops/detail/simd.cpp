@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
 namespace ctgrad::simd {
 
@@ -30,7 +32,14 @@ struct Tables {
       if (const Table* t = find(want))
         chosen = t;
       else
-        std::fprintf(stderr, "ctgrad: CTGRAD_SIMD=%s is not available on this CPU; using %s\n", want, chosen->arch);
+      {
+        std::string shown(want, ::strnlen(want, 40));
+        for (char& c : shown)
+          if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+        const bool known = shown == "scalar" || shown == "sse2" || shown == "avx2" || shown == "avx512";
+        std::fprintf(stderr, "ctgrad: warning: CTGRAD_SIMD=%s %s; using %s\n", shown.c_str(),
+                     known ? "is not available on this CPU" : "is not one of scalar, sse2, avx2, avx512", chosen->arch);
+      }
     }
   }
   const Table* find(const std::string& a) const {

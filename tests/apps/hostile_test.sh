@@ -77,6 +77,32 @@ for cmd in "ablate gpt --grid lr=1e-3 --run s_mpi" "average-checkpoints transfor
   expect_text "says only train" "(only train is data-parallel)"
 done
 no_file "no study was started" s_mpi
+check "under a launcher, the refusal is one line" 2 env OMPI_COMM_WORLD_SIZE=2 "$ctgrad" eval transformer --run kept
+one_line "one line, no MPI banner"
+check "a bad CTGRAD_BUCKET_MB under a launcher" 2 env OMPI_COMM_WORLD_SIZE=2 CTGRAD_BUCKET_MB=junk "$ctgrad" train gpt --run mpi_x "${tiny[@]}"
+expect_text "names it" "CTGRAD_BUCKET_MB"
+one_line "in one line"
+
+check "export-batches onto an existing file" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out bx/tokenizer.model
+expect_text "asks for --overwrite" "exists: add --overwrite"
+check "export-batches onto the run's checkpoint, with --overwrite" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out bx/checkpoint.safetensors --overwrite
+expect_text "refuses" "is the run's checkpoint"
+check "the checkpoint is still there" 0 test -s bx/checkpoint.safetensors
+check "export-batches into a missing folder, before the work" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out nowhere/b.safetensors
+check "average-checkpoints onto a hidden name (a temporary's)" 2 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out .avg.tmp.999999.safetensors
+mkdir -p bind_target
+if mount --bind bx bind_target 2> /dev/null; then  # the same folder by another path (device and inode compared)
+  check "finetune bert into a bind mount of its pretrained run" 2 "$ctgrad" finetune bert --pretrained bx --run bind_target --overwrite --set size=tiny --set steps=2
+  check "the pretrained checkpoint survives" 0 test -s bx/checkpoint.safetensors
+  umount bind_target
+fi
+"$ctgrad" train gpt --run locked "${tiny[@]}" --set steps=100000 --set eval_every=50 > locked.log 2>&1 &
+lpid=$!
+for _ in $(seq 1 3000); do [ -f locked/metrics.csv ] && [ "$(wc -l < locked/metrics.csv)" -ge 3 ] && break; sleep 0.05; done
+check "a second train with --overwrite in a run folder that trains" 2 "$ctgrad" train gpt --run locked --overwrite "${tiny[@]}"
+expect_text "names the holder" "is in use by another ctgrad train (pid $lpid)"
+check "its metrics are kept" 0 test -s locked/metrics.jsonl
+kill -TERM "$lpid"; wait "$lpid" 2>/dev/null
 
 # 5. A study's runs die with it; a second study on the same folder is refused.
 long=(--set size=tiny --set steps=100000 --set eval_every=50 --set batch=4 --set eval_windows=4 --set sample_tokens=0)
@@ -115,6 +141,24 @@ expect_text "names the file and the key" "001_lr_2e-3/seed1/result.json: 'final.
 check "the report is written from the good runs" 0 test -s s_bad/results.md
 check "sample t5 --fill past the context" 2 "$ctgrad" sample t5 --run t5x --fill "$(printf 'In the beginning God created the heaven and the earth. %.0s' {1..40}) <extra_id_0>"
 expect_text "names the context" "longer than the context of"
+check "a --name that is not UTF-8" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --name $'bad\xff' --run s_utf8
+expect_text "says so" "--name is not UTF-8 text"
+mkdir -p s_notes && echo notes > s_notes/study.json
+check "a study.json that is not a study's" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_notes
+expect_text "refuses the folder" "is not a study file ctgrad wrote"
+check "a markup name" 0 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --name '<script>alert(1)</script>' --run s_markup
+check "results.md holds no raw HTML" 1 grep -q "<script>" s_markup/results.md
+/usr/bin/python3 - s_markup/runs/000_lr_1e-3/seed1/result.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); r["metric"] = "nosuch"; json.dump(r, open(sys.argv[1], "w"))
+PY
+check "a result naming a metric it lacks" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --name '<script>alert(1)</script>' --run s_markup
+expect_text "names the key" "'metric' names 'nosuch', which 'final' lacks"
+printf '{"steps": 1e400}' > big.json
+check "a config number past double" 2 "$ctgrad" train gpt --config big.json --run cfg_x
+check "no raw library tag" 1 grep -q "json.exception" "$work/out.txt"
+check "CTGRAD_SIMD that is no ISA" 0 env CTGRAD_SIMD=$'ju\nnk' "$ctgrad" train gpt --run simd_x "${tiny[@]}"
+expect_text "warns in one line" "CTGRAD_SIMD=ju?nk is not one of scalar, sse2, avx2, avx512"
 check "--metric that no run reports" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --metric nosuch --run s_metric
 expect_text "names what they report" "reports no validation metric 'nosuch' (it reports: loss)"
 no_file "before any run" s_metric/runs

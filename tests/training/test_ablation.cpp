@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -32,6 +33,7 @@ namespace {
 // Strings an adversarial user would try: a newline that starts a gnuplot command, quotes of every
 // kind, markup, a CSV break, control bytes, Markdown's table and code syntax.
 const std::vector<std::string> kHostile = {
+    "=HYPERLINK(\"http://x\")", "-cmd|' /C calc'!A0", "+1+1",
     "r\nsystem \"touch PWNED\"\nx", "it's", "say \"hi\"", "<script>alert(1)</script>", "a,b", "tab\there", "cr\rlf", "`tick`", "a|b",
     "$(touch PWNED)", "`touch PWNED`", "@macro", "back\\slash", "end\x1b[2J", std::string("nul\0byte", 8), "EOD\nsystem 'touch PWNED'",
     "x' ; system 'touch PWNED' ; '"};
@@ -42,6 +44,9 @@ std::string read(const fs::path& p) {
   s << f.rdbuf();
   return s.str();
 }
+
+// What csv_field makes of a text field: a spreadsheet formula gets a leading '.
+std::string csv_text(const std::string& s) { return !s.empty() && std::string("=+-@\t\r").find(s[0]) != std::string::npos ? "'" + s : s; }
 
 bool has_control(const std::string& s) {
   for (unsigned char c : s)
@@ -98,7 +103,7 @@ TEST_CASE("escaping: each writer's function keeps a hostile string data", "[esca
     const auto rows = parse_csv(csv_line({s, "next"}));
     REQUIRE(rows.size() == 1);
     REQUIRE(rows[0].size() == 2);
-    CHECK(rows[0][0] == s);
+    CHECK(rows[0][0] == csv_text(s));
     CHECK(rows[0][1] == "next");
     // Markdown: one line, no bare | that would split a table's cell.
     const std::string m = markdown_code(s);
@@ -135,6 +140,21 @@ TEST_CASE("numbers in reports: extreme values are exact, never cut by a buffer",
   CHECK(format_number(-std::numeric_limits<double>::infinity(), 4) == "-inf");
   CHECK(format_number(std::nan(""), 4) == "");
   CHECK(format_number(123456789012345.0, 2) == "123456789012345.00");
+  // Data (CSV): exact, however small or large.
+  for (double v : {1.2e-7, 3.4e-7, 1e-320, -0.0, 1e308, -1.7976931348623157e308, 0.1, 2.0 / 3.0}) CHECK(std::strtod(exact_number(v).c_str(), nullptr) == v);  // (strtod: a subnormal reads back, with ERANGE)
+  CHECK(exact_number(std::nan("")) == "");
+  CHECK(exact_number(std::numeric_limits<double>::infinity()) == "inf");
+}
+
+TEST_CASE("CSV cells a spreadsheet would run are text; Markdown text holds no raw HTML", "[escape]") {
+  CHECK(csv_field("=1+1") == "'=1+1");
+  CHECK(csv_field("@SUM(A1)") == "'@SUM(A1)");
+  CHECK(csv_field("+cmd") == "'+cmd");
+  CHECK(csv_field("-0.5") == "-0.5");  // a number stays a number
+  CHECK(csv_field("+1e-3") == "+1e-3");
+  CHECK(csv_field("lr=1e-3") == "lr=1e-3");
+  CHECK(markdown_text("<script>alert(1)</script> & more") == "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more");
+  CHECK(markdown_text("a\nb") == "a\\x0ab");
 }
 
 TEST_CASE("hostile strings through every writer of a study's report and of the loss plot", "[escape][ablation]") {
@@ -166,7 +186,7 @@ TEST_CASE("hostile strings through every writer of a study's report and of the l
     CHECK(rows[1].size() == rows[0].size());
     CHECK(rows[2].size() == rows[0].size());
     CHECK(rows[2][0] == "key=" + s);
-    CHECK(rows[2][1] == s);
+    CHECK(rows[2][1] == csv_text(s));
     // HTML: the only tags are the report's own.
     const std::string html = read(dir / "results.html");
     CHECK(html.find("<script>") == std::string::npos);

@@ -1,0 +1,32 @@
+// A file a command writes at a path the user names (export-batches --out): checked before the work,
+// so that a name the file system refuses fails at once, and a file already there (a user's, or the
+// run's own checkpoint) is kept unless the user says --overwrite.
+#pragma once
+#include <climits>
+#include <filesystem>
+#include <string>
+
+#include <ctgrad/training/config.hpp>
+#include <ctgrad/training/escape.hpp>
+
+namespace ctgrad::cli {
+
+inline void check_output_file(const std::filesystem::path& p, const std::string& option, bool overwrite, const std::filesystem::path& run_checkpoint) {
+  namespace fs = std::filesystem;
+  const std::string shown = training::printable(p.string().substr(0, 200));
+  if (p.empty() || p.filename().empty()) throw training::config_error(option + " needs a file name, got '" + shown + "'");
+  if (p.filename().string().size() > NAME_MAX)
+    throw training::config_error(option + " " + shown + ": a name of " + std::to_string(p.filename().string().size()) + " bytes, past the system's limit of " +
+                                 std::to_string(NAME_MAX));
+  if (p.string().size() + 64 >= PATH_MAX) throw training::config_error(option + " " + shown + ": the path is too long for the system");
+  std::error_code ec;
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  if (!fs::is_directory(dir, ec)) throw training::config_error(option + " " + shown + ": the folder " + training::printable(dir.string()) + " does not exist");
+  const auto st = fs::symlink_status(p, ec);
+  if (!fs::exists(st)) return;
+  if (!fs::is_regular_file(st)) throw training::config_error(option + " " + shown + " exists and is not a regular file: give another " + option);
+  if (fs::equivalent(p, run_checkpoint, ec)) throw training::config_error(option + " " + shown + " is the run's checkpoint: give another " + option);
+  if (!overwrite) throw training::config_error(option + " " + shown + " exists: add --overwrite to replace it, or give another " + option);
+}
+
+}  // namespace ctgrad::cli
