@@ -146,7 +146,7 @@ TEST_CASE("numbers in reports: extreme values are exact, never cut by a buffer",
   CHECK(exact_number(std::numeric_limits<double>::infinity()) == "inf");
 }
 
-TEST_CASE("CSV cells a spreadsheet would run are text; Markdown text holds no raw HTML", "[escape]") {
+TEST_CASE("CSV cells a spreadsheet would run are text, and Markdown text holds no raw HTML", "[escape]") {
   CHECK(csv_field("=1+1") == "'=1+1");
   CHECK(csv_field("@SUM(A1)") == "'@SUM(A1)");
   CHECK(csv_field("+cmd") == "'+cmd");
