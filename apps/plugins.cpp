@@ -40,7 +40,10 @@ fs::path plugin_dir() {
   return ec ? fs::path() : exe.parent_path() / "plugins";
 }
 
+// A stamp is a small regular file (a FIFO or a device in its place is not read: no hang, no flood).
 std::string read_stamp(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec) || fs::file_size(p, ec) > 4096 || ec) return "";
   std::ifstream f(p);
   std::stringstream s;
   s << f.rdbuf();

@@ -188,7 +188,9 @@ void Study::prepare() const {
   lock();
   const fs::path file = o_.dir / "study.json";
   const json mine = study_json(o_);
-  if (fs::exists(file, ec)) {
+  if (fs::exists(fs::symlink_status(file, ec))) {
+    if (!fs::is_regular_file(file, ec))  // a FIFO would block the read
+      throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a regular file: this folder holds something else; use another --run folder");
     const json theirs = json::parse(read_text(file), nullptr, false);
     if (theirs.is_discarded() || !theirs.is_object() || !theirs.contains("format"))
       throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote: this folder holds something else; " +
