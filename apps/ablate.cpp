@@ -23,6 +23,7 @@
 
 #include "git_commit.h"
 
+#include "option_text.hpp"
 #include "plugins.hpp"
 #include "task.hpp"
 
@@ -112,15 +113,6 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
   }
 }
 
-// A value of the command line as one line of data: refused when it holds a control character.
-const std::string& one_line(const std::string& option, const std::string& value) {
-  if (const std::string bad = training::control_byte(value); !bad.empty())
-    throw config_error(option + " holds a control character (" + bad + "): '" + training::printable(value.substr(0, 80)) + "'");
-  if (const std::string bad = training::utf8_error(value); !bad.empty())  // it is written into JSON, HTML and Markdown
-    throw config_error(option + " is not UTF-8 text (" + bad + ")");
-  return value;
-}
-
 }  // namespace
 
 int ablate(const std::vector<std::string>& rest) {
@@ -140,7 +132,7 @@ int ablate(const std::vector<std::string>& rest) {
       return rest[++i];
     };
     if (a == "--grid") {
-      const std::string g = one_line("--grid", value());
+      const std::string g = one_line("--grid", value(), /*utf8=*/true);
       const auto eq = g.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == g.size()) throw config_error("--grid " + g + ": write key=a,b,...");
       ab::Axis axis{g.substr(0, eq), {}};
@@ -154,7 +146,7 @@ int ablate(const std::vector<std::string>& rest) {
       }
       o.grid.push_back(std::move(axis));
     } else if (a == "--set") {
-      const std::string s = one_line("--set", value());
+      const std::string s = one_line("--set", value(), /*utf8=*/true);
       const auto eq = s.find('=');
       if (eq == std::string::npos || eq == 0) throw config_error("--set " + s + ": write key=value");
       check_setting(t, s.substr(0, eq), s.substr(eq + 1), "--set " + s);
@@ -164,10 +156,10 @@ int ablate(const std::vector<std::string>& rest) {
     else if (a == "--threads") o.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
     else if (a == "--max-runs") o.max_runs = int(training::parse_integer(value(), "--max-runs", {.min = 1, .max = 1 << 20}));
     else if (a == "--run") {
-      o.dir = one_line("--run", value());
+      o.dir = one_line("--run", value(), /*utf8=*/true);
       if (o.dir.empty()) throw config_error("--run needs a folder name, got ''");
-    } else if (a == "--metric") o.metric = one_line("--metric", value());
-    else if (a == "--name") name = one_line("--name", value());
+    } else if (a == "--metric") o.metric = one_line("--metric", value(), /*utf8=*/true);
+    else if (a == "--name") name = one_line("--name", value(), /*utf8=*/true);
     else if (a == "--yes") o.yes = true;
     else if (a == "--retry-failed") o.retry_failed = true;
     else

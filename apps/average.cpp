@@ -13,6 +13,8 @@
 
 #include <ctgrad/training/escape.hpp>
 
+#include "option_text.hpp"
+#include "output_file.hpp"
 #include "plugins.hpp"
 #include "task.hpp"
 
@@ -36,29 +38,17 @@ int average_checkpoints(const std::vector<std::string>& rest) {
       return rest[++i];
     };
     const std::string& o = rest[i];
-    auto one_line = [&](std::string v) {
-      if (const std::string bad = training::control_byte(v); !bad.empty())
-        throw config_error(o + " holds a control character (" + bad + "): '" + training::printable(v.substr(0, 80)) + "'");
-      return v;
-    };
-    if (o == "--run") dir = one_line(value());
+    if (o == "--run") dir = one_line(o, value());
     else if (o == "--overwrite") overwrite = true;
     else if (o == "--last") last = training::parse_integer(value(), "--last", {.min = 1, .max = 1000});
-    else if (o == "--out") out = one_line(value());
+    else if (o == "--out") out = one_line(o, value());
     else throw config_error("unknown option '" + training::printable(o) + "' for ctgrad average-checkpoints (options: --run, --last, --out, --overwrite)");
   }
   if (out.empty() || out[0] == '.' || out.find('/') != std::string::npos || out.size() < 13 || out.substr(out.size() - 12) != ".safetensors" ||
       out == "checkpoint.safetensors" || out.rfind("checkpoint-", 0) == 0)
     throw config_error("--out " + out + ": give a new .safetensors file name of the run folder (not a checkpoint the run writes, nor a hidden name: those are its temporary files)");
   const training::RunFolder folder(dir);
-  {
-    std::error_code ec;
-    const auto st = std::filesystem::symlink_status(folder.file(out), ec);
-    if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
-      throw config_error(folder.file(out).string() + " exists and is not a regular file: give another --out");
-    if (std::filesystem::exists(st) && !overwrite)
-      throw config_error(folder.file(out).string() + " exists: add --overwrite to replace it, or give another --out FILE");
-  }
+  check_output_file(folder.file(out), "--out", overwrite, folder.checkpoint());
   auto kept = folder.kept_checkpoints();
   if (kept.empty())
     throw config_error(dir + " holds no kept checkpoints (checkpoint-<step>.safetensors): train with --set keep_checkpoints=" + std::to_string(last));

@@ -30,6 +30,7 @@
 #include <ctgrad/training/folder_lock.hpp>
 
 #include "git_commit.h"
+#include "option_text.hpp"
 #include "plugins.hpp"
 #include "task.hpp"
 
@@ -167,15 +168,13 @@ Args parse(int argc, char** argv) {
                            (o == "--config" ? " (several keys: one file, or --set key=value)" : ""));
       slot = value();
       if (slot.empty()) throw config_error(o + " needs a " + (o == "--run" ? "folder" : "file") + " name, got ''");
-      if (const std::string bad = training::control_byte(slot); !bad.empty())
-        throw config_error(o + " holds a control character (" + bad + "): '" + printable(slot.substr(0, 80)) + "'");
+      one_line(o, slot);
       if (o == "--run") run_given = true;
     } else if (o == "--set") a.sets.push_back(value());
     else if (o == "--checkpoint" && a.command != "train") {
       a.checkpoint = value();
       if (a.checkpoint.empty()) throw config_error("--checkpoint needs a file name, got ''");
-      if (const std::string bad = training::control_byte(a.checkpoint); !bad.empty())
-        throw config_error("--checkpoint holds a control character (" + bad + "): '" + printable(a.checkpoint.substr(0, 80)) + "'");
+      one_line("--checkpoint", a.checkpoint);
     } else if (o == "--resume" && a.command == "train") a.resume = true;
     else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
     else if (o == "--threads") a.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));

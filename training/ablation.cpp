@@ -171,13 +171,8 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
   }
 }
 
-struct Study::Lock {
-  FolderLock lock;
-  explicit Lock(const fs::path& dir) : lock(dir, "study.lock", "the study folder", "another ctgrad ablate") {}
-};
-
 void Study::lock() const {
-  if (!lock_) lock_ = std::make_shared<Lock>(o_.dir);
+  if (!lock_) lock_ = std::make_shared<FolderLock>(o_.dir, "study.lock", "the study folder", "another ctgrad ablate");
 }
 
 void Study::prepare() const {

@@ -32,6 +32,10 @@
 #include <utility>
 #include <vector>
 
+namespace ctgrad::training {
+class FolderLock;  // training/folder_lock.hpp
+}
+
 namespace ctgrad::training::ablation {
 
 // The most runs (configurations x seeds) a study holds, with --yes or not.
@@ -123,8 +127,7 @@ class Study {
   std::vector<RunSpec> runs_;
   // The study folder's lock, taken by prepare() and report() and held while the Study lives: a
   // second Study on the same folder (another `ctgrad ablate`) is refused, naming the holder's pid.
-  struct Lock;
-  mutable std::shared_ptr<Lock> lock_;
+  mutable std::shared_ptr<FolderLock> lock_;
   void lock() const;
 };
 

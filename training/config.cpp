@@ -51,18 +51,7 @@ std::string range_text(const Range& r) {
 
 // A value as it may be shown in a message: control bytes (a NUL from a JSON "\u0000") as \xNN,
 // at most 80 bytes.
-std::string shown(std::string_view v) {
-  std::string r;
-  for (unsigned char c : v.substr(0, 80)) {
-    if (c >= 0x20) r += char(c);
-    else {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      r += b;
-    }
-  }
-  return v.size() > 80 ? r + "..." : r;
-}
+std::string shown(std::string_view v) { return printable(v.substr(0, 80)) + (v.size() > 80 ? "..." : ""); }
 
 bool in_range(double v, const Range& r) {
   if (r.min_open ? !(v > r.min) : !(v >= r.min)) return false;
