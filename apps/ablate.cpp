@@ -25,6 +25,7 @@
 
 #include "option_text.hpp"
 #include "plugins.hpp"
+#include "saved_config.hpp"
 #include "task.hpp"
 
 extern char** environ;
@@ -113,6 +114,28 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
   }
 }
 
+// The config a run of the study trains: the defaults, its grid values and --set's, its seed.
+Config run_config(const Task& t, const ab::RunSpec& r) {
+  Config c = t.schema.defaults();
+  for (const auto& [k, v] : r.sets) c.set(k + "=" + v, "--grid/--set");
+  c.set("seed=" + std::to_string(r.seed), "the study");
+  if (t.dependent_defaults) t.dependent_defaults(c);
+  return c;
+}
+
+// A checkpoint in a run's folder is continued only when it is that run's: trained with exactly its
+// config. Another one (a `ctgrad train` of the user's into the folder, other steps, another study's
+// --set) would be reported as the study's run: refused, the folder left as it is.
+void check_resumable(const Task& t, const ab::RunSpec& r) {
+  const training::RunFolder folder(r.dir);
+  const auto diff = run_config(t, r).differences(saved_config(t, folder.checkpoint()), training::Role::free);
+  if (diff.empty()) return;
+  std::string list;
+  for (const auto& d : diff) list += (list.empty() ? "" : "; ") + d;
+  throw config_error("the checkpoint in " + training::printable(r.dir.string()) + " is not this study's run: it was trained with " + list +
+                     " (move the folder out of the study to keep it; without it, the run starts afresh)");
+}
+
 }  // namespace
 
 int ablate(const std::vector<std::string>& rest) {
@@ -186,9 +209,7 @@ int ablate(const std::vector<std::string>& rest) {
   // limits, the compared metric one it reports): a value no run could train is refused up front.
   for (std::size_t i = 0; i < study->runs().size(); i += std::size_t(o.seeds)) {
     const ab::RunSpec& r = study->runs()[i];
-    Config c = t.schema.defaults();
-    for (const auto& [k, v] : r.sets) c.set(k + "=" + v, "--grid/--set");
-    if (t.dependent_defaults) t.dependent_defaults(c);
+    const Config c = run_config(t, r);
     std::vector<std::string> reported;
     try {
       for (int seed = 1; seed <= o.seeds; ++seed) (void)training::RunFolder(study->runs()[i + std::size_t(seed - 1)].dir);
@@ -213,7 +234,10 @@ int ablate(const std::vector<std::string>& rest) {
   std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to run), %d at a time, in %s\n", t.name.c_str(),
               study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo, o.jobs, o.dir.c_str());
   std::fflush(stdout);
-  const int failed = study->run([&](const ab::RunSpec& r, const ab::RunContext& ctx) { return train_child(t.name, r, ctx); });
+  const int failed = study->run([&](const ab::RunSpec& r, const ab::RunContext& ctx) {
+    if (ctx.resume) check_resumable(t, r);
+    return train_child(t.name, r, ctx);
+  });
   try {
     study->report();
   } catch (const std::invalid_argument& e) {

@@ -32,6 +32,7 @@
 #include "git_commit.h"
 #include "option_text.hpp"
 #include "plugins.hpp"
+#include "saved_config.hpp"
 #include "task.hpp"
 
 namespace ctgrad::cli {
@@ -212,23 +213,8 @@ std::string read_file(const std::string& path, std::size_t limit) {
 Config make_config(const Task& t, const Args& a, const Context& ctx, std::optional<Config>& saved) {
   Config cfg = t.schema.defaults();
   if (ctx.from_checkpoint) {
-    const checkpoint::File peek(ctx.folder.checkpoint());  // reads and validates the whole file
-    checkpoint::check_training_file(peek);
-    const auto& meta = peek.metadata();
-    const auto model = meta.find("model"), config = meta.find("config");
-    if (model == meta.end() || config == meta.end())
-      throw config_error(ctx.folder.checkpoint().string() + " was not written by `ctgrad train` (no model or config in its metadata)");
-    if (model->second != t.name)
-      throw config_error(ctx.folder.checkpoint().string() + " is a checkpoint of model '" + model->second + "', not " + t.name);
-    saved = t.schema.defaults();
-    saved->merge_json(config->second, "the config in " + ctx.folder.checkpoint().string());
     std::string defaulted;
-    for (const training::Key& k : t.schema.keys()) {
-      if (saved->was_set(k.name)) continue;
-      if (k.role == training::Role::model && !k.added_later)  // what the weights' shapes depend on must be stated
-        throw config_error("the config in " + ctx.folder.checkpoint().string() + " lacks '" + k.name + "': the checkpoint is damaged");
-      defaulted += (defaulted.empty() ? "" : ", ") + k.name + "=" + saved->show(k.name);
-    }
+    saved = saved_config(t, ctx.folder.checkpoint(), &defaulted);
     // A key the checkpoint does not state (written by an older version, or edited): the default,
     // said out loud, since a resumed run then need not continue as the original would have.
     if (!defaulted.empty())

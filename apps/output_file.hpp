@@ -1,6 +1,7 @@
 // A file a command writes at a path the user names (export-batches --out): checked before the work,
-// so that a name the file system refuses fails at once, and a file already there (a user's, or the
-// run's own checkpoint) is kept unless the user says --overwrite.
+// so that a name the file system refuses fails at once, a hidden name (ctgrad's temporaries) is
+// refused, and a file already there (a user's, or the run's own checkpoint) is kept unless the
+// user says --overwrite.
 #pragma once
 #include <climits>
 #include <filesystem>
@@ -15,6 +16,8 @@ inline void check_output_file(const std::filesystem::path& p, const std::string&
   namespace fs = std::filesystem;
   const std::string shown = training::printable(p.string().substr(0, 200));
   if (p.empty() || p.filename().empty()) throw training::config_error(option + " needs a file name, got '" + shown + "'");
+  if (p.filename().string()[0] == '.')  // `.<name>.tmp.<pid>` is a writer's temporary: the next command in the folder removes it
+    throw training::config_error(option + " " + shown + ": a hidden name (a leading '.') is kept for ctgrad's temporary files: give another " + option);
   if (p.filename().string().size() > NAME_MAX)
     throw training::config_error(option + " " + shown + ": a name of " + std::to_string(p.filename().string().size()) + " bytes, past the system's limit of " +
                                  std::to_string(NAME_MAX));

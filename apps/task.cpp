@@ -25,6 +25,9 @@ bool register_task(Task task) {
   return true;
 }
 const std::vector<Task>& tasks() { return registry(); }
+void forget_tasks_after(std::size_t count) {
+  if (registry().size() > count) registry().erase(registry().begin() + std::ptrdiff_t(count), registry().end());
+}
 
 int Session::command(const std::string& name, const Config&) {
   throw config_error("this model has no command '" + name + "'");

@@ -111,6 +111,8 @@ struct Task {
 
 bool register_task(Task task);
 const std::vector<Task>& tasks();
+// Drops the tasks registered after the first `count` (a plug-in that failed its checks after it loaded).
+void forget_tasks_after(std::size_t count);
 
 // Helpers for tasks.
 

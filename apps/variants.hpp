@@ -81,10 +81,13 @@ const Programs& find_variant(const std::string& model, const std::string& preset
   }
   if (const Programs* p = VariantRegistry<Programs>::get().find(preset, want)) return *p;
   const int changed = models::changed_keys(want);
-  throw config_error(model + " " + preset + ": the variant " + models::describe_variant(space, want) + " changes " + std::to_string(changed) +
-                     " architecture key" + (changed > 1 ? "s" : "") + " of the preset; this build compiles " +
+  const std::string head = model + " " + preset + ": the variant " + models::describe_variant(space, want) + " changes " + std::to_string(changed) +
+                           " architecture key" + (changed > 1 ? "s" : "") + " of the preset; ";
+  if (const std::string hint = missing_variants_hint(model); !hint.empty())  // the cause when the variants' plug-in is not here
+    throw config_error(head + "this build has each preset's own architecture only: " + hint);
+  throw config_error(head + "this build compiles " +
                      (space.order == 0 ? "none of " + preset + "'s variants" : "the variants changing at most " + std::to_string(space.order)) +
-                     " (docs/ablations.md: variants and their compile time)" + missing_variants_hint(model));
+                     " (docs/ablations.md: variants and their compile time)");
 }
 
 }  // namespace ctgrad::cli

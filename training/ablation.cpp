@@ -68,6 +68,26 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
+// A run's small JSON file (result.json, run.json): at most 1 MiB; `why` says what else it is (the
+// parser's own words: NaN, a number past a double's range, a cut file).
+json read_json(const fs::path& p, std::string* why = nullptr) {
+  std::error_code ec;
+  const auto size = fs::file_size(p, ec);
+  std::string problem;
+  if (ec) problem = "cannot be read (" + ec.message() + ")";
+  else if (size > (std::uintmax_t(1) << 20)) problem = "is larger than 1 MiB: not a file a run wrote";
+  else
+    try {
+      return json::parse(read_text(p));
+    } catch (const json::exception& e) {
+      std::string m = e.what();
+      if (m.rfind("[json.exception.", 0) == 0 && m.find("] ") != std::string::npos) m = m.substr(m.find("] ") + 2);
+      problem = "is not JSON (" + printable(m.substr(0, 200)) + ")";
+    }
+  if (why) *why = problem;
+  return json(json::value_t::discarded);
+}
+
 // The validation records of a run: step -> metric -> value, and the training time at the last one.
 struct Curve {
   std::vector<std::int64_t> steps;
@@ -186,7 +206,7 @@ void Study::prepare() const {
   if (fs::exists(fs::symlink_status(file, ec))) {
     if (!fs::is_regular_file(file, ec))  // a FIFO would block the read
       throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a regular file: this folder holds something else; use another --run folder");
-    const json theirs = json::parse(read_text(file), nullptr, false);
+    const json theirs = read_json(file);
     if (theirs.is_discarded() || !theirs.is_object() || !theirs.contains("format"))
       throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote: this folder holds something else; " +
                                   "use another --run folder");
@@ -216,7 +236,7 @@ std::string Study::metric() const {
   if (!o_.metric.empty()) return o_.metric;
   for (const RunSpec& r : runs_) {  // the first metric the runs report (a model's loss, a classifier's error)
     if (!succeeded(r)) continue;
-    const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+    const json res = read_json(r.dir / "result.json");
     if (res.is_object() && res.contains("metric") && res["metric"].is_string() && res.contains("final") && res["final"].is_object() &&
         res["final"].contains(res["metric"].get<std::string>()))  // (a damaged result names no metric: damage() says so)
       return res["metric"].get<std::string>();
@@ -228,7 +248,7 @@ std::vector<std::string> Study::metrics() const {
   std::vector<std::string> out{metric()};
   for (const RunSpec& r : runs_) {
     if (!succeeded(r)) continue;
-    const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+    const json res = read_json(r.dir / "result.json");
     if (!res.is_object() || !res.contains("final") || !res["final"].is_object()) continue;
     for (const auto& [k, v] : res["final"].items())
       if (v.is_number() && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
@@ -241,10 +261,15 @@ std::vector<std::string> Study::damage() const {
   for (const RunSpec& r : runs_) {
     if (!succeeded(r)) continue;
     const fs::path file = r.dir / "result.json";
-    const json res = json::parse(read_text(file), nullptr, false);
+    std::string why;
+    const json res = read_json(file, &why);
     const std::string where = printable(file.string());
+    if (res.is_discarded()) {
+      out.push_back(where + " " + why);
+      continue;
+    }
     if (!res.is_object()) {
-      out.push_back(where + " is not a JSON object");
+      out.push_back(where + " holds a JSON " + res.type_name() + ", not an object");
       continue;
     }
     if (!res.contains("final") || !res["final"].is_object()) {
@@ -307,6 +332,7 @@ int Study::run(const RunFn& f) const {
       }
       int rc = 1;
       bool stopped = false;
+      std::string refused;  // why the run function refused the run, rather than running it
       try {
         std::error_code ec;
         fs::create_directories(r->dir, ec);
@@ -326,8 +352,9 @@ int Study::run(const RunFn& f) const {
         try {
           rc = f(*r, RunContext{threads, resume});
         } catch (const std::exception& e) {
+          refused = printable(e.what());
           std::lock_guard<std::mutex> lock(m);
-          std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", printable(r->config).c_str(), r->seed, printable(e.what()).c_str());
+          std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", printable(r->config).c_str(), r->seed, refused.c_str());
         }
         // The outcome, kept with the run's settings: its final validation, or how it failed (a
         // diverged or refused run is a result of the study: reported, and not retried unless asked).
@@ -339,10 +366,11 @@ int Study::run(const RunFn& f) const {
           for (const auto& [k, v] : c.values.back()) last[k] = v;
         stopped = interrupted() && rc != 0;  // Ctrl-C: neither a result nor a failure; the run continues next time
         if (!stopped) {
-          const json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
-                             {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
-                             {"train_seconds", c.seconds}, {"exit_code", rc},
-                             {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
+          json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
+                       {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
+                       {"train_seconds", c.seconds}, {"exit_code", rc},
+                       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
+          if (!refused.empty()) outcome["refused"] = refused;
           checkpoint::write_atomically(r->dir / (rc == 0 ? "result.json" : "failed.json"),
                                        outcome.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
           if (rc == 0) fs::remove(r->dir / "failed.json", ec);
@@ -357,11 +385,13 @@ int Study::run(const RunFn& f) const {
         return;
       }
       std::lock_guard<std::mutex> lock(m);
-      --running, ++done;
+      --running;
+      done += !stopped;  // an interrupted run is left: the next call continues it
       if (rc != 0 && !stopped) {
         ++failed;
-        std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d%s (its folder: %s)\n", printable(r->config).c_str(), r->seed, rc,
-                     rc == 3 ? ": training diverged" : "", printable(r->dir.string()).c_str());
+        if (refused.empty())
+          std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d%s (its folder: %s)\n", printable(r->config).c_str(), r->seed, rc,
+                       rc == 3 ? ": training diverged" : "", printable(r->dir.string()).c_str());
       }
       progress();
     }
@@ -393,12 +423,12 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
       s.failed += fs::is_regular_file(r.dir / "failed.json", ec);
       continue;
     }
-    const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+    const json res = read_json(r.dir / "result.json");
     // A damaged result (damage() names it) counts as not run.
     if (!res.is_object() || !res.contains("final") || !res["final"].is_object() || !res["final"].contains(m) || !res["final"][m].is_number()) continue;
     s.finals[std::size_t(r.seed - 1)] = res["final"][m].get<double>();
     if (res.contains("train_seconds") && res["train_seconds"].is_number()) s.seconds += res["train_seconds"].get<double>();
-    const json info = json::parse(read_text(r.dir / "run.json"), nullptr, false);
+    const json info = read_json(r.dir / "run.json");
     if (info.is_object() && info.contains("parameters") && info["parameters"].is_number_integer()) s.parameters = info["parameters"].get<std::int64_t>();
   }
   auto stats = [](const std::vector<double>& x, double& mean, double& sd, double& ci) {
@@ -466,7 +496,7 @@ void Study::report() const {
     for (const RunSpec& r : runs_) {
       if (!succeeded(r)) continue;
       any = true;
-      const json res = json::parse(read_text(r.dir / "result.json"), nullptr, false);
+      const json res = read_json(r.dir / "result.json");
       if (res.is_object() && res.contains("final") && res["final"].is_object())
         for (const auto& [k, v] : res["final"].items())
           if (std::find(logged.begin(), logged.end(), k) == logged.end()) logged.push_back(k);

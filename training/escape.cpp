@@ -1,5 +1,6 @@
 #include <ctgrad/training/escape.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,24 @@ std::string hex_byte(unsigned char c) {
   char b[8];
   std::snprintf(b, sizeof b, "\\x%02x", c);
   return b;
+}
+// The length of the valid UTF-8 sequence at s[i] (1 for ASCII), or 0 for a byte that starts none:
+// no overlong forms, surrogates or code points past U+10FFFF.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+  if (n < 0 || i + std::size_t(n) >= s.size() + (n == 0)) return 0;
+  for (int k = 1; k <= n; ++k)
+    if ((static_cast<unsigned char>(s[i + std::size_t(k)]) >> 6) != 2) return 0;
+  if (n > 0) {
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c < 0xc2 || (c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) || c > 0xf4 || (c == 0xf4 && c1 >= 0x90)) return 0;
+  }
+  return std::size_t(n) + 1;
+}
+// U+0080..U+009F, the C1 controls (CSI, OSC, ...): a terminal acts on them as on ESC sequences.
+bool is_c1(std::string_view s, std::size_t i, std::size_t n) {
+  return n == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
 }
 }  // namespace
 
@@ -80,7 +99,8 @@ std::string markdown_code(std::string_view s) {
 std::string markdown_text(std::string_view s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
+    if (std::string_view("\\`*_[]()!|#~").find(c) != std::string_view::npos) o.append(1, '\\').append(1, c);  // no link, image, emphasis or table cell
+    else if (c == '<') o += "&lt;";
     else if (c == '>') o += "&gt;";
     else if (c == '&') o += "&amp;";
     else if (is_control(static_cast<unsigned char>(c))) o += hex_byte(static_cast<unsigned char>(c));
@@ -99,37 +119,45 @@ std::string shell_quote(std::string_view s) {
 
 std::string printable(std::string_view s) {
   std::string r;
-  for (unsigned char c : s) r += is_control(c) ? hex_byte(c) : std::string(1, char(c));
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0 || is_c1(s, i, n) || (n == 1 && is_control(c))) {  // a byte of no character, or a control: shown as \xNN
+      for (std::size_t k = 0; k < std::max<std::size_t>(n, 1); ++k) r += hex_byte(static_cast<unsigned char>(s[i + k]));
+      i += std::max<std::size_t>(n, 1);
+    } else {
+      r.append(s.substr(i, n));
+      i += n;
+    }
+  }
   return r;
 }
 
 std::string control_byte(std::string_view s) {
-  for (std::size_t i = 0; i < s.size(); ++i)
-    if (is_control(static_cast<unsigned char>(s[i]))) {
-      char b[64];
-      std::snprintf(b, sizeof b, "byte 0x%02x at position %zu", static_cast<unsigned char>(s[i]), i);
+  char b[64];
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (is_control(c)) {
+      std::snprintf(b, sizeof b, "byte 0x%02x at position %zu", c, i);
       return b;
     }
+    if (c >= 0x80 && is_c1(s, i, utf8_length(s, i))) {
+      std::snprintf(b, sizeof b, "U+%04X at position %zu", unsigned(static_cast<unsigned char>(s[i + 1])), i);
+      return b;
+    }
+  }
   return "";
 }
 
 std::string utf8_error(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    bool ok = n >= 0 && i + std::size_t(n) < s.size() + (n == 0);
-    for (int k = 1; ok && k <= n; ++k) ok = (static_cast<unsigned char>(s[i + std::size_t(k)]) >> 6) == 2;
-    if (ok && n > 0) {  // no overlong forms, surrogates or code points past U+10FFFF
-      const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c < 0xc2 || (c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) || c > 0xf4 || (c == 0xf4 && c1 >= 0x90));
-    }
-    if (!ok) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0) {
       char b[64];
-      std::snprintf(b, sizeof b, "byte 0x%02x at position %zu", c, i);
+      std::snprintf(b, sizeof b, "byte 0x%02x at position %zu", static_cast<unsigned char>(s[i]), i);
       return b;
     }
-    i += std::size_t(n) + 1;
+    i += n;
   }
   return "";
 }

@@ -28,16 +28,19 @@ std::string csv_line(const std::vector<std::string>& fields);
 // of backticks in it, | as \|, a control byte (a newline would end the row) as \xNN.
 std::string markdown_code(std::string_view s);
 
-// Markdown text (a heading, a sentence): < > & as entities (no raw HTML), control bytes as \xNN.
+// Markdown text (a heading, a sentence): < > & as entities (no raw HTML), the punctuation of links,
+// images, emphasis and tables backslash-escaped, control bytes as \xNN.
 std::string markdown_text(std::string_view s);
 
 // POSIX shell: one word in single quotes (' as '\''), for commands shown to be copied.
 std::string shell_quote(std::string_view s);
 
-// A terminal line: control bytes, the newline included, as \xNN (an error message stays one line).
+// A terminal line: control characters (C0, DEL, the newline included, and C1: U+0080..U+009F) and
+// bytes that are not UTF-8 as \xNN, so that an error message stays one line and sends no escape.
 std::string printable(std::string_view s);
 
-// The first control byte of `s` (< 0x20 or 0x7f) as "byte 0x0a at position 3", or "" when none.
+// The first control character of `s` as "byte 0x0a at position 3" (< 0x20, 0x7f) or "U+009B at
+// position 3" (a C1 control in UTF-8), or "" when none.
 std::string control_byte(std::string_view s);
 
 // The first byte where `s` stops being UTF-8, as "byte 0xff at position 3", or "" when it is UTF-8.

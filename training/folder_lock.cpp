@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,17 @@ FolderLock::FolderLock(const std::filesystem::path& dir, const std::string& file
     const int err = errno;
     if (err == ELOOP) throw config_error(printable(path.string()) + " is a symbolic link, not ctgrad's lock file: move it away");
     throw config_error("cannot open " + printable(path.string()) + ": " + std::strerror(err));
+  }
+  // A lock is the file's inode: one with other names (a hard link, as `cp -al` makes one) would be
+  // shared with another folder, and its pid written over a file of the user's.
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    const bool linked = S_ISREG(st.st_mode) && st.st_nlink > 1;
+    ::close(fd_);
+    if (linked)
+      throw config_error(printable(path.string()) + " has " + std::to_string(st.st_nlink) +
+                         " names (a hard link, as cp -al makes): not this folder's own lock file; remove it (ctgrad makes its own)");
+    throw config_error(printable(path.string()) + " is not a regular file, not ctgrad's lock file: move it away");
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
