@@ -179,6 +179,75 @@ expect_text "it" "--retry-failed"
 check "train gpt --set size=tiny alone" 0 "$ctgrad" train gpt --run gpt_tiny --set size=tiny --set steps=1 --set eval_windows=2 --set sample_tokens=0 --threads 1
 check "train bert --set size=tiny alone" 0 "$ctgrad" train bert --run bert_tiny --set size=tiny --set steps=1 --set eval_sequences=4 --threads 1
 
+# 10. A study continues only its own runs.
+check "a study to meddle with" 0 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_own
+rm s_own/runs/000_lr_1e-3/seed1/result.json
+check "a user's own training in a study's run folder" 0 "$ctgrad" train gpt --run s_own/runs/000_lr_1e-3/seed1 --overwrite "${tiny[@]}" --set steps=4
+cp s_own/runs/000_lr_1e-3/seed1/checkpoint.safetensors mine_own.safetensors
+check "the study again" 1 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_own
+expect_text "refuses to take it as the study's run" "is not this study's run: it was trained with steps 4, not 2"
+check "failed.json says why" 0 grep -q "is not this study's run" s_own/runs/000_lr_1e-3/seed1/failed.json
+check "with --retry-failed" 1 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_own --retry-failed
+expect_text "refuses again" "is not this study's run"
+check "the user's checkpoint is kept" 0 cmp mine_own.safetensors s_own/runs/000_lr_1e-3/seed1/checkpoint.safetensors
+check "no result is reported for it" 1 test -e s_own/runs/000_lr_1e-3/seed1/result.json
+"$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${long[@]}" --run s_term --threads 1 > term.log 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+  [ -f s_term/runs/000_lr_1e-3/seed1/metrics.csv ] && [ "$(wc -l < s_term/runs/000_lr_1e-3/seed1/metrics.csv)" -ge 3 ] && break
+  sleep 0.05
+done
+kill -TERM "$pid"
+wait "$pid"
+check "a study stopped by SIGTERM exits 130" 0 test $? -eq 130
+check "its last progress line counts the stopped run as left" 0 grep -q "0 done, 0 running, 1 left" <(tr '\r' '\n' < term.log | grep '^study' | tail -n 1)
+printf '{"final": {"loss": NaN}, "metric": "loss"}' > s_bad/runs/001_lr_2e-3/seed1/result.json
+check "a result.json holding NaN" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_bad
+expect_text "names what the parser found" "result.json is not JSON (parse error at line 1"
+printf '{"final": {"loss": 1e999}, "metric": "loss"}' > s_bad/runs/001_lr_2e-3/seed1/result.json
+check "a result.json holding 1e999" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_bad
+expect_text "says the number overflows" "number overflow"
+printf '[1]' > s_bad/runs/001_lr_2e-3/seed1/result.json
+check "a result.json that is an array" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_bad
+expect_text "says so" "result.json holds a JSON array, not an object"
+check "a study name with a Markdown link" 0 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --name '[x](javascript:alert(1))' --run s_link
+check "results.md holds no live link" 1 grep -qF "](javascript" s_link/results.md
+
+# 11. Locks are per folder; hidden --out names; C1 controls.
+cp -al s_link s_copy
+check "a study folder copied with cp -al" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --name '[x](javascript:alert(1))' --run s_copy
+expect_text "says the lock file is shared" "names (a hard link, as cp -al makes)"
+mkdir -p linked && echo "my notes" > notes.txt && ln notes.txt linked/.ctgrad.lock
+check "a run folder whose lock file is a user's file" 2 "$ctgrad" train gpt --run linked "${tiny[@]}"
+check "the user's file is kept" 0 grep -qx "my notes" notes.txt
+check "export-batches onto a hidden name (a temporary's)" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out bx/.b.safetensors.tmp.1
+expect_text "says why" "a hidden name (a leading '.') is kept for ctgrad's temporary files"
+check "a C1 control (CSI) in --run" 2 "$ctgrad" train gpt --run $'r\xc2\x9b2J' "${tiny[@]}"
+expect_text "names it" "--run holds a control character (U+009B at position 1)"
+check "a raw 0x9b byte in a path" 2 "$ctgrad" eval gpt --run $'nowhere\x9b2J'
+check "reaches the terminal as text" 1 env LC_ALL=C grep -q $'\x9b' "$work/out.txt"
+
+# 12. Plug-ins that are cut short, unstamped, foreign or another's: named, never a crash.
+plugins=$(dirname "$ctgrad")/plugins
+mkdir -p pbin/plugins && cp "$ctgrad" pbin/ctgrad
+head -c 100000 "$plugins/ctgrad-vit.so" > pbin/plugins/ctgrad-vit.so && cp "$plugins/ctgrad-vit.so.stamp" pbin/plugins/
+cp "$plugins/ctgrad-t5.so" pbin/plugins/  # no stamp
+cp "$plugins/ctgrad-transformer.so" pbin/plugins/ && mkdir pbin/plugins/ctgrad-transformer.so.stamp
+libm=$(ldd "$ctgrad" | awk '/libm\.so/ {print $3}')
+cp "$libm" pbin/plugins/ctgrad-bert.so && cp "$plugins/ctgrad-bert.so.stamp" pbin/plugins/
+cp "$plugins/ctgrad-transformer.so" pbin/plugins/ctgrad-gpt-variants.so && cp "$plugins/ctgrad-gpt-variants.so.stamp" pbin/plugins/
+check "help beside damaged plug-ins" 0 pbin/ctgrad help
+expect_text "a cut file" "ctgrad-vit.so was not loaded: it is cut short"
+expect_text "no stamp" "ctgrad-t5.so was not loaded: it has no stamp ctgrad-t5.so.stamp"
+expect_text "a stamp that is a folder" "ctgrad-transformer.so was not loaded: its stamp ctgrad-transformer.so.stamp is not a regular file"
+expect_text "another library" "ctgrad-bert.so was not loaded: it is not a ctgrad plug-in"
+expect_text "another plug-in's file" "ctgrad-gpt-variants.so was not loaded: it holds the models transformer, not none"
+check "no model is listed from a plug-in that failed" 1 grep -qE "^  (transformer|vit|bert|t5) " "$work/out.txt"
+check "train vit beside a cut plug-in" 2 pbin/ctgrad train vit --run v_x
+expect_text "says why" "cut short"
+check "a GPT variant without the variants' plug-in" 2 pbin/ctgrad train gpt --run var_x "${tiny[@]}" --set norm_kind=rms
+expect_text "says the cause first" "of the preset; this build has each preset's own architecture only: the other variants are built by cmake --build build --target ctgrad-gpt-variants"
+
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
