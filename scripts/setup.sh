@@ -16,7 +16,7 @@ esac
 # The library, the `ctgrad` command and the main job (GPT on the KJV Bible).
 packages=(
   g++ cmake make pkg-config
-  xtensor-dev libxsimd-dev libboost-dev catch2 libtbb-dev   # the chosen libraries (Boost: Hana)
+  xtensor-dev libxsimd-dev catch2 libtbb-dev   # the chosen libraries
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)
   libdnnl-dev                                # bf16 matmuls (--set precision=bf16), loaded at run time
   libsentencepiece-dev                       # tokenizers

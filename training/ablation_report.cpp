@@ -1,0 +1,228 @@
+// A study's report: results.csv, results.json, results.md, results.html and the two plots, every
+// string through its language's escaping (training/escape.hpp).
+#include <ctgrad/training/ablation.hpp>
+#include <ctgrad/training/ablation_files.hpp>
+
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/training/escape.hpp>
+#include <ctgrad/training/log.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace ctgrad::training::ablation {
+
+namespace fs = std::filesystem;
+using namespace files;
+
+namespace {
+
+std::string fixed(double v, int digits = 4) { return format_number(v, digits); }
+std::string signed_fixed(double v, int digits = 4) { return format_number(v, digits, true); }
+// RFC 4648 base64, for the PNGs inside results.html (15 lines: no Debian C++ library worth a
+// dependency for it).
+std::string base64(const std::string& in) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
+    out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], k[v & 63]};
+  }
+  if (i + 1 == in.size()) {
+    const unsigned v = (unsigned char)in[i] << 16;
+    out += {k[v >> 18], k[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8;
+    out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+}  // namespace
+
+void Study::report() const {
+  std::error_code lock_ec;
+  if (fs::is_directory(o_.dir, lock_ec)) lock();
+  const std::string m = metric();
+  if (!o_.metric.empty()) {  // a metric the runs do not report would leave every row empty
+    std::vector<std::string> logged;
+    bool any = false;
+    for (const RunSpec& r : runs_) {
+      if (!succeeded(r)) continue;
+      any = true;
+      const json res = read_json(r.dir / "result.json");
+      if (res.is_object() && res.contains("final") && res["final"].is_object())
+        for (const auto& [k, v] : res["final"].items())
+          if (std::find(logged.begin(), logged.end(), k) == logged.end()) logged.push_back(k);
+    }
+    if (any && std::find(logged.begin(), logged.end(), o_.metric) == logged.end()) {
+      std::string list;
+      for (const auto& k : logged) list += (list.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("ctgrad: the study's runs report no validation metric '" + o_.metric + "' (they report: " + list + ")");
+    }
+  }
+  const std::vector<Summary> sums = summarize();
+  const bool lower = lower_is_better();
+  const fs::path dir = o_.dir;
+  const std::vector<std::string> all_metrics = metrics();
+  std::vector<std::vector<Summary>> per_metric;
+  for (const std::string& name : all_metrics) per_metric.push_back(name == m ? sums : summarize(name));
+  // results.csv: a row per configuration and metric.
+  {
+    std::vector<std::string> head{"config"};
+    for (const Axis& a : o_.grid) head.push_back(a.key);
+    for (const char* h : {"metric", "seeds", "mean", "sd", "ci95_low", "ci95_high", "diff_vs_baseline", "diff_ci95_low", "diff_ci95_high",
+                          "train_seconds", "parameters"})
+      head.emplace_back(h);
+    for (int s = 1; s <= o_.seeds; ++s) head.push_back("seed" + std::to_string(s));
+    std::string csv = csv_line(head);
+    for (std::size_t k = 0; k < all_metrics.size(); ++k)
+      for (const Summary& s : per_metric[k]) {
+        std::vector<std::string> row{s.config};
+        for (const auto& [key, v] : s.values) row.push_back(v);
+        // Numbers in full (the shortest text that reads back as the same double): a CSV is read by programs.
+        for (const std::string& f : {all_metrics[k], std::to_string(s.n), exact_number(s.mean), exact_number(s.sd), exact_number(s.mean - s.ci),
+                                     exact_number(s.mean + s.ci), exact_number(s.diff), exact_number(s.diff - s.diff_ci),
+                                     exact_number(s.diff + s.diff_ci), exact_number(s.seconds), std::to_string(s.parameters)})
+          row.push_back(f);
+        for (double v : s.finals) row.push_back(exact_number(v));
+        csv += csv_line(row);
+      }
+    checkpoint::write_atomically(dir / "results.csv", csv);
+  }
+  // results.json: the compared metric's table, and every metric's.
+  {
+    auto table = [](const std::vector<Summary>& rows) {
+      json arr = json::array();
+      for (const Summary& s : rows) {
+        json values = json::object();
+        for (const auto& [k, v] : s.values) values[k] = v;
+        json finals = json::array();
+        for (double v : s.finals) finals.push_back(std::isnan(v) ? json(nullptr) : json(v));
+        arr.push_back({{"config", s.config}, {"values", values}, {"seeds", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"ci95", s.ci},
+                       {"diff_vs_baseline", s.diff}, {"diff_ci95", s.diff_ci}, {"pairs", s.pairs}, {"train_seconds", s.seconds},
+                       {"parameters", s.parameters}, {"finals", finals}});
+      }
+      return arr;
+    };
+    json every = json::object();
+    for (std::size_t k = 0; k < all_metrics.size(); ++k)
+      every[all_metrics[k]] = {{"lower_is_better", ablation::lower_is_better(all_metrics[k])}, {"configurations", table(per_metric[k])}};
+    const json out{{"study", study_json(o_)}, {"metric", m}, {"lower_is_better", lower}, {"configurations", table(sums)}, {"metrics", every}};
+    checkpoint::write_atomically(dir / "results.json", out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  }
+  // The plots: validation curves per configuration (mean over seeds, min-max band), and the final
+  // metric per configuration with its 95% interval.
+  {
+    std::string data;
+    std::string plot;
+    int block = 0;
+    for (std::size_t c = 0; c < sums.size(); ++c) {
+      std::map<std::int64_t, std::vector<double>> at;  // step -> the seeds' values
+      for (const RunSpec& r : runs_) {
+        if (r.config != sums[c].config || !succeeded(r)) continue;
+        const Curve cv = read_curve(r.dir / "metrics.jsonl");
+        for (std::size_t i = 0; i < cv.steps.size(); ++i)
+          if (auto it = cv.values[i].find(m); it != cv.values[i].end()) at[cv.steps[i]].push_back(it->second);
+      }
+      if (at.empty()) continue;
+      std::string rows;
+      for (const auto& [step, v] : at) {
+        double mean = 0;
+        for (double x : v) mean += x / double(v.size());
+        rows += std::to_string(step) + " " + fixed(mean, 6) + " " + fixed(*std::min_element(v.begin(), v.end()), 6) + " " +
+                fixed(*std::max_element(v.begin(), v.end()), 6) + "\n";
+      }
+      data += rows + "\n\n";
+      const std::string title = gnuplot_quote(sums[c].config);
+      plot += std::string(plot.empty() ? "plot " : ", ") + "$curves index " + std::to_string(block) + " using 1:3:4 with filledcurves fs transparent solid 0.2 lc " +
+              std::to_string(c + 1) + " notitle, $curves index " + std::to_string(block) + " using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc " +
+              std::to_string(c + 1) + " title " + title;
+      ++block;
+    }
+    if (!plot.empty())
+      gnuplot("set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$curves << EOD\n" +
+                  data + "EOD\nset key outside right\nset xlabel 'step'\nset ylabel " + gnuplot_quote("validation " + m) + "\nset title " +
+                  gnuplot_quote(o_.name + ": validation " + m + " (mean over seeds, band: min-max)") + "\n" + plot + "\n",
+              dir / "curves.png");
+    // The data block holds numbers only; the configurations label the bars through set xtics.
+    std::string bars, tics;
+    for (std::size_t c = 0; c < sums.size(); ++c)
+      if (sums[c].n) {
+        bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(std::isnan(sums[c].ci) ? 0.0 : sums[c].ci, 6) + "\n";
+        tics += std::string(tics.empty() ? "" : ", ") + gnuplot_quote(sums[c].config) + " " + std::to_string(c);
+      }
+    if (!bars.empty())
+      gnuplot("set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$bars << EOD\n" + bars +
+                  "EOD\nset style fill solid 0.5\nset boxwidth 0.6\nset xtics rotate by -30\nset xtics (" + tics + ")\nset ylabel " +
+                  gnuplot_quote("final validation " + m) +
+                  "\nset title " + gnuplot_quote(o_.name + ": final " + m + " per configuration (95% interval over seeds)") +
+                  "\nset xrange [-0.6:" + std::to_string(sums.size() - 0.4) + "]\nplot $bars using 1:2 with boxes notitle, '' using 1:2:3 with yerrorbars lc rgb 'black' pt 0 notitle\n",
+              dir / "final.png");
+  }
+  // results.md and results.html: the same table.
+  const std::string better = lower ? "lower is better" : "higher is better";
+  std::string md = "# " + markdown_text(o_.name) + "\n\n" + (o_.model.empty() ? "" : "Model " + markdown_code(o_.model) + "; ") + "metric: final validation " + markdown_text(m) + " (" + better +
+                   "); " + std::to_string(o_.seeds) + " seeds; baseline: the first value of each grid key (" + markdown_code(sums.front().config) + ").";
+  if (!o_.fixed.empty()) {
+    md += " Fixed:";
+    for (const auto& [k, v] : o_.fixed) md += " " + markdown_code(k + "=" + v);
+    md += ".";
+  }
+  md += "\n\n| configuration | seeds | " + markdown_code(m) + " mean ± sd | 95% CI | vs baseline (paired) | 95% CI of the difference | train time | parameters |\n|---|---|---|---|---|---|---|---|\n";
+  std::string rows_html;
+  for (const Summary& s : sums) {
+    const bool base = &s == &sums.front();
+    const std::string diff = base ? "baseline" : s.pairs ? signed_fixed(s.diff) : "";
+    const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
+    const std::string ci = s.n < 2 ? "" : "[" + fixed(s.mean - s.ci) + ", " + fixed(s.mean + s.ci) + "]";
+    const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
+    const std::string secs = !s.n ? "" : s.seconds < 60 ? fixed(s.seconds, 1) + " s" : format_duration(s.seconds);
+    const std::string params = s.parameters ? std::to_string(s.parameters) : "";
+    const std::string seeds = std::to_string(s.n) + (s.failed ? " (" + std::to_string(s.failed) + " failed)" : "");
+    md += "| " + markdown_code(s.config) + " | " + seeds + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
+    rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + seeds + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
+                 diff + "</td><td>" + dci + "</td><td>" + secs + "</td><td>" + params + "</td></tr>\n";
+  }
+  for (std::size_t k = 1; k < all_metrics.size(); ++k) {
+    const std::string& name = all_metrics[k];
+    md += "\nValidation " + markdown_text(name) + " (" + (ablation::lower_is_better(name) ? "lower" : "higher") + " is better):\n\n| configuration | " + markdown_code(name) +
+          " mean ± sd | vs baseline (paired) | 95% CI of the difference |\n|---|---|---|---|\n";
+    rows_html += "<tr><th colspan='8' style='text-align:left'>validation " + html_escape(name) + "</th></tr>\n";
+    for (const Summary& s : per_metric[k]) {
+      const bool base = &s == &per_metric[k].front();
+      const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
+      const std::string diff = base ? "baseline" : s.pairs ? signed_fixed(s.diff) : "";
+      const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
+      md += "| " + markdown_code(s.config) + " | " + mean + " | " + diff + " | " + dci + " |\n";
+      rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + std::to_string(s.n) + "</td><td>" + mean + "</td><td></td><td>" + diff +
+                   "</td><td>" + dci + "</td><td></td><td></td></tr>\n";
+    }
+  }
+  if (o_.seeds > 1)
+    md += "\nA difference whose interval excludes 0 is one the seeds agree on; with " + std::to_string(o_.seeds) + " seeds an interval is mean ± " +
+          fixed(t975(o_.seeds - 1), 2) + " sd / sqrt(" + std::to_string(o_.seeds) + ") (Student's t).\n";
+  std::error_code ec;
+  for (const char* png : {"curves.png", "final.png"})
+    if (fs::is_regular_file(dir / png, ec)) md += "\n![" + std::string(png) + "](" + png + ")\n";
+  checkpoint::write_atomically(dir / "results.md", md);
+  std::string html = "<!doctype html><html><head><meta charset='utf-8'><title>" + html_escape(o_.name) +
+                     "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+                     "padding:4px 8px;text-align:right}td:first-child{text-align:left}</style></head><body><h1>" +
+                     html_escape(o_.name) + "</h1><p>" + html_escape(o_.model.empty() ? "" : "Model " + o_.model + "; ") + "metric: final validation " +
+                     html_escape(m) + " (" + better + "); " + std::to_string(o_.seeds) + " seeds; baseline " + html_escape(sums.front().config) +
+                     ".</p><table><tr><th>configuration</th><th>seeds</th><th>mean ± sd</th><th>95% CI</th><th>vs baseline (paired)</th>"
+                     "<th>95% CI of the difference</th><th>train time</th><th>parameters</th></tr>\n" + rows_html + "</table>\n";
+  for (const char* png : {"curves.png", "final.png"})
+    if (fs::is_regular_file(dir / png, ec)) html += "<p><img alt='" + std::string(png) + "' src='data:image/png;base64," + base64(read_text(dir / png)) + "'></p>\n";
+  html += "</body></html>\n";
+  checkpoint::write_atomically(dir / "results.html", html);
+}
+
+}  // namespace ctgrad::training::ablation
