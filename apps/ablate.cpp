@@ -155,7 +155,7 @@ int ablate(const std::vector<std::string>& rest) {
       return rest[++i];
     };
     if (a == "--grid") {
-      const std::string g = one_line("--grid", value(), /*utf8=*/true);
+      const std::string g = one_line("--grid", value());
       const auto eq = g.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == g.size()) throw config_error("--grid " + g + ": write key=a,b,...");
       ab::Axis axis{g.substr(0, eq), {}};
@@ -169,7 +169,7 @@ int ablate(const std::vector<std::string>& rest) {
       }
       o.grid.push_back(std::move(axis));
     } else if (a == "--set") {
-      const std::string s = one_line("--set", value(), /*utf8=*/true);
+      const std::string s = one_line("--set", value());
       const auto eq = s.find('=');
       if (eq == std::string::npos || eq == 0) throw config_error("--set " + s + ": write key=value");
       check_setting(t, s.substr(0, eq), s.substr(eq + 1), "--set " + s);
@@ -179,10 +179,10 @@ int ablate(const std::vector<std::string>& rest) {
     else if (a == "--threads") o.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
     else if (a == "--max-runs") o.max_runs = int(training::parse_integer(value(), "--max-runs", {.min = 1, .max = 1 << 20}));
     else if (a == "--run") {
-      o.dir = one_line("--run", value(), /*utf8=*/true);
+      o.dir = one_line("--run", value());
       if (o.dir.empty()) throw config_error("--run needs a folder name, got ''");
-    } else if (a == "--metric") o.metric = one_line("--metric", value(), /*utf8=*/true);
-    else if (a == "--name") name = one_line("--name", value(), /*utf8=*/true);
+    } else if (a == "--metric") o.metric = one_line("--metric", value());
+    else if (a == "--name") name = one_line("--name", value());
     else if (a == "--yes") o.yes = true;
     else if (a == "--retry-failed") o.retry_failed = true;
     else

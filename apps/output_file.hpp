@@ -1,7 +1,7 @@
 // A file a command writes at a path the user names (export-batches --out): checked before the work,
 // so that a name the file system refuses fails at once, a hidden name (ctgrad's temporaries) is
-// refused, and a file already there (a user's, or the run's own checkpoint) is kept unless the
-// user says --overwrite.
+// refused, a file of the run itself (its tokenizer, checkpoints, metrics) is refused, and a file
+// already there (a user's) is kept unless the user says --overwrite.
 #pragma once
 #include <climits>
 #include <filesystem>
@@ -25,6 +25,14 @@ inline void check_output_file(const std::filesystem::path& p, const std::string&
   std::error_code ec;
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   if (!fs::is_directory(dir, ec)) throw training::config_error(option + " " + shown + ": the folder " + training::printable(dir.string()) + " does not exist");
+  // A file of the run itself (its tokenizer, checkpoints, metrics): the run needs it as it is.
+  const std::string name = p.filename().string();
+  const bool run_file = name == "tokenizer.json" || name == "tokenizer.model" || name == "tokenizer.vocab" || name == "metrics.jsonl" ||
+                        name == "metrics.csv" || name == "run.json" || name == "result.json" || name == "failed.json" ||
+                        name == "train.log" || (name.rfind("checkpoint", 0) == 0 && name.size() > 12 && name.substr(name.size() - 12) == ".safetensors");
+  if (run_file && fs::equivalent(dir, run_checkpoint.parent_path(), ec))
+    throw training::config_error(option + " " + shown + " is a file of the run in " + training::printable(run_checkpoint.parent_path().string()) +
+                                 ", which it needs: give another " + option);
   const auto st = fs::symlink_status(p, ec);
   if (!fs::exists(st)) return;
   if (!fs::is_regular_file(st)) throw training::config_error(option + " " + shown + " exists and is not a regular file: give another " + option);

@@ -2,8 +2,10 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <xxhash.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +35,9 @@ struct Status {
   State state = State::absent;
   std::string why;  // stale, failed: what the file is, in a few words
 };
+int g_loading = 0;
+std::vector<int> g_rejected;
+
 std::map<std::string, Status>& status() {
   static std::map<std::string, Status> s;
   return s;
@@ -52,19 +57,39 @@ std::string commit_of(std::string text) {
   return text.empty() ? "no commit" : text;
 }
 
-// Why the stamp beside a plug-in does not match this build ("" when it does). A stamp is a small
-// regular file (a FIFO or a device in its place is not read: no hang, no flood).
-std::string stamp_problem(const fs::path& p, const std::string& mine) {
+// The stamp's last line for a file: its XXH3-128, as ctgrad-plugin-stamp writes it.
+std::string content_line(const fs::path& file) {
+  std::ifstream f(file, std::ios::binary);
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  std::vector<char> buf(1 << 20);
+  while (f) {
+    f.read(buf.data(), std::streamsize(buf.size()));
+    XXH3_128bits_update(st, buf.data(), std::size_t(f.gcount()));
+  }
+  const XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  char line[64];
+  std::snprintf(line, sizeof line, "xxh3-128 %016llx%016llx\n", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  return line;
+}
+
+// Why the stamp beside a plug-in does not match this build and the plug-in's bytes ("" when it
+// does). A stamp is a small regular file (a FIFO or a device in its place is not read: no hang, no
+// flood); a plug-in whose bytes changed since its build (cut, damaged) would crash in dlopen.
+std::string stamp_problem(const fs::path& so, const fs::path& p, const std::string& mine) {
   std::error_code ec;
   const auto st = fs::symlink_status(p, ec);
   if (!fs::exists(st)) return "it has no stamp " + p.filename().string() + ": its build did not finish";
   if (!fs::is_regular_file(fs::status(p, ec))) return "its stamp " + p.filename().string() + " is not a regular file";
   if (fs::file_size(p, ec) > 4096 || ec) return "its stamp " + p.filename().string() + " is not one the build wrote";
   std::ifstream f(p);
-  std::stringstream text;
-  text << f.rdbuf();
-  if (text.str() == mine) return "";
-  return "it was built from another state of the source (" + commit_of(text.str()) + "; this command: " + commit_of(mine) + ")";
+  std::stringstream in;
+  in << f.rdbuf();
+  const std::string text = in.str();
+  if (text.rfind(mine, 0) != 0) return "it was built from another state of the source (" + commit_of(text) + "; this command: " + commit_of(mine) + ")";
+  if (text.substr(mine.size()) != content_line(so)) return "its bytes are not the ones its build wrote (damaged or changed since): rebuild it";
+  return "";
 }
 
 // Why a file cannot be a loadable plug-in of this machine ("" when its ELF headers hold): a file
@@ -123,12 +148,16 @@ void load_plugins() {
     Status& s = status()[name];
     s.state = State::stale;
     if (!fs::is_regular_file(file, ec)) s.why = "it is not a regular file";
-    else if (s.why = stamp_problem(file.string() + ".stamp", mine); s.why.empty()) s.why = elf_problem(file);
+    else if (s.why = elf_problem(file); s.why.empty()) s.why = stamp_problem(file, file.string() + ".stamp", mine);
     if (!s.why.empty()) continue;
     // RTLD_NOW: a missing symbol is found here, not mid-run; the plug-in's tasks and variants
     // register themselves (its static initializers) into this process's registries.
     const std::size_t before = tasks().size();
+    static int loaded_so_far = 0;
+    g_loading = ++loaded_so_far;
     void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const int plugin = g_loading;
+    g_loading = 0;
     s.state = State::failed;
     if (!handle) {
       const char* e = ::dlerror();
@@ -144,9 +173,15 @@ void load_plugins() {
       s.why = "it was built from another state of the source (" + commit_of("\"" + std::string(marker) + "\"") + "; this command: " + commit_of(mine) + ")";
     else if (brought != models) s.why = "it holds the models " + list(brought) + ", not " + list(models);
     else s.state = State::loaded;
-    if (s.state != State::loaded) forget_tasks_after(before);  // (its code stays mapped: what it registered may point into it)
+    if (s.state != State::loaded) {  // (its code stays mapped: what it registered may point into it)
+      forget_tasks_after(before);
+      g_rejected.push_back(plugin);
+    }
   }
 }
+
+int loading_plugin() { return g_loading; }
+bool plugin_rejected(int plugin) { return plugin != 0 && std::find(g_rejected.begin(), g_rejected.end(), plugin) != g_rejected.end(); }
 
 std::string missing_model_hint(const std::string& model) {
   for (const auto& [name, models] : kPlugins)

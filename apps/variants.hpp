@@ -34,18 +34,20 @@ class VariantRegistry {
     std::string preset;
     std::vector<std::int8_t> index;
     Programs programs;
+    int plugin = 0;  // the plug-in that registered it (loading_plugin())
   };
   static VariantRegistry& get() {
     static VariantRegistry r;
     return r;
   }
   bool add(std::string preset, std::span<const std::int8_t> index, Programs p) {
-    entries_.push_back({std::move(preset), {index.begin(), index.end()}, p});
+    entries_.push_back({std::move(preset), {index.begin(), index.end()}, p, loading_plugin()});
     return true;
   }
   const Programs* find(const std::string& preset, std::span<const std::int8_t> index) const {
     for (const Entry& e : entries_)
-      if (e.preset == preset && std::equal(e.index.begin(), e.index.end(), index.begin(), index.end())) return &e.programs;
+      if (e.preset == preset && !plugin_rejected(e.plugin) && std::equal(e.index.begin(), e.index.end(), index.begin(), index.end()))
+        return &e.programs;
     return nullptr;
   }
   std::size_t size() const { return entries_.size(); }

@@ -83,6 +83,14 @@ std::filesystem::path DataCache::file(const CacheKey& key, std::string_view kind
 std::optional<std::string> DataCache::read(const CacheKey& key, std::string_view kind) const {
   if (!enabled()) return std::nullopt;
   const std::filesystem::path f = file(key, kind);
+  std::error_code ec;
+  const auto st = std::filesystem::symlink_status(f, ec);
+  if (!std::filesystem::exists(st)) return std::nullopt;
+  if (!std::filesystem::is_regular_file(st)) {  // a FIFO or a device would block or flood the read
+    std::fprintf(stderr, "ctgrad: warning: the cache entry %s is not a regular file: removed, and its data made again\n", f.c_str());
+    std::filesystem::remove(f, ec);
+    return std::nullopt;
+  }
   std::ifstream in(f, std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream s;
@@ -94,7 +102,6 @@ std::optional<std::string> DataCache::read(const CacheKey& key, std::string_view
     if (hash_bytes(payload) == std::string_view(all).substr(kMagic.size(), 16)) return payload;
   }
   std::fprintf(stderr, "ctgrad: warning: the cache entry %s is damaged: removed, and its data made again\n", f.c_str());
-  std::error_code ec;
   std::filesystem::remove(f, ec);
   return std::nullopt;
 }

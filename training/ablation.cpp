@@ -202,14 +202,36 @@ std::vector<std::string> Study::damage() const {
       out.push_back(where + ": 'final' is missing or not an object");
       continue;
     }
+    const std::size_t found = out.size();
     for (const auto& [k, v] : res["final"].items())
-      if (!v.is_number()) out.push_back(where + ": 'final." + printable(k) + "' is " + (v.is_null() ? "null" : std::string("a ") + v.type_name()) + ", not a number");
+      if (!v.is_number())
+        out.push_back(where + ": 'final." + printable(k) + "' is " + (v.is_null() ? "null" : (v.is_array() || v.is_object() ? "an " : "a ") + std::string(v.type_name())) +
+                      ", not a number");
     // What the run logged: its metric is among its finals; the study's compared metric is too.
     const std::string logged = res.contains("metric") && res["metric"].is_string() ? res["metric"].get<std::string>() : "";
     if (!res.contains("metric") || !res["metric"].is_string()) out.push_back(where + ": 'metric' is missing or not a string");
     else if (!res["final"].contains(logged)) out.push_back(where + ": 'metric' names '" + printable(logged) + "', which 'final' lacks");
     else if (!o_.metric.empty() && !res["final"].contains(o_.metric)) out.push_back(where + ": 'final' lacks the compared metric '" + printable(o_.metric) + "'");
-    if (res.contains("train_seconds") && !res["train_seconds"].is_number()) out.push_back(where + ": 'train_seconds' is not a number");
+    if (res.contains("train_seconds") &&
+        (!res["train_seconds"].is_number() || !(res["train_seconds"].get<double>() >= 0 && res["train_seconds"].get<double>() < 1e9)))
+      out.push_back(where + ": 'train_seconds' is not a duration (a number of seconds, 0 to 1e9)");
+    if (out.size() != found) continue;
+    // The result is this run's: its settings and seed, and the validation its folder still holds
+    // (a folder trained again since, by the user or copied from another study, is not reported).
+    json sets = json::object();
+    for (const auto& [k, v] : r.sets) sets[k] = v;
+    if (!res.contains("settings") || res["settings"] != sets || !res.contains("seed") || res["seed"] != r.seed) {
+      out.push_back(where + " is not this run's result (its settings or seed differ from " + printable(r.config) + " seed " + std::to_string(r.seed) + ")");
+      continue;
+    }
+    const Curve c = read_curve(r.dir / "metrics.jsonl");
+    bool same = !c.steps.empty() && res.contains("final_step") && res["final_step"] == c.steps.back() && res["final"].size() == c.values.back().size();
+    for (const auto& [k, v] : c.values.empty() ? std::map<std::string, double>{} : c.values.back())
+      same = same && res["final"].contains(k) && res["final"][k].is_number() && res["final"][k].get<double>() == v;
+    if (!same) out.push_back(where + ": the run's metrics.jsonl no longer ends with this result (the folder was trained again or changed since)");
+    const json info = read_json(r.dir / "run.json");
+    if (info.is_object() && info.contains("parameters") && !parameter_count(info["parameters"]))
+      out.push_back(printable((r.dir / "run.json").string()) + ": 'parameters' is not a count");
   }
   return out;
 }

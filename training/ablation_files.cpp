@@ -34,8 +34,15 @@ json read_json(const fs::path& p, std::string* why) {
   return json(json::value_t::discarded);
 }
 
+std::optional<std::int64_t> parameter_count(const json& v) {
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > (std::uint64_t(1) << 53)) return std::nullopt;
+  return std::int64_t(v.get<std::uint64_t>());
+}
+
 Curve read_curve(const fs::path& jsonl) {
   Curve c;
+  std::error_code ec;
+  if (!fs::is_regular_file(jsonl, ec)) return c;  // a FIFO in its place would block the study
   std::ifstream f(jsonl);
   std::string line;
   while (std::getline(f, line)) {

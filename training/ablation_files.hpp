@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct Curve {
   std::string metric = "loss";  // the first metric the run reports ("val_loss" is its alias)
 };
 Curve read_curve(const std::filesystem::path& jsonl);
+
+// A run.json's "parameters": a count (a non-negative integer below 2^53), or nullopt.
+std::optional<std::int64_t> parameter_count(const json& v);
 
 // What study.json holds: the model, the grid and the fixed settings (a rerun must match it).
 json study_json(const StudyOptions& o);

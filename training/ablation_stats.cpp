@@ -52,7 +52,8 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
     s.finals[std::size_t(r.seed - 1)] = res["final"][m].get<double>();
     if (res.contains("train_seconds") && res["train_seconds"].is_number()) s.seconds += res["train_seconds"].get<double>();
     const json info = read_json(r.dir / "run.json");
-    if (info.is_object() && info.contains("parameters") && info["parameters"].is_number_integer()) s.parameters = info["parameters"].get<std::int64_t>();
+    if (info.is_object() && info.contains("parameters"))
+      if (const auto n = parameter_count(info["parameters"])) s.parameters = *n;
   }
   auto stats = [](const std::vector<double>& x, double& mean, double& sd, double& ci) {
     const int n = int(x.size());

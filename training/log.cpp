@@ -85,8 +85,12 @@ void cut_back(const fs::path& dir, std::int64_t first, const std::string& items)
 }  // namespace
 
 std::string format_duration(double s) {
-  char b[32];
-  if (s >= 60) std::snprintf(b, sizeof b, "%dm%02ds", int(s) / 60, int(s) % 60);
+  char b[48];
+  if (!(s >= 0)) return "?";                                // negative or NaN: no duration
+  if (s >= 3.6e8) return "more than 100000h";               // (past any run; an int would overflow)
+  const auto t = static_cast<std::int64_t>(s);
+  if (s >= 3600) std::snprintf(b, sizeof b, "%lldh%02lldm", (long long)(t / 3600), (long long)(t / 60 % 60));
+  else if (s >= 60) std::snprintf(b, sizeof b, "%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
   else std::snprintf(b, sizeof b, "%.0fs", s);
   return b;
 }

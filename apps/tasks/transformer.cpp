@@ -23,6 +23,7 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include "../option_text.hpp"
 #include "../output_file.hpp"
 #include "../task.hpp"
 #include "../variants/transformer.hpp"
@@ -354,7 +355,7 @@ class TransformerSession : public Session {
   }
 
   int eval(const Config& o) override {
-    if (const std::string dir = o.text("attention-png"); !dir.empty()) {  // before the evaluation, not after it
+    if (const std::string dir = one_line("--attention-png", o.text("attention-png")); !dir.empty()) {  // before the evaluation, not after it
       if (copy_) throw config_error("--attention-png draws a translation model's attention: this run is the copy task");
       std::error_code ec;
       fs::create_directories(dir, ec);

@@ -1,4 +1,5 @@
 #include <ctgrad/ops/detail/cpu.hpp>
+#include <ctgrad/ops/detail/env_text.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
@@ -28,16 +29,6 @@
 #include <vector>
 
 namespace ctgrad::kernel {
-namespace {
-// An environment variable's value for a one-line warning: at most 40 bytes, control bytes as '?'.
-std::string env_shown(const char* v) {
-  std::string s(v, ::strnlen(v, 40));
-  for (char& c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return s;
-}
-}  // namespace
-
 namespace {
 
 // AddressSanitizer refuses RTLD_DEEPBIND (it would bypass its interceptors); a sanitized build

@@ -1,4 +1,5 @@
 #include <ctgrad/ops/detail/cpu.hpp>
+#include <ctgrad/ops/detail/env_text.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
 #define CTGRAD_SIMD_ISA isa_scalar
 #include <ctgrad/ops/detail/simd_kernels.hpp>
@@ -33,9 +34,7 @@ struct Tables {
         chosen = t;
       else
       {
-        std::string shown(want, ::strnlen(want, 40));
-        for (char& c : shown)
-          if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+        const std::string shown = kernel::env_shown(want);
         const bool known = shown == "scalar" || shown == "sse2" || shown == "avx2" || shown == "avx512";
         std::fprintf(stderr, "ctgrad: warning: CTGRAD_SIMD=%s %s; using %s\n", shown.c_str(),
                      known ? "is not available on this CPU" : "is not one of scalar, sse2, avx2, avx512", chosen->arch);

@@ -83,10 +83,13 @@ check "a bad CTGRAD_BUCKET_MB under a launcher" 2 env OMPI_COMM_WORLD_SIZE=2 CTG
 expect_text "names it" "CTGRAD_BUCKET_MB"
 one_line "in one line"
 
-check "export-batches onto an existing file" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out bx/tokenizer.model
+echo "my notes" > bx/notes.txt
+check "export-batches onto an existing file" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out bx/notes.txt
 expect_text "asks for --overwrite" "exists: add --overwrite"
 check "export-batches onto the run's checkpoint, with --overwrite" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out bx/checkpoint.safetensors --overwrite
-expect_text "refuses" "is the run's checkpoint"
+expect_text "refuses" "is a file of the run in bx, which it needs"
+check "export-batches onto the run's tokenizer, with --overwrite" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out bx/tokenizer.model --overwrite
+expect_text "refuses" "is a file of the run in bx, which it needs"
 check "the checkpoint is still there" 0 test -s bx/checkpoint.safetensors
 check "export-batches into a missing folder, before the work" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out nowhere/b.safetensors
 check "average-checkpoints onto a hidden name (a temporary's)" 2 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out .avg.tmp.999999.safetensors
@@ -225,7 +228,14 @@ expect_text "says why" "a hidden name (a leading '.') is kept for ctgrad's tempo
 check "a C1 control (CSI) in --run" 2 "$ctgrad" train gpt --run $'r\xc2\x9b2J' "${tiny[@]}"
 expect_text "names it" "--run holds a control character (U+009B at position 1)"
 check "a raw 0x9b byte in a path" 2 "$ctgrad" eval gpt --run $'nowhere\x9b2J'
+expect_text "is refused as not UTF-8" "--run is not UTF-8 text (byte 0x9b at position 7)"
 check "reaches the terminal as text" 1 env LC_ALL=C grep -q $'\x9b' "$work/out.txt"
+check "a raw 0x9b byte in a run folder to train" 2 "$ctgrad" train gpt --run $'r\x9b2Jx' "${tiny[@]}"
+check "an escape sequence in --attention-png" 2 "$ctgrad" eval transformer --run kept --attention-png $'q\e[31mRED'
+expect_text "names the option" "--attention-png holds a control character (byte 0x1b at position 1)"
+check "a C1 control in an environment variable's warning" 0 env CTGRAD_SIMD=$'\xc2\x9b2J' CTGRAD_GEMM_BLOCKS=$'\x9b' "$ctgrad" train gpt --run simd_c1 "${tiny[@]}"
+expect_text "in the warning" "CTGRAD_SIMD=?2J is not one of"
+check "is shown as ?" 1 env LC_ALL=C grep -qP '\xc2\x9b|\x9b' "$work/out.txt"
 
 # 12. Plug-ins that are cut short, unstamped, foreign or another's: named, never a crash.
 plugins=$(dirname "$ctgrad")/plugins
@@ -240,13 +250,72 @@ check "help beside damaged plug-ins" 0 pbin/ctgrad help
 expect_text "a cut file" "ctgrad-vit.so was not loaded: it is cut short"
 expect_text "no stamp" "ctgrad-t5.so was not loaded: it has no stamp ctgrad-t5.so.stamp"
 expect_text "a stamp that is a folder" "ctgrad-transformer.so was not loaded: its stamp ctgrad-transformer.so.stamp is not a regular file"
-expect_text "another library" "ctgrad-bert.so was not loaded: it is not a ctgrad plug-in"
-expect_text "another plug-in's file" "ctgrad-gpt-variants.so was not loaded: it holds the models transformer, not none"
+expect_text "another library" "ctgrad-bert.so was not loaded: its bytes are not the ones its build wrote"
+expect_text "another plug-in's file" "ctgrad-gpt-variants.so was not loaded: its bytes are not the ones its build wrote"
 check "no model is listed from a plug-in that failed" 1 grep -qE "^  (transformer|vit|bert|t5) " "$work/out.txt"
 check "train vit beside a cut plug-in" 2 pbin/ctgrad train vit --run v_x
 expect_text "says why" "cut short"
 check "a GPT variant without the variants' plug-in" 2 pbin/ctgrad train gpt --run var_x "${tiny[@]}" --set norm_kind=rms
 expect_text "says the cause first" "of the preset; this build has each preset's own architecture only: the other variants are built by cmake --build build --target ctgrad-gpt-variants"
+stamp_tool=$(dirname "$ctgrad")/ctgrad-plugin-stamp
+header=$(dirname "$ctgrad")/generated/git_commit.h
+mkdir -p pbin2/plugins && cp "$ctgrad" pbin2/ctgrad
+cp "$plugins/ctgrad-vit.so" "$plugins/ctgrad-vit.so.stamp" pbin2/plugins/
+dd if=/dev/zero of=pbin2/plugins/ctgrad-vit.so bs=4096 seek=40 count=16 conv=notrunc status=none  # code zeroed, headers whole
+check "help beside a plug-in whose code is damaged" 0 pbin2/ctgrad help
+expect_text "names it" "ctgrad-vit.so was not loaded: its bytes are not the ones its build wrote"
+commit=$(sed -n 's/.*"\(.*\)".*/\1/p' "$header")
+if [ -n "$commit" ]; then  # a variants plug-in of another source state, stamped as if it were this one's
+  cp "$plugins/ctgrad-gpt-variants.so" pbin2/plugins/
+  /usr/bin/python3 -c "import sys; p, c = sys.argv[1], sys.argv[2].encode(); b = open(p, 'rb').read(); open(p, 'wb').write(b.replace(c + b'\0', b'0' * len(c) + b'\0'))" \
+    pbin2/plugins/ctgrad-gpt-variants.so "$commit"
+  "$stamp_tool" "$header" pbin2/plugins/ctgrad-gpt-variants.so pbin2/plugins/ctgrad-gpt-variants.so.stamp
+  check "help beside a plug-in of another source state" 0 pbin2/ctgrad help
+  expect_text "names it" "ctgrad-gpt-variants.so was not loaded: it was built from another state of the source"
+  check "its variants are not used" 2 pbin2/ctgrad train gpt --run var_y "${tiny[@]}" --set norm_kind=rms
+  expect_text "says why" "this build has each preset's own architecture only"
+fi
+cp "$(ldd "$ctgrad" | awk '/libm\.so/ {print $3}')" pbin2/plugins/ctgrad-bert.so
+"$stamp_tool" "$header" pbin2/plugins/ctgrad-bert.so pbin2/plugins/ctgrad-bert.so.stamp
+cp "$plugins/ctgrad-transformer.so" pbin2/plugins/ctgrad-t5.so
+"$stamp_tool" "$header" pbin2/plugins/ctgrad-t5.so pbin2/plugins/ctgrad-t5.so.stamp
+check "help beside a foreign library and another plug-in's file, both stamped" 0 pbin2/ctgrad help
+expect_text "the library" "ctgrad-bert.so was not loaded: it is not a ctgrad plug-in"
+expect_text "the other plug-in" "ctgrad-t5.so was not loaded: it holds the models transformer, not t5, t5-finetune"
+check "no model from them is listed" 1 grep -qE "^  (transformer|bert|t5) " "$work/out.txt"
+
+# 13. A study reports only its own results; its files are read with care.
+check "a study for the checks below" 0 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_mix
+check "a user's training over a finished run" 0 "$ctgrad" train gpt --run s_mix/runs/001_lr_2e-3/seed1 --overwrite "${tiny[@]}" --set lr=5e-3
+check "the study again" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_mix
+expect_text "names the run trained again" "001_lr_2e-3/seed1/result.json: the run's metrics.jsonl no longer ends with this result"
+check "a study with other fixed settings" 0 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --set warmup=1 --run s_other
+rm -rf s_other/runs/001_lr_2e-3/seed1 && cp -r s_link/runs/000_lr_1e-3/seed1 s_other/runs/001_lr_2e-3/
+check "a run copied from another study" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --set warmup=1 --run s_other
+expect_text "is not this run's" "001_lr_2e-3/seed1/result.json is not this run's result"
+check "a study whose run.json is damaged" 0 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_info
+echo '{"parameters": 18446744073709551615}' > s_info/runs/000_lr_1e-3/seed1/run.json
+check "a parameter count past 2^63" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_info
+expect_text "named" "run.json: 'parameters' is not a count"
+/usr/bin/python3 - s_info/runs/000_lr_1e-3/seed1 <<'PY'
+import json, sys
+d = sys.argv[1]; json.dump({"parameters": 1}, open(d + "/run.json", "w"))
+r = json.load(open(d + "/result.json")); r["train_seconds"] = 1e308; json.dump(r, open(d + "/result.json", "w"))
+PY
+check "a training time of 1e308 s" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_info
+expect_text "named" "'train_seconds' is not a duration"
+printf '{"final": {"loss": [1]}, "metric": "loss"}' > s_info/runs/000_lr_1e-3/seed1/result.json
+check "a final that is an array" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_info
+expect_text "in words" "'final.loss' is an array, not a number"
+check "a study whose metrics.jsonl becomes a FIFO" 0 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_fifo
+rm s_fifo/runs/000_lr_1e-3/seed1/metrics.jsonl && mkfifo s_fifo/runs/000_lr_1e-3/seed1/metrics.jsonl
+check "the study again: no hang" 2 timeout -k 5 120 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_fifo
+entry=$(ls "$CTGRAD_CACHE"/janeaustenr-novels-* 2> /dev/null | head -n 1)
+if [ -n "$entry" ]; then
+  rm "$entry" && mkfifo "$entry"
+  check "a FIFO in the data cache: no hang" 0 timeout -k 5 300 "$ctgrad" train bert --run b_fifo "${bert[@]}"
+  expect_text "it is made again" "is not a regular file: removed, and its data made again"
+fi
 
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"

@@ -165,6 +165,15 @@ TEST_CASE("numbers in reports: extreme values are exact, never cut by a buffer",
   CHECK(exact_number(std::numeric_limits<double>::infinity()) == "inf");
 }
 
+TEST_CASE("durations are bounded: a huge, negative or NaN time is no overflow", "[escape]") {
+  CHECK(format_duration(5.4) == "5s");
+  CHECK(format_duration(125) == "2m05s");
+  CHECK(format_duration(3725) == "1h02m");
+  CHECK(format_duration(1e308) == "more than 100000h");
+  CHECK(format_duration(-5) == "?");
+  CHECK(format_duration(std::nan("")) == "?");
+}
+
 TEST_CASE("CSV cells a spreadsheet would run are text, and Markdown text holds no raw HTML", "[escape]") {
   CHECK(csv_field("=1+1") == "'=1+1");
   CHECK(csv_field("@SUM(A1)") == "'@SUM(A1)");
