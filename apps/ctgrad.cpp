@@ -18,7 +18,7 @@
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
-#include <ctgrad/ops/detail/gemm.hpp>
+#include <ctgrad/ops/precision.hpp>
 
 #include <ctgrad/training/distributed.hpp>
 #ifdef CTGRAD_HAVE_MPI

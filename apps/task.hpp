@@ -141,7 +141,7 @@ void add_hyper_keys(Schema& s, const G& g, const std::vector<std::pair<std::stri
   for (int i = 0; i < g.size; ++i) {
     if (g[i].kind != NodeKind::hyper) continue;
     const std::string name(g.name(i));
-    double v = std::bit_cast<double>(g[i].attr.w[0]);
+    double v = g[i].hyper_default();
     for (const auto& [n, d] : defaults)
       if (n == name) v = d;
     if (!s.find(name)) s.real(name, v, {}, "hyperparameter of the model (checked by the ops using it)");

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/models/gpt.hpp>

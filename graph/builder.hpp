@@ -78,6 +78,9 @@ struct Node {
   int out_name_off = 0, out_name_len = 0;
   int line = 0;
   int file_off = 0, file_len = 0;
+
+  // A hyperparameter node's default value (kind == hyper).
+  constexpr double hyper_default() const { return std::bit_cast<double>(attr.w[0]); }
 };
 
 struct Builder;
@@ -357,7 +360,7 @@ constexpr Real Scope::hyper(std::string_view name, double value, Loc loc) const 
   const std::string full = join(name);
   for (int h : b->hypers)
     if (b->name_of(h) == full) {
-      const double had = std::bit_cast<double>(b->nodes[std::size_t(h)].attr.w[0]);
+      const double had = b->nodes[std::size_t(h)].hyper_default();
       if (had != value) b->fail(Msg("hyperparameter '").add(full).add("' is declared twice with different defaults"), loc);
       Real r = value;
       r.hyper = h;

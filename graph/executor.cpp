@@ -94,7 +94,7 @@ Executor<T>::Executor(GraphView g, PlanView train, PlanView infer, Options opts)
   for (int i = 0; i < g_.n; ++i) {
     attrs_[std::size_t(i)] = g_.nodes[i].attr;
     if (g_.nodes[i].kind != NodeKind::hyper) continue;
-    const double v = std::bit_cast<double>(g_.nodes[i].attr.w[0]);
+    const double v = g_.nodes[i].hyper_default();
     hyper_index_[std::size_t(i)] = int(hypers_.size());
     hypers_.push_back({g_.name(i), v, v});
   }

@@ -24,7 +24,8 @@
 // picks [Picks] (flat indices b * Seq + t of the scored positions) and targets [Picks] (their
 // original ids); for the classifier labels [Batch] and pool [Batch, Seq] (see bert_classifier).
 #pragma once
-#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/graph/program.hpp>
+#include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 

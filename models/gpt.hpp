@@ -24,7 +24,8 @@
 // as GPT-2's learned table: unscaled, RMS 0.71 against 0.02, they drown the tokens), an untied
 // output is "lm_head.weight" [vocab, d].
 #pragma once
-#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/graph/program.hpp>
+#include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/sampling.hpp>
@@ -160,7 +161,7 @@ class GptSampler {
   // Copies the weights, by name, from a model trained with gpt<C> (or any list with these names).
   GptSampler(std::unique_ptr<Executor<float>> decoder, const GptConfig& c, std::span<const Parameter<float>> weights)
       : prog_(std::move(decoder)), c_(c), cache_(c.n_layer, c.n_head, c.d_model / c.n_head) {
-    copy_weights(weights, *prog_, "GptGenerator");
+    copy_weights(weights, *prog_, "GptSampler");
   }
 
   // Appends up to o.max_tokens sampled tokens to `tokens` (a non-empty prompt) and calls
@@ -171,14 +172,14 @@ class GptSampler {
     check(o);
     const std::size_t limit = std::size_t(o.context > 0 ? o.context : c_.context);
     if (limit > std::size_t(c_.context))
-      throw std::invalid_argument("ctgrad: GptGenerator: context " + std::to_string(limit) + " exceeds the model's " + std::to_string(c_.context));
-    if (tokens.empty()) throw std::invalid_argument("ctgrad: GptGenerator: the prompt is empty");
+      throw std::invalid_argument("ctgrad: GptSampler: context " + std::to_string(limit) + " exceeds the model's " + std::to_string(c_.context));
+    if (tokens.empty()) throw std::invalid_argument("ctgrad: GptSampler: the prompt is empty");
     if (tokens.size() > limit)
-      throw std::invalid_argument("ctgrad: GptGenerator: the prompt has " + std::to_string(tokens.size()) +
+      throw std::invalid_argument("ctgrad: GptSampler: the prompt has " + std::to_string(tokens.size()) +
                                   " tokens, more than the model's context of " + std::to_string(limit));
     for (std::size_t i = 0; i < tokens.size(); ++i)
       if (tokens[i] < 0 || tokens[i] >= n_valid)
-        throw std::invalid_argument("ctgrad: GptGenerator: prompt token " + std::to_string(tokens[i]) + " at position " +
+        throw std::invalid_argument("ctgrad: GptSampler: prompt token " + std::to_string(tokens[i]) + " at position " +
                                     std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(n_valid) + ")");
     std::size_t base = 0;   // tokens[base..] is the window the cache holds, at positions 0..
     std::int64_t past = 0;  // tokens of the window whose keys and values are cached

@@ -29,7 +29,8 @@
 // Symbols: Batch; Seq = target length; SeqKV = source length (training, encoder) or cache length
 // (step); Sym3 = source length in the step graph.
 #pragma once
-#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/graph/program.hpp>
+#include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/translator.hpp>

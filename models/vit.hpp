@@ -6,7 +6,8 @@
 // Hyperparameters: dropout (0.1: embeddings, attention probabilities, MLP hidden, residual
 // branches), label_smoothing (0), norm_eps (1e-5).
 #pragma once
-#include <ctgrad/ctgrad.hpp>
+#include <ctgrad/graph/program.hpp>
+#include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/variants.hpp>
 

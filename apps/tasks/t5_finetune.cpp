@@ -16,6 +16,8 @@
 #include <numeric>
 #include <optional>
 
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/batches.hpp>
 #include <ctgrad/data/tokenizer.hpp>

@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <string>
 
+#include <ctgrad/ops/precision.hpp>
+
 namespace ctgrad::cpu {
 struct Features;
 }
@@ -82,18 +84,12 @@ void* load_openblas(const std::string& path, int threads, std::string& why);
 // otherwise, when `warn`), else cpu::best_openblas_core; "" lets OpenBLAS detect the CPU.
 std::string openblas_core_choice(bool warn = false);
 
-// The precision of float GEMMs, process-wide (as torch's set_float32_matmul_precision): fp32, or
-// bf16 operands with fp32 accumulation; double GEMMs stay double. Master weights, optimizer state,
-// softmax, norms and losses are fp32 either way: only the GEMMs' inputs are rounded. Returns "" when
-// the precision is in effect, else why not (the CPU lacks AVX512-BF16, oneDNN is missing), and
-// GEMMs stay fp32. The overload judges as on the CPU `cpu` (tests).
+// The precision of float GEMMs (ops/precision.hpp: set_gemm_precision, gemm_precision). The
+// overload below judges as on the CPU `cpu` (tests).
 // GEMMs of fewer than kBf16MinFlops stay fp32 at bf16 precision (attention's per-head products at
 // short sequences): their operand conversion and oneDNN's per-call set-up cost more than bf16 saves.
-enum class Precision { fp32, bf16 };
 inline constexpr std::int64_t kBf16MinFlops = std::int64_t(1) << 21;
-std::string set_gemm_precision(Precision p);
 std::string set_gemm_precision(Precision p, const cpu::Features& cpu);
-Precision gemm_precision();
 
 // Which oneDNN entry runs a bf16 block. automatic: on AMX hosts, matmul primitives (one per block
 // shape, built on first use and kept; the operands' bf16 copies are laid out block by block, dense,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/optim/optimizers.hpp>

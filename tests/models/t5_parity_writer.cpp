@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/t5.hpp>
 #include <ctgrad/optim/optimizers.hpp>

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/optim/optimizers.hpp>

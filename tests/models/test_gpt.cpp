@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 

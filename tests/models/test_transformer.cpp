@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/optim/optimizers.hpp>

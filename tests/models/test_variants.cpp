@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/transformer.hpp>

@@ -3,6 +3,7 @@
 // (Patch embedding = an explicit convolution, and its gradcheck: tests/ops/.)
 #include <catch2/catch.hpp>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/data/idx.hpp>
 #include <ctgrad/models/vit.hpp>
 #include <ctgrad/optim/optimizers.hpp>

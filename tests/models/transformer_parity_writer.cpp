@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include <ctgrad/ctgrad.hpp>
 #include <ctgrad/graph/random.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/optim/optimizers.hpp>

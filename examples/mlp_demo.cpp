@@ -1,4 +1,4 @@
-// ctgrad-demo: trains an MLP block (residual) on synthetic data and shows the loss falling.
+// examples/mlp_demo.cpp (example_mlp_demo): trains an MLP block (residual) on synthetic data and shows the loss falling.
 // The data: a stream of 32-dim Gaussian inputs labelled by a fixed random "teacher" network
 // (10 classes); accuracy is measured on held-out samples.
 #include <unistd.h>
