@@ -208,6 +208,7 @@ int ablate(const std::vector<std::string>& rest) {
   // checked by the ops, its memory checked, the folders its runs write fitting the file system's
   // limits, the compared metric one it reports): a value no run could train is refused up front.
   for (std::size_t i = 0; i < study->runs().size(); i += std::size_t(o.seeds)) {
+    if (training::interrupted()) return 130;  // (opening a large model's configurations takes seconds each)
     const ab::RunSpec& r = study->runs()[i];
     const Config c = run_config(t, r);
     std::vector<std::string> reported;

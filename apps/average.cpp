@@ -48,7 +48,7 @@ int average_checkpoints(const std::vector<std::string>& rest) {
       out == "checkpoint.safetensors" || out.rfind("checkpoint-", 0) == 0)
     throw config_error("--out " + out + ": give a new .safetensors file name of the run folder (not a checkpoint the run writes, nor a hidden name: those are its temporary files)");
   const training::RunFolder folder(dir);
-  check_output_file(folder.file(out), "--out", overwrite, folder.checkpoint());
+  check_output_file(folder.file(out), "--out", overwrite, folder);
   auto kept = folder.kept_checkpoints();
   if (kept.empty())
     throw config_error(dir + " holds no kept checkpoints (checkpoint-<step>.safetensors): train with --set keep_checkpoints=" + std::to_string(last));

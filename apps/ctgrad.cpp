@@ -454,6 +454,9 @@ int main(int argc, char** argv) {
     if (launched_ranks() > 1 && (argc < 2 || std::string(argv[1]) != "train"))
       throw config_error("ctgrad" + (argc > 1 ? " " + printable(argv[1]) : std::string()) + " runs as one process: start it without mpirun or srun " +
                          "(only train is data-parallel)");
+    // The folders the data cache lives in are paths shown in messages: text, one line.
+    for (const char* var : {"CTGRAD_CACHE", "XDG_CACHE_HOME", "HOME"})
+      if (const char* v = std::getenv(var)) one_line(var, v);
     if (argc > 1 && std::string(argv[1]) == "ablate") return ablate(std::vector<std::string>(argv + 1, argv + argc));
     if (argc > 1 && std::string(argv[1]) == "average-checkpoints") return average_checkpoints(std::vector<std::string>(argv + 1, argv + argc));
     const Args a = parse(argc, argv);

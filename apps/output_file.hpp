@@ -9,11 +9,15 @@
 
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/escape.hpp>
+#include <ctgrad/training/run_folder.hpp>
+
+#include "option_text.hpp"
 
 namespace ctgrad::cli {
 
-inline void check_output_file(const std::filesystem::path& p, const std::string& option, bool overwrite, const std::filesystem::path& run_checkpoint) {
+inline void check_output_file(const std::filesystem::path& p, const std::string& option, bool overwrite, const training::RunFolder& run) {
   namespace fs = std::filesystem;
+  one_line(option, p.string());  // UTF-8, no control character: the name is shown on the terminal
   const std::string shown = training::printable(p.string().substr(0, 200));
   if (p.empty() || p.filename().empty()) throw training::config_error(option + " needs a file name, got '" + shown + "'");
   if (p.filename().string()[0] == '.')  // `.<name>.tmp.<pid>` is a writer's temporary: the next command in the folder removes it
@@ -30,13 +34,14 @@ inline void check_output_file(const std::filesystem::path& p, const std::string&
   const bool run_file = name == "tokenizer.json" || name == "tokenizer.model" || name == "tokenizer.vocab" || name == "metrics.jsonl" ||
                         name == "metrics.csv" || name == "run.json" || name == "result.json" || name == "failed.json" ||
                         name == "train.log" || (name.rfind("checkpoint", 0) == 0 && name.size() > 12 && name.substr(name.size() - 12) == ".safetensors");
-  if (run_file && fs::equivalent(dir, run_checkpoint.parent_path(), ec))
-    throw training::config_error(option + " " + shown + " is a file of the run in " + training::printable(run_checkpoint.parent_path().string()) +
-                                 ", which it needs: give another " + option);
+  for (const fs::path& folder : {run.dir(), run.checkpoint().parent_path().empty() ? fs::path(".") : run.checkpoint().parent_path()})
+    if (run_file && fs::equivalent(dir, folder, ec))
+      throw training::config_error(option + " " + shown + " is a file of the run in " + training::printable(folder.string()) + ", which it needs: give another " +
+                                   option);
   const auto st = fs::symlink_status(p, ec);
   if (!fs::exists(st)) return;
   if (!fs::is_regular_file(st)) throw training::config_error(option + " " + shown + " exists and is not a regular file: give another " + option);
-  if (fs::equivalent(p, run_checkpoint, ec)) throw training::config_error(option + " " + shown + " is the run's checkpoint: give another " + option);
+  if (fs::equivalent(p, run.checkpoint(), ec)) throw training::config_error(option + " " + shown + " is the run's checkpoint: give another " + option);
   if (!overwrite) throw training::config_error(option + " " + shown + " exists: add --overwrite to replace it, or give another " + option);
 }
 

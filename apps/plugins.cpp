@@ -101,6 +101,7 @@ std::string elf_problem(const fs::path& file) {
   std::ifstream f(file, std::ios::binary);
   Elf64_Ehdr h{};
   if (ec || !f.read(reinterpret_cast<char*>(&h), sizeof h)) return "it is not a shared library (" + std::to_string(size) + " bytes)";
+  if (size > (std::uintmax_t(1) << 30)) return "it is larger than any plug-in the build writes (" + std::to_string(size >> 20) + " MiB)";
   if (std::memcmp(h.e_ident, ELFMAG, SELFMAG) != 0 || h.e_ident[EI_CLASS] != ELFCLASS64 || h.e_type != ET_DYN) return "it is not a 64-bit shared library";
 #if defined(__x86_64__)
   if (h.e_machine != EM_X86_64) return "it is a shared library for another processor";

@@ -149,7 +149,8 @@ PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::strin
   try {
     r.checkpoint = std::make_unique<checkpoint::File>(from.checkpoint());
   } catch (const checkpoint::format_error& e) {
-    throw config_error(std::string("pretrained: ") + e.what());
+    const std::string m = e.what();
+    throw config_error("pretrained: " + (m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m));
   }
   const auto& meta = r.checkpoint->metadata();
   const auto kind = meta.find("model"), hash = meta.find("tokenizer_hash"), config = meta.find("config");

@@ -136,7 +136,11 @@ void Study::prepare() const {
     if (theirs.is_discarded() || !theirs.is_object() || !theirs.contains("format"))
       throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote: this folder holds something else; " +
                                   "use another --run folder");
-    if (theirs != mine)
+    auto same_fixed_order = [](json j) {  // fixed settings are a set: `--set a --set b` is `--set b --set a`
+      if (j.is_object() && j.contains("fixed") && j["fixed"].is_array()) std::sort(j["fixed"].begin(), j["fixed"].end());
+      return j;
+    };
+    if (same_fixed_order(theirs) != same_fixed_order(mine))
       throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds another study (" + file.string() + " differs: model, grid or fixed " +
                                   "settings): use another --run folder");
     return;
@@ -182,10 +186,10 @@ std::vector<std::string> Study::metrics() const {
   return out;
 }
 
-std::vector<std::string> Study::damage() const {
+namespace files {
+std::vector<std::string> result_damage(const RunSpec& r, const std::string& compared_metric) {
   std::vector<std::string> out;
-  for (const RunSpec& r : runs_) {
-    if (!succeeded(r)) continue;
+  do {
     const fs::path file = r.dir / "result.json";
     std::string why;
     const json res = read_json(file, &why);
@@ -211,7 +215,7 @@ std::vector<std::string> Study::damage() const {
     const std::string logged = res.contains("metric") && res["metric"].is_string() ? res["metric"].get<std::string>() : "";
     if (!res.contains("metric") || !res["metric"].is_string()) out.push_back(where + ": 'metric' is missing or not a string");
     else if (!res["final"].contains(logged)) out.push_back(where + ": 'metric' names '" + printable(logged) + "', which 'final' lacks");
-    else if (!o_.metric.empty() && !res["final"].contains(o_.metric)) out.push_back(where + ": 'final' lacks the compared metric '" + printable(o_.metric) + "'");
+    else if (!compared_metric.empty() && !res["final"].contains(compared_metric)) out.push_back(where + ": 'final' lacks the compared metric '" + printable(compared_metric) + "'");
     if (res.contains("train_seconds") &&
         (!res["train_seconds"].is_number() || !(res["train_seconds"].get<double>() >= 0 && res["train_seconds"].get<double>() < 1e9)))
       out.push_back(where + ": 'train_seconds' is not a duration (a number of seconds, 0 to 1e9)");
@@ -220,7 +224,8 @@ std::vector<std::string> Study::damage() const {
     // (a folder trained again since, by the user or copied from another study, is not reported).
     json sets = json::object();
     for (const auto& [k, v] : r.sets) sets[k] = v;
-    if (!res.contains("settings") || res["settings"] != sets || !res.contains("seed") || res["seed"] != r.seed) {
+    const auto text = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };  // (as result.json wrote them)
+    if (!res.contains("settings") || text(res["settings"]) != text(sets) || !res.contains("seed") || res["seed"] != r.seed) {
       out.push_back(where + " is not this run's result (its settings or seed differ from " + printable(r.config) + " seed " + std::to_string(r.seed) + ")");
       continue;
     }
@@ -232,7 +237,16 @@ std::vector<std::string> Study::damage() const {
     const json info = read_json(r.dir / "run.json");
     if (info.is_object() && info.contains("parameters") && !parameter_count(info["parameters"]))
       out.push_back(printable((r.dir / "run.json").string()) + ": 'parameters' is not a count");
-  }
+  } while (false);
+  return out;
+}
+}  // namespace files
+
+std::vector<std::string> Study::damage() const {
+  std::vector<std::string> out;
+  for (const RunSpec& r : runs_)
+    if (succeeded(r))
+      for (std::string& d : result_damage(r, o_.metric)) out.push_back(std::move(d));
   return out;
 }
 

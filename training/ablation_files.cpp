@@ -43,6 +43,7 @@ Curve read_curve(const fs::path& jsonl) {
   Curve c;
   std::error_code ec;
   if (!fs::is_regular_file(jsonl, ec)) return c;  // a FIFO in its place would block the study
+  if (fs::file_size(jsonl, ec) > (std::uintmax_t(1) << 28)) return c;  // past 256 MiB: not a run's log (read whole, it would take the memory)
   std::ifstream f(jsonl);
   std::string line;
   while (std::getline(f, line)) {
@@ -50,12 +51,15 @@ Curve read_curve(const fs::path& jsonl) {
     if (!r.is_object() || !r.contains("step") || !r["step"].is_number_integer()) continue;
     std::map<std::string, double> v;
     for (const auto& [k, x] : r.items())
-      if (k.rfind("val_", 0) == 0 && x.is_number()) v[k.substr(4)] = x.get<double>();
+      if (k.rfind("val_", 0) == 0 && x.is_number() && control_byte(k).empty() && utf8_error(k).empty())  // a metric's name is text
+        v[k.substr(4)] = x.get<double>();
     if (v.empty()) continue;
     c.steps.push_back(r["step"].get<std::int64_t>());
     c.values.push_back(std::move(v));
     if (r.contains("train_seconds") && r["train_seconds"].is_number()) c.seconds = r["train_seconds"].get<double>();
-    if (r.contains("metric") && r["metric"].is_string()) c.metric = r["metric"].get<std::string>();
+    if (r.contains("metric") && r["metric"].is_string() && control_byte(r["metric"].get<std::string>()).empty() &&
+        utf8_error(r["metric"].get<std::string>()).empty())
+      c.metric = r["metric"].get<std::string>();
   }
   if (c.metric != "loss")  // "loss" is then the alias of another metric
     for (auto& v : c.values) v.erase("loss");

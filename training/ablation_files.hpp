@@ -34,6 +34,10 @@ Curve read_curve(const std::filesystem::path& jsonl);
 // A run.json's "parameters": a count (a non-negative integer below 2^53), or nullopt.
 std::optional<std::int64_t> parameter_count(const json& v);
 
+// Why a finished run's result is not reported: its result.json is not JSON, lacks or mistypes a
+// key, is another run's, or its folder was trained again since; empty when it is sound.
+std::vector<std::string> result_damage(const RunSpec& r, const std::string& compared_metric);
+
 // What study.json holds: the model, the grid and the fixed settings (a rerun must match it).
 json study_json(const StudyOptions& o);
 

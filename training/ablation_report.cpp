@@ -126,7 +126,7 @@ void Study::report() const {
     for (std::size_t c = 0; c < sums.size(); ++c) {
       std::map<std::int64_t, std::vector<double>> at;  // step -> the seeds' values
       for (const RunSpec& r : runs_) {
-        if (r.config != sums[c].config || !succeeded(r)) continue;
+        if (r.config != sums[c].config || !succeeded(r) || !result_damage(r, o_.metric).empty()) continue;
         const Curve cv = read_curve(r.dir / "metrics.jsonl");
         for (std::size_t i = 0; i < cv.steps.size(); ++i)
           if (auto it = cv.values[i].find(m); it != cv.values[i].end()) at[cv.steps[i]].push_back(it->second);

@@ -46,6 +46,7 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
       s.failed += fs::is_regular_file(r.dir / "failed.json", ec);
       continue;
     }
+    if (!result_damage(r, o_.metric).empty()) continue;  // named by damage(), not reported
     const json res = read_json(r.dir / "result.json");
     // A damaged result (damage() names it) counts as not run.
     if (!res.is_object() || !res.contains("final") || !res["final"].is_object() || !res["final"].contains(m) || !res["final"][m].is_number()) continue;

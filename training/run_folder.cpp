@@ -57,6 +57,20 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
     if ((!ec2 && theirs == mine) || fs::equivalent(p, dir_, ec3))
       throw config_error("the run folder " + printable(dir_.string()) + " is the folder " + what + " names, which this run reads (" + printable(p.string()) +
                          "): a new run there would " + (overwrite ? "delete it" : "replace it") + "; choose another --run DIR");
+    // Its files too: one that is a link into this folder (or a hard link of one of its files).
+    std::error_code ec4;
+    if (!fs::is_directory(p, ec4)) continue;
+    for (const auto& e : fs::directory_iterator(p, ec4)) {
+      std::error_code ec5;
+      const fs::path target = fs::weakly_canonical(fs::absolute(e.path(), ec5), ec5);
+      const bool inside = !ec5 && target.parent_path() == mine;
+      std::error_code ec6;
+      const bool same = is_run_file(e.path().filename().string()) && fs::equivalent(e.path(), dir_ / e.path().filename(), ec6);
+      if (inside || same)
+        throw config_error("the run folder " + printable(dir_.string()) + " holds " + printable(e.path().filename().string()) + ", which " + what + " (" +
+                           printable(p.string()) + ") reads through a link: a new run there would " + (overwrite ? "delete it" : "replace it") +
+                           "; choose another --run DIR");
+    }
   }
   if (fs::exists(dir_) && !fs::is_directory(dir_)) throw config_error("the run folder " + dir_.string() + " is a file");
   std::vector<fs::path> held;

@@ -416,7 +416,7 @@ class BertSession : public Session {
   // batch padded to the context: ids [N, batch, context], lengths [N, batch], picks (re-based to
   // b * context + t) and targets concatenated, batch k's at offsets[k] .. offsets[k + 1].
   int export_batches(const Config& o) {
-    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder.checkpoint());
+    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder);
     if (P.next_sentence)
       throw config_error("export-batches covers masked-LM runs; this run has next_sentence=true (its pairs and labels are not exported)");
     struct Set {

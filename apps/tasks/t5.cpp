@@ -270,7 +270,7 @@ class T5Session : public Session {
   // them, for another framework to train on (bench/reference/train_t5.py): each padded to the
   // run's input and target lengths, [N, batch, length], with the rows each batch holds.
   int export_batches(const Config& o) {
-    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder.checkpoint());
+    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder);
     struct Set {
       std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, rows;
       void add(const data::SpanCorruptionBatches& b, std::int64_t batch, std::int64_t S, std::int64_t T) {

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -202,13 +205,26 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
     for (int l = 0; l < layers; ++l) {
       const auto w = prog.output(std::string("weights.") + k.name + "." + std::to_string(l));  // [1, heads, rows, cols]
       const std::int64_t R = w.size(2), Cn = w.size(3);
-      const fs::path data = out / (std::string(k.name) + "_" + std::to_string(l) + ".dat"), png = out / (std::string(k.name) + "_layer" + std::to_string(l) + ".png");
+      const fs::path png = out / (std::string(k.name) + "_layer" + std::to_string(l) + ".png");
+      // The numbers for gnuplot in a new hidden file of its own (O_EXCL: never a user's file, a
+      // link or a FIFO in the folder), removed once drawn.
+      std::string name = (out / ".attention.XXXXXX").string();
+      const int fd = ::mkstemp(name.data());
+      if (fd < 0) throw std::runtime_error("cannot write in " + training::printable(out.string()) + ": " + std::strerror(errno));
+      const fs::path data = name;
       {
-        std::ofstream f(data);
+        std::ostringstream f;
         for (int h = 0; h < heads; ++h) {
           for (std::int64_t r = 0; r < R; ++r)
             for (std::int64_t c = 0; c < Cn; ++c) f << w.data[(h * R + r) * Cn + c] << (c + 1 < Cn ? " " : "\n");
           f << "\n\n";
+        }
+        const std::string text = f.str();
+        const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+        ::close(fd);
+        if (!ok) {
+          fs::remove(data);
+          throw std::runtime_error("cannot write in " + training::printable(out.string()) + ": " + std::strerror(errno));
         }
       }
       std::ostringstream script;
@@ -222,7 +238,7 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
       const bool drawn = training::gnuplot(script.str(), png, {data});
       fs::remove(data);
       if (!drawn) throw std::runtime_error("gnuplot failed to draw " + png.string());
-      std::printf("wrote %s\n", png.c_str());
+      std::printf("wrote %s\n", training::printable(png.string()).c_str());
     }
 }
 
@@ -360,6 +376,10 @@ class TransformerSession : public Session {
       std::error_code ec;
       fs::create_directories(dir, ec);
       if (ec || !fs::is_directory(dir, ec)) throw config_error("--attention-png " + dir + ": cannot make the folder (" + (ec ? ec.message() : "a file is in the way") + ")");
+      for (const char* kind : {"enc", "dec", "cross"})  // a user's file of those names is kept
+        for (int l = 0; l < P.n_layer; ++l)
+          if (const fs::path png = fs::path(dir) / (std::string(kind) + "_layer" + std::to_string(l) + ".png"); fs::exists(fs::symlink_status(png, ec)))
+            throw config_error("--attention-png " + dir + " already holds " + png.filename().string() + ": move it away, or give another folder");
     }
     auto tr = translator();
     if (copy_) {
@@ -544,7 +564,7 @@ class TransformerSession : public Session {
   // validation_nll makes them) and the test sources, for another framework to train and decode
   // the same (bench/reference/train_transformer.py); the test references beside, one per line.
   int export_batches(const Config& o) {
-    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder.checkpoint());
+    check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder);
     if (copy_) throw config_error("export-batches exports a translation run (this run is the copy task)");
     struct Set {
       std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, tgt_len, shapes;  // shapes: B, S, T per batch

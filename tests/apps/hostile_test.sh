@@ -289,6 +289,7 @@ check "a study for the checks below" 0 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 
 check "a user's training over a finished run" 0 "$ctgrad" train gpt --run s_mix/runs/001_lr_2e-3/seed1 --overwrite "${tiny[@]}" --set lr=5e-3
 check "the study again" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --run s_mix
 expect_text "names the run trained again" "001_lr_2e-3/seed1/result.json: the run's metrics.jsonl no longer ends with this result"
+check "and leaves it out of the report" 0 /usr/bin/python3 -c "import json, sys; sys.exit(json.load(open('s_mix/results.json'))['configurations'][1]['seeds'] != 0)"
 check "a study with other fixed settings" 0 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --set warmup=1 --run s_other
 rm -rf s_other/runs/001_lr_2e-3/seed1 && cp -r s_link/runs/000_lr_1e-3/seed1 s_other/runs/001_lr_2e-3/
 check "a run copied from another study" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3 --seeds 1 "${tiny[@]}" --set warmup=1 --run s_other
@@ -316,6 +317,33 @@ if [ -n "$entry" ]; then
   check "a FIFO in the data cache: no hang" 0 timeout -k 5 300 "$ctgrad" train bert --run b_fifo "${bert[@]}"
   expect_text "it is made again" "is not a regular file: removed, and its data made again"
 fi
+
+# 14. The fourth probe: the run's files whatever --checkpoint says, inputs linked into the run,
+# the heatmaps' files, escape sequences in --out and in the cache's folder, fixed settings' order.
+cp bx/checkpoint.safetensors ck_outside.safetensors
+for f in checkpoint.safetensors tokenizer.model metrics.jsonl; do
+  check "export-batches --checkpoint elsewhere --out bx/$f --overwrite" 2 "$ctgrad" export-batches bert --run bx --checkpoint "$work/ck_outside.safetensors" --steps 1 --out bx/$f --overwrite
+  expect_text "refuses" "is a file of the run in bx, which it needs"
+done
+check "the run still evaluates" 0 "$ctgrad" eval bert --run bx --threads 1
+mkdir -p pre_links && ln -s ../bx/checkpoint.safetensors pre_links/ && ln -s ../bx/tokenizer.model pre_links/
+check "finetune into a run whose files the pretrained folder links to" 2 "$ctgrad" finetune bert --pretrained pre_links --run bx --overwrite --set size=tiny --set steps=2
+expect_text "refuses" "reads through a link"
+check "the run's checkpoint is kept" 0 test -s bx/checkpoint.safetensors
+check "export-batches --out with an escape sequence" 2 "$ctgrad" export-batches bert --run bx --steps 1 --out $'x\e]0;TITLE\ay'
+expect_text "names the option" "--out holds a control character"
+check "a CTGRAD_CACHE with an escape sequence" 2 env CTGRAD_CACHE=$'/tmp/c\e[2J' "$ctgrad" train gpt --run cache_esc "${tiny[@]}"
+expect_text "names the variable" "CTGRAD_CACHE holds a control character"
+check "a study" 0 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 --set warmup=1 "${tiny[@]}" --run s_order
+check "the same study, its fixed settings in another order" 0 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --set warmup=1 --run s_order
+check "a tiny translation run" 0 "$ctgrad" train transformer --run trt --set steps=1 --set batch=2 --set eval_every=1 --set eval_sentences=2 \
+  --set train_fraction=0.01 --set vocab=4000 --threads 1
+mkdir -p att && mkfifo att/enc_0.dat && echo precious > precious.txt && ln -s ../precious.txt att/cross_0.dat
+check "attention heatmaps beside a FIFO and a link: no hang" 0 timeout -k 5 300 "$ctgrad" eval transformer --run trt --set eval_sentences=1 --attention-png att --threads 1
+check "the linked file is kept" 0 grep -qx precious precious.txt
+check "the PNGs are drawn" 0 test -s att/cross_layer0.png
+check "the same again: the PNGs there are kept" 2 "$ctgrad" eval transformer --run trt --set eval_sentences=1 --attention-png att --threads 1
+expect_text "says so" "already holds enc_layer0.png"
 
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"
