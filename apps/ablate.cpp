@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
@@ -88,8 +89,15 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const std::string log = (r.dir / "train.log").string();
-  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (out < 0) throw std::runtime_error("cannot write " + log + ": " + std::strerror(errno));
+  // Never through a link, into a FIFO (it would block the study) or a device.
+  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (out < 0) throw std::runtime_error("cannot write " + training::printable(log) + ": " + (errno == ELOOP ? "it is a symbolic link" : errno == ENXIO ? "it is not a regular file (a FIFO)" : std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(out, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(out);
+    throw std::runtime_error(training::printable(log) + " is not a regular file");
+  }
+  ::fcntl(out, F_SETFL, O_APPEND);  // (blocking writes again for the run's output)
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {  // only async-signal-safe calls until exec

@@ -50,6 +50,10 @@ int average_checkpoints(const std::vector<std::string>& rest) {
   const training::RunFolder folder(dir);
   check_output_file(folder.file(out), "--out", overwrite, folder);
   auto kept = folder.kept_checkpoints();
+  for (std::size_t i = 1; i < kept.size(); ++i)  // checkpoint-4 and checkpoint-00000004: one step twice
+    if (kept[i].first == kept[i - 1].first)
+      throw config_error(dir + " holds two kept checkpoints of step " + std::to_string(kept[i].first) + " (" + kept[i - 1].second.filename().string() + ", " +
+                         kept[i].second.filename().string() + "): remove the copy");
   if (kept.empty())
     throw config_error(dir + " holds no kept checkpoints (checkpoint-<step>.safetensors): train with --set keep_checkpoints=" + std::to_string(last));
   if (std::int64_t(kept.size()) < last)

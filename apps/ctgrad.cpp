@@ -10,6 +10,7 @@
 // interrupted (Ctrl-C or SIGTERM, after saving), 124 a data-parallel rank that heard nothing from
 // the other ranks for CTGRAD_MPI_TIMEOUT seconds (one died or hangs).
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -424,10 +425,15 @@ int run(const Args& a) {
   if (session->model().profiling_ops())  // CTGRAD_PROFILE_OPS=1
     std::printf("time by op, per training step (validation forwards included):\n%s",
                 format_op_profile(session->model().op_profile(), out.last - out.first + 1).c_str());
+  const auto before_plot = std::filesystem::file_time_type::clock::now() - std::chrono::seconds(1);
   training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
-  std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s, plot %s\n",
-              training::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), ctx.folder.checkpoint().c_str(),
-              ctx.folder.file("metrics.jsonl").c_str(), ctx.folder.file("loss.png").c_str());
+  std::error_code plot_ec;
+  const bool plotted = std::filesystem::is_regular_file(ctx.folder.file("loss.png"), plot_ec) &&
+                       std::filesystem::last_write_time(ctx.folder.file("loss.png"), plot_ec) >= before_plot;
+  std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s%s%s\n",
+              training::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), printable(ctx.folder.checkpoint().string()).c_str(),
+              printable(ctx.folder.file("metrics.jsonl").string()).c_str(), plotted ? ", plot " : "",
+              plotted ? printable(ctx.folder.file("loss.png").string()).c_str() : "");
   return session->after_training(out);
 }
 

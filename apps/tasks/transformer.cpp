@@ -26,6 +26,8 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include <ctgrad/training/plot_data.hpp>
+
 #include "../option_text.hpp"
 #include "../output_file.hpp"
 #include "../task.hpp"
@@ -206,27 +208,13 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
       const auto w = prog.output(std::string("weights.") + k.name + "." + std::to_string(l));  // [1, heads, rows, cols]
       const std::int64_t R = w.size(2), Cn = w.size(3);
       const fs::path png = out / (std::string(k.name) + "_layer" + std::to_string(l) + ".png");
-      // The numbers for gnuplot in a new hidden file of its own (O_EXCL: never a user's file, a
-      // link or a FIFO in the folder), removed once drawn.
-      std::string name = (out / ".attention.XXXXXX").string();
-      const int fd = ::mkstemp(name.data());
-      if (fd < 0) throw std::runtime_error("cannot write in " + training::printable(out.string()) + ": " + std::strerror(errno));
-      const fs::path data = name;
-      {
-        std::ostringstream f;
-        for (int h = 0; h < heads; ++h) {
-          for (std::int64_t r = 0; r < R; ++r)
-            for (std::int64_t c = 0; c < Cn; ++c) f << w.data[(h * R + r) * Cn + c] << (c + 1 < Cn ? " " : "\n");
-          f << "\n\n";
-        }
-        const std::string text = f.str();
-        const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
-        ::close(fd);
-        if (!ok) {
-          fs::remove(data);
-          throw std::runtime_error("cannot write in " + training::printable(out.string()) + ": " + std::strerror(errno));
-        }
+      std::ostringstream numbers;
+      for (int h = 0; h < heads; ++h) {
+        for (std::int64_t r = 0; r < R; ++r)
+          for (std::int64_t c = 0; c < Cn; ++c) numbers << w.data[(h * R + r) * Cn + c] << (c + 1 < Cn ? " " : "\n");
+        numbers << "\n\n";
       }
+      const training::PlotData data(out, numbers.str());  // a new hidden file of its own, removed once drawn
       std::ostringstream script;
       script << "set terminal pngcairo noenhanced size " << 360 * heads << ",420 font ',8'\nset output ARG1\n"
              << "set multiplot layout 1," << heads << " title " << gnuplot_quote(std::string(k.title) + ", layer " + std::to_string(l)) << "\n"
@@ -235,8 +223,7 @@ void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers
       for (int h = 0; h < heads; ++h)
         script << "set title 'head " << h << "'\nplot ARG2 index " << h << " matrix with image pixels notitle\n";
       script << "unset multiplot\n";
-      const bool drawn = training::gnuplot(script.str(), png, {data});
-      fs::remove(data);
+      const bool drawn = training::gnuplot(script.str(), png, {data.path()});
       if (!drawn) throw std::runtime_error("gnuplot failed to draw " + png.string());
       std::printf("wrote %s\n", training::printable(png.string()).c_str());
     }
@@ -443,7 +430,7 @@ class TransformerSession : public Session {
     auto tr = translator();
     if (o.was_set("text")) {
       if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
-      const auto out = tr.search(encode_source(o.text("text")), kBos, kEos, bo);
+      const auto out = tr.search(encode_source(o.text("text"), "--text"), kBos, kEos, bo);
       if (training::interrupted()) return 130;
       std::printf("%s\n", tok_->decode(out).c_str());
       return 0;
@@ -457,7 +444,7 @@ class TransformerSession : public Session {
       std::vector<std::vector<std::int32_t>> srcs;
       std::vector<std::size_t> at;
       for (std::size_t i = 0; i < lines.size(); ++i)
-        if (lines[i].find_first_not_of(" \t\r") != std::string::npos) srcs.push_back(encode_source(lines[i])), at.push_back(i);
+        if (lines[i].find_first_not_of(" \t\r") != std::string::npos) srcs.push_back(encode_source(lines[i], "line " + std::to_string(i + 1))), at.push_back(i);
       const auto outs = tr.search_batch(srcs, kBos, kEos, bo);
       std::vector<std::string> german(lines.size());
       for (std::size_t k = 0; k < at.size(); ++k) german[at[k]] = tok_->decode(outs[k]);
@@ -495,9 +482,16 @@ class TransformerSession : public Session {
                                  {v.n_layer, v.heads, v.d_model / v.heads, v.vocab, v.arch.pos != layers::Pos::none}, model_->parameters());
   }
 
-  std::vector<std::int32_t> encode_source(const std::string& text) const {
+  // A source of at most max_len tokens, </s> included; `what` names a user's text, which is told
+  // when it is cut.
+  std::vector<std::int32_t> encode_source(const std::string& text, const std::string& what = "") const {
     std::vector<std::int32_t> src = tok_->encode(text);
-    if (std::int64_t(src.size()) >= max_len_) src.resize(std::size_t(max_len_ - 1));
+    if (std::int64_t(src.size()) >= max_len_) {
+      if (!what.empty())
+        std::fprintf(stderr, "ctgrad: warning: %s is %zu tokens, more than the model reads (max_len %lld): translating its first %lld\n", what.c_str(),
+                     src.size(), (long long)max_len_, (long long)(max_len_ - 1));
+      src.resize(std::size_t(max_len_ - 1));
+    }
     src.push_back(kEos);
     return src;
   }

@@ -14,6 +14,8 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include <ctgrad/training/plot_data.hpp>
+
 #include "../task.hpp"
 #include "../variants/vit.hpp"
 
@@ -67,16 +69,14 @@ void image(const data::ImageSet& set, std::int64_t i, bool augment, std::uint64_
 }
 
 // A grid of the first 24 test images with predicted and true labels (red when wrong), by gnuplot.
-void prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>& pred, const fs::path& png) {
-  const fs::path data = png.string() + ".dat";
-  {
-    std::ofstream f(data);
-    for (int i = 0; i < 24; ++i) {
-      for (int r = 0; r < 28; ++r)
-        for (int c = 0; c < 28; ++c) f << int(test.pixels[std::size_t(i * 784 + r * 28 + c)]) << (c < 27 ? " " : "\n");
-      f << "\n\n";
-    }
+bool prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>& pred, const fs::path& png) {
+  std::ostringstream f;
+  for (int i = 0; i < 24; ++i) {
+    for (int r = 0; r < 28; ++r)
+      for (int c = 0; c < 28; ++c) f << int(test.pixels[std::size_t(i * 784 + r * 28 + c)]) << (c < 27 ? " " : "\n");
+    f << "\n\n";
   }
+  const training::PlotData data(png.parent_path().empty() ? fs::path(".") : png.parent_path(), f.str());
   std::ostringstream s;
   s << "set terminal pngcairo noenhanced size 960,760 font ',9'\nset output ARG1\n"
     << "set multiplot layout 4,6 title 'Fashion-MNIST test images: predicted / true'\nset palette grey negative\nunset colorbox\n"
@@ -87,8 +87,7 @@ void prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>
       << (ok ? "black" : "red") << "'\nplot ARG2 index " << i << " matrix with image pixels notitle\n";
   }
   s << "unset multiplot\n";
-  training::gnuplot(s.str(), png, {data});
-  fs::remove(data);
+  return training::gnuplot(s.str(), png, {data.path()});
 }
 
 template <models::VitConfig P>
@@ -165,9 +164,12 @@ class VitSession : public Session {
                   const double secs = std::chrono::duration<double>(now - epoch_start_).count();
                   std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.0f s%s\n", (long long)epoch, epoch_loss_ / double(epoch_steps_),
                               100 * m.values[1].second, secs, partial ? " (resumed mid-epoch: the part run here)" : "");
-                  std::ofstream log(ctx_.folder.file("epochs.jsonl"), std::ios::app);
+                  std::ostringstream log;
                   log << "{\"epoch\": " << epoch << ", \"train_loss\": " << epoch_loss_ / double(epoch_steps_) << ", \"test_accuracy\": "
                       << m.values[1].second << ", \"epoch_seconds\": " << secs << ", \"partial\": " << (partial ? "true" : "false") << "}\n";
+                  if (!training::append_to_regular_file(ctx_.folder.file("epochs.jsonl"), log.str()))
+                    std::fprintf(stderr, "ctgrad: warning: %s is not a regular file: the epoch's record is not written\n",
+                                 training::printable(ctx_.folder.file("epochs.jsonl").string()).c_str());
                   epoch_steps_ = 0, epoch_loss_ = 0, epoch_start_ = now;
                 }};
   }
@@ -196,8 +198,8 @@ class VitSession : public Session {
       for (int c = 0; c < 10; ++c) std::printf(" %5lld", (long long)cm[r][c]), row += cm[r][c];
       std::printf("   %5.1f%%\n", 100.0 * double(cm[r][r]) / double(std::max<std::int64_t>(row, 1)));
     }
-    prediction_grid(test_, pred, ctx_.folder.file("predictions.png"));
-    std::printf("\nwrote %s\n", ctx_.folder.file("predictions.png").c_str());
+    if (prediction_grid(test_, pred, ctx_.folder.file("predictions.png")))
+      std::printf("\nwrote %s\n", training::printable(ctx_.folder.file("predictions.png").string()).c_str());
     return 0;
   }
 

@@ -345,6 +345,32 @@ check "the PNGs are drawn" 0 test -s att/cross_layer0.png
 check "the same again: the PNGs there are kept" 2 "$ctgrad" eval transformer --run trt --set eval_sentences=1 --attention-png att --threads 1
 expect_text "says so" "already holds enc_layer0.png"
 
+long_text=$(printf 'The house is big and the garden is green. %.0s' {1..12})
+check "translate a text past max_len" 0 "$ctgrad" translate transformer --run trt --beam 1 --threads 1 --text "$long_text I love you."
+expect_text "says it is cut" "more than the model reads (max_len"
+
+# 15. The fifth probe: a study run's train.log, ViT's side files, duplicate kept checkpoints.
+mkdir -p s_log/runs/000_lr_1e-3/seed1 && mkfifo s_log/runs/000_lr_1e-3/seed1/train.log
+check "a study whose run's train.log is a FIFO: no hang" 1 timeout -k 5 120 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_log
+expect_text "names it" "train.log: it is not a regular file (a FIFO)"
+mkdir -p s_log2/runs/000_lr_1e-3/seed1 && echo "my notes" > notes2.txt && ln -s "$work/notes2.txt" s_log2/runs/000_lr_1e-3/seed1/train.log
+check "a study whose run's train.log links to a user's file" 1 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_log2
+check "the user's file is kept" 0 test "$(cat notes2.txt)" = "my notes"
+check "a tiny ViT" 0 "$ctgrad" train vit --run v1 --set size=tiny --set epochs=1 --set train_images=64 --set batch=32 --threads 1
+echo precious > precious_v.txt && ln -s "$work/precious_v.txt" v1/predictions.png.dat && mkfifo v1/.plot-data.fifo
+check "eval vit beside a linked predictions.png.dat" 0 timeout -k 5 120 "$ctgrad" eval vit --run v1 --threads 1
+check "the linked file is kept" 0 grep -qx precious precious_v.txt
+rm v1/epochs.jsonl && mkfifo v1/epochs.jsonl
+check "train vit --resume with epochs.jsonl a FIFO: no hang" 0 timeout -k 5 120 "$ctgrad" train vit --run v1 --resume --set size=tiny --set epochs=2 \
+  --set train_images=64 --set batch=32 --threads 1
+expect_text "warns" "epochs.jsonl is not a regular file"
+kept_one=$(ls kept/checkpoint-*.safetensors | tail -n 1)
+step=$(basename "$kept_one" .safetensors | sed 's/checkpoint-0*//')
+cp "$kept_one" "kept/checkpoint-$step.safetensors"
+check "average-checkpoints with one step kept twice" 2 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out avg2.safetensors
+expect_text "names it" "holds two kept checkpoints of step $step"
+rm "kept/checkpoint-$step.safetensors"
+
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
