@@ -7,8 +7,6 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
@@ -21,6 +19,7 @@
 
 #include <ctgrad/training/ablation.hpp>
 #include <ctgrad/training/escape.hpp>
+#include <ctgrad/training/plot_data.hpp>
 
 #include "git_commit.h"
 
@@ -90,14 +89,9 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
   envp.push_back(nullptr);
   const std::string log = (r.dir / "train.log").string();
   // Never through a link, into a FIFO (it would block the study) or a device.
-  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-  if (out < 0) throw std::runtime_error("cannot write " + training::printable(log) + ": " + (errno == ELOOP ? "it is a symbolic link" : errno == ENXIO ? "it is not a regular file (a FIFO)" : std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(out, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(out);
-    throw std::runtime_error(training::printable(log) + " is not a regular file");
-  }
-  ::fcntl(out, F_SETFL, O_APPEND);  // (blocking writes again for the run's output)
+  std::string why;
+  const int out = training::open_for_append(log, why);
+  if (out < 0) throw std::runtime_error("cannot write " + training::printable(log) + ": " + why);
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {  // only async-signal-safe calls until exec

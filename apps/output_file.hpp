@@ -31,9 +31,9 @@ inline void check_output_file(const std::filesystem::path& p, const std::string&
   if (!fs::is_directory(dir, ec)) throw training::config_error(option + " " + shown + ": the folder " + training::printable(dir.string()) + " does not exist");
   // A file of the run itself (its tokenizer, checkpoints, metrics): the run needs it as it is.
   const std::string name = p.filename().string();
-  const bool run_file = name == "tokenizer.json" || name == "tokenizer.model" || name == "tokenizer.vocab" || name == "metrics.jsonl" ||
-                        name == "metrics.csv" || name == "run.json" || name == "result.json" || name == "failed.json" ||
-                        name == "train.log" || (name.rfind("checkpoint", 0) == 0 && name.size() > 12 && name.substr(name.size() - 12) == ".safetensors");
+  const bool safetensors = name.size() > 12 && name.substr(name.size() - 12) == ".safetensors";  // averaged ones are the user's to name
+  const bool run_file = (safetensors ? name.rfind("checkpoint", 0) == 0 : training::RunFolder::is_run_file(name)) || name == "result.json" ||
+                        name == "failed.json" || name == "train.log";  // (the last three: a study's, beside its runs' files)
   for (const fs::path& folder : {run.dir(), run.checkpoint().parent_path().empty() ? fs::path(".") : run.checkpoint().parent_path()})
     if (run_file && fs::equivalent(dir, folder, ec))
       throw training::config_error(option + " " + shown + " is a file of the run in " + training::printable(folder.string()) + ", which it needs: give another " +

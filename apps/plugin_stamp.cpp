@@ -6,32 +6,26 @@
 #include <sstream>
 #include <string>
 
-#include <xxhash.h>
-
-namespace {
-bool read(const char* path, std::string& out) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  out = s.str();
-  return bool(f);
-}
-}  // namespace
+#include "plugin_hash.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr, "usage: ctgrad-plugin-stamp GIT_COMMIT_H PLUGIN OUT\n");
     return 2;
   }
-  std::string header, plugin;
-  if (!read(argv[1], header) || !read(argv[2], plugin)) {
+  std::ifstream header(argv[1], std::ios::binary), plugin(argv[2], std::ios::binary);
+  std::stringstream text;
+  text << header.rdbuf();
+  if (!header || !plugin) {
     std::fprintf(stderr, "ctgrad-plugin-stamp: cannot read %s or %s\n", argv[1], argv[2]);
     return 1;
   }
-  const XXH128_hash_t h = XXH3_128bits(plugin.data(), plugin.size());
-  char line[64];
-  std::snprintf(line, sizeof line, "xxh3-128 %016llx%016llx\n", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  const std::string line = ctgrad::cli::content_line(plugin);
+  if (plugin.bad()) {
+    std::fprintf(stderr, "ctgrad-plugin-stamp: cannot read %s\n", argv[2]);
+    return 1;
+  }
   std::ofstream out(argv[3], std::ios::binary | std::ios::trunc);
-  out << header << line;
+  out << text.str() << line;
   return out ? 0 : 1;
 }

@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
-#include <xxhash.h>
+#include "plugin_hash.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -60,18 +60,7 @@ std::string commit_of(std::string text) {
 // The stamp's last line for a file: its XXH3-128, as ctgrad-plugin-stamp writes it.
 std::string content_line(const fs::path& file) {
   std::ifstream f(file, std::ios::binary);
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_128bits_reset(st);
-  std::vector<char> buf(1 << 20);
-  while (f) {
-    f.read(buf.data(), std::streamsize(buf.size()));
-    XXH3_128bits_update(st, buf.data(), std::size_t(f.gcount()));
-  }
-  const XXH128_hash_t h = XXH3_128bits_digest(st);
-  XXH3_freeState(st);
-  char line[64];
-  std::snprintf(line, sizeof line, "xxh3-128 %016llx%016llx\n", (unsigned long long)h.high64, (unsigned long long)h.low64);
-  return line;
+  return cli::content_line(f);
 }
 
 // Why the stamp beside a plug-in does not match this build and the plug-in's bytes ("" when it

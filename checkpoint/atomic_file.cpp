@@ -24,24 +24,42 @@ void write_all(int fd, const std::byte* p, std::size_t n, const std::string& tmp
 }
 }  // namespace
 
-void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts) {
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  // A name of this write alone: two threads of one process saving the same file at once each
+int create_temporary(const std::filesystem::path& target, std::string& tmp) {
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  // A name of this call alone: two threads of one process saving the same file at once each
   // write their own temporary file (the last rename wins, whole), and O_EXCL never reuses one
-  // that a dead process with the same pid left behind.
+  // that a dead process with the same pid left behind, nor opens a link or a FIFO put there.
   // The target's name is cut to 200 bytes in the temporary one, which then stays within NAME_MAX
   // (255) for any target name that fits (the pid and n add up to 34 bytes).
   static std::atomic<std::uint64_t> writes{0};
-  const std::string target = path.filename().string().substr(0, 200);
-  std::string tmp;
+  const std::string name = target.filename().string().substr(0, 200);
   int fd = -1;
   do {
-    std::string name = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
-    name.append(target).append(".tmp.").append(std::to_string(::getpid())).append(".").append(std::to_string(writes++));
-    tmp = (dir / name).string();
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    std::string file = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
+    file.append(name).append(".tmp.").append(std::to_string(::getpid())).append(".").append(std::to_string(writes++));
+    tmp = (dir / file).string();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EEXIST);
   if (fd < 0) throw std::runtime_error("ctgrad: cannot create " + tmp + ": " + std::strerror(errno));
+  return fd;
+}
+
+bool is_temporary_name(const std::string& name, long& pid) {
+  const auto at = name.rfind(".tmp.");
+  if (name.size() < 2 || name[0] != '.' || at == std::string::npos || at == 0) return false;
+  const std::string rest = name.substr(at + 5);
+  const auto dot = rest.find('.');
+  const std::string digits = rest.substr(0, dot), n = dot == std::string::npos ? "1" : rest.substr(dot + 1);
+  auto all_digits = [](const std::string& d) { return !d.empty() && d.size() <= 19 && d.find_first_not_of("0123456789") == std::string::npos; };
+  if (!all_digits(digits) || !all_digits(n) || digits.size() > 10) return false;
+  pid = std::stol(digits);
+  return pid > 0;
+}
+
+void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::string tmp;
+  const int fd = create_temporary(path, tmp);
   try {
     for (const auto& part : parts) write_all(fd, part.data(), part.size(), tmp);
     if (::fsync(fd) != 0) throw std::runtime_error("ctgrad: flushing " + tmp + " to disk: " + std::strerror(errno));

@@ -18,6 +18,13 @@ namespace ctgrad::checkpoint {
 void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts);
 void write_atomically(const std::filesystem::path& path, std::string_view text);
 
+// A new empty file beside `target`, named ".<target's name>.tmp.<pid>.<n>" and made with O_EXCL
+// (never an existing file, a link or a FIFO): its descriptor, its path in `tmp`. A run folder
+// removes such files once the process that made them is gone.
+int create_temporary(const std::filesystem::path& target, std::string& tmp);
+// Whether `name` is such a temporary file's name (also ".<name>.tmp.<pid>"), and of which pid.
+bool is_temporary_name(const std::string& name, long& pid);
+
 // A 64-bit checksum of bytes (FNV-1a over 8-byte words, then the tail), as 16 hex digits: what a
 // checkpoint records of its data so that a flipped byte is an error, not a different model. The
 // bytes may come in pieces; the result is that of their concatenation.

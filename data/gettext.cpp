@@ -1,12 +1,11 @@
 #include <ctgrad/data/gettext.hpp>
+#include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/data/text.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 namespace ctgrad::data {
@@ -47,9 +46,13 @@ std::string collapse(const std::string& s) {
 }  // namespace
 
 std::vector<Message> read_mo(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw data_error("ctgrad: cannot read " + file.string());
-  const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string b;
+  try {  // a regular file only: a FIFO among the catalogues would block the read
+    const std::vector<std::byte> bytes = checkpoint::read_regular_file(file, "ctgrad: the catalogue " + file.string(), std::size_t(1) << 28);
+    b.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } catch (const checkpoint::format_error& e) {
+    throw data_error(e.what());
+  }
   auto bad = [&](const std::string& what) { return data_error("ctgrad: " + file.string() + " is not a gettext .mo catalogue: " + what); };
   if (b.size() < 28) throw bad("shorter than its header");
   std::uint32_t magic = 0;

@@ -1,4 +1,5 @@
 #include <ctgrad/training/escape.hpp>
+#include <ctgrad/text/utf8.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -8,29 +9,13 @@
 namespace ctgrad::training {
 
 namespace {
-bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
+using text::is_c1;
+using text::is_control;
+using text::utf8_length;
 std::string hex_byte(unsigned char c) {
   char b[8];
   std::snprintf(b, sizeof b, "\\x%02x", c);
   return b;
-}
-// The length of the valid UTF-8 sequence at s[i] (1 for ASCII), or 0 for a byte that starts none:
-// no overlong forms, surrogates or code points past U+10FFFF.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  const int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-  if (n < 0 || i + std::size_t(n) >= s.size() + (n == 0)) return 0;
-  for (int k = 1; k <= n; ++k)
-    if ((static_cast<unsigned char>(s[i + std::size_t(k)]) >> 6) != 2) return 0;
-  if (n > 0) {
-    const auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if (c < 0xc2 || (c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) || c > 0xf4 || (c == 0xf4 && c1 >= 0x90)) return 0;
-  }
-  return std::size_t(n) + 1;
-}
-// U+0080..U+009F, the C1 controls (CSI, OSC, ...): a terminal acts on them as on ESC sequences.
-bool is_c1(std::string_view s, std::size_t i, std::size_t n) {
-  return n == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
 }
 }  // namespace
 

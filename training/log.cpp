@@ -118,10 +118,13 @@ TrainingLog::TrainingLog(const fs::path& dir, std::int64_t first, std::int64_t s
       if (r.is_object() && r.contains("train_seconds") && r["train_seconds"].is_number()) seconds_before_ = r["train_seconds"].get<double>();
     }
   }
-  jsonl_.open(dir / "metrics.jsonl", resume ? std::ios::app : std::ios::trunc);
-  csv_.open(dir / "metrics.csv", resume ? std::ios::app : std::ios::trunc);
+  else {  // new files, not truncated in place: a link put at either name is replaced, its target kept
+    checkpoint::write_atomically(dir / "metrics.jsonl", "");
+    checkpoint::write_atomically(dir / "metrics.csv", "step,loss,lr," + items_ + "_per_s,val_loss\n");
+  }
+  jsonl_.open(dir / "metrics.jsonl", std::ios::app);
+  csv_.open(dir / "metrics.csv", std::ios::app);
   if (!jsonl_ || !csv_) throw std::runtime_error("ctgrad: cannot write the metrics files in " + dir.string() + ": " + std::strerror(errno));
-  if (!resume) csv_ << "step,loss,lr," << items_ << "_per_s,val_loss\n";
 }
 
 double TrainingLog::seconds() const {
@@ -188,31 +191,39 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
     std::cerr << "ctgrad: warning: " << printable(png.string()) << " is not a regular file: not drawn\n";
     return false;
   }
-  // Drawn into a temporary file renamed over the plot: a reader never sees half a PNG.
-  const std::string pid = std::to_string(::getpid());
-  // Both named as temporaries of this process, which a run folder removes once their writer is gone.
-  const fs::path tmp = png.parent_path() / ("." + png.filename().string() + ".tmp." + pid),
-                 file = png.parent_path() / ("." + png.filename().string() + ".gp.tmp." + pid),
-                 said = png.parent_path() / ("." + png.filename().string() + ".err.tmp." + pid);  // gnuplot's output: shown if it fails
-  {
-    std::ofstream f(file);
-    f << script;
-    if (!f) {
-      std::cerr << "ctgrad: warning: cannot write " << printable(file.string()) << ": no " << printable(png.string()) << "\n";
-      fs::remove(file, ec);
-      return false;
-    }
+  // Drawn into a temporary file renamed over the plot: a reader never sees half a PNG. The script,
+  // gnuplot's output (shown if it fails) and the PNG go to new files of this process (O_EXCL: never
+  // through a link or into a FIFO put at their names), which a run folder removes once it is gone.
+  std::string tmp, file, said;
+  int script_fd = -1, out = -1, png_fd = -1;
+  try {
+    png_fd = checkpoint::create_temporary(png, tmp);
+    script_fd = checkpoint::create_temporary(png.parent_path() / (png.filename().string() + ".gp"), file);
+    out = checkpoint::create_temporary(png.parent_path() / (png.filename().string() + ".err"), said);
+  } catch (const std::exception& e) {
+    std::cerr << "ctgrad: warning: " << printable(e.what()) << ": no " << printable(png.string()) << "\n";
+    for (int fd : {png_fd, script_fd}) if (fd >= 0) ::close(fd);
+    for (const std::string* p : {&tmp, &file}) if (!p->empty()) fs::remove(*p, ec);
+    return false;
+  }
+  ::close(png_fd);  // gnuplot opens it again by name: the regular file made here
+  const bool written = ::write(script_fd, script.data(), script.size()) == ssize_t(script.size());
+  ::close(script_fd);
+  if (!written) {
+    std::cerr << "ctgrad: warning: cannot write " << printable(file) << ": no " << printable(png.string()) << "\n";
+    ::close(out);
+    for (const std::string* p : {&tmp, &file, &said}) fs::remove(*p, ec);
+    return false;
   }
   // Not std::system: it ignores SIGINT while it waits, so a Ctrl-C during a plot would be lost.
   // gnuplot runs as a child that is stopped on Ctrl-C, and after two minutes (a stuck terminal).
   // gnuplot -c SCRIPT OUTPUT INPUTS...: the paths reach the script as the strings ARG1, ARG2, ...
-  std::vector<std::string> args{"gnuplot", "-c", file.string(), tmp.string()};
+  std::vector<std::string> args{"gnuplot", "-c", file, tmp};
   for (const auto& p : inputs) args.push_back(p.string());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   bool drawn = false;
-  const int out = ::open(said.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {  // only async-signal-safe calls until exec

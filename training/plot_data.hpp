@@ -45,14 +45,31 @@ class PlotData {
   std::filesystem::path path_;
 };
 
-// Appends `line` to the regular file `p` (made when missing); false, with nothing written, when
-// `p` is a link, a FIFO, a device or a folder.
-inline bool append_to_regular_file(const std::filesystem::path& p, const std::string& line) {
+// Opens the regular file `p` (made when missing) for appending: its descriptor, or -1 with the
+// reason in `why` when `p` is a link (symbolic or hard: the write would reach another name's file),
+// a FIFO, a device or a folder. Writes on it block again as usual.
+inline int open_for_append(const std::filesystem::path& p, std::string& why) {
   const int fd = ::open(p.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
+  if (fd < 0) {
+    why = errno == ELOOP ? "it is a symbolic link" : errno == ENXIO ? "it is not a regular file (a FIFO)" : std::strerror(errno);
+    return -1;
+  }
   struct stat st {};
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (ok) ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    why = S_ISREG(st.st_mode) && st.st_nlink > 1 ? "it is a hard link of another file" : "it is not a regular file";
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, O_APPEND);
+  return fd;
+}
+
+// Appends `line` to `p` as open_for_append opens it; false, with nothing written, when it refuses.
+inline bool append_to_regular_file(const std::filesystem::path& p, const std::string& line) {
+  std::string why;
+  const int fd = open_for_append(p, why);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
   ::close(fd);
   return ok;
 }

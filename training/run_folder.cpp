@@ -1,3 +1,4 @@
+#include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/escape.hpp>
 #include <ctgrad/training/run_folder.hpp>
@@ -15,14 +16,11 @@
 namespace ctgrad::training {
 namespace fs = std::filesystem;
 
-namespace {
-// The files a run writes (anything else in the folder is left alone).
-bool is_run_file(const std::string& name) {
+bool RunFolder::is_run_file(const std::string& name) {
   // Any *.safetensors: the checkpoint, kept ones (checkpoint-<step>) and averaged ones.
   return (name.size() > 12 && name.substr(name.size() - 12) == ".safetensors") || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
-         name == "epochs.jsonl" || name == "predictions.png" || name.rfind("tokenizer.", 0) == 0;
+         name == "epochs.jsonl" || name == "predictions.png" || name == "run.json" || name.rfind("tokenizer.", 0) == 0;
 }
-}  // namespace
 
 RunFolder::RunFolder(fs::path dir) : dir_(std::move(dir)) {
   // A path the file system refuses (too long, a file as a parent) is bad input, named briefly.
@@ -75,8 +73,14 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
   if (fs::exists(dir_) && !fs::is_directory(dir_)) throw config_error("the run folder " + dir_.string() + " is a file");
   std::vector<fs::path> held;
   if (fs::is_directory(dir_))
-    for (const auto& e : fs::directory_iterator(dir_, ec))
-      if (is_run_file(e.path().filename().string())) held.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+      if (!is_run_file(e.path().filename().string())) continue;
+      std::error_code ec2;
+      if (fs::is_directory(fs::symlink_status(e.path(), ec2)))  // found now, not when the run first writes it
+        throw config_error("the run folder " + printable(dir_.string()) + " holds a folder " + printable(e.path().filename().string()) +
+                           " where the run writes a file of that name: move it away, or choose another --run DIR");
+      held.push_back(e.path());
+    }
   std::sort(held.begin(), held.end(), [](const fs::path& a, const fs::path& b) {  // name the checkpoint first
     const bool ca = a.filename() == "checkpoint.safetensors", cb = b.filename() == "checkpoint.safetensors";
     return ca != cb ? ca : a < b;
@@ -135,15 +139,9 @@ int RunFolder::remove_stale_temporaries() const {
   if (!fs::is_directory(dir_)) return 0;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string n = e.path().filename().string();
-    const auto at = n.rfind(".tmp.");
-    if (n.empty() || n[0] != '.' || at == std::string::npos) continue;
-    long pid = 0;
-    try {
-      pid = std::stol(n.substr(at + 5));
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) removed += fs::remove(e.path(), ec) ? 1 : 0;
+    long pid = 0;  // only names this library makes (".<name>.tmp.<pid>.<n>"): not a user's ".notes.tmp.2024-05-01"
+    if (!checkpoint::is_temporary_name(n, pid)) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) removed += fs::remove(e.path(), ec) ? 1 : 0;
   }
   return removed;
 }

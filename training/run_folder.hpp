@@ -27,6 +27,10 @@ class RunFolder {
   std::filesystem::path kept_checkpoint(std::int64_t step) const;
   std::vector<std::pair<std::int64_t, std::filesystem::path>> kept_checkpoints() const;
 
+  // Whether `name` is a file a run writes (its checkpoints, tokenizer, metrics, plots, run.json):
+  // what a new run replaces. Anything else in the folder is left alone.
+  static bool is_run_file(const std::string& name);
+
   // For a new run: creates the folder. A folder that already holds a run (a checkpoint, metrics)
   // is refused with a config_error naming it, unless `overwrite`, which deletes the run's files.
   // A folder the run reads from (`inputs`: what, path; a pretrained run) is refused in any case.

@@ -459,7 +459,9 @@ class TransformerSession : public Session {
       while (!training::interrupted()) {
         if (std::cin.rdbuf()->in_avail() > 0) return true;
         pollfd p{0, POLLIN, 0};
-        if (::poll(&p, 1, 200) != 0) return true;  // input, end of input, or an error: getline tells
+        const int ready = ::poll(&p, 1, 200);
+        if (ready < 0 && errno == EINTR) continue;  // a signal: the loop asks whether it was Ctrl-C
+        if (ready != 0) return true;                // input, end of input, or an error: getline tells
       }
       return false;
     };
@@ -559,6 +561,7 @@ class TransformerSession : public Session {
   // the same (bench/reference/train_transformer.py); the test references beside, one per line.
   int export_batches(const Config& o) {
     check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder);
+    check_output_file(o.text("out") + ".test.de", "--out", o.flag("overwrite"), ctx_.folder);  // the references beside it
     if (copy_) throw config_error("export-batches exports a translation run (this run is the copy task)");
     struct Set {
       std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, tgt_len, shapes;  // shapes: B, S, T per batch

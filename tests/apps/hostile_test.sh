@@ -16,6 +16,15 @@ one_line() {  # name: the last check's output is one line
 no_file() {  # name, path
   if [ ! -e "$2" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 exists"; fi
 }
+wait_for_rows() {  # metrics.csv: waits (up to 150 s) until the training has logged two steps
+  for _ in $(seq 1 3000); do [ -f "$1" ] && [ "$(wc -l < "$1")" -ge 3 ] && return; sleep 0.05; done
+}
+long=(--set size=tiny --set steps=100000 --set eval_every=50 --set batch=4 --set eval_windows=4 --set sample_tokens=0)
+start_long_study() {  # folder, log: a study of one long run, its pid in $pid once the run trains
+  "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${long[@]}" --run "$1" --threads 1 > "$2" 2>&1 &
+  pid=$!
+  wait_for_rows "$1/runs/000_lr_1e-3/seed1/metrics.csv"
+}
 
 # 1. Strings into gnuplot: control characters refused up front; quotes and shell syntax are data.
 check "a newline in --run" 2 "$ctgrad" train gpt --run $'r\nsystem "touch PWNED"\nx' "${tiny[@]}"
@@ -101,20 +110,14 @@ if mount --bind bx bind_target 2> /dev/null; then  # the same folder by another 
 fi
 "$ctgrad" train gpt --run locked "${tiny[@]}" --set steps=100000 --set eval_every=50 > locked.log 2>&1 &
 lpid=$!
-for _ in $(seq 1 3000); do [ -f locked/metrics.csv ] && [ "$(wc -l < locked/metrics.csv)" -ge 3 ] && break; sleep 0.05; done
+wait_for_rows locked/metrics.csv
 check "a second train with --overwrite in a run folder that trains" 2 "$ctgrad" train gpt --run locked --overwrite "${tiny[@]}"
 expect_text "names the holder" "is in use by another ctgrad train (pid $lpid)"
 check "its metrics are kept" 0 test -s locked/metrics.jsonl
 kill -TERM "$lpid"; wait "$lpid" 2>/dev/null
 
 # 5. A study's runs die with it; a second study on the same folder is refused.
-long=(--set size=tiny --set steps=100000 --set eval_every=50 --set batch=4 --set eval_windows=4 --set sample_tokens=0)
-"$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${long[@]}" --run s_kill --threads 1 > kill.log 2>&1 &
-pid=$!
-for _ in $(seq 1 3000); do
-  [ -f s_kill/runs/000_lr_1e-3/seed1/metrics.csv ] && [ "$(wc -l < s_kill/runs/000_lr_1e-3/seed1/metrics.csv)" -ge 3 ] && break
-  sleep 0.05
-done
+start_long_study s_kill kill.log
 check "a second ablate on the folder" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${long[@]}" --run s_kill --threads 1
 expect_text "names the holder" "is in use by another ctgrad ablate (pid $pid)"
 kill -KILL "$pid"
@@ -194,12 +197,7 @@ check "with --retry-failed" 1 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${t
 expect_text "refuses again" "is not this study's run"
 check "the user's checkpoint is kept" 0 cmp mine_own.safetensors s_own/runs/000_lr_1e-3/seed1/checkpoint.safetensors
 check "no result is reported for it" 1 test -e s_own/runs/000_lr_1e-3/seed1/result.json
-"$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${long[@]}" --run s_term --threads 1 > term.log 2>&1 &
-pid=$!
-for _ in $(seq 1 3000); do
-  [ -f s_term/runs/000_lr_1e-3/seed1/metrics.csv ] && [ "$(wc -l < s_term/runs/000_lr_1e-3/seed1/metrics.csv)" -ge 3 ] && break
-  sleep 0.05
-done
+start_long_study s_term term.log
 kill -TERM "$pid"
 wait "$pid"
 check "a study stopped by SIGTERM exits 130" 0 test $? -eq 130
@@ -370,6 +368,45 @@ cp "$kept_one" "kept/checkpoint-$step.safetensors"
 check "average-checkpoints with one step kept twice" 2 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out avg2.safetensors
 expect_text "names it" "holds two kept checkpoints of step $step"
 rm "kept/checkpoint-$step.safetensors"
+
+# 16. The sixth probe: Ctrl-C at translate's prompt, a user's run.json and hidden files, the
+# references export-batches writes, hard links of the files a study or a ViT appends to.
+mkfifo tr_in
+{ echo "I love you."; sleep 120; } > tr_in &
+feeder=$!
+"$ctgrad" translate transformer --run trt --beam 1 --batch 1 --threads 1 < tr_in > tr_out.txt 2> tr_err.txt &
+tpid=$!
+for _ in $(seq 1 1200); do [ -s tr_out.txt ] && break; sleep 0.05; done
+check "translate has translated its first line" 0 test -s tr_out.txt
+kill -INT "$tpid"
+for _ in $(seq 1 200); do kill -0 "$tpid" 2>/dev/null || break; sleep 0.05; done
+check "Ctrl-C while translate waits for the next line ends it" 1 kill -0 "$tpid"
+kill -KILL "$tpid" "$feeder" 2>/dev/null
+wait "$tpid" "$feeder" 2>/dev/null
+mkdir r_json && echo '{"mine": 1}' > r_json/run.json
+check "a new run in a folder holding a user's run.json" 2 "$ctgrad" train gpt --run r_json "${tiny[@]}"
+expect_text "names it" "holds files of a run without a checkpoint (run.json)"
+check "the user's run.json is kept" 0 grep -q mine r_json/run.json
+mkdir -p r_jdir/run.json
+check "a new run in a folder holding a folder run.json" 2 "$ctgrad" train gpt --run r_jdir --overwrite "${tiny[@]}"
+expect_text "says so before training" "holds a folder run.json where the run writes a file"
+mkdir r_notes && echo notes > r_notes/.notes.tmp.2024-05-01
+check "a run beside a user's hidden file that looks like a temporary" 0 "$ctgrad" train gpt --run r_notes "${tiny[@]}"
+check "the user's file is kept" 0 test -s r_notes/.notes.tmp.2024-05-01
+echo mine > eb.safetensors.test.de
+check "export-batches transformer beside a user's .test.de" 2 "$ctgrad" export-batches transformer --run trt --steps 1 --out eb.safetensors --threads 1
+expect_text "names the references' file" "eb.safetensors.test.de exists: add --overwrite"
+check "the user's file is kept" 0 grep -qx mine eb.safetensors.test.de
+no_file "nothing was exported" eb.safetensors
+mkdir -p s_hl/runs/000_lr_1e-3/seed1 && echo notes > notes3.txt && ln notes3.txt s_hl/runs/000_lr_1e-3/seed1/train.log
+check "a study whose run's train.log is a hard link of a user's file" 1 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run s_hl
+expect_text "names it" "train.log: it is a hard link of another file"
+check "the user's file is kept" 0 test "$(cat notes3.txt)" = notes
+rm -f v1/epochs.jsonl && echo precious > precious_e.txt && ln precious_e.txt v1/epochs.jsonl
+check "train vit --resume with epochs.jsonl a hard link of a user's file" 0 "$ctgrad" train vit --run v1 --resume --set size=tiny --set epochs=3 \
+  --set train_images=64 --set batch=32 --threads 1
+expect_text "warns" "epochs.jsonl is not a regular file"
+check "the user's file is kept" 0 grep -qx precious precious_e.txt
 
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"

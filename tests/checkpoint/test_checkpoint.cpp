@@ -246,6 +246,32 @@ TEST_CASE("two threads saving one file at once: it is always one of their files,
   CHECK(temporaries == 0);
 }
 
+TEST_CASE("a temporary file is always a new file: never opened through a link put at its name", "[checkpoint]") {
+  const fs::path target = scratch("plot.png"), precious = scratch("precious.txt");
+  std::ofstream(precious) << "mine";
+  std::string first;
+  ::close(checkpoint::create_temporary(target, first));
+  long pid = 0;
+  REQUIRE(checkpoint::is_temporary_name(fs::path(first).filename().string(), pid));
+  CHECK(pid == long(::getpid()));
+  // Links to a user's file at the next names this process would take.
+  const std::string stem = first.substr(0, first.rfind('.') + 1);
+  const long n = std::stol(first.substr(first.rfind('.') + 1));
+  for (long k = 1; k <= 4; ++k) fs::create_symlink(precious, stem + std::to_string(n + k));
+  std::string tmp;
+  const int fd = checkpoint::create_temporary(target, tmp);
+  REQUIRE(fd >= 0);
+  CHECK(::write(fd, "junk", 4) == 4);
+  ::close(fd);
+  CHECK(fs::is_regular_file(fs::symlink_status(tmp)));
+  std::ifstream in(precious);
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(kept == "mine");
+  for (const char* name : {".notes.tmp.2024-05-01", ".a.tmp.", ".a.tmp.12x", "a.tmp.12", ".tmp.12"}) CHECK_FALSE(checkpoint::is_temporary_name(name, pid));
+  CHECK(checkpoint::is_temporary_name(".a.tmp.12", pid));
+  CHECK(checkpoint::is_temporary_name(".a.png.gp.tmp.12.3", pid));
+}
+
 TEST_CASE("a file whose name is as long as a name may be (255 bytes) is saved: its temporary name fits too", "[checkpoint]") {
   const std::string text(1000, 'b');
   const fs::path longest = scratch(std::string(255, 'n'));

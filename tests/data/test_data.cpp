@@ -4,6 +4,7 @@
 #include "../scratch.hpp"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -439,6 +440,9 @@ TEST_CASE("gettext .mo catalogues: messages read, markup dropped, damage named",
   std::ofstream(dir / "b.mo", std::ios::binary) << "not a catalogue at all, some text";
   CHECK_THROWS_WITH(read_mo(dir / "b.mo"), Contains("wrong magic number"));
   CHECK_THROWS_WITH(wesnoth_pairs(scratch("none")), Contains("scripts/setup_wesnoth.sh"));
+  fs::remove(dir / "b.mo");
+  REQUIRE(::mkfifo((dir / "b.mo").c_str(), 0644) == 0);  // a FIFO among the catalogues: refused, not waited on
+  CHECK_THROWS_WITH(wesnoth_pairs(dir), Contains("b.mo") && Contains("not a regular file"));
 }
 
 TEST_CASE("the EN-DE corpus of the dictionary and the game: nothing of a held-out line trains", "[data][pairs][gettext]") {

@@ -195,6 +195,18 @@ TEST_CASE("TrainingLog on resume: the jsonl keeps the valid records before the s
   CHECK_THROWS_WITH(training::TrainingLog(dir, 4, 10, "mse", "row"), Contains("metrics.csv is not a regular file"));
 }
 
+TEST_CASE("TrainingLog of a new run: metrics files that are links are replaced, what they lead to kept", "[training]") {
+  const auto dir = testing::scratch("log_links");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "mine.jsonl") << "my notes\n";
+  std::filesystem::create_symlink(dir / "mine.jsonl", dir / "metrics.jsonl");
+  std::filesystem::create_hard_link(dir / "mine.jsonl", dir / "metrics.csv");
+  { training::TrainingLog(dir, 1, 10, "mse", "row").close(); }  // step 1: a new run, or a resume of a step-0 checkpoint
+  CHECK(read_text(dir / "mine.jsonl") == "my notes\n");
+  CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir / "metrics.jsonl")));
+  CHECK(read_text(dir / "metrics.csv") == "step,loss,lr,row_per_s,val_loss\n");
+}
+
 TEST_CASE("RunFolder: refuses a folder holding a run, removes a dead writer's temporary files, names a bad path", "[training]") {
   const auto dir = testing::scratch("run_folder");
   const training::RunFolder folder(dir);
@@ -208,8 +220,12 @@ TEST_CASE("RunFolder: refuses a folder holding a run, removes a dead writer's te
   // Both forms of the name: `.tmp.<pid>.<n>` (write_atomically's) and `.tmp.<pid>` (earlier versions').
   const auto dead = folder.file(".checkpoint.safetensors.tmp.4194305"), live = folder.file(".checkpoint.safetensors.tmp." + std::to_string(::getpid()));
   const auto dead_n = folder.file(".checkpoint.safetensors.tmp.4194305.7"), live_n = folder.file(".checkpoint.safetensors.tmp." + std::to_string(::getpid()) + ".7");
-  for (const auto& f : {dead, live, dead_n, live_n}) std::ofstream(f) << "partial";
+  // A user's hidden files that only look like temporaries are theirs.
+  const auto notes = folder.file(".notes.tmp.2024-05-01"), draft = folder.file(".draft.tmp.4194305x");
+  for (const auto& f : {dead, live, dead_n, live_n, notes, draft}) std::ofstream(f) << "partial";
   folder.require_checkpoint();
+  CHECK(std::filesystem::exists(notes));
+  CHECK(std::filesystem::exists(draft));
   CHECK_FALSE(std::filesystem::exists(dead));
   CHECK_FALSE(std::filesystem::exists(dead_n));
   CHECK(std::filesystem::exists(live));
