@@ -197,7 +197,7 @@ int PretrainedRun::load_weights(Executor<float>& model, const std::function<bool
 
 }  // namespace ctgrad::cli
 
-#include "variants.hpp"
+#include "variant_registry.hpp"
 
 namespace ctgrad::cli {
 

@@ -27,7 +27,7 @@
 #include "bench_util.hpp"
 #include "train_bench.hpp"
 
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/simd.hpp>

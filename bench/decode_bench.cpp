@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 
 using namespace ctgrad;

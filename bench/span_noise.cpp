@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <ctgrad/data/span_corruption.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 int main(int argc, char** argv) {
   using namespace ctgrad;

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 namespace ctgrad::data {
 

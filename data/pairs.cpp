@@ -1,6 +1,6 @@
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/text.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 #include <algorithm>
 #include <fstream>

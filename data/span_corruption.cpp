@@ -1,5 +1,5 @@
 #include <ctgrad/data/span_corruption.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
-#include <ctgrad/models/variants.hpp>
+#include <ctgrad/base/random.hpp>
+#include <ctgrad/models/variant_space.hpp>
 #include <ctgrad/training/ablation.hpp>
 #include <ctgrad/training/trainer.hpp>
 

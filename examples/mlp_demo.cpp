@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/layers/linear.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 

@@ -1,5 +1,5 @@
 #include <ctgrad/graph/executor.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 #include <algorithm>
 #include <bit>

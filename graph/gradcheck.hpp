@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 #include <ctgrad/graph/program.hpp>
 

@@ -29,7 +29,7 @@
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/sampling.hpp>
-#include <ctgrad/models/variants.hpp>
+#include <ctgrad/models/variant_space.hpp>
 
 #include <algorithm>
 #include <cstring>

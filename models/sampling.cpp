@@ -1,5 +1,5 @@
 #include <ctgrad/models/sampling.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 #include <algorithm>
 #include <cmath>

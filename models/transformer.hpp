@@ -27,7 +27,7 @@
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/translator.hpp>
-#include <ctgrad/models/variants.hpp>
+#include <ctgrad/models/variant_space.hpp>
 
 #include <algorithm>
 #include <array>

@@ -9,7 +9,7 @@
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/layers/layers.hpp>
-#include <ctgrad/models/variants.hpp>
+#include <ctgrad/models/variant_space.hpp>
 
 namespace ctgrad::models {
 

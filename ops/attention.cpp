@@ -1,5 +1,5 @@
 #include <ctgrad/ops/attention.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
 #include <ctgrad/ops/detail/simd.hpp>

@@ -55,21 +55,9 @@ double sum(const T* x, std::int64_t n) {
   return simd::best().row_sum[detail::precision<T>](x, n);
 }
 
-// One Adam/AdamW update of n elements (the arithmetic of torch.optim.Adam / AdamW):
-//   decoupled: w *= shrink; else g += weight_decay w
-//   m = beta1 m + (1 - beta1) g;  v = beta2 m + (1 - beta2) g^2;  w -= step m / (sqrt(v) / sqrt_bc2 + eps)
-struct AdamStep {
-  double shrink = 1, weight_decay = 0, beta1 = 0.9, beta2 = 0.999;
-  double step = 0;      // lr / (1 - beta1^t)
-  double sqrt_bc2 = 1;  // sqrt(1 - beta2^t)
-  double eps = 1e-8;
-  bool decoupled = false;
-};
-template <class T>
-void adam(T* w, const T* g, T* m, T* v, std::int64_t n, const AdamStep& s) {
-  const double c[8] = {s.shrink, s.weight_decay, s.beta1, s.beta2, s.step, s.sqrt_bc2, s.eps, s.decoupled ? 1.0 : 0.0};
-  simd::best().adam[detail::precision<T>](w, g, m, v, n, c);
-}
+// The instruction set the kernels run ("scalar", "sse2", "avx2", "avx512"): the CPU's best, or
+// CTGRAD_SIMD's. A library's own SIMD kernels (optim's Adam) take the same one.
+inline const char* isa() { return simd::best().arch; }
 
 }  // namespace vec
 }  // namespace ctgrad

@@ -1,5 +1,5 @@
 #include <ctgrad/ops/random.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/ops/detail/kernel.hpp>
 #include <ctgrad/ops/detail/shared_gradient.hpp>
 #include <ctgrad/ops/detail/simd.hpp>

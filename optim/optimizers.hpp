@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 
+#include <ctgrad/optim/detail/adam.hpp>
 #include <ctgrad/optim/optimizer.hpp>
 
 namespace ctgrad::optim {
@@ -77,9 +78,9 @@ class Adam : public Optimizer<T> {
                      const double lr = this->lr_ * this->lr_factor_[k];
                      const T wd = T(this->decay_[k]), step = T(lr / bc1), shrink = T(1 - lr * this->decay_[k]);
                      T *w = p.value.data, *m = this->state_[m_ + k].data.data(), *v = this->state_[v_ + k].data.data();
-                     const vec::AdamStep s{.shrink = double(shrink), .weight_decay = double(wd), .beta1 = double(b1), .beta2 = double(b2),
+                     const AdamStep s{.shrink = double(shrink), .weight_decay = double(wd), .beta1 = double(b1), .beta2 = double(b2),
                                            .step = double(step), .sqrt_bc2 = double(sq_bc2), .eps = double(eps), .decoupled = decoupled_};
-                     vec::adam(w + b, p.grad.data + b, m + b, v + b, e - b, s);
+                     adam_update(w + b, p.grad.data + b, m + b, v + b, e - b, s);
                    });
   }
 

@@ -1,5 +1,5 @@
 #include <ctgrad/training/escape.hpp>
-#include <ctgrad/text/utf8.hpp>
+#include <ctgrad/base/utf8.hpp>
 
 #include <algorithm>
 #include <charconv>

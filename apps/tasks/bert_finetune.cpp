@@ -17,7 +17,7 @@
 #include <ctgrad/data/batches.hpp>
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/tokenizer.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <ctgrad/data/text.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 namespace ctgrad::cli::corpus {
 

@@ -20,7 +20,7 @@
 #include <ctgrad/data/en_de.hpp>
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/tokenizer.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/metrics/bleu.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/optim/optimizers.hpp>

@@ -9,7 +9,7 @@
 
 #include <ctgrad/data/idx.hpp>
 #include <ctgrad/data/pairs.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/vit.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>

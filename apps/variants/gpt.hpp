@@ -1,9 +1,9 @@
-// The GPT's compiled architecture variants (apps/variants.hpp): per preset, every variant changing
+// The GPT's compiled architecture variants (apps/variant_registry.hpp): per preset, every variant changing
 // at most `order` of the keys norm, norm_kind, act, pos, heads, tie_embeddings.
 #pragma once
 #include <ctgrad/models/gpt.hpp>
 
-#include "../variants.hpp"
+#include "../variant_registry.hpp"
 
 namespace ctgrad::cli {
 

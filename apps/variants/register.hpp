@@ -3,7 +3,7 @@
 #pragma once
 #include <utility>
 
-#include "../variants.hpp"
+#include "../variant_registry.hpp"
 
 #ifndef CTGRAD_SHARD
 #define CTGRAD_SHARD 0

@@ -1,8 +1,8 @@
-// The encoder-decoder Transformer's compiled architecture variants (apps/variants.hpp).
+// The encoder-decoder Transformer's compiled architecture variants (apps/variant_registry.hpp).
 #pragma once
 #include <ctgrad/models/transformer.hpp>
 
-#include "../variants.hpp"
+#include "../variant_registry.hpp"
 
 namespace ctgrad::cli {
 

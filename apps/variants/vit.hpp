@@ -1,8 +1,8 @@
-// The ViT's compiled architecture variants (apps/variants.hpp).
+// The ViT's compiled architecture variants (apps/variant_registry.hpp).
 #pragma once
 #include <ctgrad/models/vit.hpp>
 
-#include "../variants.hpp"
+#include "../variant_registry.hpp"
 
 namespace ctgrad::cli {
 

@@ -14,7 +14,7 @@ enum class Pos { learned, sinusoidal, none };                          // absolu
 
 constexpr bool gated(Act a) { return a == Act::gated_gelu || a == Act::swiglu; }
 
-// The architecture choices an ablation study varies (models/variants.hpp), shared by the model
+// The architecture choices an ablation study varies (models/variant_space.hpp), shared by the model
 // families' compile-time configs; each family's presets set its own.
 struct Arch {
   Norm norm = Norm::pre;

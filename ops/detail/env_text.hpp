@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include <ctgrad/text/utf8.hpp>
+#include <ctgrad/base/utf8.hpp>
 
 namespace ctgrad::kernel {
 

@@ -93,9 +93,9 @@ std::string set_gemm_precision(Precision p, const cpu::Features& cpu);
 
 // Which oneDNN entry runs a bf16 block. automatic: on AMX hosts, matmul primitives (one per block
 // shape, built on first use and kept; the operands' bf16 copies are laid out block by block, dense,
-// as they need) for the forms where they measured faster than oneDNN's BLAS-like call: op(B)
-// transposed (1.0-2.1x; a linear's forward), and neither transposed with k < 1024 (1.14-1.19x; a
-// small layer's dX); the call elsewhere, for a C block that is not dense, and on hosts without
+// as they need) for the forms where they ran faster than oneDNN's BLAS-like call: op(B)
+// transposed (a linear's forward), and neither transposed with k < 1024 (a small layer's dX); the
+// call elsewhere, for a C block that is not dense, and on hosts without
 // AMX. CTGRAD_BF16_GEMM=primitive|call overrides automatic; the setter (tests, benchmarks)
 // overrides both. Figures: docs/performance.md.
 enum class Bf16Kernel { automatic, call, primitive };
@@ -104,15 +104,14 @@ std::string bf16_kernel();  // what bf16 blocks run through on this host, for be
 
 // Which kernel runs an fp32 block. automatic: oneDNN matmul primitives (one per block shape, built
 // on first use and kept, like bf16's) where oneDNN runs them with its AVX-512 brgemm kernels, for
-// op(A) not transposed (a linear's forward and dX; 1.0-1.26x OpenBLAS on Emerald Rapids, with both
-// alternating on the same shapes) or transposed with K >= 8 max(M, N) (a weight gradient of many
-// tokens and a small layer, as ViT's: its linear VJPs 10% faster), blocks of at least 16 MFLOP
-// whose operands are dense; OpenBLAS for other weight gradients (0.90-1.03x), strided blocks
+// op(A) not transposed (a linear's forward and dX) or transposed with K >= 8 max(M, N) (a weight
+// gradient of many tokens and a small layer, as ViT's), blocks of at least 16 MFLOP whose operands
+// are dense, where they ran faster than OpenBLAS; OpenBLAS for other weight gradients, strided blocks
 // (attention's heads), smaller blocks (a primitive's JIT build is not repaid; a tiny model never
 // loads oneDNN), hosts without AVX-512 or oneDNN. Before those, on the same hosts, blocks of at
 // least 16 MFLOP without a bias and N >= 513 run oneDNN's BLAS-like dnnl_sgemm, one thread each:
 // NT (a tied output layer), NN with a large B (K >= 1024 or N K >= 2^21: a wide MLP's dX), TN of
-// >= 512 rows (1.04-2.0x the route they had, two blocks at once; docs/performance.md).
+// >= 512 rows (faster than the route they had; figures: docs/performance.md).
 // `primitive` takes every dense block, `call` every block through dnnl_sgemm. CTGRAD_FP32_GEMM=
 // primitive|openblas|call overrides automatic; the setter (tests, benchmarks) overrides both.
 // Double GEMMs always run on OpenBLAS.

@@ -40,10 +40,6 @@ struct Table {
   void (*norm_vjp_sums[2])(const void* x, const void* g, const void* gamma, std::int64_t n, double mean, double* sums);
   void (*norm_vjp_apply[2])(const void* x, const void* g, const void* gamma, void* gx, std::int64_t n, double mean,
                             double inv, double a, double c, bool assign);
-  // Adam's update of n elements (optim/optimizers.hpp). c = {shrink, weight decay, beta1, beta2,
-  // lr / bias correction 1, sqrt(bias correction 2), eps, decoupled}: decoupled: w *= shrink, else
-  // g += wd w; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= step m / (sqrt(v) / sq + eps).
-  void (*adam[2])(void* w, const void* g, void* m, void* v, std::int64_t n, const double* c);
   // One row's terms of a norm's parameter gradients: ag += g * (x - mean) * inv; ab += g (ab may
   // be null).
   void (*norm_param_row[2])(const void* x, const void* g, std::int64_t n, double mean, double inv, void* ag, void* ab);

@@ -295,32 +295,6 @@ struct Kernels {
       for (; i < n; ++i) put1(gx + i, T(alpha) * g[i], assign);
     }
   }
-  static void adam(void* wv, const void* gv, void* mv, void* vv, std::int64_t n, const double* c) {
-    T *w = static_cast<T*>(wv), *m = static_cast<T*>(mv), *v = static_cast<T*>(vv);
-    const T* g = static_cast<const T*>(gv);
-    const T shrink = T(c[0]), wd = T(c[1]), b1 = T(c[2]), b2 = T(c[3]), step = T(c[4]), sq = T(c[5]), eps = T(c[6]);
-    const bool decoupled = c[7] != 0;
-    // One body for batches and the scalar tail: the same operations in the same order.
-    auto update = [&](auto wi, auto gi, auto mi, auto vi, auto one, auto& wo, auto& mo, auto& vo) {
-      using V = decltype(wi);
-      if (decoupled) wi = wi * V(shrink);
-      else gi = gi + V(wd) * wi;
-      mo = V(b1) * mi + (one - V(b1)) * gi;
-      vo = V(b2) * vi + (one - V(b2)) * gi * gi;
-      wo = wi - V(step) * mo / (xsimd::sqrt(vo) / V(sq) + V(eps));
-    };
-    std::int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      B wo, mo, vo;
-      update(load(w + i), load(g + i), load(m + i), load(v + i), B(T(1)), wo, mo, vo);
-      store(w + i, wo), store(m + i, mo), store(v + i, vo);
-    }
-    for (; i < n; ++i) {
-      T wo, mo, vo;
-      update(w[i], g[i], m[i], v[i], T(1), wo, mo, vo);
-      w[i] = wo, m[i] = mo, v[i] = vo;
-    }
-  }
   static void softmax_vjp_row(const void* yv, const void* gv, void* gxv, std::int64_t n, bool log, bool assign) {
     const T *y = static_cast<const T*>(yv), *g = static_cast<const T*>(gv);
     T* gx = static_cast<T*>(gxv);
@@ -486,7 +460,6 @@ Table make_table(const char* name) {
     t.row_logsumexp[ti] = &Kernels<Arch, T>::row_logsumexp;
     t.row_max[ti] = &Kernels<Arch, T>::row_max_erased;
     t.axpy[ti] = &Kernels<Arch, T>::axpy;
-    t.adam[ti] = &Kernels<Arch, T>::adam;
     t.softmax_vjp_row[ti] = &Kernels<Arch, T>::softmax_vjp_row;
     t.xent_grad_row[ti] = &Kernels<Arch, T>::xent_grad_row;
     t.norm_vjp_sums[ti] = &Kernels<Arch, T>::norm_vjp_sums;

@@ -247,7 +247,9 @@ TEST_CASE("two threads saving one file at once: it is always one of their files,
 }
 
 TEST_CASE("a temporary file is always a new file: never opened through a link put at its name", "[checkpoint]") {
-  const fs::path target = scratch("plot.png"), precious = scratch("precious.txt");
+  const fs::path dir = scratch("temporaries");  // a folder of its own: other tests look for stray temporaries
+  fs::create_directories(dir);
+  const fs::path target = dir / "plot.png", precious = dir / "precious.txt";
   std::ofstream(precious) << "mine";
   std::string first;
   ::close(checkpoint::create_temporary(target, first));
@@ -270,6 +272,7 @@ TEST_CASE("a temporary file is always a new file: never opened through a link pu
   for (const char* name : {".notes.tmp.2024-05-01", ".a.tmp.", ".a.tmp.12x", "a.tmp.12", ".tmp.12"}) CHECK_FALSE(checkpoint::is_temporary_name(name, pid));
   CHECK(checkpoint::is_temporary_name(".a.tmp.12", pid));
   CHECK(checkpoint::is_temporary_name(".a.png.gp.tmp.12.3", pid));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a file whose name is as long as a name may be (255 bytes) is saved: its temporary name fits too", "[checkpoint]") {

@@ -6,7 +6,7 @@
 #include <set>
 
 #include <ctgrad/data/mlm.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 using namespace ctgrad;
 using namespace ctgrad::data;

@@ -8,7 +8,7 @@
 #include <set>
 
 #include <ctgrad/data/span_corruption.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 
 using namespace ctgrad;
 using namespace ctgrad::data;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 

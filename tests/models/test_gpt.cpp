@@ -7,7 +7,7 @@
 #include <map>
 
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 
 using namespace ctgrad;

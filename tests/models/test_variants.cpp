@@ -1,4 +1,4 @@
-// Architecture variants (models/variants.hpp): the tables of compiled variants, and each
+// Architecture variants (models/variant_space.hpp): the tables of compiled variants, and each
 // architecture choice of the GPT, the Transformer and the ViT checked in the model: a double
 // precision gradcheck of the training graph, and the decoding graphs (key/value caches, positions
 // given per step) against the training graph's logits.
@@ -9,7 +9,7 @@
 #include <set>
 
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/models/vit.hpp>

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/ops/detail/simd.hpp>

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/ops/detail/simd.hpp>
 #include <ctgrad/ops/kernels.hpp>
 #include <oneapi/tbb/task_arena.h>

@@ -11,7 +11,7 @@
 
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/ctgrad.hpp>
-#include <ctgrad/graph/random.hpp>
+#include <ctgrad/base/random.hpp>
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/trainer.hpp>
 

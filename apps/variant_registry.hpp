@@ -1,4 +1,4 @@
-// The architecture variants the `ctgrad` command trains (models/variants.hpp): the config keys
+// The architecture variants the `ctgrad` command trains (models/variant_space.hpp): the config keys
 // norm, norm_kind, act, pos, heads, tie_embeddings of a model, and the registry of its compiled
 // variants. Each model's variants are compiled by the translation units apps/variants/<model>.cpp,
 // which CMake builds several times, each time with a share of the variants (CTGRAD_SHARD of
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <ctgrad/graph/executor.hpp>
-#include <ctgrad/models/variants.hpp>
+#include <ctgrad/models/variant_space.hpp>
 
 #include "plugins.hpp"
 #include "task.hpp"
