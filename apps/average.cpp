@@ -80,8 +80,13 @@ int average_checkpoints(const std::vector<std::string>& rest) {
     return c;
   };
   const Config last_config = config_of(newest);
-  for (const auto& f : files) {
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const checkpoint::File& f = files[i];
     if (meta(f, "model") != model) throw config_error(f.path().string() + " is a checkpoint of model '" + meta(f, "model") + "', not " + model);
+    // Its name says its step: a checkpoint of another step copied to the name is not that step's.
+    if (meta(f, "optimizer_step") != std::to_string(kept[i].first))
+      throw config_error(f.path().string() + " holds the checkpoint of step " + meta(f, "optimizer_step").substr(0, 20) + ", not of step " +
+                         std::to_string(kept[i].first) + " its name says: not averaged");
     const auto diff = config_of(f).differences(last_config, training::Role::run);
     if (!diff.empty()) throw config_error(f.path().string() + " is of another run than " + newest.path().string() + " (" + diff.front() + "): not averaged");
   }

@@ -18,7 +18,8 @@ namespace ctgrad::cli {
 inline void check_output_file(const std::filesystem::path& p, const std::string& option, bool overwrite, const training::RunFolder& run) {
   namespace fs = std::filesystem;
   one_line(option, p.string());  // UTF-8, no control character: the name is shown on the terminal
-  const std::string shown = training::printable(p.string().substr(0, 200));
+  const std::string full = p.string();  // a long one by its start and its end (a suffix the command adds)
+  const std::string shown = training::printable(full.size() <= 200 ? full : full.substr(0, 150) + "..." + full.substr(full.size() - 40));
   if (p.empty() || p.filename().empty()) throw training::config_error(option + " needs a file name, got '" + shown + "'");
   if (p.filename().string()[0] == '.')  // `.<name>.tmp.<pid>` is a writer's temporary: the next command in the folder removes it
     throw training::config_error(option + " " + shown + ": a hidden name (a leading '.') is kept for ctgrad's temporary files: give another " + option);

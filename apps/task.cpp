@@ -128,6 +128,31 @@ std::string file_hash(const std::filesystem::path& file) {
   return hex;
 }
 
+std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model,
+                                                                                   std::function<std::string(const Config&)> setting_of,
+                                                                                   std::vector<Preset> presets) {
+  return [model = std::move(model), setting_of = std::move(setting_of), presets = std::move(presets)](const Config& c, const Context& ctx) {
+    const std::string setting = setting_of(c);
+    for (const Preset& p : presets)
+      if (p.setting == setting) return p.open(c, ctx);
+    preset_not_built(model, setting);
+  };
+}
+
+std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model, const std::string& key,
+                                                                                   std::vector<Preset> presets) {
+  return open_presets(std::move(model), [key](const Config& c) { return key + "=" + c.text(key); }, std::move(presets));
+}
+
+training::LoopOptions step_loop(const Config& c, std::function<double(std::int64_t)> lr, std::string unit, std::string items) {
+  return {.steps = c.integer("steps"), .eval_every = c.integer("eval_every"), .clip = c.real("clip"), .lr = std::move(lr), .unit = std::move(unit),
+          .items = std::move(items)};
+}
+
+checkpoint::Metadata tokenizer_metadata(const training::RunFolder& folder, const std::string& file) {
+  return {{"tokenizer", file}, {"tokenizer_hash", file_hash(folder.file(file))}};
+}
+
 double token_nll(const float* logits, int vocab, std::int32_t target) {
   const float top = *std::max_element(logits, logits + vocab);
   double z = 0;
@@ -160,7 +185,8 @@ PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::strin
   if (config != meta.end()) r.config_json = config->second;
   r.tokenizer = from.file("tokenizer.model");
   std::error_code ec;
-  if (!fs::is_regular_file(r.tokenizer, ec)) throw config_error("pretrained: the tokenizer " + r.tokenizer.string() + " is missing");
+  if (!fs::exists(fs::symlink_status(r.tokenizer, ec))) throw config_error("pretrained: the tokenizer " + r.tokenizer.string() + " is missing");
+  if (!fs::is_regular_file(r.tokenizer, ec)) throw config_error("pretrained: the tokenizer " + r.tokenizer.string() + " is not a regular file");
   if (hash == meta.end() || file_hash(r.tokenizer) != hash->second)
     throw config_error("pretrained: the tokenizer " + r.tokenizer.string() + " is not the one " + from.checkpoint().string() +
                        " was trained with (its hash differs): its vocabulary would not match the weights");

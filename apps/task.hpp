@@ -8,6 +8,7 @@
 //   const bool registered = ctgrad::cli::register_task(my_task());
 // and one line in apps/CMakeLists.txt.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -122,6 +123,42 @@ void forget_tasks_after(std::size_t count);
 // then see CTGRAD_SMOKE_PRESETS defined; a preset they leave out is refused with this config_error
 // ("bert size=small: this build ...").
 [[noreturn]] void preset_not_built(const std::string& model, const std::string& setting);
+// CTGRAD_UNLESS_SMOKE(presets...): the presets a smoke build leaves out.
+#ifdef CTGRAD_SMOKE_PRESETS
+#define CTGRAD_UNLESS_SMOKE(...)
+#else
+#define CTGRAD_UNLESS_SMOKE(...) __VA_ARGS__
+#endif
+
+// Task::open from the presets this build compiles, each named by its setting ("size=tiny"): the
+// one whose setting `setting_of(config)` is; another is refused with preset_not_built.
+using OpenSession = std::unique_ptr<Session> (*)(const Config&, const Context&);
+struct Preset {
+  std::string setting;
+  OpenSession open;
+};
+std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model,
+                                                                                   std::function<std::string(const Config&)> setting_of,
+                                                                                   std::vector<Preset> presets);
+// The setting is one key's: "key=value".
+std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model, const std::string& key,
+                                                                                   std::vector<Preset> presets);
+template <class S>
+std::unique_ptr<Session> open_session(const Config& c, const Context& ctx) {
+  return std::make_unique<S>(c, ctx);
+}
+
+// The loop of a config with the keys steps, eval_every and clip; `lr` the learning rate of step s.
+training::LoopOptions step_loop(const Config& c, std::function<double(std::int64_t)> lr, std::string unit, std::string items);
+
+// What a checkpoint records of the run's tokenizer file: its name and its hash (file_hash).
+checkpoint::Metadata tokenizer_metadata(const training::RunFolder& folder, const std::string& file = "tokenizer.model");
+
+// Wall time since it was made, for the figures a command prints.
+struct Stopwatch {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+};
 
 // For Task::dependent_defaults: a context not set by the user is cut to the preset's (the default
 // 64 of size=small would refuse size=tiny's 32).

@@ -46,14 +46,23 @@ int create_temporary(const std::filesystem::path& target, std::string& tmp) {
 
 bool is_temporary_name(const std::string& name, long& pid) {
   const auto at = name.rfind(".tmp.");
-  if (name.size() < 2 || name[0] != '.' || at == std::string::npos || at == 0) return false;
+  if (name.size() < 2 || name[0] != '.' || at == std::string::npos || at <= 1) return false;
   const std::string rest = name.substr(at + 5);
   const auto dot = rest.find('.');
-  const std::string digits = rest.substr(0, dot), n = dot == std::string::npos ? "1" : rest.substr(dot + 1);
+  if (dot == std::string::npos) return false;
+  const std::string digits = rest.substr(0, dot), n = rest.substr(dot + 1);
   auto all_digits = [](const std::string& d) { return !d.empty() && d.size() <= 19 && d.find_first_not_of("0123456789") == std::string::npos; };
   if (!all_digits(digits) || !all_digits(n) || digits.size() > 10) return false;
+  static const long pid_max = [] {  // a number past it is no process's: a user's name (".notes.tmp.20240501.1")
+    long v = 4194304;  // Linux's largest
+    if (std::FILE* f = std::fopen("/proc/sys/kernel/pid_max", "r")) {
+      if (std::fscanf(f, "%ld", &v) != 1) v = 4194304;
+      std::fclose(f);
+    }
+    return v;
+  }();
   pid = std::stol(digits);
-  return pid > 0;
+  return pid > 0 && pid < pid_max;
 }
 
 void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts) {

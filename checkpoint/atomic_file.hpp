@@ -22,7 +22,7 @@ void write_atomically(const std::filesystem::path& path, std::string_view text);
 // (never an existing file, a link or a FIFO): its descriptor, its path in `tmp`. A run folder
 // removes such files once the process that made them is gone.
 int create_temporary(const std::filesystem::path& target, std::string& tmp);
-// Whether `name` is such a temporary file's name (also ".<name>.tmp.<pid>"), and of which pid.
+// Whether `name` is such a temporary file's name, of a pid a process can have, and of which pid.
 bool is_temporary_name(const std::string& name, long& pid);
 
 // A 64-bit checksum of bytes (FNV-1a over 8-byte words, then the tail), as 16 hex digits: what a

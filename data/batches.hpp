@@ -82,6 +82,12 @@ class EpochOrder {
     }
     return order_[i % n_];
   }
+  // The rows of step s's batch (s from 1): items (s - 1) * batch ... s * batch - 1 of the order.
+  std::vector<std::size_t> batch_rows(std::int64_t step, std::int64_t batch) {
+    std::vector<std::size_t> rows(static_cast<std::size_t>(batch));
+    for (std::int64_t j = 0; j < batch; ++j) rows[std::size_t(j)] = (*this)(std::uint64_t((step - 1) * batch + j));
+    return rows;
+  }
 
  private:
   std::size_t n_;

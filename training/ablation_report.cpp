@@ -210,7 +210,7 @@ void Study::report() const {
           fixed(t975(o_.seeds - 1), 2) + " sd / sqrt(" + std::to_string(o_.seeds) + ") (Student's t).\n";
   std::error_code ec;
   for (const char* png : {"curves.png", "final.png"})
-    if (fs::is_regular_file(dir / png, ec)) md += "\n![" + std::string(png) + "](" + png + ")\n";
+    if (fs::is_regular_file(fs::symlink_status(dir / png, ec))) md += "\n![" + std::string(png) + "](" + png + ")\n";
   checkpoint::write_atomically(dir / "results.md", md);
   std::string html = "<!doctype html><html><head><meta charset='utf-8'><title>" + html_escape(o_.name) +
                      "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
@@ -220,7 +220,7 @@ void Study::report() const {
                      ".</p><table><tr><th>configuration</th><th>seeds</th><th>mean ± sd</th><th>95% CI</th><th>vs baseline (paired)</th>"
                      "<th>95% CI of the difference</th><th>train time</th><th>parameters</th></tr>\n" + rows_html + "</table>\n";
   for (const char* png : {"curves.png", "final.png"})
-    if (fs::is_regular_file(dir / png, ec)) html += "<p><img alt='" + std::string(png) + "' src='data:image/png;base64," + base64(read_text(dir / png)) + "'></p>\n";
+    if (fs::is_regular_file(fs::symlink_status(dir / png, ec))) html += "<p><img alt='" + std::string(png) + "' src='data:image/png;base64," + base64(read_text(dir / png)) + "'></p>\n";
   html += "</body></html>\n";
   checkpoint::write_atomically(dir / "results.html", html);
 }

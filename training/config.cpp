@@ -85,8 +85,15 @@ std::int64_t parse_integer(std::string_view text, std::string_view what, Range r
   const char* end = text.data() + text.size();
   auto [p, ec] = std::from_chars(text.data(), end, v);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && p == end && !in_range(double(v), range)))
-    throw config_error(std::string(what) + " must be an integer in " + (range_text(range).empty() ? "the 64-bit range" : range_text(range)) +
-                       ", got '" + shown(text) + "'");
+  {  // an integer's open end is the 64-bit bound, said as a number
+    Range bounded = range;
+    if (!std::isfinite(bounded.max)) bounded.max = 9223372036854775807.0, bounded.max_open = false;
+    if (!std::isfinite(bounded.min)) bounded.min = -9223372036854775807.0 - 1, bounded.min_open = false;
+    std::string text_range = range_text(bounded);
+    if (!std::isfinite(range.max)) text_range = text_range.substr(0, text_range.rfind(", ")) + ", 9223372036854775807]";
+    if (!std::isfinite(range.min)) text_range = "[-9223372036854775808" + text_range.substr(text_range.find(", "));
+    throw config_error(std::string(what) + " must be an integer in " + text_range + ", got '" + shown(text) + "'");
+  }
   if (ec != std::errc() || p != end || text.empty())
     throw config_error(std::string(what) + " expects an integer, got '" + shown(text) + "'");
   return v;

@@ -125,6 +125,7 @@ TrainingLog::TrainingLog(const fs::path& dir, std::int64_t first, std::int64_t s
   jsonl_.open(dir / "metrics.jsonl", std::ios::app);
   csv_.open(dir / "metrics.csv", std::ios::app);
   if (!jsonl_ || !csv_) throw std::runtime_error("ctgrad: cannot write the metrics files in " + dir.string() + ": " + std::strerror(errno));
+  t0_ = std::chrono::steady_clock::now();  // the training's time: not the reading and cutting of the records above
 }
 
 double TrainingLog::seconds() const {

@@ -64,12 +64,13 @@ inline int open_for_append(const std::filesystem::path& p, std::string& why) {
   return fd;
 }
 
-// Appends `line` to `p` as open_for_append opens it; false, with nothing written, when it refuses.
-inline bool append_to_regular_file(const std::filesystem::path& p, const std::string& line) {
-  std::string why;
+// Appends `line` to `p` as open_for_append opens it; false, with nothing written and the reason
+// in `why`, when it refuses or the write fails.
+inline bool append_to_regular_file(const std::filesystem::path& p, const std::string& line, std::string& why) {
   const int fd = open_for_append(p, why);
   if (fd < 0) return false;
   const bool ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
+  if (!ok) why = std::strerror(errno);
   ::close(fd);
   return ok;
 }

@@ -1,6 +1,7 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/escape.hpp>
+#include <ctgrad/training/folder_lock.hpp>
 #include <ctgrad/training/run_folder.hpp>
 
 #include <cstdio>
@@ -19,7 +20,8 @@ namespace fs = std::filesystem;
 bool RunFolder::is_run_file(const std::string& name) {
   // Any *.safetensors: the checkpoint, kept ones (checkpoint-<step>) and averaged ones.
   return (name.size() > 12 && name.substr(name.size() - 12) == ".safetensors") || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
-         name == "epochs.jsonl" || name == "predictions.png" || name == "run.json" || name.rfind("tokenizer.", 0) == 0;
+         name == "epochs.jsonl" || name == "predictions.png" || name == "run.json" || name == "tokenizer.json" || name == "tokenizer.model" ||
+         name == "tokenizer.vocab";
 }
 
 RunFolder::RunFolder(fs::path dir) : dir_(std::move(dir)) {
@@ -100,11 +102,11 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
 }
 
 void RunFolder::require_checkpoint() const {
-  remove_stale_temporaries();
   std::error_code ec;
   const auto st = fs::status(checkpoint(), ec);  // no throw on a symlink loop
   if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the checkpoint " + checkpoint().string() + ": " + ec.message());
   if (!fs::exists(st)) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
+  remove_stale_temporaries();  // a run's folder: not one that merely was named
 }
 
 fs::path RunFolder::kept_checkpoint(std::int64_t step) const {
@@ -137,10 +139,17 @@ int RunFolder::remove_stale_temporaries() const {
   int removed = 0;
   std::error_code ec;
   if (!fs::is_directory(dir_)) return 0;
+  // A training there holds the folder's lock: its writer's temporaries are live whatever pid
+  // namespace it runs in (another container's pids are not this one's).
+  if (FolderLock::held_by_another(dir_, kLockFile)) return 0;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string n = e.path().filename().string();
-    long pid = 0;  // only names this library makes (".<name>.tmp.<pid>.<n>"): not a user's ".notes.tmp.2024-05-01"
-    if (!checkpoint::is_temporary_name(n, pid)) continue;
+    long pid = 0;  // only the names a run's writers make (".<file>.tmp.<pid>.<n>"): not a user's ".notes.tmp.2024-05-01"
+    if (!checkpoint::is_temporary_name(n, pid) || !fs::is_regular_file(fs::symlink_status(e.path(), ec))) continue;
+    std::string of = n.substr(1, n.rfind(".tmp.") - 1);
+    for (const std::string side : {".gp", ".err"})  // gnuplot's script and output beside a plot
+      if (of.size() > side.size() && of.compare(of.size() - side.size(), side.size(), side) == 0) of.resize(of.size() - side.size());
+    if (!is_run_file(of) && of != "result.json" && of != "failed.json") continue;
     if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) removed += fs::remove(e.path(), ec) ? 1 : 0;
   }
   return removed;

@@ -14,6 +14,8 @@ class RunFolder {
  public:
   // The longest name of a file a run writes, temporaries included (write_atomically adds 34 bytes).
   static constexpr std::size_t kLongestFileName = 80;
+  // The lock a training holds on its folder (FolderLock): one training at a time.
+  static constexpr const char* kLockFile = ".ctgrad.lock";
   // A path the file system cannot use (too long, under a file) is a config_error.
   explicit RunFolder(std::filesystem::path dir);
   const std::filesystem::path& dir() const { return dir_; }

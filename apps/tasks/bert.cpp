@@ -183,9 +183,7 @@ class BertSession : public Session {
                 tok_->piece(b.most_frequent).c_str());
   }
 
-  checkpoint::Metadata metadata() override {
-    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
-  }
+  checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder); }
 
   std::vector<std::string> metrics() const override {
     std::vector<std::string> m{"loss", "accuracy"};
@@ -193,13 +191,7 @@ class BertSession : public Session {
     return m;
   }
   training::LoopOptions loop() override {
-    const std::int64_t steps = c_.integer("steps");
-    return {.steps = steps,
-            .eval_every = c_.integer("eval_every"),
-            .clip = c_.real("clip"),
-            .lr = optim::warmup_linear(c_.real("lr"), 0.0, c_.integer("warmup"), steps),
-            .unit = "nats/token",
-            .items = "tok"};
+    return step_loop(c_, optim::warmup_linear(c_.real("lr"), 0.0, c_.integer("warmup"), c_.integer("steps")), "nats/token", "tok");
   }
 
   training::Run run() override {
@@ -497,16 +489,9 @@ Task bert_task() {
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N) and validation batches, for another framework", exp});
   t.training_commands.push_back({"finetune", "bert-finetune", "a classifier from the pretrained run (--pretrained DIR) on a task (--task austen-novel)",
                                  {"task", "pretrained", "init"}});
-  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    const std::string& size = c.text("size");
-    if (size == "tiny") return open_variant<models::kBertTiny>(c, ctx);
-#ifndef CTGRAD_SMOKE_PRESETS
-    if (size == "base") return open_variant<models::kBertBase>(c, ctx);
-    return open_variant<models::kBertSmall>(c, ctx);
-#else
-    preset_not_built("bert", "size=" + size);
-#endif
-  };
+  t.open = open_presets("bert", "size",
+                        {{"size=tiny", &open_variant<models::kBertTiny>} CTGRAD_UNLESS_SMOKE(, {"size=small", &open_variant<models::kBertSmall>},
+                                                                                           {"size=base", &open_variant<models::kBertBase>})});
   t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
     if (ctx.command != "train" && c.integer("context") > saved.integer("context"))  // untrained positions
       throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +

@@ -116,19 +116,11 @@ class FinetuneSession : public Session {
     std::printf("majority-class baseline on validation: accuracy %.4f (always %s)\n", majority_, titles_[std::size_t(majority - va.begin())].c_str());
   }
 
-  checkpoint::Metadata metadata() override {
-    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
-  }
+  checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder); }
 
   std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
   training::LoopOptions loop() override {
-    const std::int64_t steps = c_.integer("steps");
-    return {.steps = steps,
-            .eval_every = c_.integer("eval_every"),
-            .clip = c_.real("clip"),
-            .lr = optim::warmup_linear(c_.real("lr"), 0.0, c_.integer("warmup"), steps),
-            .unit = "nats/passage",
-            .items = "passages"};
+    return step_loop(c_, optim::warmup_linear(c_.real("lr"), 0.0, c_.integer("warmup"), c_.integer("steps")), "nats/passage", "passages");
   }
 
   training::Run run() override {
@@ -136,9 +128,7 @@ class FinetuneSession : public Session {
             .optimizer = opt_,
             .feed =
                 [this](std::int64_t step) {
-                  std::vector<std::size_t> rows(static_cast<std::size_t>(batch_));
-                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = order_(std::uint64_t((step - 1) * batch_ + j));
-                  set_batch(train_, rows);
+                  set_batch(train_, order_.batch_rows(step, batch_));
                   return double(batch_);
                 },
             .validate = [this] {
@@ -325,16 +315,9 @@ Task finetune_task() {
       throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +
                          ": it cannot run at " + c.show("context"));
   };
-  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    const std::string& size = c.text("size");
-    if (size == "tiny") return open_variant<models::kBertTiny>(c, ctx);
-#ifndef CTGRAD_SMOKE_PRESETS
-    if (size == "base") return open_variant<models::kBertBase>(c, ctx);
-    return open_variant<models::kBertSmall>(c, ctx);
-#else
-    preset_not_built("bert-finetune", "size=" + size);
-#endif
-  };
+  t.open = open_presets("bert-finetune", "size",
+                        {{"size=tiny", &open_variant<models::kBertTiny>} CTGRAD_UNLESS_SMOKE(, {"size=small", &open_variant<models::kBertSmall>},
+                                                                                           {"size=base", &open_variant<models::kBertBase>})});
   return t;
 }
 

@@ -144,17 +144,11 @@ class GptSession : public Session {
                 (long long)c_.integer("steps"));
   }
 
-  checkpoint::Metadata metadata() override { return {{"tokenizer", tok_.file}, {"tokenizer_hash", file_hash(ctx_.folder.file(tok_.file))}}; }
+  checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder, tok_.file); }
 
   std::vector<std::string> metrics() const override { return {"loss"}; }
   training::LoopOptions loop() override {
-    const std::int64_t steps = c_.integer("steps");
-    return {.steps = steps,
-            .eval_every = c_.integer("eval_every"),
-            .clip = c_.real("clip"),
-            .lr = optim::warmup_cosine(c_.real("lr"), c_.real("min_lr"), c_.integer("warmup"), steps),
-            .unit = unit(),
-            .items = "tok"};
+    return step_loop(c_, optim::warmup_cosine(c_.real("lr"), c_.real("min_lr"), c_.integer("warmup"), c_.integer("steps")), unit(), "tok");
   }
 
   training::Run run() override {
@@ -186,12 +180,12 @@ class GptSession : public Session {
   }
 
   int eval(const Config&) override {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch time;
     const double v = validation_loss();
     if (training::interrupted()) return 130;
     if (!std::isfinite(v)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
     std::printf("validation loss %.4f %s (%lld windows of %lld tokens, %.1f s)\n", v, unit().c_str(), (long long)windows_, (long long)context_,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                time.seconds());
     return 0;
   }
 
@@ -294,16 +288,10 @@ Task gpt_task() {
     const std::string& size = c.text("size");
     fit_context_to_preset(c, size == "tiny" ? models::kGptTiny.context : size == "medium" ? models::kGptMedium.context : models::kGptSmall.context);
   };
-  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    const std::string& size = c.text("size");
-    if (size == "tiny") return std::make_unique<GptSession<models::kGptTiny, kGptOrderTiny>>(c, ctx);
-#ifndef CTGRAD_SMOKE_PRESETS
-    if (size == "medium") return std::make_unique<GptSession<models::kGptMedium, kGptOrderMedium>>(c, ctx);
-    return std::make_unique<GptSession<models::kGptSmall, kGptOrderSmall>>(c, ctx);
-#else
-    preset_not_built("gpt", "size=" + size);
-#endif
-  };
+  t.open = open_presets("gpt", "size",
+                        {{"size=tiny", &open_session<GptSession<models::kGptTiny, kGptOrderTiny>>} CTGRAD_UNLESS_SMOKE(
+                            , {"size=small", &open_session<GptSession<models::kGptSmall, kGptOrderSmall>>},
+                            {"size=medium", &open_session<GptSession<models::kGptMedium, kGptOrderMedium>>})});
   t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
     if (ctx.command != "train" && c.integer("context") > saved.integer("context"))
       throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +

@@ -67,20 +67,21 @@ std::vector<std::string> parse_tasks(const std::string& spec) {
     for (const auto& t : kTasks) s += (s.empty() ? "" : ", ") + t;
     return s;
   };
+  const std::string shown = spec.size() <= 120 ? spec : spec.substr(0, 100) + "...(" + std::to_string(spec.size()) + " bytes)";
   if (spec.rfind("mix:", 0) != 0) {
-    if (!known(spec)) throw config_error("task '" + spec + "' is not one of: " + list() + ", or mix:a,b,...");
+    if (!known(spec)) throw config_error("task '" + shown + "' is not one of: " + list() + ", or mix:a,b,...");
     return {spec};
   }
   std::vector<std::string> out;
   for (std::size_t at = 4; at <= spec.size();) {
     const std::size_t comma = std::min(spec.find(',', at), spec.size());
     const std::string t = spec.substr(at, comma - at);
-    if (!known(t)) throw config_error("the mixture " + spec + " names an unknown task '" + t + "' (tasks: " + list() + ")");
-    if (std::find(out.begin(), out.end(), t) != out.end()) throw config_error("the mixture " + spec + " names '" + t + "' twice");
+    if (!known(t)) throw config_error("the mixture " + shown + " names an unknown task '" + t.substr(0, 80) + "' (tasks: " + list() + ")");
+    if (std::find(out.begin(), out.end(), t) != out.end()) throw config_error("the mixture " + shown + " names '" + t + "' twice");
     out.push_back(t);
     at = comma + 1;
   }
-  if (out.size() < 2) throw config_error("a mixture needs two tasks or more: " + spec + " (a single task is --task " + (out.empty() ? "..." : out[0]) + ")");
+  if (out.size() < 2) throw config_error("a mixture needs two tasks or more: " + shown + " (a single task is --task " + (out.empty() ? "..." : out[0]) + ")");
   return out;
 }
 
@@ -137,14 +138,11 @@ class FinetuneSession : public Session {
     std::printf("%s, batch %lld, %lld steps\n", describe_optimizer(with_default_lr(c_), 0).c_str(), (long long)batch_, (long long)c_.integer("steps"));
   }
 
-  checkpoint::Metadata metadata() override {
-    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
-  }
+  checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder); }
 
   std::vector<std::string> metrics() const override { return {"loss"}; }
   training::LoopOptions loop() override {
-    return {.steps = c_.integer("steps"), .eval_every = c_.integer("eval_every"), .clip = c_.real("clip"), .lr = schedule(with_default_lr(c_), 0),
-            .unit = "nats/token", .items = "examples"};
+    return step_loop(c_, schedule(with_default_lr(c_), 0), "nats/token", "examples");
   }
 
   training::Run run() override {
@@ -152,9 +150,7 @@ class FinetuneSession : public Session {
             .optimizer = *opt_,
             .feed =
                 [this](std::int64_t step) {
-                  std::vector<std::size_t> rows(static_cast<std::size_t>(batch_));
-                  for (std::int64_t j = 0; j < batch_; ++j) rows[std::size_t(j)] = order_(std::uint64_t((step - 1) * batch_ + j));
-                  set_batch(train_, rows);
+                  set_batch(train_, order_.batch_rows(step, batch_));
                   return double(batch_);
                 },
             .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};

@@ -14,6 +14,7 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include <ctgrad/training/image_grid.hpp>
 #include <ctgrad/training/plot_data.hpp>
 
 #include "../task.hpp"
@@ -70,24 +71,13 @@ void image(const data::ImageSet& set, std::int64_t i, bool augment, std::uint64_
 
 // A grid of the first 24 test images with predicted and true labels (red when wrong), by gnuplot.
 bool prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>& pred, const fs::path& png) {
-  std::ostringstream f;
-  for (int i = 0; i < 24; ++i) {
-    for (int r = 0; r < 28; ++r)
-      for (int c = 0; c < 28; ++c) f << int(test.pixels[std::size_t(i * 784 + r * 28 + c)]) << (c < 27 ? " " : "\n");
-    f << "\n\n";
-  }
-  const training::PlotData data(png.parent_path().empty() ? fs::path(".") : png.parent_path(), f.str());
-  std::ostringstream s;
-  s << "set terminal pngcairo noenhanced size 960,760 font ',9'\nset output ARG1\n"
-    << "set multiplot layout 4,6 title 'Fashion-MNIST test images: predicted / true'\nset palette grey negative\nunset colorbox\n"
-    << "unset xtics\nunset ytics\nset size ratio -1\nset yrange [27.5:-0.5]\nset xrange [-0.5:27.5]\n";
-  for (int i = 0; i < 24; ++i) {
-    const bool ok = pred[std::size_t(i)] == test.labels[std::size_t(i)];
-    s << "set title '" << kClasses[pred[std::size_t(i)]] << " / " << kClasses[test.labels[std::size_t(i)]] << "' tc rgb '"
-      << (ok ? "black" : "red") << "'\nplot ARG2 index " << i << " matrix with image pixels notitle\n";
-  }
-  s << "unset multiplot\n";
-  return training::gnuplot(s.str(), png, {data.path()});
+  std::vector<training::ImagePanel> panels;
+  for (std::size_t i = 0; i < 24; ++i)
+    panels.push_back({.title = std::string(kClasses[pred[i]]) + " / " + kClasses[test.labels[i]], .highlight = pred[i] != test.labels[i],
+                      .values = {test.pixels.begin() + std::ptrdiff_t(i * 784), test.pixels.begin() + std::ptrdiff_t((i + 1) * 784)}});
+  return training::plot_image_grid(
+      png, {.title = "Fashion-MNIST test images: predicted / true", .layout_rows = 4, .layout_cols = 6, .width = 960, .height = 760, .rows = 28, .cols = 28},
+      panels);
 }
 
 template <models::VitConfig P>
@@ -167,9 +157,9 @@ class VitSession : public Session {
                   std::ostringstream log;
                   log << "{\"epoch\": " << epoch << ", \"train_loss\": " << epoch_loss_ / double(epoch_steps_) << ", \"test_accuracy\": "
                       << m.values[1].second << ", \"epoch_seconds\": " << secs << ", \"partial\": " << (partial ? "true" : "false") << "}\n";
-                  if (!training::append_to_regular_file(ctx_.folder.file("epochs.jsonl"), log.str()))
-                    std::fprintf(stderr, "ctgrad: warning: %s is not a regular file: the epoch's record is not written\n",
-                                 training::printable(ctx_.folder.file("epochs.jsonl").string()).c_str());
+                  if (std::string why; !training::append_to_regular_file(ctx_.folder.file("epochs.jsonl"), log.str(), why))
+                    std::fprintf(stderr, "ctgrad: warning: %s: %s: the epoch's record is not written\n",
+                                 training::printable(ctx_.folder.file("epochs.jsonl").string()).c_str(), why.c_str());
                   epoch_steps_ = 0, epoch_loss_ = 0, epoch_start_ = now;
                 }};
   }
@@ -258,16 +248,9 @@ Task vit_task() {
   t.summary = "Vision Transformer on Fashion-MNIST: test accuracy, confusion matrix, prediction grid";
   t.schema = vit_schema();
   t.data_parallel = true;
-  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    const std::string& size = c.text("size");
-    if (size == "tiny") return std::make_unique<VitSession<models::kVitTiny>>(c, ctx);
-#ifndef CTGRAD_SMOKE_PRESETS
-    if (size == "small") return std::make_unique<VitSession<models::kVitSmall>>(c, ctx);
-    return std::make_unique<VitSession<models::kVitFast>>(c, ctx);
-#else
-    preset_not_built("vit", "size=" + size);
-#endif
-  };
+  t.open = open_presets("vit", "size",
+                        {{"size=tiny", &open_session<VitSession<models::kVitTiny>>} CTGRAD_UNLESS_SMOKE(
+                            , {"size=small", &open_session<VitSession<models::kVitSmall>>}, {"size=fast", &open_session<VitSession<models::kVitFast>>})});
   return t;
 }
 

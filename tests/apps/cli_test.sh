@@ -488,9 +488,10 @@ expect_text "says what it must be" "must be a JSON object"
 check "a config nested 100,000 deep" 2 "$ctgrad" train gpt --config deep.json
 expect_text "names the depth" "nests deeper than 64"
 check "resume and overwrite together" 2 "$ctgrad" train gpt --run straight --resume --overwrite
-rm -rf stale && cp -r straight stale && printf 'half' > stale/.checkpoint.safetensors.tmp.999999999
+dead=$(for p in $(seq 30000 -1 300); do [ -e /proc/$p ] || { echo $p; break; }; done)  # a pid no process has
+rm -rf stale && cp -r straight stale && printf 'half' > "stale/.checkpoint.safetensors.tmp.$dead.0"
 check "eval removes a dead writer's temporary file" 0 "$ctgrad" eval gpt --run stale --set eval_windows=4
-check "the temporary file is gone" 1 test -e stale/.checkpoint.safetensors.tmp.999999999
+check "the temporary file is gone" 1 test -e "stale/.checkpoint.safetensors.tmp.$dead.0"
 
 # No message anywhere above says "ctgrad: ctgrad:".
 cp all.txt every_output.txt

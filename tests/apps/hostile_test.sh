@@ -361,7 +361,7 @@ check "the linked file is kept" 0 grep -qx precious precious_v.txt
 rm v1/epochs.jsonl && mkfifo v1/epochs.jsonl
 check "train vit --resume with epochs.jsonl a FIFO: no hang" 0 timeout -k 5 120 "$ctgrad" train vit --run v1 --resume --set size=tiny --set epochs=2 \
   --set train_images=64 --set batch=32 --threads 1
-expect_text "warns" "epochs.jsonl is not a regular file"
+expect_text "warns" "epochs.jsonl: it is not a regular file (a FIFO)"
 kept_one=$(ls kept/checkpoint-*.safetensors | tail -n 1)
 step=$(basename "$kept_one" .safetensors | sed 's/checkpoint-0*//')
 cp "$kept_one" "kept/checkpoint-$step.safetensors"
@@ -405,8 +405,37 @@ check "the user's file is kept" 0 test "$(cat notes3.txt)" = notes
 rm -f v1/epochs.jsonl && echo precious > precious_e.txt && ln precious_e.txt v1/epochs.jsonl
 check "train vit --resume with epochs.jsonl a hard link of a user's file" 0 "$ctgrad" train vit --run v1 --resume --set size=tiny --set epochs=3 \
   --set train_images=64 --set batch=32 --threads 1
-expect_text "warns" "epochs.jsonl is not a regular file"
+expect_text "warns" "epochs.jsonl: it is a hard link of another file"
 check "the user's file is kept" 0 grep -qx precious precious_e.txt
+
+# 17. The seventh probe: only a run's own temporaries are removed, and only in a run's folder;
+# exact tokenizer names; translate's line numbers and read errors; a pretrained FIFO; a kept
+# checkpoint under another step's name; an integer's bound said as a number.
+mkdir home1 && echo draft > home1/.thesis.tmp.20240501 && echo d > home1/.b.tmp.424242.1
+check "eval on a folder without a run" 2 "$ctgrad" eval gpt --run home1 --threads 1
+check "the user's hidden files are kept" 0 test -s home1/.thesis.tmp.20240501 -a -s home1/.b.tmp.424242.1
+mkdir proj && echo d > proj/.draft.tmp.20240501.1 && echo d > proj/.notes.md.tmp.300.1
+check "a new run beside them" 0 "$ctgrad" train gpt --run proj "${tiny[@]}"
+check "they are kept" 0 test -s proj/.draft.tmp.20240501.1 -a -s proj/.notes.md.tmp.300.1
+cp proj/tokenizer.json proj/tokenizer.json.bak && echo n > proj/tokenizer.notes.txt
+check "the run again with --overwrite" 0 "$ctgrad" train gpt --run proj --overwrite "${tiny[@]}"
+check "the user's tokenizer backup and notes are kept" 0 test -s proj/tokenizer.json.bak -a -s proj/tokenizer.notes.txt
+mkdir notes_only && echo mine > notes_only/tokenizer.notes.txt
+check "a new run in a folder holding a user's tokenizer.notes.txt" 0 "$ctgrad" train gpt --run notes_only "${tiny[@]}"
+{ for i in $(seq 1 34); do echo "the house is big"; done; printf 'house %.0s' {1..200}; echo; } > l35.txt
+check "translate a long 35th line" 0 "$ctgrad" translate transformer --run trt --beam 1 --batch 32 --threads 1 < l35.txt
+expect_text "names the input's line" "line 35 is"
+check "translate with a folder as standard input" 1 "$ctgrad" translate transformer --run trt --beam 1 --threads 1 < /tmp
+expect_text "says so" "cannot read standard input"
+cp -r bx bx_fifo && rm bx_fifo/tokenizer.model && mkfifo bx_fifo/tokenizer.model
+check "finetune from a pretrained run whose tokenizer is a FIFO" 2 timeout -k 5 120 "$ctgrad" finetune bert --pretrained bx_fifo --run ft_fifo --set size=tiny --set steps=2
+expect_text "says what it is" "is not a regular file"
+cp "$(ls kept/checkpoint-*.safetensors | head -n 1)" kept/checkpoint-99999999.safetensors
+check "average-checkpoints with a checkpoint under another step's name" 2 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out avg3.safetensors
+expect_text "names it" "not of step 99999999 its name says"
+rm kept/checkpoint-99999999.safetensors
+check "a seed past 2^63" 2 "$ctgrad" train gpt --run seed_big --set seed=18446744073709551615 "${tiny[@]}"
+expect_text "says the bound" "[0, 9223372036854775807]"
 
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"

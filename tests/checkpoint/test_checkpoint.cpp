@@ -269,8 +269,9 @@ TEST_CASE("a temporary file is always a new file: never opened through a link pu
   std::ifstream in(precious);
   const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(kept == "mine");
-  for (const char* name : {".notes.tmp.2024-05-01", ".a.tmp.", ".a.tmp.12x", "a.tmp.12", ".tmp.12"}) CHECK_FALSE(checkpoint::is_temporary_name(name, pid));
-  CHECK(checkpoint::is_temporary_name(".a.tmp.12", pid));
+  for (const char* name : {".notes.tmp.2024-05-01", ".a.tmp.", ".a.tmp.12x", "a.tmp.12.1", ".tmp.12.1", ".a.tmp.12", ".a.tmp.99999999.1"})
+    CHECK_FALSE(checkpoint::is_temporary_name(name, pid));
+  CHECK(checkpoint::is_temporary_name(".a.tmp.12.0", pid));
   CHECK(checkpoint::is_temporary_name(".a.png.gp.tmp.12.3", pid));
   fs::remove_all(dir);
 }

@@ -3,6 +3,9 @@
 // tests (tests/apps/cli_test.sh) cover the same through the command line.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cmath>
 #include <fstream>
@@ -215,21 +218,26 @@ TEST_CASE("RunFolder: refuses a folder holding a run, removes a dead writer's te
   CHECK_THROWS_WITH(folder.start_new(false), Contains("holds files of a run without a checkpoint"));
   std::ofstream(folder.checkpoint()) << "x";
   CHECK_THROWS_WITH(folder.start_new(false), Contains("holds a run (checkpoint.safetensors): continue it with --resume"));
-  // A temporary file of a process that no longer exists (pid 2^22 + 1 is above Linux's pid_max
-  // default) is removed; one of a live process (this one) is left alone.
-  // Both forms of the name: `.tmp.<pid>.<n>` (write_atomically's) and `.tmp.<pid>` (earlier versions').
-  const auto dead = folder.file(".checkpoint.safetensors.tmp.4194305"), live = folder.file(".checkpoint.safetensors.tmp." + std::to_string(::getpid()));
-  const auto dead_n = folder.file(".checkpoint.safetensors.tmp.4194305.7"), live_n = folder.file(".checkpoint.safetensors.tmp." + std::to_string(::getpid()) + ".7");
-  // A user's hidden files that only look like temporaries are theirs.
-  const auto notes = folder.file(".notes.tmp.2024-05-01"), draft = folder.file(".draft.tmp.4194305x");
-  for (const auto& f : {dead, live, dead_n, live_n, notes, draft}) std::ofstream(f) << "partial";
+  // A temporary file of one of the run's files whose process no longer exists is removed; one of
+  // a live process (this one) is left alone, and so is every name a run's writers do not make.
+  pid_t dead = 30000;
+  while (dead > 300 && !(::kill(dead, 0) != 0 && errno == ESRCH)) --dead;
+  const std::string d = std::to_string(dead), me = std::to_string(::getpid());
+  const auto stale = folder.file(".checkpoint.safetensors.tmp." + d + ".7"), stale_plot = folder.file(".loss.png.gp.tmp." + d + ".2"),
+             live = folder.file(".checkpoint.safetensors.tmp." + me + ".7");
+  std::vector<std::filesystem::path> kept{live};
+  for (const std::string name : {".checkpoint.safetensors.tmp." + d, ".notes.tmp.2024-05-01", ".draft.tmp.4194305x", ".thesis.tmp.20240501.1",
+                                 ".mine.tmp." + d + ".1", ".tmp." + d + ".1"})
+    kept.push_back(folder.file(name));
+  for (const auto& f : kept) std::ofstream(f) << "partial";
+  for (const auto& f : {stale, stale_plot}) std::ofstream(f) << "partial";
+  std::filesystem::create_directory(folder.file(".metrics.csv.tmp." + d + ".3"));  // a folder is not a temporary file
+  kept.push_back(folder.file(".metrics.csv.tmp." + d + ".3"));
   folder.require_checkpoint();
-  CHECK(std::filesystem::exists(notes));
-  CHECK(std::filesystem::exists(draft));
-  CHECK_FALSE(std::filesystem::exists(dead));
-  CHECK_FALSE(std::filesystem::exists(dead_n));
-  CHECK(std::filesystem::exists(live));
-  CHECK(std::filesystem::exists(live_n));
+  CHECK_FALSE(std::filesystem::exists(stale));
+  CHECK_FALSE(std::filesystem::exists(stale_plot));
+  for (const auto& f : kept) CHECK(std::filesystem::exists(f));
+  for (const auto& f : kept) std::filesystem::remove(f);
   folder.start_new(true);
   CHECK_FALSE(std::filesystem::exists(folder.checkpoint()));
   CHECK_THROWS_WITH(training::RunFolder(std::string(5000, 'x')), Contains("(5000 bytes)"));

@@ -1,0 +1,252 @@
+// The Transformer task's evaluation (validation NLL and BLEU, greedy and beam search on the test
+// split, attention heatmaps) and translation (transformer_session.hpp).
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include <ctgrad/metrics/bleu.hpp>
+#include <ctgrad/training/image_grid.hpp>
+
+#include "../option_text.hpp"
+#include "transformer_session.hpp"
+
+namespace ctgrad::cli::transformer_task {
+
+// One PNG per attention kind and layer, the heads side by side, tokens on the axes (as d2l shows them).
+void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers, int heads, const std::vector<std::string>& src_tokens,
+                    const std::vector<std::string>& tgt_tokens) {
+  if (!fs::exists("/usr/bin/gnuplot")) throw config_error("--attention-png needs gnuplot (apt-get install gnuplot-nox)");
+  fs::create_directories(out);
+  struct Kind {
+    const char* name;
+    const char* title;
+    const std::vector<std::string>& rows;
+    const std::vector<std::string>& cols;
+  };
+  const Kind kinds[] = {{"enc", "encoder self-attention", src_tokens, src_tokens},
+                        {"dec", "decoder self-attention", tgt_tokens, tgt_tokens},
+                        {"cross", "encoder-decoder attention", tgt_tokens, src_tokens}};
+  for (const Kind& k : kinds)
+    for (int l = 0; l < layers; ++l) {
+      const auto w = prog.output(std::string("weights.") + k.name + "." + std::to_string(l));  // [1, heads, rows, cols]
+      const std::int64_t R = w.size(2), C = w.size(3);
+      const training::ImageGrid grid{.title = std::string(k.title) + ", layer " + std::to_string(l), .layout_cols = heads, .width = 360 * heads,
+                                     .height = 420, .font_size = 8, .rows = R, .cols = C, .unit_range = true, .x_labels = k.cols, .y_labels = k.rows};
+      std::vector<training::ImagePanel> panels;
+      for (int h = 0; h < heads; ++h) panels.push_back({.title = "head " + std::to_string(h), .values = {w.data + h * R * C, w.data + (h + 1) * R * C}});
+      const fs::path png = out / (std::string(k.name) + "_layer" + std::to_string(l) + ".png");
+      if (!training::plot_image_grid(png, grid, panels)) throw std::runtime_error("gnuplot failed to draw " + png.string());
+      std::printf("wrote %s\n", training::printable(png.string()).c_str());
+    }
+}
+
+// Corpus BLEU of greedy translations of the first n validation sentences.
+double TransformerSession::validation_bleu(std::size_t n) {
+  auto tr = translator();
+  std::vector<std::string> refs, hyps;
+  for (std::size_t i = 0; i < std::min(n, val_.size()) && !training::interrupted(); ++i) {
+    refs.push_back(val_[i].tgt_text);
+    hyps.push_back(tok_->decode(tr.greedy(val_[i].src, kBos, kEos, int(max_len_))));
+  }
+  return metrics::corpus_bleu(hyps, refs).score;
+}
+
+int TransformerSession::eval(const Config& o) {
+  if (const std::string dir = one_line("--attention-png", o.text("attention-png")); !dir.empty()) {  // before the evaluation, not after it
+    if (copy_) throw config_error("--attention-png draws a translation model's attention: this run is the copy task");
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir, ec)) throw config_error("--attention-png " + dir + ": cannot make the folder (" + (ec ? ec.message() : "a file is in the way") + ")");
+    for (const char* kind : {"enc", "dec", "cross"})  // a user's file of those names is kept
+      for (int l = 0; l < programs_.config.n_layer; ++l)
+        if (const fs::path png = fs::path(dir) / (std::string(kind) + "_layer" + std::to_string(l) + ".png"); fs::exists(fs::symlink_status(png, ec)))
+          throw config_error("--attention-png " + dir + " already holds " + png.filename().string() + ": move it away, or give another folder");
+  }
+  auto tr = translator();
+  if (copy_) {
+    int exact = 0;
+    for (const auto& e : val_) {
+      const auto out = tr.greedy(e.src, 1, -1, 9);
+      exact += out == std::vector<std::int32_t>(e.src.begin() + 1, e.src.end());
+    }
+    std::printf("copy task: %d of %zu held-out sequences copied exactly by greedy decoding\n", exact, val_.size());
+    return 0;
+  }
+  const double nll = validation_nll();
+  if (!std::isfinite(nll)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
+  std::printf("validation loss %.4f nats/token (negative log-likelihood)\n", nll);
+  const std::size_t n = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(test_.size(), std::size_t(c_.integer("eval_sentences"))) : test_.size();
+  // Decoded 32 sentences at a time (each sentence's result is its own search's).
+  auto decode_all = [&](const std::vector<Example>& set, std::size_t count, const models::BeamOptions& bo, double& seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < count && !training::interrupted(); i += 32) {
+      std::vector<std::vector<std::int32_t>> srcs;
+      for (std::size_t j = i; j < std::min(count, i + 32); ++j) srcs.push_back(set[j].src);
+      for (const auto& ids : tr.search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  };
+  const models::BeamOptions gr{.beam = 1, .alpha = 0, .max_len = int(max_len_), .stop = training::interrupted};
+  const models::BeamOptions bo{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
+  std::vector<std::string> refs, beam;
+  auto score = [&](const std::vector<Example>& set, std::size_t count, const char* name) {
+    refs.clear();
+    for (std::size_t i = 0; i < count; ++i) refs.push_back(set[i].tgt_text);
+    double t_greedy = 0, t_beam = 0;
+    const std::vector<std::string> greedy = decode_all(set, count, gr, t_greedy);
+    beam = decode_all(set, count, bo, t_beam);
+    if (training::interrupted()) return;
+    std::printf("%s: %zu sentences (EN -> DE), sacreBLEU-style corpus BLEU on detokenised text\n", name, count);
+    std::printf("greedy:        %s  (%.1f s, %.1f sentences/s)\n", metrics::corpus_bleu(greedy, refs).str().c_str(), t_greedy,
+                double(count) / t_greedy);
+    std::printf("beam %d, a %.1f: %s  (%.1f s, %.1f sentences/s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam,
+                double(count) / t_beam);
+  };
+  if (!wesnoth_test_.empty()) {
+    const std::size_t nw = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(wesnoth_test_.size(), std::size_t(c_.integer("eval_sentences")))
+                                                           : wesnoth_test_.size();
+    score(wesnoth_test_, nw, "Wesnoth test split");
+  }
+  score(test_, n, "test split");
+  if (training::interrupted()) return 130;
+  for (std::size_t i = 0; i < std::min<std::size_t>(n, 8); ++i)
+    std::printf("\n  EN   %s\n  ref  %s\n  beam %s\n", test_[i].src_text.c_str(), refs[i].c_str(), beam[i].c_str());
+  if (!o.text("attention-png").empty()) heatmaps(o.text("attention-png"), o.text("sentence").empty() ? test_[0].src_text : o.text("sentence"));
+  return 0;
+}
+
+int TransformerSession::command(const std::string& name, const Config& o) { return name == "export-batches" ? export_batches(o) : translate(o); }
+
+int TransformerSession::translate(const Config& o) {
+  if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
+  const models::BeamOptions bo{.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
+  auto tr = translator();
+  if (o.was_set("text")) {
+    if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
+    const auto out = tr.search(encode_source(o.text("text"), "--text"), kBos, kEos, bo);
+    if (training::interrupted()) return 130;
+    std::printf("%s\n", tok_->decode(out).c_str());
+    return 0;
+  }
+  // Standard input, a sentence per line, a German line for each (an empty line for an empty
+  // one): `batch` lines decoded at once, or each line as it comes when a person types them.
+  const std::size_t batch = isatty(0) ? 1 : std::size_t(o.integer("batch"));
+  std::vector<std::string> lines;
+  std::size_t before = 0;  // the input's lines before this batch's
+  auto flush = [&] {
+    if (training::interrupted()) return;  // a search cut short is not a translation
+    std::vector<std::vector<std::int32_t>> srcs;
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (lines[i].find_first_not_of(" \t\r") != std::string::npos) srcs.push_back(encode_source(lines[i], "line " + std::to_string(before + i + 1))), at.push_back(i);
+    const auto outs = tr.search_batch(srcs, kBos, kEos, bo);
+    std::vector<std::string> german(lines.size());
+    for (std::size_t k = 0; k < at.size(); ++k) german[at[k]] = tok_->decode(outs[k]);
+    if (training::interrupted()) return;
+    for (const auto& g : german) std::printf("%s\n", g.c_str());
+    std::fflush(stdout);
+    before += lines.size();
+    lines.clear();
+  };
+  // Waits for input in slices, so that Ctrl-C ends a read at a terminal (the signal handlers
+  // restart interrupted reads).
+  auto wait_for_line = [] {
+    while (!training::interrupted()) {
+      if (std::cin.rdbuf()->in_avail() > 0) return true;
+      pollfd p{0, POLLIN, 0};
+      const int ready = ::poll(&p, 1, 200);
+      if (ready < 0 && errno == EINTR) continue;  // a signal: the loop asks whether it was Ctrl-C
+      if (ready != 0) return true;                // input, end of input, or an error: getline tells
+    }
+    return false;
+  };
+  for (std::string line; wait_for_line() && std::getline(std::cin, line);) {
+    lines.push_back(line);
+    if (lines.size() >= batch) flush();
+  }
+  if (training::interrupted()) return 130;
+  // A read that failed (standard input closed, or a folder) is not the end of the input.
+  if (std::ferror(stdin) || std::cin.bad()) throw std::runtime_error(std::string("cannot read standard input: ") + std::strerror(errno ? errno : EIO));
+  flush();
+  return 0;
+}
+
+models::Seq2SeqSearch TransformerSession::translator() {
+  const Options o{.threads = ctx_.threads};
+  const auto& v = programs_.config;
+  return models::Seq2SeqSearch(programs_.encoder(o), programs_.step(o),
+                               {v.n_layer, v.heads, v.d_model / v.heads, v.vocab, v.arch.pos != layers::Pos::none}, model_->parameters());
+}
+
+// A source of at most max_len tokens, </s> included; `what` names a user's text, which is told
+// when it is cut.
+std::vector<std::int32_t> TransformerSession::encode_source(const std::string& text, const std::string& what) const {
+  std::vector<std::int32_t> src = tok_->encode(text);
+  if (std::int64_t(src.size()) >= max_len_) {
+    if (!what.empty())
+      std::fprintf(stderr, "ctgrad: warning: %s is %zu tokens, more than the model reads (max_len %lld): translating its first %lld\n", what.c_str(),
+                   src.size(), (long long)max_len_, (long long)(max_len_ - 1));
+    src.resize(std::size_t(max_len_ - 1));
+  }
+  src.push_back(kEos);
+  return src;
+}
+
+// The negative log-likelihood of the validation targets (the training loss adds label smoothing).
+double TransformerSession::validation_nll() {
+  double total = 0, n = 0;
+  std::vector<std::int64_t> idx;
+  for (std::int64_t i = 0; i < std::int64_t(val_.size()); ++i) idx.push_back(i);
+  std::stable_sort(idx.begin(), idx.end(), [&](auto x, auto y) { return val_[std::size_t(x)].src.size() < val_[std::size_t(y)].src.size(); });
+  const EvalShard shard{ctx_.comm};
+  for (std::size_t b = 0; b < idx.size() && !training::interrupted(); b += std::size_t(batch_)) {
+    if (!shard.mine(std::int64_t(b) / batch_)) continue;
+    const Batch bt = make_batch(val_, std::span<const std::int64_t>(idx).subspan(b, std::min(idx.size() - b, std::size_t(batch_))), kPad);
+    feed(*model_, bt);
+    model_->forward(Mode::infer);
+    const auto logits = model_->output("logits");  // [B, T, vocab]
+    for (std::int64_t r = 0; r < bt.B * bt.T; ++r) {
+      if (bt.tgt_out[std::size_t(r)] == programs_.config.pad) continue;
+      total += token_nll(logits.data + r * vocab_, vocab_, bt.tgt_out[std::size_t(r)]);
+      n += 1;
+    }
+  }
+  double sums[2] = {total, n};
+  shard.sum(sums);
+  return sums[0] / sums[1];
+}
+
+void TransformerSession::heatmaps(const std::string& dir, const std::string& sentence) {
+  auto tr = translator();
+  const std::vector<std::int32_t> src = encode_source(sentence);
+  const auto out = tr.greedy(src, kBos, kEos, int(max_len_));
+  std::vector<std::int32_t> tgt_in{kBos};
+  tgt_in.insert(tgt_in.end(), out.begin(), out.end());
+  const auto owned = programs_.maps(Options{.threads = ctx_.threads});
+  Executor<float>& maps = *owned;
+  models::copy_weights(model_->parameters(), maps, "attention maps");
+  const std::int32_t sl = std::int32_t(src.size()), tl = std::int32_t(tgt_in.size());
+  maps.set_input(in::src, std::span<const std::int32_t>(src), {1, sl});
+  maps.set_input(in::src_len, std::span<const std::int32_t>(&sl, 1), {1});
+  maps.set_input(in::tgt_in, std::span<const std::int32_t>(tgt_in), {1, tl});
+  maps.set_input(in::tgt_len, std::span<const std::int32_t>(&tl, 1), {1});
+  maps.forward(Mode::infer);
+  auto pieces = [&](const std::vector<std::int32_t>& ids) {
+    std::vector<std::string> v;
+    for (auto id : ids) v.push_back(id == kBos ? "<s>" : id == kEos ? "</s>" : tok_->decode({id}));
+    return v;
+  };
+  std::printf("\nattention of: %s -> %s\n", sentence.c_str(), tok_->decode(out).c_str());
+  write_heatmaps(maps, dir, programs_.config.n_layer, programs_.config.heads, pieces(src), pieces(tgt_in));
+}
+
+}  // namespace ctgrad::cli::transformer_task
