@@ -226,7 +226,7 @@ TEST_CASE("RunFolder: refuses a folder holding a run, removes a dead writer's te
   const auto stale = folder.file(".checkpoint.safetensors.tmp." + d + ".7"), stale_plot = folder.file(".loss.png.gp.tmp." + d + ".2"),
              live = folder.file(".checkpoint.safetensors.tmp." + me + ".7");
   std::vector<std::filesystem::path> kept{live};
-  for (const std::string name : {".checkpoint.safetensors.tmp." + d, ".notes.tmp.2024-05-01", ".draft.tmp.4194305x", ".thesis.tmp.20240501.1",
+  for (const std::string& name : std::vector<std::string>{".checkpoint.safetensors.tmp." + d, ".notes.tmp.2024-05-01", ".draft.tmp.4194305x", ".thesis.tmp.20240501.1",
                                  ".mine.tmp." + d + ".1", ".tmp." + d + ".1"})
     kept.push_back(folder.file(name));
   for (const auto& f : kept) std::ofstream(f) << "partial";
