@@ -164,6 +164,24 @@ void fit_context_to_preset(Config& c, std::int64_t preset_context) {
   if (!c.was_set("context") && c.integer("context") > preset_context) c.set("context", std::to_string(preset_context), "the preset's default");
 }
 
+std::function<void(Config&)> fit_context_by_size(std::vector<std::pair<std::string, std::int64_t>> contexts) {
+  return [contexts = std::move(contexts)](Config& c) {
+    for (const auto& [size, context] : contexts)
+      if (c.text("size") == size) fit_context_to_preset(c, context);
+  };
+}
+
+void check_context(const Config& c, std::int64_t preset_context) {
+  if (c.integer("context") > preset_context)
+    throw config_error("context " + c.show("context") + " is longer than size " + c.text("size") + "'s " + std::to_string(preset_context));
+}
+
+void refuse_longer_context(const Config& c, const Config& saved, const Context& ctx) {
+  if (ctx.command != "train" && c.integer("context") > saved.integer("context"))
+    throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +
+                       ": it cannot run at " + c.show("context"));
+}
+
 PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::string& model, const std::string& how) {
   namespace fs = std::filesystem;
   if (dir.empty()) throw config_error("pretrained: a `" + how + "` run folder is needed (its tokenizer), even with init=scratch");

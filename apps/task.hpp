@@ -27,6 +27,7 @@ namespace ctgrad::cli {
 
 using training::Config;
 using training::config_error;
+using training::Role;
 using training::Schema;
 
 // A command of a model beyond train and eval ("sample", "translate", "fill-mask"), with its options.
@@ -161,8 +162,14 @@ struct Stopwatch {
 };
 
 // For Task::dependent_defaults: a context not set by the user is cut to the preset's (the default
-// 64 of size=small would refuse size=tiny's 32).
+// 64 of size=small would refuse size=tiny's 32), each size's context given.
 void fit_context_to_preset(Config& c, std::int64_t preset_context);
+std::function<void(Config&)> fit_context_by_size(std::vector<std::pair<std::string, std::int64_t>> contexts);
+// A context longer than the preset's is refused (config_error naming the size).
+void check_context(const Config& c, std::int64_t preset_context);
+// For Task::check_against_checkpoint: a run read at a longer context than it trained at would use
+// untrained position embeddings.
+void refuse_longer_context(const Config& c, const Config& saved, const Context& ctx);
 
 // Keys of every model: the seeds (`seed` sets every stream; init_seed, data_seed, dropout_seed,
 // -1: seed, set one) and `precision` (fp32 | bf16: the matmuls' operands, applied by the CLI).

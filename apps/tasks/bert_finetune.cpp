@@ -24,13 +24,13 @@
 
 #include "../task.hpp"
 #include "bert_data.hpp"
+#include "bert_finetune_init.hpp"
 
 namespace ctgrad::cli {
 namespace {
 
 namespace in = models::bert_inputs;
 namespace fs = std::filesystem;
-using training::Role;
 
 using corpus::austen_passages;
 using corpus::kNovels;
@@ -72,10 +72,9 @@ class FinetuneSession : public Session {
 
  public:
   FinetuneSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)), opt_(model_.parameters(), adam_options(c), groups(c)),
+      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)), opt_(model_.parameters(), adam_options(c), bert::finetune_groups(c)),
         context_(c.integer("context")), batch_(c.integer("batch")) {
-    if (context_ > P.context)
-      throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
+    check_context(c, P.context);
     if (c.integer("freeze") > P.n_layer + 1)
       throw config_error("freeze " + c.show("freeze") + ": size " + c.text("size") + " has the embeddings and " + std::to_string(P.n_layer) +
                          " layers (freeze at most " + std::to_string(P.n_layer + 1) + ")");
@@ -89,7 +88,7 @@ class FinetuneSession : public Session {
     if (ctx_.from_checkpoint) {
       tok_.emplace(data::SentencePieceTokenizer::load(own));
     } else {
-      start_from_pretrained(own);
+      tok_.emplace(bert::start_from_pretrained(c_, model_, own));
     }
     if (tok_->vocab_size() > P.vocab || tok_->piece(bert::kSpecials.cls) != "[CLS]" || tok_->piece(bert::kSpecials.sep) != "[SEP]")
       throw config_error(own.string() + " is not a BERT vocabulary of size " + c_.text("size") + " ([PAD] [UNK] [CLS] [SEP] [MASK] first, at most " +
@@ -138,11 +137,11 @@ class FinetuneSession : public Session {
   }
 
   int eval(const Config&) override {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch time;
     const Scores s = validate();
     if (training::interrupted()) return 130;
     std::printf("validation: accuracy %.4f (majority-class baseline %.4f), loss %.4f nats/passage (%zu passages, %.1f s)\n\n", s.accuracy,
-                majority_, s.loss, val_.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                majority_, s.loss, val_.size(), time.seconds());
     std::printf("confusion matrix (rows: true novel, columns: predicted)\n%-22s", "");
     for (int k = 0; k < kNovels; ++k) std::printf(" %6d", k);
     std::printf("  accuracy\n");
@@ -166,57 +165,6 @@ class FinetuneSession : public Session {
   };
 
   static optim::AdamOptions adam_options(const Config& c) { return {.lr = c.real("lr"), .weight_decay = c.real("weight_decay")}; }
-
-  // Frozen first (lr 0), then no decay on biases and norms, then the encoder at encoder_lr x lr;
-  // the head's weights take the default.
-  static std::vector<optim::Group> groups(const Config& c) {
-    const std::int64_t freeze = c.integer("freeze");
-    const double enc = c.real("encoder_lr");
-    auto head = [](std::string_view n) { return n.rfind("pooler.", 0) == 0 || n.rfind("cls.", 0) == 0; };
-    auto frozen = [freeze, head](std::string_view n) {
-      if (freeze == 0 || head(n)) return false;
-      if (n.rfind("layer.", 0) != 0) return true;  // tok, pos, seg, emb_norm
-      return std::stoll(std::string(n.substr(6, n.find('.', 6) - 6))) < freeze - 1;
-    };
-    return {{"frozen", [frozen](const optim::ParamInfo& p) { return frozen(p.name); }, 0.0, 0.0},
-            {"head_no_decay", [head](const optim::ParamInfo& p) { return p.rank < 2 && head(p.name); }, 1.0, 0.0},
-            {"encoder_no_decay", [](const optim::ParamInfo& p) { return p.rank < 2; }, enc, 0.0},
-            {"encoder", [head](const optim::ParamInfo& p) { return !head(p.name); }, enc, -1}};
-  }
-
-  // The pretraining's topology must be ours (a post-norm checkpoint would load into a pre-norm graph
-  // by name but for its final norm), and positions past its context have untrained embeddings.
-  void check_pretrained_config(const std::string& json, const fs::path& file) {
-    const auto bert = std::find_if(cli::tasks().begin(), cli::tasks().end(), [](const Task& t) { return t.name == "bert"; });
-    if (bert == cli::tasks().end()) return;
-    Config pre(bert->schema);
-    pre.merge_json(json, "the config in " + file.string());
-    if (pre.flag("pre_norm") != c_.flag("pre_norm"))
-      throw config_error("pretrained " + file.string() + " was trained with pre_norm=" + pre.show("pre_norm") + ": --set pre_norm=" + pre.show("pre_norm"));
-    if (pre.text("size") != c_.text("size"))
-      throw config_error("pretrained " + file.string() + " was trained with size " + pre.text("size") + ": --set size=" + pre.text("size"));
-    if (const std::int64_t n = pre.integer("context"); context_ > n)
-      throw config_error("context " + std::to_string(context_) + " is longer than the pretrained run's " + std::to_string(n) +
-                         " (its positions past that were never trained): --set context=" + std::to_string(n));
-  }
-
-  // A new run: the pretrained run's tokenizer (checked against its checkpoint, copied into this run)
-  // and, unless init=scratch, its encoder's weights by name.
-  void start_from_pretrained(const fs::path& own) {
-    const PretrainedRun from = open_pretrained(c_.text("pretrained"), "bert", "ctgrad train bert --run");
-    if (!from.config_json.empty()) check_pretrained_config(from.config_json, from.dir / "checkpoint.safetensors");
-    tok_.emplace(data::SentencePieceTokenizer::load(from.tokenizer));
-    if (c_.text("init") == "scratch") return from.copy_tokenizer(own);
-    // The encoder, and the pooler when next-sentence prediction trained it; the output layer starts new.
-    const bool pooler = from.checkpoint->has("pooler.weight");
-    const int copied = from.load_weights(
-        model_, [pooler](std::string_view n) { return n.rfind("cls.", 0) != 0 && (pooler || n.rfind("pooler.", 0) != 0); },
-        "size " + c_.text("size") + "'s: was it pretrained at another size? (--set size=...)");
-    from.copy_tokenizer(own);
-    std::printf("loaded %d encoder tensors from %s; %s\n", copied, (from.dir / "checkpoint.safetensors").c_str(),
-                pooler ? "the pooler too (next-sentence prediction trained it); the output layer starts new"
-                       : "the pooler and the output layer start new");
-  }
 
   std::vector<Example> encode(const std::vector<Passage>& ps) {
     std::vector<Example> out;
@@ -306,15 +254,8 @@ Task finetune_task() {
   t.summary = "BERT fine-tuned from a pretrained `train bert` run: which Austen novel a passage is from (= ctgrad finetune bert)";
   t.schema = finetune_schema();
   t.input_folders = {"pretrained"};
-  t.dependent_defaults = [](Config& c) {  // a preset brings a context that fits it (size=tiny: 32)
-    const std::string& size = c.text("size");
-    fit_context_to_preset(c, size == "tiny" ? models::kBertTiny.context : size == "base" ? models::kBertBase.context : models::kBertSmall.context);
-  };
-  t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
-    if (ctx.command != "train" && c.integer("context") > saved.integer("context"))  // untrained positions
-      throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +
-                         ": it cannot run at " + c.show("context"));
-  };
+  t.dependent_defaults = fit_context_by_size({{"tiny", models::kBertTiny.context}, {"small", models::kBertSmall.context}, {"base", models::kBertBase.context}});
+  t.check_against_checkpoint = refuse_longer_context;
   t.open = open_presets("bert-finetune", "size",
                         {{"size=tiny", &open_variant<models::kBertTiny>} CTGRAD_UNLESS_SMOKE(, {"size=small", &open_variant<models::kBertSmall>},
                                                                                            {"size=base", &open_variant<models::kBertBase>})});

@@ -22,7 +22,6 @@ namespace ctgrad::cli {
 namespace {
 
 namespace in = models::gpt_inputs;
-using training::Role;
 
 // The preset's graph: its hyperparameters are every variant's.
 constexpr auto kHyperGraph = freeze<models::gpt<models::kGptSmall>>();
@@ -92,8 +91,7 @@ class GptSession : public Session {
         opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .beta2 = c.real("beta2"), .weight_decay = c.real("weight_decay")},
              {optim::no_decay_group()}),
         context_(c.integer("context")), batch_(c.integer("batch")) {
-    if (context_ > P.context)
-      throw config_error("context " + std::to_string(context_) + " is longer than size " + c.text("size") + "'s " + std::to_string(P.context));
+    check_context(c, P.context);
     check_fits(*model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
     check_shards(ctx, batch_, "batch");
@@ -284,19 +282,12 @@ Task gpt_task() {
   t.schema = gpt_schema();
   t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", sample_options()});
-  t.dependent_defaults = [](Config& c) {  // a preset brings a context that fits it (size=tiny: 32)
-    const std::string& size = c.text("size");
-    fit_context_to_preset(c, size == "tiny" ? models::kGptTiny.context : size == "medium" ? models::kGptMedium.context : models::kGptSmall.context);
-  };
+  t.dependent_defaults = fit_context_by_size({{"tiny", models::kGptTiny.context}, {"small", models::kGptSmall.context}, {"medium", models::kGptMedium.context}});
   t.open = open_presets("gpt", "size",
                         {{"size=tiny", &open_session<GptSession<models::kGptTiny, kGptOrderTiny>>} CTGRAD_UNLESS_SMOKE(
                             , {"size=small", &open_session<GptSession<models::kGptSmall, kGptOrderSmall>>},
                             {"size=medium", &open_session<GptSession<models::kGptMedium, kGptOrderMedium>>})});
-  t.check_against_checkpoint = [](const Config& c, const Config& saved, const Context& ctx) {
-    if (ctx.command != "train" && c.integer("context") > saved.integer("context"))
-      throw config_error("the checkpoint in " + ctx.folder.dir().string() + " was trained with context " + saved.show("context") +
-                         ": it cannot run at " + c.show("context"));
-  };
+  t.check_against_checkpoint = refuse_longer_context;
   return t;
 }
 

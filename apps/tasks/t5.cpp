@@ -5,21 +5,17 @@
 // spans placed without position bias (data/span_corruption.hpp), Adafactor with T5's inverse-
 // square-root schedule. Fine-tuning text to text is apps/tasks/t5_finetune.cpp.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <numeric>
 #include <optional>
 
-#include <ctgrad/data/pairs.hpp>
-#include <ctgrad/checkpoint/safetensors.hpp>
-#include <ctgrad/data/mlm.hpp>
+#include <ctgrad/data/mlm.hpp>  // (pack_units)
 #include <ctgrad/data/span_corruption.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/models/t5.hpp>
 #include <ctgrad/optim/optimizers.hpp>
-#include <ctgrad/optim/schedule.hpp>
 
 #include "../output_file.hpp"
 #include "../task.hpp"
@@ -29,9 +25,6 @@
 namespace ctgrad::cli {
 namespace {
 
-namespace in = models::t5_inputs;
-namespace fs = std::filesystem;
-using training::Role;
 using namespace t5;
 
 Schema t5_schema() {
@@ -135,14 +128,11 @@ class T5Session : public Session {
     std::printf("unigram baseline on the validation targets: loss %.4f nats/token, accuracy %.4f\n", baseline_.loss, baseline_.accuracy);
   }
 
-  checkpoint::Metadata metadata() override {
-    return {{"tokenizer", "tokenizer.model"}, {"tokenizer_hash", file_hash(ctx_.folder.file("tokenizer.model"))}};
-  }
+  checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder); }
 
   std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
   training::LoopOptions loop() override {
-    return {.steps = c_.integer("steps"), .eval_every = c_.integer("eval_every"), .clip = c_.real("clip"), .lr = schedule(c_, 10000), .unit = "nats/token",
-            .items = "tok"};
+    return step_loop(c_, schedule(c_, 10000), "nats/token", "tok");
   }
 
   training::Run run() override {
@@ -162,12 +152,12 @@ class T5Session : public Session {
   }
 
   int eval(const Config&) override {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch time;
     const Scores v = validate();
     if (training::interrupted()) return 130;
     if (!std::isfinite(v.loss)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
     std::printf("validation: loss %.4f nats/target token, target-token accuracy %.4f (%zu sequences, %.1f s)\n", v.loss, v.accuracy,
-                val_seqs_.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                val_seqs_.size(), time.seconds());
     return 0;
   }
 
@@ -266,46 +256,9 @@ class T5Session : public Session {
     return 0;
   }
 
-  // The batches training steps 1..N draw and the validation batches, exactly as this run feeds
-  // them, for another framework to train on (bench/reference/train_t5.py): each padded to the
-  // run's input and target lengths, [N, batch, length], with the rows each batch holds.
   int export_batches(const Config& o) {
     check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder);
-    struct Set {
-      std::vector<std::int32_t> src, src_len, tgt_in, tgt_out, rows;
-      void add(const data::SpanCorruptionBatches& b, std::int64_t batch, std::int64_t S, std::int64_t T) {
-        auto put = [&](std::vector<std::int32_t>& to, std::span<const std::int32_t> from, std::int64_t from_len, std::int64_t len) {
-          const std::size_t at = to.size();
-          to.resize(at + std::size_t(batch * len), kPad);
-          for (std::int64_t r = 0; r < b.batch(); ++r) std::copy_n(from.begin() + r * from_len, from_len, to.begin() + std::ptrdiff_t(at) + r * len);
-        };
-        put(src, b.inputs(), b.input_length(), S);
-        put(tgt_in, b.decoder_inputs(), b.target_length(), T);
-        put(tgt_out, b.targets(), b.target_length(), T);
-        src_len.insert(src_len.end(), b.input_lengths().begin(), b.input_lengths().end());
-        src_len.resize(src_len.size() + std::size_t(batch - b.batch()), 0);
-        rows.push_back(std::int32_t(b.batch()));
-      }
-    } train, val;
-    const std::int64_t steps = o.integer("steps"), S = lengths_.inputs, T = lengths_.targets;
-    for (std::int64_t step = 1; step <= steps && !training::interrupted(); ++step) train_->draw(std::uint64_t(step)), train.add(*train_, batch_, S, T);
-    for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_)
-      val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first)), val.add(*val_, batch_, S, T);
-    if (training::interrupted()) return 130;
-    std::vector<checkpoint::TensorView> t;
-    for (auto [name, set] : {std::pair{"train", &train}, std::pair{"val", &val}}) {
-      const std::int64_t n = std::int64_t(set->rows.size());
-      const std::string p(name);
-      t.push_back(checkpoint::view_of<std::int32_t>(p + ".src", set->src, {n, batch_, S}));
-      t.push_back(checkpoint::view_of<std::int32_t>(p + ".src_len", set->src_len, {n, batch_}));
-      t.push_back(checkpoint::view_of<std::int32_t>(p + ".tgt_in", set->tgt_in, {n, batch_, T}));
-      t.push_back(checkpoint::view_of<std::int32_t>(p + ".tgt_out", set->tgt_out, {n, batch_, T}));
-      t.push_back(checkpoint::view_of<std::int32_t>(p + ".rows", set->rows, {n}));
-    }
-    checkpoint::save(o.text("out"), t, {{"vocab", std::to_string(P.vocab)}, {"config", c_.to_json()}});
-    std::printf("wrote %s: %lld training batches and %zu validation batches of %lld x (%lld inputs, %lld targets)\n", o.text("out").c_str(),
-                (long long)steps, val.rows.size(), (long long)batch_, (long long)S, (long long)T);
-    return 0;
+    return export_span_batches(o, c_, *train_, *val_, std::int64_t(val_seqs_.size()), batch_, lengths_, P.vocab);
   }
 
   Config c_;

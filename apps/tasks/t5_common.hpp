@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ctgrad/data/pairs.hpp>
+#include <ctgrad/data/span_corruption.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/models/t5.hpp>
 #include <ctgrad/optim/optimizers.hpp>
@@ -18,6 +19,9 @@
 #include "text_corpus.hpp"
 
 namespace ctgrad::cli::t5 {
+
+namespace in = models::t5_inputs;
+namespace fs = std::filesystem;
 
 using training::Role;
 
@@ -210,6 +214,13 @@ inline Filled fill_sentinels(const data::SentencePieceTokenizer& tok, const std:
   f.text += text.substr(at);
   return f;
 }
+
+// The batches training steps 1..N draw and the validation batches (`val_count` sequences),
+// exactly as a run feeds them, for another framework to train on (bench/reference/train_t5.py):
+// each padded to the run's input and target lengths, [N, batch, length], with the rows each batch
+// holds, written to --out (checked by the caller).
+int export_span_batches(const Config& o, const Config& c, data::SpanCorruptionBatches& train, data::SpanCorruptionBatches& val,
+                        std::int64_t val_count, std::int64_t batch, const data::SpanLengths& lengths, int vocab);
 
 // The session of the run's preset: size x tied (the original T5-small shape untied only).
 template <template <models::T5Config> class S>

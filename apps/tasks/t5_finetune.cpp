@@ -26,17 +26,13 @@
 
 #include "../task.hpp"
 #include "t5_common.hpp"
+#include "t5_finetune_tasks.hpp"
 #include "text_corpus.hpp"
 
 namespace ctgrad::cli {
 namespace {
 
-namespace in = models::t5_inputs;
-namespace fs = std::filesystem;
-using training::Role;
 using namespace t5;
-
-const std::vector<std::string> kTasks{"translate-en-de", "translate-de-en", "austen-novel"};
 
 Schema finetune_schema() {
   Schema s;
@@ -59,46 +55,6 @@ Schema finetune_schema() {
   return s;
 }
 
-// The tasks of a --task spec, in its order; an unknown one or a repeat is an error naming it.
-std::vector<std::string> parse_tasks(const std::string& spec) {
-  auto known = [](const std::string& t) { return std::find(kTasks.begin(), kTasks.end(), t) != kTasks.end(); };
-  auto list = [] {
-    std::string s;
-    for (const auto& t : kTasks) s += (s.empty() ? "" : ", ") + t;
-    return s;
-  };
-  const std::string shown = spec.size() <= 120 ? spec : spec.substr(0, 100) + "...(" + std::to_string(spec.size()) + " bytes)";
-  if (spec.rfind("mix:", 0) != 0) {
-    if (!known(spec)) throw config_error("task '" + shown + "' is not one of: " + list() + ", or mix:a,b,...");
-    return {spec};
-  }
-  std::vector<std::string> out;
-  for (std::size_t at = 4; at <= spec.size();) {
-    const std::size_t comma = std::min(spec.find(',', at), spec.size());
-    const std::string t = spec.substr(at, comma - at);
-    if (!known(t)) throw config_error("the mixture " + shown + " names an unknown task '" + t.substr(0, 80) + "' (tasks: " + list() + ")");
-    if (std::find(out.begin(), out.end(), t) != out.end()) throw config_error("the mixture " + shown + " names '" + t + "' twice");
-    out.push_back(t);
-    at = comma + 1;
-  }
-  if (out.size() < 2) throw config_error("a mixture needs two tasks or more: " + shown + " (a single task is --task " + (out.empty() ? "..." : out[0]) + ")");
-  return out;
-}
-
-struct Example {
-  std::vector<std::int32_t> input, target;  // each ends with </s>
-  std::string target_text, source_text;
-  int task = 0;
-  std::string input_text;  // the task's prefix and the source, until tokenize() encodes it
-};
-struct TaskSet {
-  std::string name;
-  bool classification = false;
-  std::vector<Example> train, validation, test;
-  std::vector<std::string> labels;  // classification: the target texts
-  double majority = 0;              // classification: the majority class's share of the test set
-};
-
 template <models::T5Config P>
 class FinetuneSession : public Session {
   static constexpr const auto& G = Graphs<P>::train;
@@ -119,7 +75,7 @@ class FinetuneSession : public Session {
     else start_from_pretrained(own);
     check_vocabulary(*tok_, P.vocab, own);
     for (std::size_t i = 0; i < names_.size(); ++i) {
-      tasks_.push_back(load_task(names_[i], int(i)));
+      tasks_.push_back(load_task(names_[i], int(i), ctx_.cache));
       for (auto* set : {&tasks_.back().train, &tasks_.back().validation, &tasks_.back().test}) tokenize(*set);
     }
     for (const auto& t : tasks_) {
@@ -217,10 +173,6 @@ class FinetuneSession : public Session {
     std::printf("loaded all %d tensors from %s\n", copied, (from.dir / "checkpoint.safetensors").c_str());
   }
 
-  // An example's texts, not yet encoded: tokenize() encodes a whole set of them at once.
-  static Example example(const std::string& prefix, const std::string& source, const std::string& target, int task) {
-    return Example{{}, {}, target, source, task, prefix + source};
-  }
   void tokenize(std::vector<Example>& set) {
     std::vector<std::string> inputs(set.size()), targets(set.size());
     for (std::size_t i = 0; i < set.size(); ++i) inputs[i] = std::move(set[i].input_text), targets[i] = set[i].target_text;
@@ -233,33 +185,6 @@ class FinetuneSession : public Session {
       e.target.resize(std::min<std::size_t>(e.target.size(), std::size_t(target_len_ - 1)));
       e.input.push_back(kEos), e.target.push_back(kEos);
     }
-  }
-
-  TaskSet load_task(const std::string& name, int index) {
-    TaskSet t;
-    t.name = name;
-    if (name == "austen-novel") {
-      const corpus::Passages p = corpus::austen_passages(ctx_.cache);
-      t.classification = true, t.labels = p.titles;
-      for (const auto& x : p.train) t.train.push_back(example("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
-      // The held-out passages (the novels' last tenth): every other one validates, the rest test.
-      std::vector<std::int64_t> per_class(p.titles.size());
-      for (std::size_t i = 0; i < p.validation.size(); ++i) {
-        const auto& x = p.validation[i];
-        (i % 2 ? t.test : t.validation).push_back(example("austen novel: ", x.text, p.titles[std::size_t(x.label)], index));
-        if (i % 2) ++per_class[std::size_t(x.label)];
-      }
-      t.majority = double(*std::max_element(per_class.begin(), per_class.end())) / double(std::max<std::size_t>(t.test.size(), 1));
-      return t;
-    }
-    const bool en_de = name == "translate-en-de";
-    const std::string prefix = en_de ? "translate English to German: " : "translate German to English: ";
-    const data::PairSplit split = data::split_pairs(data::ding_sentence_pairs());
-    auto add = [&](const std::vector<data::SentencePair>& from, std::vector<Example>& to) {
-      for (const auto& s : from) to.push_back(en_de ? example(prefix, s.en, s.de, index) : example(prefix, s.de, s.en, index));
-    };
-    add(split.train, t.train), add(split.validation, t.validation), add(split.test, t.test);
-    return t;
   }
 
   void set_batch(const std::vector<Example>& set, const std::vector<std::size_t>& rows) {

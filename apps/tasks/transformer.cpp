@@ -11,7 +11,6 @@
 namespace ctgrad::cli::transformer_task {
 namespace {
 
-using training::Role;
 
 // The paper's recipe: Adam (0.9, 0.98, 1e-9), Noam schedule, label smoothing 0.1 and dropout 0.1
 // (hyperparameters of the model). Warm-up 4000 for base; shorter for the small runs on 2 cores,

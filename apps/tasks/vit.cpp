@@ -25,7 +25,6 @@ namespace {
 
 namespace in = models::vit_inputs;
 namespace fs = std::filesystem;
-using training::Role;
 
 // The preset's graph: its hyperparameters are every variant's.
 constexpr auto kHyperGraph = freeze<models::vit<models::kVitFast>>();

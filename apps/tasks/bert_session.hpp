@@ -1,0 +1,79 @@
+// The BERT task's session (apps/tasks/bert*.cpp): one class for every preset and topology, the
+// compiled program given; training and the data in bert.cpp, validation, fill-mask and
+// export-batches in bert_eval.cpp.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ctgrad/data/mlm.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/models/bert.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+
+#include "../task.hpp"
+#include "bert_data.hpp"
+
+namespace ctgrad::cli::bert {
+
+namespace in = models::bert_inputs;
+
+Schema fill_mask_options();
+
+class BertSession : public Session {
+ public:
+  // `p`: the preset with its topology switches, which `model` was compiled from.
+  BertSession(const Config& c, const Context& ctx, const models::BertConfig& p, std::unique_ptr<Executor<float>> model);
+  Executor<float>& model() override { return *model_; }
+  optim::Optimizer<float>& optimizer() override { return opt_; }
+  void prepare() override;
+  checkpoint::Metadata metadata() override;
+  std::vector<std::string> metrics() const override;
+  training::LoopOptions loop() override;
+  training::Run run() override;
+  int eval(const Config&) override;
+  // What the model learned, shown: the masked-token accuracy against the baseline, and a fill-mask.
+  int after_training(const training::Outcome& out) override;
+  int command(const std::string& name, const Config& o) override;  // fill-mask, export-batches
+
+ private:
+  struct Baseline {
+    double loss, accuracy;
+    std::int32_t most_frequent;
+  };
+  struct Scores {
+    double loss, accuracy, next_sentence_accuracy;
+  };
+  Baseline unigram_baseline();  // predicting every masked token from the training split's token frequencies alone
+  // The batch, or a data-parallel rank's rows of it (the batch's padded length kept, so each
+  // rank's dropout masks are its rows' of the whole batch) with the picks in them.
+  void set_batch(const data::MlmBatches& b, training::Shard shard = {});
+  // MLM loss (per masked token) and masked-token accuracy over the validation sequences, with
+  // their fixed masks (and pairs); with next-sentence prediction, its accuracy too.
+  Scores validate();
+  // The user's text with its m-th [MASK] replaced by a piece (the others kept): a word-start piece
+  // ("▁heaven") is a new word, any other ("," "s") joins the text before it.
+  static std::string filled_text(const std::string& text, std::size_t m, const std::string& piece);
+  int fill_mask(const Config& o);
+  int export_batches(const Config& o);
+
+  models::BertConfig p_;
+  Config c_;
+  Context ctx_;
+  std::unique_ptr<Executor<float>> model_;
+  optim::AdamW<float> opt_;
+  std::int64_t context_, batch_;
+  std::optional<data::SentencePieceTokenizer> tok_;
+  std::int32_t vocab_ = 0;
+  data::MlmSpecials specials_;
+  std::vector<std::uint8_t> word_starts_;
+  std::vector<std::vector<std::int32_t>> train_seqs_, val_seqs_;
+  std::optional<data::MlmBatches> train_, val_;
+  std::vector<std::int64_t> unigram_;
+  std::vector<std::int32_t> picks_, targets_;  // of this rank's rows
+  std::int64_t shard_picks_ = 0;
+};
+
+}  // namespace ctgrad::cli::bert
