@@ -14,6 +14,8 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
@@ -454,6 +456,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s%s\n", m.rfind("ctgrad: ", 0) == 0 ? "" : "ctgrad: ", printable(m).c_str());
     return code;
   };
+  const int code = [&]() -> int {
   try {
     // Under an MPI launcher only `train` runs (data-parallel): another command would run once per
     // rank (an ablate's runs N times over, into the same folders).
@@ -487,4 +490,14 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
+  }();
+  // What the command printed must have reached its standard output (a full disk, a closed descriptor).
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (!flushed || std::ferror(stdout) || !std::cout) {
+    std::fprintf(stderr, "ctgrad: cannot write standard output%s\n", !flushed ? (std::string(": ") + std::strerror(err)).c_str() : "");
+    return code == 0 ? 1 : code;
+  }
+  return code;
 }

@@ -186,6 +186,8 @@ PretrainedRun open_pretrained(const std::filesystem::path& dir, const std::strin
   namespace fs = std::filesystem;
   if (dir.empty()) throw config_error("pretrained: a `" + how + "` run folder is needed (its tokenizer), even with init=scratch");
   const training::RunFolder from(dir);
+  if (std::error_code ec; fs::exists(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec))
+    throw config_error("pretrained " + training::printable(dir.string()) + " is a file, not a run folder: give the folder of a `" + how + "` run");
   if (!from.has_checkpoint()) throw config_error("pretrained " + dir.string() + " holds no checkpoint: pretrain first (" + how + " " + training::shell_quote(dir.string()) + ")");
   PretrainedRun r;
   r.dir = dir;

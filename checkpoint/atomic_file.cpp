@@ -1,6 +1,9 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,6 +44,7 @@ int create_temporary(const std::filesystem::path& target, std::string& tmp) {
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EEXIST);
   if (fd < 0) throw std::runtime_error("ctgrad: cannot create " + tmp + ": " + std::strerror(errno));
+  ::flock(fd, LOCK_EX | LOCK_NB);  // a new file: no one else holds it (a file system without locks: no lock, the pid still says)
   return fd;
 }
 
@@ -65,6 +69,29 @@ bool is_temporary_name(const std::string& name, long& pid) {
   return pid > 0 && pid < pid_max;
 }
 
+int remove_stale_temporaries(const std::filesystem::path& dir, const std::function<bool(const std::string&)>& owned) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    long pid = 0;
+    if (!is_temporary_name(name, pid)) continue;
+    std::string of = name.substr(1, name.rfind(".tmp.") - 1);
+    for (const std::string side : {".gp", ".err"})  // gnuplot's script and output beside a plot
+      if (of.size() > side.size() && of.compare(of.size() - side.size(), side.size(), side) == 0) of.resize(of.size() - side.size());
+    if (!owned(of)) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {};
+    // Its writer, alive, holds its lock (from any pid namespace: another container's writer); a
+    // pid alive here may be its writer's too.
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+      removed += std::filesystem::remove(e.path(), ec) ? 1 : 0;
+    ::close(fd);
+  }
+  return removed;
+}
+
 void write_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> parts) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::string tmp;
@@ -77,17 +104,16 @@ void write_atomically(const std::filesystem::path& path, std::span<const std::sp
     std::remove(tmp.c_str());
     throw;
   }
-  if (::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error("ctgrad: closing " + tmp + ": " + why);
-  }
+  // Renamed while still open: its lock keeps a cleaner from taking it as a dead writer's until
+  // it has its name. (It is flushed to disk: closing it checks nothing more of the data.)
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);  // atomic on POSIX within one file system
   if (ec) {
+    ::close(fd);
     std::remove(tmp.c_str());
     throw std::runtime_error("ctgrad: cannot move " + tmp + " to " + path.string() + ": " + ec.message());
   }
+  if (::close(fd) != 0) throw std::runtime_error("ctgrad: closing " + path.string() + ": " + std::strerror(errno));
   if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {  // make the rename durable
     ::fsync(dfd);
     ::close(dfd);

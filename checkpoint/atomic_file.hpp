@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string_view>
 
@@ -19,11 +20,16 @@ void write_atomically(const std::filesystem::path& path, std::span<const std::sp
 void write_atomically(const std::filesystem::path& path, std::string_view text);
 
 // A new empty file beside `target`, named ".<target's name>.tmp.<pid>.<n>" and made with O_EXCL
-// (never an existing file, a link or a FIFO): its descriptor, its path in `tmp`. A run folder
-// removes such files once the process that made them is gone.
+// (never an existing file, a link or a FIFO): its descriptor, its path in `tmp`. The descriptor
+// holds an exclusive lock (flock) on it: while it is open the file is a live writer's, whatever
+// pid namespace a cleaner runs in. Keep it open until the file has its final name or is removed.
 int create_temporary(const std::filesystem::path& target, std::string& tmp);
 // Whether `name` is such a temporary file's name, of a pid a process can have, and of which pid.
 bool is_temporary_name(const std::string& name, long& pid);
+// Removes the temporary files in `dir` of targets `owned` names (a plot's ".gp" and ".err" files
+// count as the plot's) whose writer is gone: regular files whose lock no one holds, of a pid that
+// is no process here. How many.
+int remove_stale_temporaries(const std::filesystem::path& dir, const std::function<bool(const std::string&)>& owned);
 
 // A 64-bit checksum of bytes (FNV-1a over 8-byte words, then the tail), as 16 hex digits: what a
 // checkpoint records of its data so that a flipped byte is an error, not a different model. The

@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -117,7 +118,10 @@ void DataCache::write(const CacheKey& key, std::string_view kind, std::string_vi
                                                 std::as_bytes(std::span(bytes.data(), bytes.size()))};
     checkpoint::write_atomically(f, parts);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ctgrad: warning: could not keep %s in the cache (%s): going on without it\n", f.c_str(), e.what());
+    static std::atomic<bool> warned{false};  // once: a cache that cannot be written fails every entry alike
+    if (!warned.exchange(true))
+      std::fprintf(stderr, "ctgrad: warning: could not keep %s in the cache (%s): going on without it (and without the cache's other entries)\n",
+                   f.c_str(), e.what());
   }
 }
 

@@ -127,6 +127,12 @@ void Study::prepare() const {
   if (!fs::is_directory(o_.dir, ec))
     throw std::invalid_argument("ctgrad: the study folder " + printable(o_.dir.string()) + " cannot be made" + (ec ? ": " + ec.message() : ""));
   lock();
+  // The study's own files' temporaries left by a killed study (its runs' folders clean their own).
+  checkpoint::remove_stale_temporaries(o_.dir, [](const std::string& of) {
+    for (const char* mine : {"study.json", "results.md", "results.html", "results.csv", "results.json", "curves.png", "final.png"})
+      if (of == mine) return true;
+    return false;
+  });
   const fs::path file = o_.dir / "study.json";
   const json mine = study_json(o_);
   if (fs::exists(fs::symlink_status(file, ec))) {

@@ -10,21 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
-#include <set>
 
 namespace ctgrad::training {
-namespace {
-// The lock files this process holds (device, inode).
-std::set<std::pair<unsigned long, unsigned long>>& held() {
-  static std::set<std::pair<unsigned long, unsigned long>> s;
-  return s;
-}
-std::mutex& held_mutex() {
-  static std::mutex m;
-  return m;
-}
-}  // namespace
 
 FolderLock::FolderLock(const std::filesystem::path& dir, const std::string& file, const std::string& folder_kind, const std::string& holder_kind) {
   const std::filesystem::path path = dir / file;
@@ -57,36 +44,11 @@ FolderLock::FolderLock(const std::filesystem::path& dir, const std::string& file
                          ": wait for it to end, or stop it");
     throw config_error("cannot lock " + printable(path.string()) + ": " + std::strerror(err));
   }
-  id_ = {st.st_dev, st.st_ino};
-  {
-    std::lock_guard<std::mutex> lock(held_mutex());
-    held().insert(id_);
-  }
   const std::string me = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size())) {
   }  // the pid is information only
 }
 
-FolderLock::~FolderLock() {
-  std::lock_guard<std::mutex> lock(held_mutex());
-  held().erase(id_);
-  ::close(fd_);
-}
-
-bool FolderLock::held_by_another(const std::filesystem::path& dir, const std::string& file) {
-  const std::filesystem::path path = dir / file;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;  // no lock file: no training ever held it
-  struct stat st {};
-  bool other = false;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    std::lock_guard<std::mutex> lock(held_mutex());
-    if (held().count({st.st_dev, st.st_ino})) other = false;  // this process's own: its writers are alive
-    else if (::flock(fd, LOCK_SH | LOCK_NB) != 0) other = errno == EWOULDBLOCK;
-    else ::flock(fd, LOCK_UN);
-  }
-  ::close(fd);
-  return other;
-}
+FolderLock::~FolderLock() { ::close(fd_); }
 
 }  // namespace ctgrad::training

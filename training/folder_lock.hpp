@@ -5,7 +5,6 @@
 #pragma once
 #include <filesystem>
 #include <string>
-#include <utility>
 
 namespace ctgrad::training {
 
@@ -15,15 +14,11 @@ class FolderLock {
   // message ("the study folder", "another ctgrad ablate").
   FolderLock(const std::filesystem::path& dir, const std::string& file, const std::string& folder_kind, const std::string& holder_kind);
   ~FolderLock();
-  // Whether a process other than this one holds the lock `file` in `dir` now. (It asks by taking
-  // a shared lock for a moment.)
-  static bool held_by_another(const std::filesystem::path& dir, const std::string& file);
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
 
  private:
   int fd_ = -1;
-  std::pair<unsigned long, unsigned long> id_{};  // the lock file's device and inode
 };
 
 }  // namespace ctgrad::training

@@ -189,12 +189,14 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
   }
   std::error_code ec;
   if (fs::exists(fs::symlink_status(png, ec)) && !fs::is_regular_file(fs::symlink_status(png, ec))) {
-    std::cerr << "ctgrad: warning: " << printable(png.string()) << " is not a regular file: not drawn\n";
+    std::cerr << "ctgrad: warning: " << printable(png.string()) << (fs::is_symlink(fs::symlink_status(png, ec)) ? " is a symbolic link" : " is not a regular file")
+              << ": not drawn\n";
     return false;
   }
   // Drawn into a temporary file renamed over the plot: a reader never sees half a PNG. The script,
   // gnuplot's output (shown if it fails) and the PNG go to new files of this process (O_EXCL: never
-  // through a link or into a FIFO put at their names), which a run folder removes once it is gone.
+  // through a link or into a FIFO put at their names), whose descriptors, held open (their locks)
+  // until the PNG has its name, say they are a live writer's; a run folder removes them once it is gone.
   std::string tmp, file, said;
   int script_fd = -1, out = -1, png_fd = -1;
   try {
@@ -207,13 +209,14 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
     for (const std::string* p : {&tmp, &file}) if (!p->empty()) fs::remove(*p, ec);
     return false;
   }
-  ::close(png_fd);  // gnuplot opens it again by name: the regular file made here
-  const bool written = ::write(script_fd, script.data(), script.size()) == ssize_t(script.size());
-  ::close(script_fd);
+  auto close_all = [&] {
+    for (int fd : {png_fd, script_fd, out}) ::close(fd);
+  };
+  const bool written = ::write(script_fd, script.data(), script.size()) == ssize_t(script.size());  // (gnuplot opens each by name)
   if (!written) {
     std::cerr << "ctgrad: warning: cannot write " << printable(file) << ": no " << printable(png.string()) << "\n";
-    ::close(out);
     for (const std::string* p : {&tmp, &file, &said}) fs::remove(*p, ec);
+    close_all();
     return false;
   }
   // Not std::system: it ignores SIGINT while it waits, so a Ctrl-C during a plot would be lost.
@@ -230,7 +233,7 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
   if (child == 0) {  // only async-signal-safe calls until exec
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with its parent: no gnuplot left writing into the run folder
     if (::getppid() != parent) ::_exit(127);
-    if (out >= 0) ::dup2(out, 1), ::dup2(out, 2);  // its warnings ("empty x range") are not the command's
+    ::dup2(out, 1), ::dup2(out, 2);  // its warnings ("empty x range") are not the command's
     ::execve("/usr/bin/gnuplot", argv.data(), environ);
     ::_exit(127);
   }
@@ -252,7 +255,6 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  if (out >= 0) ::close(out);
   std::string first_line;
   if (std::ifstream f(said); f) std::getline(f, first_line);
   fs::remove(said, ec);
@@ -264,6 +266,7 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
     drawn = false;
   }
   fs::remove(tmp, ec);
+  close_all();
   if (!drawn && !interrupted())
     std::cerr << "ctgrad: warning: gnuplot failed to draw " << printable(png.string()) << (first_line.empty() ? "" : " (" + printable(first_line.substr(0, 200)) + ")")
               << "\n";

@@ -1,7 +1,6 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/escape.hpp>
-#include <ctgrad/training/folder_lock.hpp>
 #include <ctgrad/training/run_folder.hpp>
 
 #include <cstdio>
@@ -95,10 +94,10 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
     throw config_error("the run folder " + dir_.string() + " holds files of a run without a checkpoint (" + held.front().filename().string() +
                        "): start over with --overwrite, or choose another with --run DIR");
   }
+  remove_stale_temporaries();  // while the run it replaces is there to say the folder is a run's
   for (const auto& p : held) fs::remove(p, ec);
   fs::create_directories(dir_, ec);
   if (ec) throw config_error("cannot create the run folder " + dir_.string() + ": " + ec.message());
-  remove_stale_temporaries();
 }
 
 void RunFolder::require_checkpoint() const {
@@ -106,7 +105,9 @@ void RunFolder::require_checkpoint() const {
   const auto st = fs::status(checkpoint(), ec);  // no throw on a symlink loop
   if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the checkpoint " + checkpoint().string() + ": " + ec.message());
   if (!fs::exists(st)) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
-  remove_stale_temporaries();  // a run's folder: not one that merely was named
+  if (fs::is_directory(fs::symlink_status(dir_ / "run.json", ec)))  // found now, not when a resumed run rewrites it
+    throw config_error("the run folder " + printable(dir_.string()) + " holds a folder run.json where the run writes a file: move it away");
+  remove_stale_temporaries();
 }
 
 fs::path RunFolder::kept_checkpoint(std::int64_t step) const {
@@ -136,23 +137,11 @@ bool RunFolder::has_checkpoint() const {
 }
 
 int RunFolder::remove_stale_temporaries() const {
-  int removed = 0;
+  // Only in a run's folder (its own checkpoint there, whatever --checkpoint reads), and only the
+  // names a run's writers make (".<file>.tmp.<pid>.<n>"): not a user's ".notes.tmp.2024-05-01".
   std::error_code ec;
-  if (!fs::is_directory(dir_)) return 0;
-  // A training there holds the folder's lock: its writer's temporaries are live whatever pid
-  // namespace it runs in (another container's pids are not this one's).
-  if (FolderLock::held_by_another(dir_, kLockFile)) return 0;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string n = e.path().filename().string();
-    long pid = 0;  // only the names a run's writers make (".<file>.tmp.<pid>.<n>"): not a user's ".notes.tmp.2024-05-01"
-    if (!checkpoint::is_temporary_name(n, pid) || !fs::is_regular_file(fs::symlink_status(e.path(), ec))) continue;
-    std::string of = n.substr(1, n.rfind(".tmp.") - 1);
-    for (const std::string side : {".gp", ".err"})  // gnuplot's script and output beside a plot
-      if (of.size() > side.size() && of.compare(of.size() - side.size(), side.size(), side) == 0) of.resize(of.size() - side.size());
-    if (!is_run_file(of) && of != "result.json" && of != "failed.json") continue;
-    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) removed += fs::remove(e.path(), ec) ? 1 : 0;
-  }
-  return removed;
+  if (!fs::is_regular_file(fs::symlink_status(dir_ / "checkpoint.safetensors", ec))) return 0;
+  return checkpoint::remove_stale_temporaries(dir_, [](const std::string& of) { return is_run_file(of) || of == "result.json" || of == "failed.json"; });
 }
 
 }  // namespace ctgrad::training

@@ -14,8 +14,6 @@ class RunFolder {
  public:
   // The longest name of a file a run writes, temporaries included (write_atomically adds 34 bytes).
   static constexpr std::size_t kLongestFileName = 80;
-  // The lock a training holds on its folder (FolderLock): one training at a time.
-  static constexpr const char* kLockFile = ".ctgrad.lock";
   // A path the file system cannot use (too long, under a file) is a config_error.
   explicit RunFolder(std::filesystem::path dir);
   const std::filesystem::path& dir() const { return dir_; }
@@ -39,7 +37,8 @@ class RunFolder {
   void start_new(bool overwrite, const std::vector<std::pair<std::string, std::filesystem::path>>& inputs = {}) const;
   // For a run that is continued or read: the checkpoint must exist (config_error otherwise).
   void require_checkpoint() const;
-  // Removes `.<name>.tmp.<pid>[.<n>]` files whose writer process is gone (a kill -9 mid-save).
+  // Removes the run's own files' temporaries (`.<name>.tmp.<pid>.<n>`) whose writer is gone (a
+  // kill -9 mid-save), in a folder that holds the run's checkpoint.
   int remove_stale_temporaries() const;
 
  private:

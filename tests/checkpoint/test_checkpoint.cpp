@@ -4,12 +4,15 @@
 #include "../scratch.hpp"
 
 #include <signal.h>
+#include <sys/file.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -273,6 +276,28 @@ TEST_CASE("a temporary file is always a new file: never opened through a link pu
     CHECK_FALSE(checkpoint::is_temporary_name(name, pid));
   CHECK(checkpoint::is_temporary_name(".a.tmp.12.0", pid));
   CHECK(checkpoint::is_temporary_name(".a.png.gp.tmp.12.3", pid));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a stale temporary is one no writer holds: its lock, not only its pid, says so", "[checkpoint]") {
+  const fs::path dir = scratch("stale_locks");
+  fs::create_directories(dir);
+  pid_t dead = 30000;
+  while (dead > 300 && !(::kill(dead, 0) != 0 && errno == ESRCH)) --dead;
+  // A writer in another pid namespace: its pid means nothing here, its lock does.
+  const fs::path held = dir / (".plot.png.tmp." + std::to_string(dead) + ".0"), left = dir / (".plot.png.tmp." + std::to_string(dead) + ".1");
+  std::ofstream(held) << "writing";
+  std::ofstream(left) << "killed";
+  const int fd = ::open(held.c_str(), O_RDONLY);
+  REQUIRE(::flock(fd, LOCK_EX) == 0);
+  auto all = [](const std::string&) { return true; };
+  CHECK(checkpoint::remove_stale_temporaries(dir, all) == 1);
+  CHECK(fs::exists(held));
+  CHECK_FALSE(fs::exists(left));
+  ::close(fd);
+  CHECK(checkpoint::remove_stale_temporaries(dir, [](const std::string& of) { return of == "other.png"; }) == 0);  // not one of its files
+  CHECK(checkpoint::remove_stale_temporaries(dir, all) == 1);
+  CHECK_FALSE(fs::exists(held));
   fs::remove_all(dir);
 }
 
