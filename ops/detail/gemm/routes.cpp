@@ -1,6 +1,8 @@
 #include <ctgrad/ops/detail/gemm/routes.hpp>
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -25,16 +27,21 @@ bool amx_primitives() {
   return amx;
 }
 
-// CTGRAD_BF16_GEMM, read once: -1 none (automatic), else a Bf16Kernel.
+// A kernel named by an environment variable: -1 when unset or empty (automatic), else the value
+// of its name; another name is ignored with a warning listing the names (`names`: "call or primitive").
+int kernel_from_env(const char* var, std::initializer_list<std::pair<const char*, int>> kernels, const char* names) {
+  const char* e = std::getenv(var);
+  if (!e || !*e) return -1;
+  for (const auto& [name, k] : kernels)
+    if (std::strcmp(e, name) == 0) return k;
+  std::fprintf(stderr, "ctgrad: warning: ignoring %s=%s (%s)\n", var, env_shown(e).c_str(), names);
+  return -1;
+}
+
+// CTGRAD_BF16_GEMM, read once.
 int bf16_kernel_from_env() {
-  static const int k = [] {
-    const char* e = std::getenv("CTGRAD_BF16_GEMM");
-    if (!e || !*e) return -1;
-    if (std::strcmp(e, "call") == 0) return int(Bf16Kernel::call);
-    if (std::strcmp(e, "primitive") == 0) return int(Bf16Kernel::primitive);
-    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_BF16_GEMM=%s (call or primitive)\n", env_shown(e).c_str());
-    return -1;
-  }();
+  static const int k =
+      kernel_from_env("CTGRAD_BF16_GEMM", {{"call", int(Bf16Kernel::call)}, {"primitive", int(Bf16Kernel::primitive)}}, "call or primitive");
   return k;
 }
 
@@ -59,17 +66,11 @@ std::atomic<bool> g_bf16{false};
 
 std::atomic<int> g_fp32_kernel{int(Fp32Kernel::automatic)};
 
-// CTGRAD_FP32_GEMM, read once: -1 none (automatic), else an Fp32Kernel.
+// CTGRAD_FP32_GEMM, read once.
 int fp32_kernel_from_env() {
-  static const int k = [] {
-    const char* e = std::getenv("CTGRAD_FP32_GEMM");
-    if (!e || !*e) return -1;
-    if (std::strcmp(e, "openblas") == 0) return int(Fp32Kernel::openblas);
-    if (std::strcmp(e, "primitive") == 0) return int(Fp32Kernel::primitive);
-    if (std::strcmp(e, "call") == 0) return int(Fp32Kernel::call);
-    std::fprintf(stderr, "ctgrad: warning: ignoring CTGRAD_FP32_GEMM=%s (openblas, primitive or call)\n", env_shown(e).c_str());
-    return -1;
-  }();
+  static const int k = kernel_from_env(
+      "CTGRAD_FP32_GEMM", {{"openblas", int(Fp32Kernel::openblas)}, {"primitive", int(Fp32Kernel::primitive)}, {"call", int(Fp32Kernel::call)}},
+      "openblas, primitive or call");
   return k;
 }
 int fp32_route() {
