@@ -9,6 +9,9 @@
 // runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
 // interrupted (Ctrl-C or SIGTERM, after saving), 124 a data-parallel rank that heard nothing from
 // the other ranks for CTGRAD_MPI_TIMEOUT seconds (one died or hangs).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -360,6 +363,8 @@ int run(const Args& a) {
     for (const std::string& k : t.input_folders) inputs.emplace_back("--set " + k, cfg.text(k));
     ctx.folder.start_new(a.overwrite, inputs);
   }
+  if (std::error_code ec; a.command == "train" && std::filesystem::is_directory(std::filesystem::symlink_status(ctx.folder.file("run.json"), ec)))
+    throw config_error("the run folder " + printable(ctx.folder.dir().string()) + " holds a folder run.json where the run writes a file: move it away");
   session->prepare();
   if (training::interrupted()) return interrupted_exit();
   if (a.command == "train")  // what the run is, for studies and scripts that read run folders
@@ -427,11 +432,7 @@ int run(const Args& a) {
   if (session->model().profiling_ops())  // CTGRAD_PROFILE_OPS=1
     std::printf("time by op, per training step (validation forwards included):\n%s",
                 format_op_profile(session->model().op_profile(), out.last - out.first + 1).c_str());
-  const auto before_plot = std::filesystem::file_time_type::clock::now() - std::chrono::seconds(1);
-  training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
-  std::error_code plot_ec;
-  const bool plotted = std::filesystem::is_regular_file(ctx.folder.file("loss.png"), plot_ec) &&
-                       std::filesystem::last_write_time(ctx.folder.file("loss.png"), plot_ec) >= before_plot;
+  const bool plotted = training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
   std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s%s%s\n",
               training::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), printable(ctx.folder.checkpoint().string()).c_str(),
               printable(ctx.folder.file("metrics.jsonl").string()).c_str(), plotted ? ", plot " : "",
@@ -444,6 +445,16 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   using namespace ctgrad::cli;
+  // A standard descriptor the caller closed would be taken by the first file opened (a lock file,
+  // metrics.jsonl), the command's output written into it: each is /dev/null instead, and a closed
+  // standard output is a failed write, said at the end.
+  bool stdout_closed = false;
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);  // the lowest free descriptor: fd
+      if (opened >= 0 && opened != fd) ::dup2(opened, fd), ::close(opened);
+      stdout_closed = stdout_closed || fd == 1;
+    }
   ctgrad::training::install_interrupt_handlers();  // first: a signal at any moment ends in an orderly way
   load_plugins();                                  // the models beyond the main job (apps/plugins.hpp)
   std::signal(SIGXFSZ, SIG_IGN);                   // a file-size limit fails the write with a message, not a kill
@@ -495,8 +506,9 @@ int main(int argc, char** argv) {
   std::cout.flush();
   const bool flushed = std::fflush(stdout) == 0;
   const int err = errno;
-  if (!flushed || std::ferror(stdout) || !std::cout) {
-    std::fprintf(stderr, "ctgrad: cannot write standard output%s\n", !flushed ? (std::string(": ") + std::strerror(err)).c_str() : "");
+  if (stdout_closed || !flushed || std::ferror(stdout) || !std::cout) {
+    std::fprintf(stderr, "ctgrad: cannot write standard output%s\n",
+                 stdout_closed ? ": it is closed" : !flushed ? (std::string(": ") + std::strerror(err)).c_str() : "");
     return code == 0 ? 1 : code;
   }
   return code;

@@ -36,11 +36,27 @@ int create_temporary(const std::filesystem::path& target, std::string& tmp) {
   // (255) for any target name that fits (the pid and n add up to 34 bytes).
   static std::atomic<std::uint64_t> writes{0};
   const std::string name = target.filename().string().substr(0, 200);
-  int fd = -1;
-  do {
+  auto next_name = [&] {
     std::string file = ".";  // appended piecewise: GCC 12 warns (falsely) on "." + std::string
     file.append(name).append(".tmp.").append(std::to_string(::getpid())).append(".").append(std::to_string(writes++));
     tmp = (dir / file).string();
+  };
+  // Made unnamed (O_TMPFILE) and locked before it gets its name (linkat, which never replaces a
+  // file, a link or a FIFO there): no cleaner ever finds it unlocked. Where the file system or
+  // /proc cannot do that, it is made by name and locked at once.
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::flock(fd, LOCK_EX | LOCK_NB);
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    for (;;) {
+      next_name();
+      if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0) return fd;
+      if (errno != EEXIST) break;
+    }
+    ::close(fd);
+  }
+  do {
+    next_name();
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EEXIST);
   if (fd < 0) throw std::runtime_error("ctgrad: cannot create " + tmp + ": " + std::strerror(errno));

@@ -127,12 +127,6 @@ void Study::prepare() const {
   if (!fs::is_directory(o_.dir, ec))
     throw std::invalid_argument("ctgrad: the study folder " + printable(o_.dir.string()) + " cannot be made" + (ec ? ": " + ec.message() : ""));
   lock();
-  // The study's own files' temporaries left by a killed study (its runs' folders clean their own).
-  checkpoint::remove_stale_temporaries(o_.dir, [](const std::string& of) {
-    for (const char* mine : {"study.json", "results.md", "results.html", "results.csv", "results.json", "curves.png", "final.png"})
-      if (of == mine) return true;
-    return false;
-  });
   const fs::path file = o_.dir / "study.json";
   const json mine = study_json(o_);
   if (fs::exists(fs::symlink_status(file, ec))) {
@@ -149,6 +143,12 @@ void Study::prepare() const {
     if (same_fixed_order(theirs) != same_fixed_order(mine))
       throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds another study (" + file.string() + " differs: model, grid or fixed " +
                                   "settings): use another --run folder");
+    // This study's folder: its own files' temporaries a killed study left (its runs' folders clean their own).
+    checkpoint::remove_stale_temporaries(o_.dir, [](const std::string& of) {
+      for (const char* own : {"study.json", "results.md", "results.html", "results.csv", "results.json", "curves.png", "final.png"})
+        if (of == own) return true;
+      return false;
+    });
     return;
   }
   for (const auto& e : fs::directory_iterator(o_.dir, ec))

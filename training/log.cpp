@@ -273,8 +273,8 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
   return drawn;
 }
 
-void plot_loss(const fs::path& csv, const fs::path& png, const std::string& unit) {
-  gnuplot("set terminal png size 800,500 noenhanced\nset output ARG1\nset datafile separator ','\n" +
+bool plot_loss(const fs::path& csv, const fs::path& png, const std::string& unit) {
+  return gnuplot("set terminal png size 800,500 noenhanced\nset output ARG1\nset datafile separator ','\n" +
               std::string("set key autotitle columnhead\nset xlabel 'step'\nset ylabel ") + gnuplot_quote("loss (" + unit + ")") + "\n" +
               "plot ARG2 using 1:2 with lines title 'train', '' using 1:5 with linespoints title 'validation'\n",
           png, {csv});

@@ -51,7 +51,7 @@ class TrainingLog {
 };
 
 // The loss curve (metrics.csv) as a PNG, with gnuplot; without gnuplot, a warning and no plot.
-void plot_loss(const std::filesystem::path& csv, const std::filesystem::path& png, const std::string& unit);
+bool plot_loss(const std::filesystem::path& csv, const std::filesystem::path& png, const std::string& unit);  // whether it was drawn
 
 // Runs a gnuplot script (written beside `png`, removed after) that draws `png`. Paths are never
 // spliced into the script: it names its output ARG1 (`set output ARG1`) and `inputs` ARG2, ARG3,

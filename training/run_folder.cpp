@@ -105,8 +105,6 @@ void RunFolder::require_checkpoint() const {
   const auto st = fs::status(checkpoint(), ec);  // no throw on a symlink loop
   if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the checkpoint " + checkpoint().string() + ": " + ec.message());
   if (!fs::exists(st)) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
-  if (fs::is_directory(fs::symlink_status(dir_ / "run.json", ec)))  // found now, not when a resumed run rewrites it
-    throw config_error("the run folder " + printable(dir_.string()) + " holds a folder run.json where the run writes a file: move it away");
   remove_stale_temporaries();
 }
 

@@ -450,6 +450,8 @@ check "eval with standard output closed" 1 bash -c "'$ctgrad' eval gpt --run pro
 rm -f proj/loss.png && ln -s "$work/precious_v.txt" proj/loss.png
 check "a resumed run whose loss.png is a link" 0 "$ctgrad" train gpt --run proj --resume "${tiny[@]}" --set steps=4
 expect_text "names it as a link" "loss.png is a symbolic link: not drawn"
+cp "$work/out.txt" "$work/linked_plot.txt"
+check "the done line does not announce the plot" 1 grep -q ", plot " "$work/linked_plot.txt"
 check "the linked file is kept" 0 grep -qx precious precious_v.txt
 check "finetune from a pretrained file, not a folder" 2 "$ctgrad" finetune bert --pretrained bx/checkpoint.safetensors --run ft_file --set size=tiny --set steps=2
 expect_text "says so" "is a file, not a run folder"
@@ -460,6 +462,17 @@ no_file "the study's temporary is removed" "s_tmp/.results.md.tmp.$dead.0"
 cp -r proj proj_rj && rm -f proj_rj/run.json && mkdir proj_rj/run.json
 check "resume with a folder run.json" 2 "$ctgrad" train gpt --run proj_rj --resume "${tiny[@]}" --set steps=6
 expect_text "says so up front" "holds a folder run.json where the run writes a file"
+
+# 19. The ninth probe: standard descriptors closed by the caller; a study folder of a user's;
+# a folder run.json for a read-only command.
+check "train with standard output and error closed" 1 env CTGRAD_GEMM_BLOCKS=abc bash -c "'$ctgrad' train gpt --run fds ${tiny[*]} >&- 2>&-"
+check "metrics.jsonl holds only records" 0 /usr/bin/python3 -c "import json,sys; [json.loads(l) for l in open('fds/metrics.jsonl')]"
+check "the lock file holds only a pid" 0 grep -qx '[0-9]*' fds/.ctgrad.lock
+mkdir udocs && echo mine > udocs/thesis.tex && echo draft > "udocs/.results.md.tmp.$dead.0"
+check "ablate on a user's folder" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run udocs
+check "its hidden file is kept" 0 test -s "udocs/.results.md.tmp.$dead.0"
+cp -r proj proj_ro && rm -rf proj_ro/run.json && mkdir proj_ro/run.json
+check "eval of a run whose run.json is a folder" 0 "$ctgrad" eval gpt --run proj_ro --threads 1 --set eval_windows=4
 
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"
