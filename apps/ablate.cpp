@@ -15,6 +15,7 @@
 #include <cstring>
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <ctgrad/training/ablation.hpp>
@@ -150,12 +151,17 @@ int ablate(const std::vector<std::string>& rest) {
   o.dir = "studies/" + t.name;
   o.commit = build_commit();
   std::string name;
+  std::set<std::string> given;
   for (std::size_t i = 2; i < rest.size(); ++i) {
     const std::string& a = rest[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= rest.size()) throw config_error(a + " needs a value");
       return rest[++i];
     };
+    // An option of one value given twice is a mistake, not "the last wins" (train refuses it too);
+    // --grid and --set repeat by design, and a key set twice is refused below.
+    static const std::set<std::string> once{"--seeds", "--jobs", "--threads", "--max-runs", "--run", "--metric", "--name", "--yes", "--retry-failed"};
+    if (once.count(a) && !given.insert(a).second) throw config_error(a + " is given twice");
     if (a == "--grid") {
       const std::string g = one_line("--grid", value());
       const auto eq = g.find('=');
@@ -192,6 +198,9 @@ int ablate(const std::vector<std::string>& rest) {
                          "--max-runs, --yes, --retry-failed)");
   }
   if (o.grid.empty()) throw config_error("ctgrad ablate " + t.name + " needs a grid: --grid key=a,b (keys: ctgrad help " + t.name + ")");
+  for (std::size_t i = 0; i < o.fixed.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (o.fixed[i].first == o.fixed[j].first) throw config_error("'" + o.fixed[i].first + "' is set twice with --set");
   for (const auto& [k, v] : o.fixed)
     for (const ab::Axis& a : o.grid)
       if (a.key == k) throw config_error("'" + k + "' is both in the grid and set with --set");

@@ -474,6 +474,24 @@ check "its hidden file is kept" 0 test -s "udocs/.results.md.tmp.$dead.0"
 cp -r proj proj_ro && rm -rf proj_ro/run.json && mkdir proj_ro/run.json
 check "eval of a run whose run.json is a folder" 0 "$ctgrad" eval gpt --run proj_ro --threads 1 --set eval_windows=4
 
+# 20. The tenth probe: ctgrad-bleu's input and output; a user's file named like a lock; options
+# of one value given twice to ablate.
+bleu="$(dirname "$ctgrad")/ctgrad-bleu"
+printf 'the cat sat on the mat\n' > hyp.txt
+check "ctgrad-bleu into a full disk" 1 bash -c "'$bleu' hyp.txt hyp.txt > /dev/full"
+expect_text "says so" "cannot write standard output"
+check "ctgrad-bleu with a folder as references" 1 "$bleu" hyp.txt /tmp
+expect_text "names it" "cannot read /tmp: Is a directory"
+check "ctgrad-bleu --tokenize of a folder" 1 bash -c "'$bleu' --tokenize < /tmp"
+mkdir u_lock && echo "my notes" > u_lock/study.lock
+check "ablate in a folder whose study.lock is a user's file" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --run u_lock
+expect_text "names it" "holds something other than a pid"
+check "the user's file is kept" 0 grep -qx "my notes" u_lock/study.lock
+check "ablate with --seeds twice" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 --seeds 2 "${tiny[@]}" --run s_twice
+expect_text "says so" "--seeds is given twice"
+check "ablate with a key set twice" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --seeds 1 "${tiny[@]}" --set steps=4 --run s_twice
+expect_text "says so" "'steps' is set twice with --set"
+
 no_file "nothing ran anywhere" PWNED
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
