@@ -1,7 +1,10 @@
 // A scratch folder for one test process, removed when the process exits (a forked child that
 // ends with _exit leaves it to its parent).
 #pragma once
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,5 +33,12 @@ inline std::filesystem::path scratch_dir() {
 }
 
 inline std::filesystem::path scratch(const std::string& name) { return scratch_dir() / name; }
+
+// A pid no process has now (for names of a dead writer's temporary files).
+inline pid_t dead_pid() {
+  pid_t p = 30000;
+  while (p > 300 && !(::kill(p, 0) != 0 && errno == ESRCH)) --p;
+  return p;
+}
 
 }  // namespace ctgrad::testing

@@ -102,6 +102,12 @@ std::string shell_quote(std::string_view s) {
   return o + "'";
 }
 
+std::string shortened(std::string_view s, std::size_t most) {
+  const std::string shown = printable(s);
+  if (shown.size() <= most) return shown;
+  return shown.substr(0, most > 20 ? most - 20 : 0) + "...(" + std::to_string(s.size()) + " bytes)";
+}
+
 std::string printable(std::string_view s) {
   std::string r;
   for (std::size_t i = 0; i < s.size();) {

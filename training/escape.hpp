@@ -38,6 +38,9 @@ std::string shell_quote(std::string_view s);
 // A terminal line: control characters (C0, DEL, the newline included, and C1: U+0080..U+009F) and
 // bytes that are not UTF-8 as \xNN, so that an error message stays one line and sends no escape.
 std::string printable(std::string_view s);
+// printable(s) when it is at most `most` bytes, else its first most - 20 and "...(N bytes)": a
+// long value named in a one-line message.
+std::string shortened(std::string_view s, std::size_t most);
 
 // The first control character of `s` as "byte 0x0a at position 3" (< 0x20, 0x7f) or "U+009B at
 // position 3" (a C1 control in UTF-8), or "" when none.

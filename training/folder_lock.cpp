@@ -31,30 +31,26 @@ FolderLock::FolderLock(const std::filesystem::path& dir, const std::string& file
                          " names (a hard link, as cp -al makes): not this folder's own lock file; remove it (ctgrad makes its own)");
     throw config_error(printable(path.string()) + " is not a regular file, not ctgrad's lock file: move it away");
   }
-  {  // ctgrad's lock holds a pid and a newline, or nothing: another file of that name is a user's, kept
-    char text[64] = {0};
-    const ssize_t n = st.st_size <= 32 ? ::pread(fd_, text, sizeof text - 1, 0) : -1;
-    const std::string held = n >= 0 ? std::string(text, std::size_t(n)) : std::string();
-    if (n < 0 || held.find_first_not_of("0123456789\n") != std::string::npos) {
-      ::close(fd_);
-      throw config_error(printable(path.string()) + " holds something other than a pid: not ctgrad's lock file; move it away");
-    }
+  // ctgrad's lock holds "<pid>\n<pid namespace inode>\n" (an older one the pid alone), or nothing:
+  // a file of that name holding anything else is a user's, kept. A pid of another pid namespace
+  // (another container's) is not this one's process: it is said, not named as one to stop.
+  char text[64] = {0};
+  const ssize_t n = st.st_size <= 32 ? ::pread(fd_, text, sizeof text - 1, 0) : -1;
+  const std::string held = n >= 0 ? std::string(text, std::size_t(n)) : std::string();
+  if (n < 0 || held.find_first_not_of("0123456789\n") != std::string::npos) {
+    ::close(fd_);
+    throw config_error(printable(path.string()) + " holds something other than a pid: not ctgrad's lock file; move it away");
   }
-  // Its holder: "<pid>\n<pid namespace inode>\n". A pid of another pid namespace (another
-  // container's) is not this one's process: it is said, not named as one to stop.
   auto my_namespace = [] {
     struct stat ns {};
     return ::stat("/proc/self/ns/pid", &ns) == 0 ? std::to_string(ns.st_ino) : std::string();
   };
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    char text[64] = {0};
-    const ssize_t n = ::pread(fd_, text, sizeof text - 1, 0);
-    const std::string held = n > 0 ? std::string(text, std::size_t(n)) : "";
-    const std::string pid = held.substr(0, held.find('\n'));
-    const auto nl = held.find('\n');
-    const std::string ns = nl == std::string::npos ? "" : held.substr(nl + 1, held.find('\n', nl + 1) - nl - 1);
     ::close(fd_);
+    const auto nl = held.find('\n');
+    const std::string pid = held.substr(0, nl);
+    const std::string ns = nl == std::string::npos ? "" : held.substr(nl + 1, held.find('\n', nl + 1) - nl - 1);
     const std::string who = pid.empty() ? "" : ns.empty() || ns == my_namespace() ? " (pid " + pid + ")" : " (in another pid namespace, a container's)";
     if (err == EWOULDBLOCK)
       throw config_error(folder_kind + " " + printable(dir.string()) + " is in use by " + holder_kind + who + ": wait for it to end, or stop it");

@@ -25,8 +25,7 @@ bool RunFolder::is_run_file(const std::string& name) {
 
 RunFolder::RunFolder(fs::path dir) : dir_(std::move(dir)) {
   // A path the file system refuses (too long, a file as a parent) is bad input, named briefly.
-  std::string shown = printable(dir_.string());
-  if (shown.size() > 80) shown = shown.substr(0, 60) + "...(" + std::to_string(dir_.string().size()) + " bytes)";
+  const std::string shown = shortened(dir_.string(), 80);
   std::error_code ec;
   (void)fs::status(dir_, ec);
   if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the run folder " + shown + ": " + ec.message());

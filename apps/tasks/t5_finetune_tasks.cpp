@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <ctgrad/data/pairs.hpp>
+#include <ctgrad/training/escape.hpp>
 
 #include "../task.hpp"
 #include "text_corpus.hpp"
@@ -26,7 +27,7 @@ std::vector<std::string> parse_tasks(const std::string& spec) {
     for (const auto& t : kTasks) s += (s.empty() ? "" : ", ") + t;
     return s;
   };
-  const std::string shown = spec.size() <= 120 ? spec : spec.substr(0, 100) + "...(" + std::to_string(spec.size()) + " bytes)";
+  const std::string shown = training::shortened(spec, 120);
   if (spec.rfind("mix:", 0) != 0) {
     if (!known(spec)) throw config_error("task '" + shown + "' is not one of: " + list() + ", or mix:a,b,...");
     return {spec};

@@ -220,8 +220,7 @@ TEST_CASE("RunFolder: refuses a folder holding a run, removes a dead writer's te
   CHECK_THROWS_WITH(folder.start_new(false), Contains("holds a run (checkpoint.safetensors): continue it with --resume"));
   // A temporary file of one of the run's files whose process no longer exists is removed; one of
   // a live process (this one) is left alone, and so is every name a run's writers do not make.
-  pid_t dead = 30000;
-  while (dead > 300 && !(::kill(dead, 0) != 0 && errno == ESRCH)) --dead;
+  const pid_t dead = testing::dead_pid();
   const std::string d = std::to_string(dead), me = std::to_string(::getpid());
   const auto stale = folder.file(".checkpoint.safetensors.tmp." + d + ".7"), stale_plot = folder.file(".loss.png.gp.tmp." + d + ".2"),
              live = folder.file(".checkpoint.safetensors.tmp." + me + ".7");
