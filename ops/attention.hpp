@@ -1,10 +1,14 @@
 // Fused scaled dot-product attention: out = softmax(scale q k^T + bias, masked) v, with dropout on
-// the probabilities. q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv]; the leading dims (batch,
-// heads) must agree. After q, k, v come up to two optional inputs, told apart by dtype, as in
+// the probabilities. q [..., H, Tq, d], k [..., H_kv, Tk, d], v [..., H_kv, Tk, dv]; the leading
+// dims (batch) agree, and H_kv divides H: grouped-query attention (multi-query when H_kv = 1),
+// query head h reading key/value head h / (H / H_kv), with no copy of k or v; H_kv = H is
+// ordinary multi-head attention. Options: `causal`, with a sliding `window` (each query sees
+// itself and the window - 1 keys before it, computed without a mask), and `softcap` c > 0,
+// which caps the scaled scores to c tanh(s / c) before the bias is added (Gemma 2). After q, k, v come up to two optional inputs, told apart by dtype, as in
 // PyTorch's scaled_dot_product_attention: an int32 mask (0 = masked) selects, a real tensor adds
 // to the scaled scores (T5's relative position bias, ALiBi, a float mask of -inf); both
 // broadcast to the scores [..., Tq, Tk], and the bias gets a gradient.
-// With `seq_first`, q [B, Tq, H, d], k [B, Tk, H, d], v [B, Tk, H, dv] and out [B, Tq, H, dv]: the
+// With `seq_first`, q [B, Tq, H, d], k [B, Tk, H_kv, d], v [B, Tk, H_kv, dv], out [B, Tq, H, dv]: the
 // layout of a projection's output reshaped to heads, so head split and merge are views (no
 // transposes); the scores, mask and bias stay [B, H, Tq, Tk]. With `packed_qkv` too (self-
 // attention), q, k and v are one input [B, T, 3, H, d]: a fused projection's output reshaped (a
@@ -23,7 +27,9 @@
 #include <ctgrad/ops/elementwise.hpp>
 #include <ctgrad/ops/mask.hpp>
 #include <ctgrad/ops/matmul.hpp>
+#include <ctgrad/ops/shape.hpp>
 #include <ctgrad/ops/softmax.hpp>
+#include <ctgrad/ops/unary.hpp>
 
 namespace ctgrad {
 
@@ -31,6 +37,8 @@ struct AttentionOptions {
   Real scale = 0;      // 0: 1/sqrt(head dim)
   Real dropout = 0;    // on the probabilities, in training only
   bool causal = false;  // key j <= query i, aligned at the end when Tk > Tq (incremental decoding)
+  int window = 0;       // with causal: key j > query i - window as well (0: unlimited)
+  Real softcap = 0;     // > 0: scaled scores s become softcap * tanh(s / softcap)
   bool seq_first = false;  // q, k, v, out [B, T, H, d] instead of [..., H, T, d] (see above)
   bool packed_qkv = false;  // with seq_first: q, k, v in one input [B, T, 3, H, d] (see above)
 };
@@ -59,16 +67,28 @@ struct AttentionOp {
     if (o.seq_first ? (q.rank != 4 || k.rank != 4 || v.rank != 4) : (q.rank < 2 || k.rank != q.rank || v.rank != q.rank))
       return ShapeResult::fail(Msg(o.seq_first ? "seq_first needs q, k, v as [B, T, H, d], got " : "q, k, v must have one rank >= 2, got ")
                                    .add(ops::shapes_msg(c)));
-    // Lengths sit at axis -3 (seq_first) or -2; the other axes but the last must agree.
-    const int len_axis = o.seq_first ? 1 : q.rank - 2;
+    // Lengths sit at axis 1 (seq_first) or -2, heads at axis 2 (seq_first) or -3; the other axes
+    // but the last must agree.
+    const int len_axis = o.seq_first ? 1 : q.rank - 2, head_axis = o.seq_first ? 2 : q.rank - 3;
     for (int i = 0; i < q.rank - 1; ++i)
-      if (i != len_axis && (!(q[i] == k[i]) || !(q[i] == v[i])))
+      if (i != len_axis && i != head_axis && (!(q[i] == k[i]) || !(q[i] == v[i])))
         return ShapeResult::fail(Msg("leading dim ").add(i).add(" differs in ").add(ops::shapes_msg(c)));
+    if (head_axis >= 0) {
+      const Dim H = q[head_axis], H_kv = k[head_axis];
+      if (!(H_kv == v[head_axis]))
+        return ShapeResult::fail(Msg("k and v head counts differ: ").add(H_kv).add(" vs ").add(v[head_axis]));
+      if (!(H == H_kv) && (!H.is_static() || !H_kv.is_static() || H_kv.coef <= 0 || H.coef % H_kv.coef != 0))
+        return ShapeResult::fail(Msg("key/value heads (").add(H_kv).add(") must divide query heads (").add(H)
+                                     .add(") for grouped-query attention, in ").add(ops::shapes_msg(c)));
+    }
     if (!(q.back(1) == k.back(1))) return ShapeResult::fail(Msg("q and k head dims differ: ").add(q.back(1)).add(" vs ").add(k.back(1)));
     const Dim Tq = q[len_axis], Tk = k[len_axis];
     if (!(Tk == v[len_axis]))
       return ShapeResult::fail(Msg("k and v lengths differ: ").add(Tk).add(" vs ").add(v[len_axis]));
     if (!(o.dropout >= 0 && o.dropout < 1)) return ShapeResult::fail(Msg("dropout must be in [0, 1), got ").add_number(o.dropout));
+    if (o.window < 0) return ShapeResult::fail(Msg("window must be >= 0 (0: unlimited), got ").add(o.window));
+    if (o.window > 0 && !o.causal) return ShapeResult::fail("window needs causal (a sliding window over the keys before each query)");
+    if (!(o.softcap >= 0)) return ShapeResult::fail(Msg("softcap must be >= 0 (0: none), got ").add_number(o.softcap));
     int masks = 0, biases = 0;
     for (int in = n_qkv; in < c.n_in; ++in) {
       const bool is_mask = c.dtype[in] == DType::index;
@@ -124,16 +144,32 @@ constexpr Value attention_packed(Value qkv, Value mask, Value bias, AttentionOpt
   return ops::apply<AttentionOp>({qkv, mask, bias}, o, loc);
 }
 
-// The probabilities attention() uses, as a [..., Tq, Tk] tensor (no dropout): for heatmaps. The
-// same options; `mask` (int32, may be absent) selects, `bias` (may be absent) adds. One
-// difference: a fully masked row comes out uniform here, where attention() gives zeros.
+// The probabilities attention() uses, as a [..., H, Tq, Tk] tensor (no dropout): for heatmaps.
+// The same options, q, k as [..., H, T, d] (not seq_first; grouped heads too); `mask` (int32, may
+// be absent) selects, `bias` (may be absent) adds. One difference: a fully masked row comes out
+// uniform here, where attention() gives zeros. A constant softcap only.
 constexpr Value attention_weights(Value q, Value k, std::optional<Value> mask, std::optional<Value> bias, AttentionOptions o = {},
                                   Loc loc = Loc::current()) {
   const Real scale = o.scale.is_hyper() || o.scale.value != 0 ? o.scale : Real(1 / ops::const_sqrt(double(q.shape().back(1).coef)));
-
-  Value s = ctgrad::scale(matmul(q, k, {.trans_b = true}, loc), scale, loc);
+  const Shape qs = q.shape(), ks = k.shape();
+  const Dim Tq = qs.back(2), Tk = ks.back(2);
+  Value s;
+  if (qs.rank >= 3 && !(qs.back(3) == ks.back(3))) {  // grouped: the group's queries as one matrix per key head
+    Shape grouped = ks;
+    grouped[ks.rank - 2] = Dim(qs.back(3).coef / ks.back(3).coef) * Tq;
+    grouped[ks.rank - 1] = qs.back(1);
+    Shape scores = qs;
+    scores[qs.rank - 1] = Tk;
+    s = reshape(matmul(reshape(q, grouped, loc), k, {.trans_b = true}, loc), scores, loc);
+  } else {
+    s = matmul(q, k, {.trans_b = true}, loc);
+  }
+  if (o.softcap.value > 0)
+    s = ctgrad::scale(tanh(ctgrad::scale(s, Real(double(scale) / o.softcap.value), loc), loc), o.softcap.value, loc);
+  else
+    s = ctgrad::scale(s, scale, loc);
   if (bias) s = add(s, *bias, loc);
-  if (o.causal) s = masked_fill(s, causal_mask(Scope{q.b, {}, loc}, q.shape().back(2), k.shape().back(2), loc), -1e30, loc);
+  if (o.causal) s = masked_fill(s, causal_mask(Scope{q.b, {}, loc}, Tq, Tk, o.window, loc), -1e30, loc);
   if (mask) s = masked_fill(s, *mask, -1e30, loc);
   return softmax(s, loc);
 }

@@ -42,10 +42,11 @@ void MaskedFillOp::vjp(const OpArgs& a) {
 template <class T>
 void CausalMaskOp::forward(const OpArgs& a) {
   const std::int64_t tq = a.out.size(0), tk = a.out.size(1), shift = tk - tq;
+  const std::int64_t w = a.attrs<CausalMaskOp>().window;
   std::int32_t* m = a.out.as<std::int32_t>();
   kernel::parallel(tq, std::max<std::int64_t>(1, 16384 / tk), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i)
-      for (std::int64_t j = 0; j < tk; ++j) m[i * tk + j] = j <= i + shift ? 1 : 0;
+      for (std::int64_t j = 0; j < tk; ++j) m[i * tk + j] = j <= i + shift && (w == 0 || j > i + shift - w) ? 1 : 0;
   });
 }
 

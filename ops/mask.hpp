@@ -2,8 +2,10 @@
 // attention() selects with them, where a real tensor in the same place would add.
 //   masked_fill(x, mask, value): x where mask != 0, value elsewhere; mask broadcasts to x
 //     (a key-padding mask [Batch,1,1,SeqKV] over attention scores [Batch,heads,Seq,SeqKV]).
-//   causal_mask(g, Tq, Tk): [Tq, Tk], 1 where key j <= query i + (Tk - Tq) (aligned at the end,
-//     as in incremental decoding where the keys hold the past).
+//   causal_mask(g, Tq, Tk[, window]): [Tq, Tk], 1 where key j <= query i + (Tk - Tq) (aligned at
+//     the end, as in incremental decoding where the keys hold the past); with a window w > 0, also
+//     j > i + (Tk - Tq) - w: each query sees itself and the w - 1 keys before it (Mistral's
+//     sliding window; attention's `window` option does the same without the mask).
 //   key_padding_mask(lengths, Tk): [Batch, 1, ..., 1, Tk] from lengths [Batch], 1 where j < length.
 #pragma once
 #include <ctgrad/ops/common.hpp>
@@ -40,6 +42,7 @@ struct MaskedFillOp {
 
 struct CausalMaskOptions {
   Dim queries = 1, keys = 1;
+  int window = 0;  // 0: unlimited
 };
 
 struct CausalMaskOp {
@@ -48,6 +51,7 @@ struct CausalMaskOp {
   static constexpr int arity = 0;
   static constexpr bool differentiable = false;
   static constexpr ShapeResult shape(const ShapeCtx&, const CausalMaskOptions& o) {
+    if (o.window < 0) return ShapeResult::fail(Msg("window must be >= 0 (0: unlimited), got ").add(o.window));
     ShapeResult r;
     r.shape = Shape{o.queries, o.keys};
     r.dtype = DType::index;
@@ -84,6 +88,9 @@ struct KeyPaddingMaskOp {
 // [queries, keys] (default: keys = queries); `s` names the graph (any scope of it).
 constexpr Value causal_mask(const Scope& s, Dim queries, Dim keys, Loc loc = Loc::current()) {
   return s.apply<CausalMaskOp>({}, {.queries = queries, .keys = keys}, loc);
+}
+constexpr Value causal_mask(const Scope& s, Dim queries, Dim keys, int window, Loc loc = Loc::current()) {
+  return s.apply<CausalMaskOp>({}, {.queries = queries, .keys = keys, .window = window}, loc);
 }
 constexpr Value causal_mask(const Scope& s, Dim length, Loc loc = Loc::current()) {
   return s.apply<CausalMaskOp>({}, {.queries = length, .keys = length}, loc);

@@ -14,3 +14,4 @@
 #include <ctgrad/ops/random.hpp>
 #include <ctgrad/ops/attention.hpp>
 #include <ctgrad/ops/position.hpp>
+#include <ctgrad/ops/rotary.hpp>

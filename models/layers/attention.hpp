@@ -2,17 +2,23 @@
 // (or one fused "<scope>.qkv" for self-attention), head split and merge, a mask that selects and
 // a bias that adds (T5's relative position bias, see relative_bias), dropout on the
 // probabilities, optionally the probabilities themselves for heatmaps, and incremental decoding
-// over cached keys and values.
+// over cached keys and values. Today's options: grouped-query attention (kv_heads < heads: wk
+// and wv project to kv_heads heads, and the cache holds those only), rotary positions on q and k,
+// QK-norm (RMSNorm over each head's features, "<scope>.q_norm/k_norm", as Qwen3), a sliding
+// window and soft-capped scores (the attention op's).
 //   in.q [Batch, Tq, d]; in.kv [Batch, Tk, d] (none: self-attention); mask/bias broadcast to
-//   [Batch, heads, Tq, Tk].
+//   [Batch, heads, Tq, Tk]; in.positions int32 [Tq]: the queries' positions for RoPE when
+//   decoding over a cache (else 0..Tq-1).
 #pragma once
 #include <optional>
 
 #include <ctgrad/models/layers/linear.hpp>
+#include <ctgrad/models/layers/norm.hpp>
 #include <ctgrad/models/layers/options.hpp>
 #include <ctgrad/ops/attention.hpp>
 #include <ctgrad/ops/index.hpp>
 #include <ctgrad/ops/position.hpp>
+#include <ctgrad/ops/rotary.hpp>
 #include <ctgrad/ops/shape.hpp>
 
 namespace ctgrad::layers {
@@ -27,6 +33,13 @@ struct MultiHeadAttentionOptions {
   Init init = init::xavier_uniform();      // q, k, v (or qkv) projection weights
   Init out_init = init::xavier_uniform();  // output projection (GPT-2 scales it by depth)
   std::optional<Init> q_init;              // the query projection's, when not `init` (T5 folds 1/sqrt(d_head) into it)
+  int kv_heads = 0;                        // key/value heads, dividing heads (0: heads; 1: multi-query)
+  std::optional<RopeOptions> rope;         // rotary positions on q and k (self-attention)
+  bool qk_norm = false;                    // RMSNorm over d_head on q and k, before RoPE
+  Real qk_norm_eps = 1e-6;
+  int window = 0;                          // with causal: each query sees the last `window` positions
+  Real softcap = 0;                        // scores softcap * tanh(s / softcap) (0: none)
+  constexpr int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 // Keys and values [Batch, heads, SeqKV, d_head] of incremental decoding. Not fixed: the past rows
@@ -44,6 +57,7 @@ struct AttentionInputs {
   std::optional<Value> mask;   // int32, 0 = masked
   std::optional<Value> bias;   // real, added to the scaled scores
   std::optional<KvCache> cache;
+  std::optional<Value> positions;  // int32 [Tq]: the queries' positions (RoPE over a cache)
   bool weights = false;        // also return the probabilities
 };
 
@@ -65,19 +79,28 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
   const auto at = s.enter();
   const Shape qs = in.q.shape();
   const Dim d = qs.back(1);
-  if (d.coef % o.heads)
-    s.b->fail(Msg("multi_head_attention in '").add(s.prefix).add("': d_model ").add(d).add(" is not a multiple of ").add(o.heads).add(" heads"), s.loc);
-  if (o.fused_qkv && in.kv)
-    s.b->fail(Msg("multi_head_attention in '").add(s.prefix).add("': fused_qkv is for self-attention, but kv was given"), s.loc);
+  const int kv_heads = o.kv_heads_or_heads();
+  auto fail = [&](Msg m) { s.b->fail(Msg("multi_head_attention in '").add(s.prefix).add("': ").add(m.view()), s.loc); };
+  if (o.heads <= 0 || d.coef % o.heads) fail(Msg("d_model ").add(d).add(" is not a multiple of ").add(o.heads).add(" heads"));
+  if (kv_heads <= 0 || o.heads % kv_heads)
+    fail(Msg("kv_heads ").add(kv_heads).add(" must divide heads ").add(o.heads).add(" (grouped-query attention)"));
+  if (o.fused_qkv && in.kv) fail(Msg("fused_qkv is for self-attention, but kv was given"));
+  if (o.fused_qkv && kv_heads != o.heads) fail(Msg("fused_qkv needs kv_heads = heads"));
+  if (o.rope && in.kv) fail(Msg("rope is for self-attention, but kv was given"));
+  if (o.rope && in.cache && !in.positions) fail(Msg("rope over a cache needs the queries' positions (AttentionInputs::positions)"));
+  const std::int64_t dh = o.heads > 0 ? d.coef / o.heads : 1;
+  const Dim d_kv = Dim(dh * kv_heads);
   const LinearOptions lin{.bias = o.bias, .init = o.init}, out_lin{.bias = o.bias, .init = o.out_init},
       q_lin{.bias = o.bias, .init = o.q_init ? *o.q_init : o.init};
   const Value kv_in = in.kv ? *in.kv : in.q;
   const bool fixed = in.cache && in.cache->fixed;
   // Without caches or weights to return, heads stay interleaved in each row ([B, T, H, d_head],
   // the attention op's seq_first layout): split and merge are then views, no transposes; and a
-  // fused projection's q, k, v are read in place (packed_qkv), not copied out of it.
+  // fused projection's q, k, v are read in place (packed_qkv), not copied out of it. RoPE and
+  // QK-norm act on q and k first, so they take the separate path.
   const bool seq_first = !in.cache && !in.weights;
-  const bool packed = o.fused_qkv && seq_first;
+  const bool per_head = o.rope || o.qk_norm;
+  const bool packed = o.fused_qkv && seq_first && !per_head;
   Value q, k, v, qkv;
   if (fixed) {
     q = linear(s.scope("wq"), in.q, d, q_lin);
@@ -89,26 +112,34 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
     q = parts[0], k = parts[1], v = parts[2];
   } else {
     q = linear(s.scope("wq"), in.q, d, q_lin);
-    k = linear(s.scope("wk"), kv_in, d, lin);
-    v = linear(s.scope("wv"), kv_in, d, lin);
+    k = linear(s.scope("wk"), kv_in, d_kv, lin);
+    v = linear(s.scope("wv"), kv_in, d_kv, lin);
   }
-  auto split = [&](Value x) {
+  // [B, T, H * dh] -> [B, T, H, dh] (a view), QK-norm and RoPE there (q and k), then heads
+  // outer ([B, H, T, dh]) unless seq_first.
+  auto split = [&](Value x, int heads, const char* norm_scope) {
     const Shape xs = x.shape();
-    return seq_first ? reshape(x, {xs[0], xs[1], o.heads, xs[2].coef / o.heads}) : detail::split_heads(x, o.heads);
+    x = reshape(x, {xs[0], xs[1], heads, dh});
+    if (norm_scope) {
+      if (o.qk_norm) x = norm(s.scope(norm_scope), x, {.kind = NormKind::rms, .eps = o.qk_norm_eps});
+      if (o.rope) x = in.positions ? rope(x, *in.positions, *o.rope) : rope(x, *o.rope);
+    }
+    return seq_first ? x : transpose(x, 1, 2);
   };
-  if (!packed) q = split(q);
+  if (!packed) q = split(q, o.heads, "q_norm");
   AttentionResult r;
   if (!fixed && !packed) {
-    k = split(k);
-    v = split(v);
+    k = split(k, kv_heads, in.kv ? nullptr : "k_norm");
+    v = split(v, kv_heads, nullptr);
   }
   if (in.cache && !fixed) {
     k = overwrite_tail(in.cache->k, k, 2);
     v = overwrite_tail(in.cache->v, v, 2);
     r.cache = KvCache{k, v};
   }
-  const AttentionOptions ao{.scale = o.scale_scores ? Real(1 / ops::const_sqrt(double(d.coef / o.heads))) : Real(1.0),
-                            .dropout = o.dropout, .causal = o.causal, .seq_first = seq_first, .packed_qkv = packed};
+  const AttentionOptions ao{.scale = o.scale_scores ? Real(1 / ops::const_sqrt(double(dh))) : Real(1.0),
+                            .dropout = o.dropout, .causal = o.causal, .window = o.window, .softcap = o.softcap,
+                            .seq_first = seq_first, .packed_qkv = packed};
   // q, k, v (or the packed qkv), then the mask and the bias that were given.
   auto attend = [&](auto... qkv_in) {
     const Loc here = Loc::current();
@@ -129,9 +160,11 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
 constexpr KvCache project_kv(const Scope& s, Value kv_in, const MultiHeadAttentionOptions& o = {}) {
   const auto at = s.enter();
   const Dim d = kv_in.shape().back(1);
+  const int kv_heads = o.kv_heads_or_heads();
+  const Dim d_kv = Dim(d.coef / o.heads * kv_heads);
   const LinearOptions lin{.bias = o.bias, .init = o.init};
-  return {detail::split_heads(linear(s.scope("wk"), kv_in, d, lin), o.heads),
-          detail::split_heads(linear(s.scope("wv"), kv_in, d, lin), o.heads), true};
+  return {detail::split_heads(linear(s.scope("wk"), kv_in, d_kv, lin), kv_heads),
+          detail::split_heads(linear(s.scope("wv"), kv_in, d_kv, lin), kv_heads), true};
 }
 
 // T5's relative position bias for one stack: one learned table "<scope>.weight" [buckets, heads],

@@ -37,6 +37,7 @@ struct BlockInputs {
   std::optional<Value> memory;          // the encoder's output [Batch, S, d] (cross blocks)
   std::optional<Value> memory_mask;     // over the memory's keys
   std::optional<KvCache> cache;         // decoding: self-attention keys and values
+  std::optional<Value> positions;       // decoding with RoPE: the tokens' positions, int32 [T]
   std::optional<KvCache> cross_cache;   // decoding: the memory's keys and values (fixed)
   bool weights = false;                 // also return the attention probabilities
 };
@@ -61,13 +62,15 @@ constexpr BlockResult transformer_block(const Scope& s, const BlockInputs& in, c
   int sub = 1;
   Value x = residual(norm_scope(sub++), in.x, [&](Value h) {
     AttentionResult a = multi_head_attention(s.scope(o.names.self, s.loc),
-                                             {.q = h, .mask = in.mask, .bias = in.bias, .cache = in.cache, .weights = in.weights}, o.attention);
+                                             {.q = h, .mask = in.mask, .bias = in.bias, .cache = in.cache, .positions = in.positions, .weights = in.weights},
+                                             o.attention);
     r.cache = a.cache, r.self_weights = a.weights;
     return a.out;
   }, res);
   if (o.cross) {
     MultiHeadAttentionOptions cross = o.attention;
-    cross.causal = false, cross.fused_qkv = false;
+    cross.causal = false, cross.fused_qkv = false, cross.window = 0;
+    cross.rope.reset();  // positions of the memory are the encoder's business
     x = residual(norm_scope(sub++), x, [&](Value h) {
       AttentionResult a = multi_head_attention(
           s.scope(o.names.cross, s.loc), {.q = h, .kv = in.memory, .mask = in.memory_mask, .cache = in.cross_cache, .weights = in.weights},

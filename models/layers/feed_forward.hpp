@@ -23,6 +23,7 @@ constexpr Value activate(Value x, Act a) {
     case Act::gelu: return gelu(x);
     case Act::gelu_tanh: return gelu_tanh(x);
     case Act::silu: return silu(x);
+    case Act::relu_squared: return relu_squared(x);
     case Act::gated_gelu:
     case Act::swiglu: break;
   }

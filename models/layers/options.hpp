@@ -9,7 +9,7 @@ namespace ctgrad::layers {
 
 enum class Norm { pre, post };                      // where a residual block normalises
 enum class NormKind { layer, layer_std_eps, rms };  // LayerNorm, the (x-mean)/(std+eps) form, RMSNorm
-enum class Act { relu, gelu, gelu_tanh, silu, gated_gelu, swiglu };  // gated: wo(act(wi_0 x) * wi_1 x)
+enum class Act { relu, gelu, gelu_tanh, silu, gated_gelu, swiglu, relu_squared };  // gated: wo(act(wi_0 x) * wi_1 x)
 enum class Pos { learned, sinusoidal, none };                          // absolute positions added to the embeddings
 
 constexpr bool gated(Act a) { return a == Act::gated_gelu || a == Act::swiglu; }
@@ -35,6 +35,7 @@ constexpr std::string_view name(Act v) {
     case Act::silu: return "silu";
     case Act::gated_gelu: return "gated_gelu";
     case Act::swiglu: return "swiglu";
+    case Act::relu_squared: return "relu_squared";
   }
   return "";
 }
@@ -42,7 +43,7 @@ constexpr std::string_view name(Pos v) { return v == Pos::learned ? "learned" : 
 constexpr Norm parse_norm(std::string_view s) { return s == "post" ? Norm::post : Norm::pre; }
 constexpr NormKind parse_norm_kind(std::string_view s) { return s == "rms" ? NormKind::rms : s == "layer_std_eps" ? NormKind::layer_std_eps : NormKind::layer; }
 constexpr Act parse_act(std::string_view s) {
-  for (Act a : {Act::relu, Act::gelu, Act::gelu_tanh, Act::silu, Act::gated_gelu, Act::swiglu})
+  for (Act a : {Act::relu, Act::gelu, Act::gelu_tanh, Act::silu, Act::gated_gelu, Act::swiglu, Act::relu_squared})
     if (name(a) == s) return a;
   return Act::relu;
 }

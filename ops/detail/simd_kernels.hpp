@@ -171,6 +171,13 @@ template <> struct Fn<scale> {
   template <class V> static V f(V x, V p) { return p * x; }
   template <class V> static V d(V, V, V p) { return p; }
 };
+template <> struct Fn<relu_squared> {  // max(x, 0)^2 (So et al. 2021, Primer)
+  template <class V> static V f(V x, V) {
+    const V r = xsimd::max(x, V(0));
+    return r * r;
+  }
+  template <class V> static V d(V x, V, V) { return V(2) * xsimd::max(x, V(0)); }
+};
 
 template <int Op>
 struct BinFn;

@@ -50,6 +50,19 @@ constexpr auto t5_stack = [] {  // pre-norm RMS, one relative position bias for 
   g.loss(sum(x * g.input("probe", {Batch, Seq, D})));
   return g;
 };
+constexpr auto llama_block = [] {  // RMSNorm, 4 query heads over 2 key/value heads, RoPE, QK-norm, a window, SwiGLU, no biases
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, D}, {.grad = true});
+  const TransformerBlockOptions o{.attention = {.heads = 4, .causal = true, .bias = false, .kv_heads = 2, .rope = RopeOptions{},
+                                                .qk_norm = true, .window = 3, .softcap = 5.0},
+                                  .ffn = {.d_ff = 12, .activation = Act::swiglu, .bias = false},
+                                  .placement = Norm::pre,
+                                  .norm = {.kind = NormKind::rms}};
+  Value y = transformer_block(g.scope("b"), {.x = x}, o).x;
+  g.loss(sum(y * g.input("probe", {Batch, Seq, D})));
+  return g;
+};
+static constexpr auto LLAMA = freeze<llama_block>();
 static constexpr auto GPT = freeze<gpt_block>();
 static constexpr auto PAPER = freeze<paper_block>();
 static constexpr auto T5 = freeze<t5_stack>();
@@ -67,6 +80,7 @@ TEST_CASE("whole blocks built from layers pass gradcheck in every configuration"
   require_gradcheck<GPT>();
   require_gradcheck<PAPER>();
   require_gradcheck<T5>();
+  require_gradcheck<LLAMA>();
 }
 
 TEST_CASE("options change the parameters as the architecture says", "[models][layers]") {
@@ -89,6 +103,12 @@ TEST_CASE("options change the parameters as the architecture says", "[models][la
                                               "block.1.ln_1.weight", "block.1.attn.wq.weight", "block.1.attn.wk.weight",
                                               "block.1.attn.wv.weight", "block.1.attn.wo.weight", "block.1.ln_2.weight",
                                               "block.1.mlp.wi_0.weight", "block.1.mlp.wi_1.weight", "block.1.mlp.wo.weight"});
+  Program<LLAMA> llama;
+  CHECK(names(llama) == std::vector<std::string>{"b.ln_1.weight", "b.attn.wq.weight", "b.attn.wk.weight", "b.attn.wv.weight",
+                                                 "b.attn.q_norm.weight", "b.attn.k_norm.weight", "b.attn.wo.weight", "b.ln_2.weight",
+                                                 "b.mlp.wi_0.weight", "b.mlp.wi_1.weight", "b.mlp.wo.weight"});
+  CHECK(llama.parameter("b.attn.wk.weight").value.numel == D / 2 * D);  // 2 of 4 heads' width
+  CHECK(llama.parameter("b.attn.q_norm.weight").value.numel == D / 4);  // over d_head
   // self (4 projections x 2) + ln_1 (2) + cross (8) + ln_2 (2) + ffn (4) + ln_3 (2)
   CHECK(paper.parameters().size() == 8 + 2 + 8 + 2 + 4 + 2);
   CHECK(paper.parameter("b.cross.wq.weight").value.numel == D * D);

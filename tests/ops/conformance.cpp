@@ -72,7 +72,7 @@ void run_case();
   TEST_CASE("conformance: " #NAME, "[ops][conformance]") { run_case<case_##NAME>(); }
 
 constexpr Domain any{}, positive{.positive = true}, classes5{.index_range = 5}, binary_mask{.index_range = 2},
-    classes5_ignored{.index_range = 5, .target_lo = -1};
+    classes5_ignored{.index_range = 5, .target_lo = -1}, positions40{.index_range = 40};
 
 // --- elementwise ---
 OP_CASE(add_broadcast, any, Value a = g.input("a", {Batch, 3, Seq}, {.grad = true});
@@ -106,6 +106,7 @@ OP_CASE(tanh, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(
 OP_CASE(sigmoid, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, sigmoid(a), {a})))
 OP_CASE(silu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, silu(a), {a})))
 OP_CASE(gelu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, gelu(a), {a})))
+OP_CASE(relu_squared, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, relu_squared(a), {a})))
 OP_CASE(gelu_tanh, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, gelu_tanh(a), {a})))
 OP_CASE(gelu_permuted, any, Value a = g.input("a", {Batch, Seq, 3}, {.grad = true});
         g.loss(probe_loss(g, gelu(transpose(a, 0, 2)), {a})))
@@ -244,7 +245,45 @@ OP_CASE(attention_causal_cross, any, Value q = g.input("q", {Batch, 2, Seq, 3}, 
 OP_CASE(attention_seq_first_causal_cross, any, Value q = g.input("q", {Batch, Seq, 2, 3}, {.grad = true});
         Value k = g.input("k", {Batch, SeqKV, 2, 3}, {.grad = true}); Value v = g.input("v", {Batch, SeqKV, 2, 2}, {.grad = true});
         g.loss(probe_loss(g, attention(q, k, v, {.causal = true, .seq_first = true}), {q, k, v})))
+// Grouped-query (4 query heads over 2 key/value heads) and multi-query (over 1) attention: each
+// key/value head's gradient adds up over its group.
+OP_CASE(attention_gqa_seq_first_causal_dropout, any, Value q = g.input("q", {Batch, Seq, 4, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, Seq, 2, 3}, {.grad = true}); Value v = g.input("v", {Batch, Seq, 2, 2}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, {.dropout = 0.2, .causal = true, .seq_first = true}), {q, k, v})))
+OP_CASE(attention_mqa_seq_first_mask_bias, binary_mask, Value q = g.input("q", {Batch, Seq, 4, 2}, {.grad = true});
+        Value k = g.input("k", {Batch, SeqKV, 1, 2}, {.grad = true}); Value v = g.input("v", {Batch, SeqKV, 1, 3}, {.grad = true});
+        Value m = g.input("m", {Batch, 1, 1, SeqKV}, {.dtype = DType::index}); Value b = g.input("b", {1, 4, Seq, SeqKV}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, m, b, {.seq_first = true}), {q, k, v, b})))
+OP_CASE(attention_gqa_cross_shared_bias, any, Value q = g.input("q", {Batch, 4, Seq, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, 2, SeqKV, 3}, {.grad = true}); Value v = g.input("v", {Batch, 2, SeqKV, 2}, {.grad = true});
+        Value b = g.input("b", {1, 4, Seq, SeqKV}, {.grad = true}); g.loss(probe_loss(g, attention(q, k, v, b), {q, k, v, b})))
+// Sliding-window causal attention (each query sees itself and the key before it), and soft-capped
+// scores (c tanh(s / c), then the bias).
+OP_CASE(attention_window_dropout, any, Value q = g.input("q", {Batch, 2, Seq, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, 2, Seq, 3}, {.grad = true}); Value v = g.input("v", {Batch, 2, Seq, 2}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, {.dropout = 0.2, .causal = true, .window = 2}), {q, k, v})))
+OP_CASE(attention_gqa_window_cross, any, Value q = g.input("q", {Batch, Seq, 2, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, SeqKV, 1, 3}, {.grad = true}); Value v = g.input("v", {Batch, SeqKV, 1, 2}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, {.causal = true, .window = 3, .seq_first = true}), {q, k, v})))
+OP_CASE(attention_softcap_bias, any, Value q = g.input("q", {Batch, 2, Seq, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, 2, SeqKV, 3}, {.grad = true}); Value v = g.input("v", {Batch, 2, SeqKV, 2}, {.grad = true});
+        Value b = g.input("b", {Batch, 2, Seq, SeqKV}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, b, {.scale = 2.0, .softcap = 0.7}), {q, k, v, b})))
+OP_CASE(attention_softcap_window_dropout, any, Value q = g.input("q", {Batch, Seq, 4, 3}, {.grad = true});
+        Value k = g.input("k", {Batch, Seq, 2, 3}, {.grad = true}); Value v = g.input("v", {Batch, Seq, 2, 3}, {.grad = true});
+        g.loss(probe_loss(g, attention(q, k, v, {.scale = 2.0, .dropout = 0.2, .causal = true, .window = 2, .softcap = 0.5,
+                                                  .seq_first = true}), {q, k, v})))
 // --- positions ---
+// Rotary positions: half-split and interleaved pairs, partial rotation, explicit positions (a
+// decoding step's), the heads-first layout, and in place.
+OP_CASE(rope_half, any, Value x = g.input("x", {Batch, Seq, 2, 6}, {.grad = true}); g.loss(probe_loss(g, rope(x), {x})))
+OP_CASE(rope_interleaved_partial, any, Value x = g.input("x", {Batch, Seq, 3, 8}, {.grad = true});
+        g.loss(probe_loss(g, rope(x, {.theta = 500, .fraction = 0.5, .interleaved = true}), {x})))
+OP_CASE(rope_positions, positions40, Value x = g.input("x", {Batch, Seq, 2, 4}, {.grad = true});
+        Value p = g.input("p", {Seq}, {.dtype = DType::index}); g.loss(probe_loss(g, rope(x, p, {.fraction = 0.75}), {x})))
+OP_CASE(rope_heads_first, any, Value x = g.input("x", {Batch, 2, Seq, 6}, {.grad = true});
+        g.loss(probe_loss(g, rope(x, {.interleaved = true, .axis = -2}), {x})))
+OP_CASE(rope_in_place, any, Value x = g.input("x", {Batch, Seq, 2, 4}, {.grad = true}); g.loss(probe_loss(g, rope(scale(x, 0.5)), {x})))
 OP_CASE(prefix_rows, any, Value table = g.input("table", {40, 3}, {.grad = true});
         g.loss(probe_loss(g, prefix_rows(table, Seq), {table})))
 OP_CASE(relative_position_bias, any, Value table = g.input("table", {8, 2}, {.grad = true});
