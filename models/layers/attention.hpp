@@ -11,6 +11,7 @@
 //   decoding over a cache (else 0..Tq-1).
 #pragma once
 #include <optional>
+#include <string_view>
 
 #include <ctgrad/models/layers/linear.hpp>
 #include <ctgrad/models/layers/norm.hpp>
@@ -22,6 +23,11 @@
 #include <ctgrad/ops/shape.hpp>
 
 namespace ctgrad::layers {
+
+// Parameter scope names of the projections and QK-norms (Hugging Face Llama's: q_proj, k_proj, ...).
+struct AttentionNames {
+  std::string_view q = "wq", k = "wk", v = "wv", o = "wo", qkv = "qkv", q_norm = "q_norm", k_norm = "k_norm";
+};
 
 struct MultiHeadAttentionOptions {
   int heads = 8;
@@ -39,6 +45,7 @@ struct MultiHeadAttentionOptions {
   Real qk_norm_eps = 1e-6;
   int window = 0;                          // with causal: each query sees the last `window` positions
   Real softcap = 0;                        // scores softcap * tanh(s / softcap) (0: none)
+  AttentionNames names{};
   constexpr int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
@@ -103,34 +110,34 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
   const bool packed = o.fused_qkv && seq_first && !per_head;
   Value q, k, v, qkv;
   if (fixed) {
-    q = linear(s.scope("wq"), in.q, d, q_lin);
+    q = linear(s.scope(o.names.q), in.q, d, q_lin);
     k = in.cache->k, v = in.cache->v;
   } else if (packed) {
-    qkv = reshape(linear(s.scope("qkv"), in.q, Dim(3) * d, lin), {qs[0], qs[1], 3, o.heads, d.coef / o.heads});
+    qkv = reshape(linear(s.scope(o.names.qkv), in.q, Dim(3) * d, lin), {qs[0], qs[1], 3, o.heads, d.coef / o.heads});
   } else if (o.fused_qkv) {
-    auto parts = split<3>(linear(s.scope("qkv"), in.q, Dim(3) * d, lin), -1);
+    auto parts = split<3>(linear(s.scope(o.names.qkv), in.q, Dim(3) * d, lin), -1);
     q = parts[0], k = parts[1], v = parts[2];
   } else {
-    q = linear(s.scope("wq"), in.q, d, q_lin);
-    k = linear(s.scope("wk"), kv_in, d_kv, lin);
-    v = linear(s.scope("wv"), kv_in, d_kv, lin);
+    q = linear(s.scope(o.names.q), in.q, d, q_lin);
+    k = linear(s.scope(o.names.k), kv_in, d_kv, lin);
+    v = linear(s.scope(o.names.v), kv_in, d_kv, lin);
   }
   // [B, T, H * dh] -> [B, T, H, dh] (a view), QK-norm and RoPE there (q and k), then heads
   // outer ([B, H, T, dh]) unless seq_first.
-  auto split = [&](Value x, int heads, const char* norm_scope) {
+  auto split = [&](Value x, int heads, std::optional<std::string_view> norm_scope) {
     const Shape xs = x.shape();
     x = reshape(x, {xs[0], xs[1], heads, dh});
     if (norm_scope) {
-      if (o.qk_norm) x = norm(s.scope(norm_scope), x, {.kind = NormKind::rms, .eps = o.qk_norm_eps});
+      if (o.qk_norm) x = norm(s.scope(*norm_scope), x, {.kind = NormKind::rms, .eps = o.qk_norm_eps});
       if (o.rope) x = in.positions ? rope(x, *in.positions, *o.rope) : rope(x, *o.rope);
     }
     return seq_first ? x : transpose(x, 1, 2);
   };
-  if (!packed) q = split(q, o.heads, "q_norm");
+  if (!packed) q = split(q, o.heads, o.names.q_norm);
   AttentionResult r;
   if (!fixed && !packed) {
-    k = split(k, kv_heads, in.kv ? nullptr : "k_norm");
-    v = split(v, kv_heads, nullptr);
+    k = split(k, kv_heads, in.kv ? std::nullopt : std::optional<std::string_view>(o.names.k_norm));
+    v = split(v, kv_heads, std::nullopt);
   }
   if (in.cache && !fixed) {
     k = overwrite_tail(in.cache->k, k, 2);
@@ -151,7 +158,7 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
   Value heads_out = packed ? attend(qkv) : attend(q, k, v);
   if (in.weights) r.weights = attention_weights(q, k, in.mask, in.bias, ao);
   const Value merged = seq_first ? heads_out : transpose(heads_out, 1, 2);
-  r.out = linear(s.scope("wo"), reshape(merged, {qs[0], qs[1], d}), d, out_lin);
+  r.out = linear(s.scope(o.names.o), reshape(merged, {qs[0], qs[1], d}), d, out_lin);
   return r;
 }
 
@@ -163,8 +170,8 @@ constexpr KvCache project_kv(const Scope& s, Value kv_in, const MultiHeadAttenti
   const int kv_heads = o.kv_heads_or_heads();
   const Dim d_kv = Dim(d.coef / o.heads * kv_heads);
   const LinearOptions lin{.bias = o.bias, .init = o.init};
-  return {detail::split_heads(linear(s.scope("wk"), kv_in, d_kv, lin), kv_heads),
-          detail::split_heads(linear(s.scope("wv"), kv_in, d_kv, lin), kv_heads), true};
+  return {detail::split_heads(linear(s.scope(o.names.k), kv_in, d_kv, lin), kv_heads),
+          detail::split_heads(linear(s.scope(o.names.v), kv_in, d_kv, lin), kv_heads), true};
 }
 
 // T5's relative position bias for one stack: one learned table "<scope>.weight" [buckets, heads],

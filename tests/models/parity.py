@@ -7,7 +7,9 @@ added to a row of scores) is rounding noise in both; its scale is floored at 1e-
 gradient entry of the model.
 T5 also: the relative-position bucket of every distance -300..300, both directions, equal to the
 reference's bucket function (Hugging Face's).
-usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied <writer program> <out.safetensors>
+Llama: 4 query heads over 2 key/value heads with half-split RoPE (llama); over 1, with GPT-J's
+interleaved RoPE, QK-norm and a window of 5 (llama-mqa).
+usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied|llama|llama-mqa <writer program> <out.safetensors>
 (t5-tied: the T5 writer with --tied, v1.0's output tied to the shared embedding)
 (bert-nsp: the BERT writer with --next-sentence, the pretraining graph with next-sentence prediction)"""
 import json
@@ -21,13 +23,16 @@ from gpt import Gpt, read_safetensors  # noqa: E402
 from transformer import Transformer  # noqa: E402
 from bert import BertMlm  # noqa: E402
 from t5 import T5, relative_position_bucket  # noqa: E402
+from llama import Llama  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
-subprocess.run([writer, path] + {"bert-nsp": ["--next-sentence"], "t5-tied": ["--tied"]}.get(kind, []), check=True)
+subprocess.run([writer, path] + {"bert-nsp": ["--next-sentence"], "t5-tied": ["--tied"], "llama-mqa": ["--mqa"]}.get(kind, []), check=True)
 t, meta = read_safetensors(path)
 cfg = json.loads(meta["config"])
 torch.manual_seed(0)
-if kind == "gpt":
+if kind in ("llama", "llama-mqa"):
+    model = Llama(cfg)
+elif kind == "gpt":
     model = Gpt(cfg["vocab"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], cfg["context"])
 elif kind in ("bert", "bert-nsp"):
     model = BertMlm(cfg["vocab"], cfg["n_layer"], cfg["heads"], cfg["d_model"], cfg["d_ff"], cfg["context"], dropout=0.0,
@@ -43,7 +48,7 @@ if missing:
     sys.exit(f"parameter names differ between ctgrad and the reference: {sorted(missing)}")
 model.load_state_dict(state)
 inputs = {k[3:]: torch.from_numpy(v).long() for k, v in t.items() if k.startswith("in.")}
-if kind == "gpt":
+if kind in ("gpt", "llama", "llama-mqa"):
     logits, loss = model(inputs["ids"], inputs["targets"])
 elif kind in ("bert", "bert-nsp"):
     logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"], inputs.get("labels"))
