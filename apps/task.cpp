@@ -271,7 +271,7 @@ std::string describe_arch(const layers::Arch& a, bool with_tie) {
 std::string arch_value(const Config& c, const std::string& key, int preset_heads) {
   if (key == "heads") return std::to_string(c.integer("heads") ? c.integer("heads") : preset_heads);
   if (key == "tie_embeddings") return c.flag(key) ? "true" : "false";
-  return c.text(key);
+  return c.show(key);  // a choice's text, a flag's true/false, a number's digits
 }
 
 }  // namespace ctgrad::cli

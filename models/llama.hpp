@@ -23,6 +23,8 @@
 #pragma once
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/models/layers/layers.hpp>
+#include <ctgrad/models/lm_sampler.hpp>
+#include <ctgrad/models/variant_space.hpp>
 #include <ctgrad/ops/ops.hpp>
 
 namespace ctgrad::models {
@@ -37,6 +39,53 @@ struct LlamaConfig {
   bool bias = false;    // biases in the linear layers
   bool tie = false;     // the head is the token embedding's transpose
 };
+
+// The presets `ctgrad train llama --set size=...` chooses from. small: the GPT main job's sizes
+// (4 layers, d 128, context 64) as a Llama, 4 query heads over 2 key/value heads.
+inline constexpr LlamaConfig kLlamaTiny{.vocab = 256, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 32, .context = 32,
+                                        .d_ff = layers::gated_width(4 * 32)};
+inline constexpr LlamaConfig kLlamaSmall{.vocab = 256, .n_layer = 4, .n_head = 4, .kv_heads = 2, .d_model = 128, .context = 64,
+                                         .d_ff = layers::gated_width(4 * 128)};
+inline constexpr LlamaConfig kLlamaMedium{.vocab = 8192, .n_layer = 6, .n_head = 8, .kv_heads = 2, .d_model = 512, .context = 256,
+                                          .d_ff = layers::gated_width(4 * 512)};
+
+// The architecture keys of a preset for ablations: kv_heads (the preset's, 1, heads), rope
+// (half, interleaved), qk_norm, window (0, a quarter of the context), bias, tie_embeddings.
+constexpr VariantSpace<LlamaConfig, 6> llama_variant_space(const LlamaConfig& p, int order) {
+  using detail::count_name;
+  using detail::preset_first;
+  return {{{{"kv_heads", preset_first(count_name(p.kv_heads), std::array<std::string_view, 2>{"1", count_name(p.n_head)}),
+             [](LlamaConfig c, std::string_view v) {
+               c.kv_heads = parse_int(v);
+               return c;
+             }},
+            {"rope", preset_first(p.rope_interleaved ? "interleaved" : "half", std::array<std::string_view, 2>{"half", "interleaved"}),
+             [](LlamaConfig c, std::string_view v) {
+               c.rope_interleaved = v == "interleaved";
+               return c;
+             }},
+            {"qk_norm", preset_first(p.qk_norm ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
+             [](LlamaConfig c, std::string_view v) {
+               c.qk_norm = v == "true";
+               return c;
+             }},
+            {"window", preset_first(p.window == 0 ? "0" : count_name(p.window), std::array<std::string_view, 2>{"0", count_name(p.context / 4)}),
+             [](LlamaConfig c, std::string_view v) {
+               c.window = parse_int(v);
+               return c;
+             }},
+            {"bias", preset_first(p.bias ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
+             [](LlamaConfig c, std::string_view v) {
+               c.bias = v == "true";
+               return c;
+             }},
+            {"tie_embeddings", preset_first(p.tie ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
+             [](LlamaConfig c, std::string_view v) {
+               c.tie = v == "true";
+               return c;
+             }}}},
+          order};
+}
 
 namespace llama_inputs {
 inline constexpr InputName ids{"ids", DType::index};              // [Batch, Seq]
@@ -116,6 +165,25 @@ constexpr auto llama_decoder = [] {
   Value x = detail::llama_layers(g, C, layers::embed(table, ids), positions);
   g.output(detail::llama_logits(g, C, x, table, init_std), "logits");
   return g;
+};
+
+// Text generation with a key/value cache of kv_heads heads from any compiled llama_decoder<C>
+// program (C: the trained config, given at run time for its sizes).
+class LlamaSampler : public LmSampler {
+ public:
+  LlamaSampler(std::unique_ptr<Executor<float>> decoder, const LlamaConfig& c, std::span<const Parameter<float>> weights)
+      : LmSampler(std::move(decoder),
+                  {.layers = c.n_layer, .cache_heads = c.kv_heads, .d_head = c.d_model / c.n_head, .vocab = c.vocab, .context = c.context},
+                  weights, "LlamaSampler") {}
+};
+
+// The generator of one compile-time config.
+template <LlamaConfig C>
+class LlamaGenerator : public LlamaSampler {
+ public:
+  static constexpr auto graph = freeze<llama_decoder<C>>();
+  explicit LlamaGenerator(std::span<const Parameter<float>> weights, Options opts = {})
+      : LlamaSampler(std::make_unique<Program<graph>>(opts), C, weights) {}
 };
 
 }  // namespace ctgrad::models

@@ -146,8 +146,13 @@ void Study::report() const {
               std::to_string(c + 1) + " title " + title;
       ++block;
     }
-    if (!plot.empty())
-      gnuplot("set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$curves << EOD\n" +
+    // A plot not drawn this time is removed, not left as the last report's picture.
+    auto draw = [&](const std::string& script, const fs::path& png) {
+      std::error_code ec;
+      if (script.empty() || !gnuplot(script, png))
+        if (fs::is_regular_file(fs::symlink_status(png, ec))) fs::remove(png, ec);
+    };
+    draw(plot.empty() ? std::string() : "set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$curves << EOD\n" +
                   data + "EOD\nset key outside right\nset xlabel 'step'\nset ylabel " + gnuplot_quote("validation " + m) + "\nset title " +
                   gnuplot_quote(o_.name + ": validation " + m + " (mean over seeds, band: min-max)") + "\n" + plot + "\n",
               dir / "curves.png");
@@ -156,10 +161,9 @@ void Study::report() const {
     for (std::size_t c = 0; c < sums.size(); ++c)
       if (sums[c].n) {
         bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(std::isnan(sums[c].ci) ? 0.0 : sums[c].ci, 6) + "\n";
-        tics += std::string(tics.empty() ? "" : ", ") + gnuplot_quote(sums[c].config) + " " + std::to_string(c);
+        tics += std::string(tics.empty() ? "" : ", ") + gnuplot_label(sums[c].config) + " " + std::to_string(c);
       }
-    if (!bars.empty())
-      gnuplot("set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$bars << EOD\n" + bars +
+    draw(bars.empty() ? std::string() : "set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$bars << EOD\n" + bars +
                   "EOD\nset style fill solid 0.5\nset boxwidth 0.6\nset xtics rotate by -30\nset xtics (" + tics + ")\nset ylabel " +
                   gnuplot_quote("final validation " + m) +
                   "\nset title " + gnuplot_quote(o_.name + ": final " + m + " per configuration (95% interval over seeds)") +

@@ -29,6 +29,12 @@ std::string gnuplot_quote(std::string_view s) {
   return q + "'";
 }
 
+std::string gnuplot_label(std::string_view s) {
+  std::string doubled;
+  for (char c : s) doubled += c == '%' ? std::string("%%") : std::string(1, c);
+  return gnuplot_quote(doubled);
+}
+
 std::string html_escape(std::string_view s) {
   std::string o;
   for (char c : s) {

@@ -13,6 +13,9 @@ namespace ctgrad::training {
 // nor @macros). A control byte (a newline would end the command) is written as the visible text
 // \xNN. Paths are not passed this way but as arguments of the script (see gnuplot() in log.hpp).
 std::string gnuplot_quote(std::string_view s);
+// A tic label given with its position (set xtics ('label' 0, ...)): gnuplot reads it as a format
+// string for the position, so a % is doubled; then quoted as above.
+std::string gnuplot_label(std::string_view s);
 
 // HTML text and attribute values: & < > " ' as entities; a control byte as U+FFFD.
 std::string html_escape(std::string_view s);

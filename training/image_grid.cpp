@@ -18,7 +18,7 @@ bool plot_image_grid(const std::filesystem::path& png, const ImageGrid& g, const
   const PlotData data(png.parent_path().empty() ? std::filesystem::path(".") : png.parent_path(), numbers.str());
   auto tics = [](const std::vector<std::string>& t) {
     std::string s = "(";
-    for (std::size_t i = 0; i < t.size(); ++i) s += (i ? ", " : "") + gnuplot_quote(t[i]) + " " + std::to_string(i);
+    for (std::size_t i = 0; i < t.size(); ++i) s += (i ? ", " : "") + gnuplot_label(t[i]) + " " + std::to_string(i);
     return s + ")";
   };
   std::ostringstream s;

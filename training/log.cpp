@@ -255,8 +255,11 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  std::string first_line;
-  if (std::ifstream f(said); f) std::getline(f, first_line);
+  // gnuplot's reason: the last line of its output (its error follows any warnings before it).
+  std::string reason;
+  if (std::ifstream f(said); f)
+    for (std::string line; std::getline(f, line);)
+      if (line.find_first_not_of(" ^\t\r") != std::string::npos) reason = line;
   fs::remove(said, ec);
   fs::remove(file, ec);
   if (drawn && fs::exists(tmp, ec)) {
@@ -268,7 +271,7 @@ bool gnuplot(const std::string& script, const fs::path& png, const std::vector<f
   fs::remove(tmp, ec);
   close_all();
   if (!drawn && !interrupted())
-    std::cerr << "ctgrad: warning: gnuplot failed to draw " << printable(png.string()) << (first_line.empty() ? "" : " (" + printable(first_line.substr(0, 200)) + ")")
+    std::cerr << "ctgrad: warning: gnuplot failed to draw " << printable(png.string()) << (reason.empty() ? "" : " (" + printable(reason.substr(0, 200)) + ")")
               << "\n";
   return drawn;
 }

@@ -37,7 +37,7 @@ const std::vector<std::string> kHostile = {
     "r\nsystem \"touch PWNED\"\nx", "it's", "say \"hi\"", "<script>alert(1)</script>", "a,b", "tab\there", "cr\rlf", "`tick`", "a|b",
     "$(touch PWNED)", "`touch PWNED`", "@macro", "back\\slash", "end\x1b[2J", std::string("nul\0byte", 8), "EOD\nsystem 'touch PWNED'",
     "x' ; system 'touch PWNED' ; '", "csi\xc2\x9b" "2J", "osc\xc2\x9d" "0;title\xc2\x9c", "raw\x9b" "2J\x9d", "[x](javascript:alert(1))",
-    "![i](http://x/y.png)"};
+    "![i](http://x/y.png)", "50%dropout", "run_%g", "%s%n%d"};
 
 std::string read(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -134,6 +134,9 @@ TEST_CASE("escaping: each writer's function keeps a hostile string data", "[esca
       CHECK(read(out) == s);
     }
   }
+  // A tic label is a format string to gnuplot: its % doubled, so "run_%g" is not "run_1".
+  CHECK(gnuplot_label("run_%g") == "'run_%%g'");
+  CHECK(gnuplot_label("it's 50%") == "'it''s 50%%'");
   CHECK(control_byte("ok") == "");
   CHECK(control_byte("a\nb") == "byte 0x0a at position 1");
   CHECK(control_byte("ab\xc2\x9b" "2J") == "U+009B at position 2");
@@ -243,6 +246,34 @@ TEST_CASE("hostile strings through every writer of a study's report and of the l
       CHECK(fs::is_regular_file(run / "loss.png"));
       CHECK_FALSE(fs::exists(root / "PWNED"));
     }
+}
+
+// Runs whose finals gnuplot cannot draw (1e308 and -1e308: no range fits both).
+int extreme_run(const ab::RunSpec& r, const ab::RunContext&) {
+  std::ofstream f(r.dir / "metrics.jsonl");
+  const double v = r.config.find("other") != std::string::npos ? 1e308 : -1e308;
+  f << json{{"step", 10}, {"val_loss", v}, {"metric", "loss"}, {"train_seconds", 1.5}}.dump() << "\n";
+  return 0;
+}
+
+TEST_CASE("a plot that is not drawn again is removed, not left from the last report", "[ablation]") {
+  if (!fs::exists("/usr/bin/gnuplot")) return;
+  const fs::path dir = ctgrad::testing::scratch("stale_plot");
+  ab::StudyOptions o{.name = "stale", .model = "fake", .grid = {{"key", {"base", "other"}}}, .seeds = 1, .dir = dir, .jobs = 1, .threads = 1};
+  {
+    ab::Study study(o);
+    REQUIRE(study.run(fake_run) == 0);
+    study.report();
+  }
+  REQUIRE(fs::is_regular_file(dir / "final.png"));
+  // The same study, its results replaced by finals no plot can hold: the old pictures go.
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename() == "metrics.jsonl" || e.path().filename() == "result.json") fs::remove(e.path());
+  ab::Study again(o);
+  REQUIRE(again.run(extreme_run) == 0);
+  again.report();
+  CHECK_FALSE(fs::exists(dir / "final.png"));
+  CHECK(read(dir / "results.md").find("final.png") == std::string::npos);
 }
 
 TEST_CASE("study sizes are counted without wrapping and capped before anything is allocated", "[ablation]") {

@@ -1,0 +1,281 @@
+// The session of a decoder-only language model on the KJV Bible, shared by the model families
+// (gpt, llama): tokenizer (characters or BPE), batches, validation, sampling with the key/value
+// cache. A family is a small traits struct; see apps/tasks/gpt.cpp.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/graph/program.hpp>
+#include <ctgrad/models/sampling.hpp>
+#include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/optim/schedule.hpp>
+
+#include "../task.hpp"
+
+namespace ctgrad::cli {
+
+// The input names every family's graphs use.
+namespace lm_inputs {
+inline constexpr InputName ids{"ids", DType::index};          // [Batch, Seq]
+inline constexpr InputName targets{"targets", DType::index};  // [Batch, Seq]
+}  // namespace lm_inputs
+
+// The keys every family shares, after its preset key "size": the main job's recipe.
+inline Schema lm_schema(Schema s) {
+  s.choice("tokenizer", "char", {"char", "bpe"}, "characters, or SentencePiece BPE trained on the training split", Role::model)
+      .integer("context", 64, {.min = 2, .max = 1 << 20}, "tokens per window (at most the preset's)", Role::run)
+      .integer("batch", 12, {.min = 1, .max = 1 << 16}, "windows per step", Role::run)
+      .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
+      .real("lr", 1e-3, {.min = 0, .max = 10, .min_open = true}, "peak learning rate (warm-up, then cosine)")
+      .real("min_lr", 1e-4, {.min = 0, .max = 10}, "learning rate at the end of the cosine")
+      .integer("warmup", 100, {.min = 0}, "warm-up steps")
+      .real("beta2", 0.99, {.min = 0, .max = 1, .max_open = true}, "AdamW's beta2")
+      .real("weight_decay", 0.1, {.min = 0, .max = 10}, "AdamW's decoupled decay (not on biases and norms)")
+      .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
+      .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
+      .integer("eval_windows", 0, {.min = 0}, "validation windows (0: the whole validation split)")
+      .integer("sample_tokens", 300, {.min = 0, .max = 1 << 20}, "tokens of the sample after training");
+  return s;
+}
+
+inline Schema lm_sample_options() {
+  Schema s;
+  s.text("prompt", "And God said", "the text to continue")
+      .integer("tokens", 200, {.min = 1, .max = 1 << 20}, "new tokens at most")
+      .real("temperature", 0.8, {.min = 0, .max = 100}, "0: greedy")
+      .integer("top-k", 0, {.min = 0}, "keep the k most likely tokens (0: all)")
+      .real("top-p", 1.0, {.min = 0, .max = 1, .min_open = true}, "nucleus: the smallest set reaching p")
+      .integer("seed", 1, {.min = 0}, "the sampling seed")
+      .text("end", "", "stop after this token (one token of the tokenizer)")
+      .flag("slide", false, "past the context, re-read its last half and go on (else stop)");
+  return s;
+}
+
+// One tokenizer of either kind, saved beside the checkpoint.
+struct AnyTokenizer {
+  std::unique_ptr<data::Tokenizer> tok;
+  std::string file;
+};
+
+// Prints generated text as it comes: decodes the whole sequence and prints what is new, since a
+// BPE piece's leading space (and a UTF-8 character split over byte tokens) depends on its left.
+struct TextStream {
+  const data::Tokenizer& tok;
+  std::vector<std::int32_t> ids;
+  std::size_t printed;
+  TextStream(const data::Tokenizer& t, std::vector<std::int32_t> prompt) : tok(t), ids(std::move(prompt)), printed(tok.decode(ids).size()) {}
+  void operator()(std::int32_t id) {
+    ids.push_back(id);
+    const std::string text = tok.decode(ids);
+    if (text.size() > printed) std::cout << text.substr(printed) << std::flush;
+    printed = std::max(printed, text.size());
+  }
+};
+
+// One session for every decoder-only language model family on the KJV text. F: the family
+// (apps/tasks/gpt.cpp, llama.cpp): its config type and presets' programs (F::programs), its
+// hyperparameter graph (F::hyper_graph), its description and its sampler.
+template <class F, typename F::ModelConfig P, int Order>
+class LmSession : public Session {
+ public:
+  LmSession(const Config& c, const Context& ctx)
+      : c_(c), ctx_(ctx), programs_(F::template programs<P, Order>(c)), model_(programs_.train(program_options(c, ctx.threads, F::hyper_graph))),
+        opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .beta2 = c.real("beta2"), .weight_decay = c.real("weight_decay")},
+             {optim::no_decay_group()}),
+        context_(c.integer("context")), batch_(c.integer("batch")) {
+    check_context(c, P.context);
+    check_fits(*model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
+               "batch " + c.show("batch") + " x context " + c.show("context"));
+    check_shards(ctx, batch_, "batch");
+  }
+  Executor<float>& model() override { return *model_; }
+  optim::Optimizer<float>& optimizer() override { return opt_; }
+
+  void prepare() override {
+    const std::string kind = c_.text("tokenizer");
+    split_ = data::split_text(data::kjv_text());
+    if (ctx_.from_checkpoint) {
+      tok_.file = kind == "char" ? "tokenizer.json" : "tokenizer.model";
+      const auto path = ctx_.folder.file(tok_.file);
+      if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
+      if (kind == "char") tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(path));
+      else tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(path));
+    } else if (kind == "char") {
+      tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::train(split_.train));
+      tok_.file = "tokenizer.json";
+      tok_.tok->save(ctx_.folder.file(tok_.file));
+    } else {  // SentencePiece writes <prefix>.model itself
+      tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
+          split_.train, ctx_.folder.file("tokenizer"), {.vocab_size = P.vocab, .model_type = "bpe", .seed = data_seed(c_)}, ctx_.cache));
+      tok_.file = "tokenizer.model";
+    }
+    vocab_ = tok_.tok->vocab_size();
+    if (vocab_ > P.vocab)
+      throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than size " + c_.text("size") + "'s vocabulary of " +
+                         std::to_string(P.vocab));
+    if (ctx_.command == "sample") return;
+    // SentencePiece's ids of a split come from the data cache when a run encoded it before.
+    auto encode = [&](const std::string& text) {
+      if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(tok_.tok.get()))
+        return std::move(sp->encode_all(std::span(&text, 1), ctx_.cache)[0]);
+      return tok_.tok->encode(text);
+    };
+    val_ids_ = encode(split_.validation);
+    const std::int64_t all = std::int64_t(val_ids_.size() - 1) / context_;
+    windows_ = c_.integer("eval_windows") > 0 ? std::min(c_.integer("eval_windows"), all) : all;
+    if (ctx_.command != "train") return;
+    train_ids_ = encode(split_.train);
+    batches_.emplace(train_ids_, context_, batch_, data_seed(c_));
+    const auto& v = programs_.config;
+    std::printf("ctgrad train %s: size %s (%s), %lld parameters, %d threads\n", F::name, c_.text("size").c_str(), F::describe(v).c_str(),
+                (long long)model_->parameter_count(), model_->threads());
+    std::printf("KJV Bible: %zu train / %zu validation tokens, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
+                train_ids_.size(), val_ids_.size(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
+                (long long)c_.integer("steps"));
+  }
+
+  checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder, tok_.file); }
+
+  std::vector<std::string> metrics() const override { return {"loss"}; }
+  training::LoopOptions loop() override {
+    return step_loop(c_, optim::warmup_cosine(c_.real("lr"), c_.real("min_lr"), c_.integer("warmup"), c_.integer("steps")), unit(), "tok");
+  }
+
+  training::Run run() override {
+    return {.model = *model_,
+            .optimizer = opt_,
+            .feed =
+                [this](std::int64_t step) {  // this rank's rows of the step's batch
+                  batches_->get(std::uint64_t(step));
+                  const std::int64_t first = ctx_.shard.begin(batch_) * context_, rows = ctx_.shard.rows(batch_);
+                  const auto x = std::span<const std::int32_t>(batches_->x()), y = std::span<const std::int32_t>(batches_->y());
+                  model_->set_input(lm_inputs::ids, x.subspan(std::size_t(first), std::size_t(rows * context_)), {rows, context_});
+                  model_->set_input(lm_inputs::targets, y.subspan(std::size_t(first), std::size_t(rows * context_)), {rows, context_});
+                  return double(rows * context_);
+                },
+            .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};
+  }
+
+  int after_training(const training::Outcome&) override {
+    const std::int64_t n = c_.integer("sample_tokens");
+    if (n <= 0) return 0;
+    // The model writes on from a prompt (key/value cache; past the context it re-reads its last half).
+    std::vector<std::int32_t> prompt = tok_.tok->encode("And God said");
+    if (std::int64_t(prompt.size()) > context_) prompt.erase(prompt.begin(), prompt.end() - context_);  // a tiny context
+    std::printf("sample (temperature 0.8, seed 1):\n%s", tok_.tok->decode(prompt).c_str());
+    std::fflush(stdout);
+    generate(prompt, models::SamplingOptions{.temperature = 0.8, .seed = 1, .max_tokens = int(n), .slide = true, .context = int(context_)});
+    std::cout << "\n";
+    return training::interrupted() ? 130 : 0;
+  }
+
+  int eval(const Config&) override {
+    const Stopwatch time;
+    const double v = validation_loss();
+    if (training::interrupted()) return 130;
+    if (!std::isfinite(v)) throw std::runtime_error("the validation loss is not finite: the checkpoint's model is broken");
+    std::printf("validation loss %.4f %s (%lld windows of %lld tokens, %.1f s)\n", v, unit().c_str(), (long long)windows_, (long long)context_,
+                time.seconds());
+    return 0;
+  }
+
+  int command(const std::string&, const Config& o) override {  // sample
+    models::SamplingOptions so{.temperature = o.real("temperature"),
+                               .top_k = int(std::min<std::int64_t>(o.integer("top-k"), 1 << 30)),
+                               .top_p = o.real("top-p"),
+                               .seed = std::uint64_t(o.integer("seed")),
+                               .max_tokens = int(o.integer("tokens")),
+                               .slide = o.flag("slide"),
+                               .context = int(context_)};
+    // Text the tokenizer cannot encode is bad input (exit 2), named by its option.
+    auto encode = [&](const std::string& option) {
+      try {
+        return tok_.tok->encode(o.text(option));
+      } catch (const data::data_error& e) {
+        const std::string m = e.what();
+        throw config_error("--" + option + ": " + (m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m));
+      }
+    };
+    if (!o.text("end").empty()) {
+      const auto e = encode("end");
+      if (e.size() != 1) throw config_error("--end '" + o.text("end") + "' is " + std::to_string(e.size()) + " tokens, not one");
+      so.end_token = e[0];
+    }
+    const std::string prompt = o.text("prompt");
+    const std::vector<std::int32_t> ids = encode("prompt");
+    if (ids.empty()) throw config_error("the prompt is empty");
+    if (std::int64_t(ids.size()) > context_)
+      throw config_error("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the context of " + std::to_string(context_) +
+                         " the model was trained with");
+    std::cout << prompt << std::flush;
+    const std::size_t made = generate(ids, so);
+    std::cout << "\n";
+    if (ids.size() + made > std::size_t(context_) && !so.slide && made < std::size_t(so.max_tokens))
+      std::cerr << "ctgrad: stopped at the context limit of " << context_ << " tokens (--slide goes on)\n";
+    return training::interrupted() ? 130 : 0;
+  }
+
+ private:
+  std::string unit() const { return c_.text("tokenizer") == "char" ? "nats/char" : "nats/token"; }
+
+  // Validation: the split cut into consecutive windows of `context` tokens (all of them, or the
+  // first eval_windows), every position scored once. Same definition as bench/reference/train_gpt.py.
+  double validation_loss() {
+    std::vector<std::int32_t> vx(std::size_t(batch_ * context_)), vy(vx.size());
+    double total[1] = {0};
+    const EvalShard shard{ctx_.comm};
+    for (std::int64_t w0 = 0; w0 < windows_ && !training::interrupted(); w0 += batch_) {
+      if (!shard.mine(w0 / batch_)) continue;
+      const std::int64_t n = std::min(batch_, windows_ - w0);
+      for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t t = 0; t < context_; ++t) {
+          vx[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t)];
+          vy[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t + 1)];
+        }
+      model_->set_input(lm_inputs::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
+      model_->set_input(lm_inputs::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});
+      model_->forward(Mode::infer);
+      total[0] += double(model_->loss()) * double(n);
+    }
+    shard.sum(total);
+    return total[0] / double(windows_);
+  }
+
+  // Generates from a prompt, printing as it goes; returns the tokens made. Ctrl-C stops it.
+  std::size_t generate(std::vector<std::int32_t> ids, const models::SamplingOptions& so) {
+    models::check(so);
+    const std::size_t start = ids.size();
+    typename F::Sampler gen(programs_.decoder(Options{.threads = ctx_.threads}), programs_.config, model_->parameters());
+    TextStream out(*tok_.tok, ids);
+    gen.generate(ids, vocab_, so, [&](std::int32_t id) {
+      out(id);
+      return !training::interrupted();
+    });
+    return ids.size() - start;
+  }
+
+  Config c_;
+  Context ctx_;
+  const typename F::Programs& programs_;
+  std::unique_ptr<Executor<float>> model_;
+  optim::AdamW<float> opt_;
+  std::int64_t context_, batch_, windows_ = 0;
+  AnyTokenizer tok_;
+  std::int32_t vocab_ = 0;
+  data::TextSplit split_;
+  std::vector<std::int32_t> train_ids_, val_ids_;
+  std::optional<data::LmBatches> batches_;
+};
+
+}  // namespace ctgrad::cli
