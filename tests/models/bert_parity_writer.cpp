@@ -50,17 +50,7 @@ int write(const char* path, bool nsp) {
       model.set_input(in::labels, std::span<const std::int32_t>(labels), {B});
     }
   };
-  for (std::uint64_t step = 1; step <= 30; ++step) {
-    batch(step);
-    model.zero_grad();
-    model.forward();
-    model.backward();
-    opt.step();
-  }
-  batch(1000);
-  model.zero_grad();
-  model.forward();
-  model.backward();
+  testing::train_then_forward(model, opt, batch);
   std::vector<testing::IntInput> inputs{
       {"ids", &ids, {B, S}}, {"segments", &segments, {B, S}}, {"lengths", &lengths, {B}}, {"picks", &picks, {P}}, {"targets", &targets, {P}}};
   if (nsp) inputs.push_back({"labels", &labels, {B}});

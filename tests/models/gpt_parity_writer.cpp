@@ -34,17 +34,7 @@ int main(int argc, char** argv) {
     model.set_input(models::gpt_inputs::ids, std::span<const std::int32_t>(ids), {B, T});
     model.set_input(models::gpt_inputs::targets, std::span<const std::int32_t>(targets), {B, T});
   };
-  for (std::uint64_t step = 1; step <= 30; ++step) {
-    batch(step);
-    model.zero_grad();
-    model.forward();
-    model.backward();
-    opt.step();
-  }
-  batch(1000);
-  model.zero_grad();
-  model.forward();
-  model.backward();
+  testing::train_then_forward(model, opt, batch);
   testing::save_for_parity(argv[1], model, {{"ids", &ids, {B, T}}, {"targets", &targets, {B, T}}},
                            "{\"vocab\": 64, \"n_layer\": 2, \"n_head\": 4, \"d_model\": 32, \"context\": 16}");
   std::printf("ctgrad loss %.6f after 30 AdamW steps\n", double(model.loss()));

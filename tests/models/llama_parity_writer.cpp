@@ -44,17 +44,7 @@ int write(const char* path) {
     model.set_input(models::llama_inputs::ids, std::span<const std::int32_t>(ids), {B, T});
     model.set_input(models::llama_inputs::targets, std::span<const std::int32_t>(targets), {B, T});
   };
-  for (std::uint64_t step = 1; step <= 30; ++step) {
-    batch(step);
-    model.zero_grad();
-    model.forward();
-    model.backward();
-    opt.step();
-  }
-  batch(1000);
-  model.zero_grad();
-  model.forward();
-  model.backward();
+  testing::train_then_forward(model, opt, batch);
   testing::save_for_parity(path, model, {{"ids", &ids, {B, T}}, {"targets", &targets, {B, T}}}, config_json(C));
   std::printf("ctgrad loss %.6f after 30 AdamW steps\n", double(model.loss()));
   return 0;

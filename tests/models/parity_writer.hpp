@@ -7,6 +7,7 @@
 
 #include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/graph/executor.hpp>
+#include <ctgrad/optim/optimizers.hpp>
 
 namespace ctgrad::testing {
 
@@ -15,6 +16,23 @@ struct IntInput {
   const std::vector<std::int32_t>* data;
   std::vector<std::int64_t> shape;
 };
+
+// The writers' recipe: `steps` optimizer steps on batches batch(1), batch(2), ... (so the weights
+// leave their initial scale), then the forward and backward pass of batch(1000) that is saved.
+template <class Batch>
+void train_then_forward(Executor<float>& model, optim::Optimizer<float>& opt, Batch batch, int steps = 30) {
+  for (int step = 1; step <= steps; ++step) {
+    batch(std::uint64_t(step));
+    model.zero_grad();
+    model.forward();
+    model.backward();
+    opt.step();
+  }
+  batch(1000);
+  model.zero_grad();
+  model.forward();
+  model.backward();
+}
 
 inline void save_for_parity(const char* path, const Executor<float>& model, const std::vector<IntInput>& inputs, const std::string& config,
                             const std::vector<std::string>& more_outputs = {}) {

@@ -45,17 +45,7 @@ int write(const char* path, bool tied) {
     model.set_input(in::tgt_in, std::span<const std::int32_t>(tgt_in), {B, T});
     model.set_input(in::tgt_out, std::span<const std::int32_t>(tgt_out), {B, T});
   };
-  for (std::uint64_t step = 1; step <= 30; ++step) {
-    batch(step);
-    model.zero_grad();
-    model.forward();
-    model.backward();
-    opt.step();
-  }
-  batch(1000);
-  model.zero_grad();
-  model.forward();
-  model.backward();
+  testing::train_then_forward(model, opt, batch);
   std::vector<std::int32_t> distances, bidirectional, causal;
   for (std::int32_t r = -300; r <= 300; ++r) {
     distances.push_back(r);

@@ -41,17 +41,7 @@ int main(int argc, char** argv) {
     model.set_input(models::transformer_inputs::tgt_len, std::span<const std::int32_t>(tgt_len), {B});
     model.set_input(models::transformer_inputs::tgt_out, std::span<const std::int32_t>(tgt_out), {B, T});
   };
-  for (std::uint64_t step = 1; step <= 20; ++step) {
-    batch(step);
-    model.zero_grad();
-    model.forward();
-    model.backward();
-    opt.step();
-  }
-  batch(1000);
-  model.zero_grad();
-  model.forward();
-  model.backward();
+  testing::train_then_forward(model, opt, batch, 20);
   testing::save_for_parity(argv[1], model,
                            {{"src", &src, {B, S}}, {"src_len", &src_len, {B}}, {"tgt_in", &tgt_in, {B, T}},
                             {"tgt_len", &tgt_len, {B}}, {"tgt_out", &tgt_out, {B, T}}},
