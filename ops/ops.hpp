@@ -15,3 +15,4 @@
 #include <ctgrad/ops/attention.hpp>
 #include <ctgrad/ops/position.hpp>
 #include <ctgrad/ops/rotary.hpp>
+#include <ctgrad/ops/select.hpp>

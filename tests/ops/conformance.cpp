@@ -274,6 +274,13 @@ OP_CASE(attention_softcap_window_dropout, any, Value q = g.input("q", {Batch, Se
         g.loss(probe_loss(g, attention(q, k, v, {.scale = 2.0, .dropout = 0.2, .causal = true, .window = 2, .softcap = 0.5,
                                                   .seq_first = true}), {q, k, v})))
 // --- positions ---
+// Selection for sparse layers: the top-k values (gradient through the values), a gather along the
+// last axis, and rows scattered by index with -1 dropping a row (inputs "t" reach -1).
+OP_CASE(top_k_values, any, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true}); g.loss(probe_loss(g, top_k(a, 2).values, {a})))
+OP_CASE(take_along_last, classes5, Value a = g.input("a", {Batch, 5}, {.grad = true});
+        Value i = g.input("i", {Batch, 3}, {.dtype = DType::index}); g.loss(probe_loss(g, take_along_last(a, i), {a})))
+OP_CASE(scatter_add_rows, classes5_ignored, Value a = g.input("a", {Seq, 3}, {.grad = true});
+        Value t = g.input("t", {Seq}, {.dtype = DType::index}); g.loss(probe_loss(g, scatter_add_rows(a, t, 5), {a})))
 // Rotary positions: half-split and interleaved pairs, partial rotation, explicit positions (a
 // decoding step's), the heads-first layout, and in place.
 OP_CASE(rope_half, any, Value x = g.input("x", {Batch, Seq, 2, 6}, {.grad = true}); g.loss(probe_loss(g, rope(x), {x})))

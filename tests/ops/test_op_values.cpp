@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
@@ -294,4 +295,40 @@ TEST_CASE("T5 relative position buckets", "[ops][values]") {
   // Causal: future keys share bucket 0.
   CHECK(relative_position_bucket(5, false, 32, 128) == 0);
   CHECK(relative_position_bucket(-5, false, 32, 128) == 5);
+}
+
+constexpr auto selection = [] {
+  Builder g;
+  Value x = g.input("x", {2, 5});
+  Value src = g.input("src", {4, 2});
+  Value idx = g.input("idx", {4}, {.dtype = DType::index});
+  const TopK best = top_k(x, 3);
+  g.output(best.indices, "indices");
+  g.output(best.values, "values");
+  g.output(scatter_add_rows(src, idx, 3), "scattered");
+  return g;
+};
+static constexpr auto SELECTION = freeze<selection>();
+
+TEST_CASE("top-k orders by value, ties by index, NaN last; scatter_add_rows sums rows in order and drops -1", "[ops][values]") {
+  Program<SELECTION> p;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x{1, 3, 3, nan, 2, nan, -1, nan, -5, 0};
+  const std::vector<float> src{1, 2, 10, 20, 100, 200, 1000, 2000};
+  const std::vector<std::int32_t> idx{2, -1, 2, 0};
+  p.set_input("x", std::span<const float>(x), {2, 5});
+  p.set_input("src", std::span<const float>(src), {4, 2});
+  p.set_input("idx", std::span<const std::int32_t>(idx), {4});
+  p.forward();
+  const auto ind = p.index_output("indices");
+  CHECK(std::vector<int>(ind.data, ind.data + ind.numel) == std::vector<int>{1, 2, 4, 4, 1, 3});  // row 1: 0, -1, -5; its NaNs last
+  const auto val = p.output("values");
+  CHECK(val[0] == 3.0f);
+  CHECK(val[2] == 2.0f);
+  CHECK(val[4] == -1.0f);
+  const auto sc = p.output("scattered");
+  CHECK(std::vector<float>(sc.data, sc.data + sc.numel) == std::vector<float>{1000, 2000, 0, 0, 101, 202});
+  const std::vector<std::int32_t> bad{2, -2, 0, 0};
+  p.set_input("idx", std::span<const std::int32_t>(bad), {4});
+  CHECK_THROWS_WITH(p.forward(), Catch::Matchers::Contains("op scatter_add_rows: index -2 at row 1 is outside [-1, 3)"));
 }

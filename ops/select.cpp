@@ -1,0 +1,117 @@
+#include <ctgrad/ops/select.hpp>
+#include <ctgrad/ops/detail/kernel.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace ctgrad {
+namespace {
+
+// Index i of row `row` checked against [lo, n): an error naming the op, the row and the value.
+void check_index(const char* op, std::int64_t row, std::int32_t i, std::int64_t lo, std::int64_t n) {
+  if (i < lo || i >= n)
+    throw std::out_of_range(std::string("ctgrad: op ") + op + ": index " + std::to_string(i) + " at row " + std::to_string(row) +
+                            " is outside [" + std::to_string(lo) + ", " + std::to_string(n) + ")");
+}
+
+}  // namespace
+
+template <class T>
+void TopKIndicesOp::forward(const OpArgs& a) {
+  const std::int64_t N = a.in[0].size(-1), k = a.out.size(-1), rows = a.out.numel / std::max<std::int64_t>(k, 1);
+  const T* x = a.in[0].as<T>();
+  std::int32_t* out = a.out.as<std::int32_t>();
+  // a before b: larger, or equal and earlier; a NaN is below every number.
+  auto before = [](T va, std::int32_t ia, T vb, std::int32_t ib) {
+    if (std::isnan(va) || std::isnan(vb)) return std::isnan(vb) && (!std::isnan(va) || ia < ib);
+    return va > vb || (va == vb && ia < ib);
+  };
+  kernel::parallel(rows, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(N, 1)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const T* xr = x + r * N;
+      std::int32_t* o = out + r * k;
+      // Insertion into the k best so far (k is small: a router's 1 or 2 of a few experts).
+      std::int64_t have = 0;
+      for (std::int32_t i = 0; i < std::int32_t(N); ++i) {
+        std::int64_t at = have;
+        while (at > 0 && before(xr[i], i, xr[o[at - 1]], o[at - 1])) --at;
+        if (at >= k) continue;
+        for (std::int64_t j = std::min(have, k - 1); j > at; --j) o[j] = o[j - 1];
+        o[at] = i;
+        have = std::min(have + 1, k);
+      }
+    }
+  });
+}
+
+template <class T>
+void TakeAlongLastOp::forward(const OpArgs& a) {
+  const std::int64_t N = a.in[0].size(-1), k = a.out.size(-1), rows = a.out.numel / std::max<std::int64_t>(k, 1);
+  const T* x = a.in[0].as<T>();
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  T* y = a.out.as<T>();
+  kernel::parallel(rows, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(k, 1)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r)
+      for (std::int64_t j = 0; j < k; ++j) {
+        const std::int32_t i = idx[r * k + j];
+        check_index(name, r, i, 0, N);
+        y[r * k + j] = x[r * N + i];
+      }
+  });
+}
+
+template <class T>
+void TakeAlongLastOp::vjp(const OpArgs& a) {
+  T* gx = a.gin[0].as<T>();
+  if (!gx) return;
+  const std::int64_t N = a.in[0].size(-1), k = a.out.size(-1), rows = a.out.numel / std::max<std::int64_t>(k, 1);
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  const T* g = a.gout->as<T>();
+  // Rows in parallel, a row's picks in order.
+  kernel::parallel(rows, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(k, 1)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r)
+      for (std::int64_t j = 0; j < k; ++j) gx[r * N + idx[r * k + j]] += g[r * k + j];
+  });
+}
+
+template <class T>
+void ScatterAddRowsOp::forward(const OpArgs& a) {
+  const std::int64_t n = a.in[0].size(0), d = a.in[0].size(1), rows = a.out.size(0);
+  const T* src = a.in[0].as<T>();
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  T* out = a.out.as<T>();
+  for (std::int64_t i = 0; i < n; ++i) check_index(name, i, idx[i], -1, rows);
+  std::fill_n(out, rows * d, T(0));
+  // Column blocks in parallel; within one, the rows in order: each sum is added in a fixed order.
+  kernel::parallel(d, 64, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t i = 0; i < n; ++i)
+      if (idx[i] >= 0)
+        for (std::int64_t c = c0; c < c1; ++c) out[idx[i] * d + c] += src[i * d + c];
+  });
+}
+
+template <class T>
+void ScatterAddRowsOp::vjp(const OpArgs& a) {
+  T* gs = a.gin[0].as<T>();
+  if (!gs) return;
+  const std::int64_t n = a.in[0].size(0), d = a.in[0].size(1);
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  const T* g = a.gout->as<T>();
+  const bool assign = a.assign(0);
+  kernel::parallel(n, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(d, 1)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i)
+      for (std::int64_t c = 0; c < d; ++c) {
+        const T v = idx[i] >= 0 ? g[idx[i] * d + c] : T(0);
+        gs[i * d + c] = assign ? v : gs[i * d + c] + v;
+      }
+  });
+}
+
+template void TopKIndicesOp::forward<float>(const OpArgs&);
+template void TopKIndicesOp::forward<double>(const OpArgs&);
+CTGRAD_INSTANTIATE_OP(TakeAlongLastOp)
+CTGRAD_INSTANTIATE_OP(ScatterAddRowsOp)
+
+}  // namespace ctgrad
