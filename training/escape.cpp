@@ -20,13 +20,24 @@ std::string hex_byte(unsigned char c) {
 }  // namespace
 
 std::string gnuplot_quote(std::string_view s) {
-  std::string q = "'";
+  std::string q = "\"";
+  auto octal = [&](unsigned char c) {
+    char b[8];
+    std::snprintf(b, sizeof b, "\\%03o", unsigned(c));
+    q += b;
+  };
   for (char c : s) {
-    if (c == '\'') q += "''";
-    else if (is_control(static_cast<unsigned char>(c))) q += hex_byte(static_cast<unsigned char>(c));
-    else q += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (is_control(u)) {  // the visible text \xNN, its backslash escaped too
+      q += "\\134";
+      q += hex_byte(u).substr(1);
+    } else if (std::string_view("\"\\`'@").find(c) != std::string_view::npos) {
+      octal(u);
+    } else {
+      q += c;
+    }
   }
-  return q + "'";
+  return q + "\"";
 }
 
 std::string gnuplot_label(std::string_view s) {

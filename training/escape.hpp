@@ -9,9 +9,11 @@
 
 namespace ctgrad::training {
 
-// gnuplot: a single-quoted string ('' is a quote; nothing is substituted inside, neither `...`
-// nor @macros). A control byte (a newline would end the command) is written as the visible text
-// \xNN. Paths are not passed this way but as arguments of the script (see gnuplot() in log.hpp).
+// gnuplot: a double-quoted string in which " \ ` ' @ are octal escapes (\042 ...): the line then
+// holds no backquote to run as a command, no @ to expand as a macro, and no quote (gnuplot 5.4
+// reads a single-quoted string opening with '' as empty). A control byte (a newline would end the
+// command) is written as the visible text \xNN. Paths are not passed this way but as arguments of
+// the script (see gnuplot() in log.hpp).
 std::string gnuplot_quote(std::string_view s);
 // A tic label given with its position (set xtics ('label' 0, ...)): gnuplot reads it as a format
 // string for the position, so a % is doubled; then quoted as above.

@@ -310,7 +310,7 @@ constexpr auto selection = [] {
 };
 static constexpr auto SELECTION = freeze<selection>();
 
-TEST_CASE("top-k orders by value, ties by index, NaN last; scatter_add_rows sums rows in order and drops -1", "[ops][values]") {
+TEST_CASE("top-k orders by value, ties by index, NaN last, and scatter_add_rows sums rows in order and drops -1", "[ops][values]") {
   Program<SELECTION> p;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> x{1, 3, 3, nan, 2, nan, -1, nan, -5, 0};

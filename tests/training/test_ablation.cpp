@@ -3,6 +3,8 @@
 // on one folder, damaged results. `ctgrad`'s side of the same is tests/apps/hostile_test.sh.
 #include <catch2/catch.hpp>
 
+#include <cctype>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +39,7 @@ const std::vector<std::string> kHostile = {
     "r\nsystem \"touch PWNED\"\nx", "it's", "say \"hi\"", "<script>alert(1)</script>", "a,b", "tab\there", "cr\rlf", "`tick`", "a|b",
     "$(touch PWNED)", "`touch PWNED`", "@macro", "back\\slash", "end\x1b[2J", std::string("nul\0byte", 8), "EOD\nsystem 'touch PWNED'",
     "x' ; system 'touch PWNED' ; '", "csi\xc2\x9b" "2J", "osc\xc2\x9d" "0;title\xc2\x9c", "raw\x9b" "2J\x9d", "[x](javascript:alert(1))",
-    "![i](http://x/y.png)", "50%dropout", "run_%g", "%s%n%d"};
+    "![i](http://x/y.png)", "50%dropout", "run_%g", "%s%n%d", "'quoted' study", "'", "''", "\"", "\\"};
 
 std::string read(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -96,14 +98,16 @@ int fake_run(const ab::RunSpec& r, const ab::RunContext&) {
 TEST_CASE("escaping: each writer's function keeps a hostile string data", "[escape]") {
   for (const std::string& s : kHostile) {
     INFO(printable(s));
-    // gnuplot: one line, one single-quoted string, every quote doubled.
+    // gnuplot: one line, one double-quoted string holding no quote, backquote or @ (each an octal
+    // escape); what gnuplot reads back is checked below.
     const std::string g = gnuplot_quote(s);
     CHECK_FALSE(has_control(g));
-    CHECK(g.front() == '\'');
-    CHECK(g.back() == '\'');
+    CHECK(g.front() == '"');
+    CHECK(g.back() == '"');
     const std::string inner = g.substr(1, g.size() - 2);
+    CHECK(inner.find_first_of("\"'`@") == std::string::npos);
     for (std::size_t i = 0; i < inner.size(); ++i)
-      if (inner[i] == '\'') CHECK((i + 1 < inner.size() && inner[++i] == '\''));
+      if (inner[i] == '\\') CHECK((i + 3 < inner.size() && std::isdigit(static_cast<unsigned char>(inner[i + 1]))));
     // HTML: no markup, no quote that ends an attribute.
     const std::string h = html_escape(s);
     CHECK(h.find_first_of("<>\"'") == std::string::npos);
@@ -135,8 +139,25 @@ TEST_CASE("escaping: each writer's function keeps a hostile string data", "[esca
     }
   }
   // A tic label is a format string to gnuplot: its % doubled, so "run_%g" is not "run_1".
-  CHECK(gnuplot_label("run_%g") == "'run_%%g'");
-  CHECK(gnuplot_label("it's 50%") == "'it''s 50%%'");
+  CHECK(gnuplot_label("run_%g") == "\"run_%%g\"");
+  CHECK(gnuplot_label("it's 50%") == "\"it\\047s 50%%\"");
+  // What gnuplot itself reads from each quoted string: the text as written (a control byte as
+  // the visible \xNN), and nothing run.
+  if (fs::exists("/usr/bin/gnuplot")) {
+    const fs::path dir = ctgrad::testing::scratch("gnuplot_reads");
+    fs::create_directories(dir);
+    std::string script, want;
+    for (const std::string& s : kHostile) {
+      script += "print " + gnuplot_quote(s) + "\n";
+      for (char c : s) want += has_control(std::string(1, c)) ? "\\x" + std::string(1, "0123456789abcdef"[(unsigned char)c >> 4]) + std::string(1, "0123456789abcdef"[c & 15]) : std::string(1, c);
+      want += "\n";
+    }
+    std::ofstream(dir / "print.gp") << script;
+    const std::string cmd = "cd " + shell_quote(dir.string()) + " && /usr/bin/gnuplot print.gp > out.txt 2>&1";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    CHECK(read(dir / "out.txt") == want);
+    CHECK_FALSE(fs::exists(dir / "PWNED"));
+  }
   CHECK(control_byte("ok") == "");
   CHECK(control_byte("a\nb") == "byte 0x0a at position 1");
   CHECK(control_byte("ab\xc2\x9b" "2J") == "U+009B at position 2");
