@@ -388,10 +388,13 @@ void AttentionOp::vjp(const OpArgs& a) {
   kernel::parallel(groups, 1, [&](std::int64_t g0, std::int64_t g1) { run_isolated([&] {
     alignas(64) T local[3][kWork<T>];
     alignas(64) T kt[kTransposedMax<T>], vt[kTransposedMax<T>];
+    // K^T and V^T of key/value head kt_head, extended as its blocks see more keys (causal), and
+    // kept over the query heads of its group.
+    Transposed<T> Kt = transposed(kt, g.d, g.Tk), Vt = transposed(vt, g.dv, g.Tk);
+    std::int64_t kt_head = -1;
     for (std::int64_t hg = g0 * members; hg < g1 * members; ++hg) {
       const std::int64_t h = head_of(hg / members, hg % members), hk = g.kv(h);
-      // K^T and V^T of this head, extended as its blocks see more keys (causal).
-      Transposed<T> Kt = transposed(kt, g.d, g.Tk), Vt = transposed(vt, g.dv, g.Tk);
+      if (hk != kt_head) Kt = transposed(kt, g.d, g.Tk), Vt = transposed(vt, g.dv, g.Tk), kt_head = hk;
       // Assigned gradients: dK and dV add up over the query blocks (and a group's heads), so
       // they start at zero at the group's first head (in cache); dQ's rows are written by their
       // one block.

@@ -2,7 +2,7 @@
 // (or one fused "<scope>.qkv" for self-attention), head split and merge, a mask that selects and
 // a bias that adds (T5's relative position bias, see relative_bias), dropout on the
 // probabilities, optionally the probabilities themselves for heatmaps, and incremental decoding
-// over cached keys and values. Today's options: grouped-query attention (kv_heads < heads: wk
+// over cached keys and values. Also: grouped-query attention (kv_heads < heads: wk
 // and wv project to kv_heads heads, and the cache holds those only), rotary positions on q and k,
 // QK-norm (RMSNorm over each head's features, "<scope>.q_norm/k_norm", as Qwen3), a sliding
 // window and soft-capped scores (the attention op's).
