@@ -1,6 +1,6 @@
-// ctgrad ablate <model> --grid key=a,b[,c] [--grid ...] [--seeds N] [--set key=value ...] [--jobs J]
-//                       [--threads N] [--run DIR] [--metric M] [--max-runs N] [--yes] [--retry-failed]
-// Every combination of the grid's values x seeds 1..N, each a `ctgrad train <model>` in a folder of
+// ctgrad ablate <model> --grid key=a,b[,c] [--grid ...] | --vary key=a,b [--vary ...] [--seeds N] [--set key=value ...]
+//                       [--jobs J] [--threads N] [--run DIR] [--metric M] [--max-runs N] [--yes] [--retry-failed]
+// Every combination of the grid's values (--vary: the baseline and each key's other values alone) x seeds 1..N, each a `ctgrad train <model>` in a folder of
 // the study (training::ablation::Study: resumable, several at once, a report with confidence
 // intervals and paired differences). Each run is a child process: its own threads, its log in its
 // folder, a crash or a refusal that fails one run and not the study.
@@ -143,7 +143,7 @@ void check_resumable(const Task& t, const ab::RunSpec& r) {
 
 int ablate(const std::vector<std::string>& rest) {
   if (rest.size() < 2 || rest[1].rfind("--", 0) == 0)
-    throw config_error("usage: ctgrad ablate <model> --grid key=a,b [--grid ...] [--seeds N] [--set key=value ...] [--jobs J] [--run DIR] [--yes]");
+    throw config_error("usage: ctgrad ablate <model> --grid key=a,b [--grid ...] | --vary key=a,b [--vary ...] [--seeds N] [--set key=value ...] [--jobs J] [--run DIR] [--yes]");
   const Task& t = find_model(rest[1]);
   ab::StudyOptions o;
   o.model = t.name;
@@ -162,16 +162,19 @@ int ablate(const std::vector<std::string>& rest) {
     // --grid and --set repeat by design, and a key set twice is refused below.
     static const std::set<std::string> once{"--seeds", "--jobs", "--threads", "--max-runs", "--run", "--metric", "--name", "--yes", "--retry-failed"};
     if (once.count(a) && !given.insert(a).second) throw config_error(a + " is given twice");
-    if (a == "--grid") {
-      const std::string g = one_line("--grid", value());
+    if (a == "--grid" || a == "--vary") {
+      if (!o.grid.empty() && o.one_at_a_time != (a == "--vary"))
+        throw config_error("give --grid (every combination) or --vary (each key alone), not both");
+      o.one_at_a_time = a == "--vary";
+      const std::string g = one_line(a, value());
       const auto eq = g.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == g.size()) throw config_error("--grid " + g + ": write key=a,b,...");
+      if (eq == std::string::npos || eq == 0 || eq + 1 == g.size()) throw config_error(a + " " + g + ": write key=a,b,...");
       ab::Axis axis{g.substr(0, eq), {}};
       for (std::size_t at = eq + 1; at <= g.size();) {
         const std::size_t comma = std::min(g.find(',', at), g.size());
         const std::string v = g.substr(at, comma - at);
-        if (v.empty()) throw config_error("--grid " + g + ": an empty value");
-        check_setting(t, axis.key, v, "--grid " + g);
+        if (v.empty()) throw config_error(a + " " + g + ": an empty value");
+        check_setting(t, axis.key, v, a + " " + g);
         axis.values.push_back(v);
         at = comma + 1;
       }
@@ -194,16 +197,16 @@ int ablate(const std::vector<std::string>& rest) {
     else if (a == "--yes") o.yes = true;
     else if (a == "--retry-failed") o.retry_failed = true;
     else
-      throw config_error("unknown option '" + training::printable(a) + "' for ctgrad ablate (options: --grid, --seeds, --set, --jobs, --threads, --run, --metric, --name, " +
+      throw config_error("unknown option '" + training::printable(a) + "' for ctgrad ablate (options: --grid, --vary, --seeds, --set, --jobs, --threads, --run, --metric, --name, " +
                          "--max-runs, --yes, --retry-failed)");
   }
-  if (o.grid.empty()) throw config_error("ctgrad ablate " + t.name + " needs a grid: --grid key=a,b (keys: ctgrad help " + t.name + ")");
+  if (o.grid.empty()) throw config_error("ctgrad ablate " + t.name + " needs a grid: --grid key=a,b or --vary key=a,b (keys: ctgrad help " + t.name + ")");
   for (std::size_t i = 0; i < o.fixed.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (o.fixed[i].first == o.fixed[j].first) throw config_error("'" + o.fixed[i].first + "' is set twice with --set");
   for (const auto& [k, v] : o.fixed)
     for (const ab::Axis& a : o.grid)
-      if (a.key == k) throw config_error("'" + k + "' is both in the grid and set with --set");
+      if (a.key == k) throw config_error("'" + k + "' is both in the " + (o.one_at_a_time ? "--vary keys" : "grid") + " and set with --set");
   if (name.empty()) {
     name = t.name + ":";
     for (const ab::Axis& a : o.grid) name += " " + a.key;

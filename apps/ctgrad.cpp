@@ -88,7 +88,7 @@ int usage(const Task* t, FILE* out = stdout) {
   std::fprintf(out, "usage: ctgrad <command> <model> [options]\n\n"
               "  train <model>   [--config FILE] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]\n"
               "  eval <model>    [--run DIR] [--checkpoint FILE] [--set key=value ...] [--threads N]\n"
-              "  ablate <model>  --grid key=a,b [--grid ...] [--seeds N] [--set key=value ...] [--jobs J] [--threads N] [--run DIR]\n"
+              "  ablate <model>  --grid key=a,b [--grid ...] | --vary key=a,b [--vary ...] [--seeds N] [--set key=value ...] [--jobs J] [--threads N] [--run DIR]\n"
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"

@@ -247,14 +247,17 @@ int PretrainedRun::load_weights(Executor<float>& model, const std::function<bool
 
 namespace ctgrad::cli {
 
-void add_arch_keys(Schema& s, const layers::Arch& d, bool tie) {
+void add_arch_keys(Schema& s, const layers::Arch& d, bool tie, bool rope) {
   using training::Role;
   s.choice("norm", std::string(name(d.norm)), {"pre", "post"}, "architecture: residual blocks normalise before (pre) or after (post) the sublayer",
            Role::model)
       .choice("norm_kind", std::string(name(d.norm_kind)), {"layer", "rms"}, "architecture: LayerNorm or RMSNorm", Role::model)
       .choice("act", std::string(name(d.act)), {"relu", "gelu", "gelu_tanh", "swiglu"},
               "architecture: the feed-forward activation (swiglu: gated, 2/3 the width, about the same parameters)", Role::model)
-      .choice("pos", std::string(name(d.pos)), {"learned", "sinusoidal", "none"}, "architecture: absolute positions added to the embeddings",
+      .choice("pos", std::string(name(d.pos)),
+              rope ? std::vector<std::string>{"learned", "sinusoidal", "none", "rope"} : std::vector<std::string>{"learned", "sinusoidal", "none"},
+              rope ? "architecture: absolute positions added to the embeddings, or rotary ones on q and k (rope)"
+                   : "architecture: absolute positions added to the embeddings",
               Role::model)
       .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads at the same d_model (0: the preset's)", Role::model);
   if (tie) s.flag("tie_embeddings", d.tie, "architecture: the output projection is the token embedding's transpose", Role::model);

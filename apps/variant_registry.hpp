@@ -23,7 +23,7 @@ namespace ctgrad::cli {
 using MakeProgram = std::unique_ptr<Executor<float>> (*)(const Options&);
 
 // The architecture keys, with a model's defaults (its presets' choices); heads 0 is the preset's.
-void add_arch_keys(Schema& s, const layers::Arch& defaults, bool tie = true);
+void add_arch_keys(Schema& s, const layers::Arch& defaults, bool tie = true, bool rope = false);
 
 // The variants of each model's presets, by model name: Programs is what a model makes of a
 // variant (its graphs' programs and the variant's config).
@@ -87,6 +87,9 @@ const Programs& find_variant(const std::string& model, const std::string& preset
                            " architecture key" + (changed > 1 ? "s" : "") + " of the preset; ";
   if (const std::string hint = missing_variants_hint(model); !hint.empty())  // the cause when the variants' plug-in is not here
     throw config_error(head + "this build has each preset's own architecture only: " + hint);
+  for (std::size_t k = 0; k < A; ++k)
+    if (want[k] != 0 && space.axes[k].alone && changed > 1)
+      throw config_error(head + std::string(space.axes[k].key) + " is a key whose variants change it alone (docs/ablations.md)");
   throw config_error(head + "this build compiles " +
                      (space.order == 0 ? "none of " + preset + "'s variants" : "the variants changing at most " + std::to_string(space.order)) +
                      " (docs/ablations.md: variants and their compile time)");

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The three studies of docs/ablations.md, each one `ctgrad ablate` command (2 runs at a time,
-# a core each), then their reports and plots copied into docs/ablations/<study>/.
-# usage: bash bench/ablation_studies.sh BUILD_DIR OUT_DIR [a|b|c ...]   (default: all three)
+# The studies of docs/ablations.md, each one `ctgrad ablate` command (2 runs at a time, a core
+# each), then their reports and plots copied into docs/ablations/<study>/.
+# usage: bash bench/ablation_studies.sh BUILD_DIR OUT_DIR [a|b|c|d|e ...]   (default: all)
 set -euo pipefail
 build=$(realpath "$1")
 out=$2
 shift 2
 studies=("$@")
-[ ${#studies[@]} -gt 0 ] || studies=(a b c)
+[ ${#studies[@]} -gt 0 ] || studies=(a b c d e)
 here=$(cd "$(dirname "$0")/.." && pwd)
 ctgrad="$build/apps/ctgrad"
 run() {  # name, then the ablate arguments
@@ -28,6 +28,19 @@ for s in "${studies[@]}"; do
     # validation NLL and greedy BLEU of 500 validation sentences.
     c) run transformer-heads-ls transformer --grid heads=4,1,8 --grid label_smoothing=0.1,0 --seeds 1 --set steps=1500 --set batch=32 \
          --set eval_every=500 --set val_bleu=500 --name "Transformer EN-DE: heads x label smoothing" ;;
-    *) echo "unknown study $s (a, b or c)" >&2; exit 2 ;;
+    # (d) The Llama's changes to the GPT, each alone: rotary positions, RMSNorm, SwiGLU, grouped-query
+    # attention over 2 and 1 key/value heads, an untied head, QK-norm, no biases.
+    d) run gpt-llama-changes gpt --vary pos=learned,rope --vary norm_kind=layer,rms --vary act=gelu_tanh,swiglu --vary kv_heads=0,2,1 \
+         --vary tie_embeddings=true,false --vary qk_norm=false,true --vary bias=true,false --seeds 3 --set sample_tokens=0 \
+         --name "GPT: the Llama's changes, each alone" ;;
+    # (e) All of them (the Llama small preset), and its MLPs as a mixture of 4 experts (top-2, top-1)
+    # against dense MLPs of the mixture's active (2x) and total (4x) width; then the preset paired
+    # with study d's GPT baseline, seed by seed.
+    e) run llama-moe llama --vary moe_experts=0,4 --vary moe_top_k=2,1 --vary ffn_mult=1,2,4 --seeds 3 --set sample_tokens=0 \
+         --name "Llama small: a mixture of experts against dense MLPs"
+       if [ -d "$out/gpt-llama-changes" ]; then
+         /usr/bin/python3 "$here/bench/paired_across_studies.py" "$out/gpt-llama-changes" "$out/llama-moe" | tee "$here/docs/ablations/llama-moe/llama_vs_gpt.md"
+       fi ;;
+    *) echo "unknown study $s (a, b, c, d or e)" >&2; exit 2 ;;
   esac
 done

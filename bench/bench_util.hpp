@@ -45,6 +45,8 @@ struct Shape {
   int vocab = 0, n_layer = 0, heads = 0, d_model = 0, d_ff = 0;
   int image = 0, patch = 0, classes = 0;       // ViT
   double label_smoothing = 0;                  // Transformer
+  int kv_heads = 0, experts = 0, top_k = 0;    // Llama: key/value heads; a mixture of experts (0: dense)
+  double capacity = 0;                         // the experts' capacity factor
 };
 
 inline bool shape_of(const std::string& model, const std::string& config, Shape& s) {
@@ -62,6 +64,14 @@ inline bool shape_of(const std::string& model, const std::string& config, Shape&
     s.vocab = 8000, s.n_layer = 3, s.d_model = 256, s.heads = 4, s.d_ff = 1024, s.batch = 32, s.seq = 32, s.label_smoothing = 0.1;
   } else if (model == "transformer" && config == "medium") {
     s.vocab = 8000, s.n_layer = 6, s.d_model = 512, s.heads = 8, s.d_ff = 2048, s.batch = 16, s.seq = 64, s.label_smoothing = 0.1;
+  } else if (model == "llama" && (config == "small" || config == "mha" || config == "mqa" || config == "moe" || config == "dense2")) {
+    // The Llama small preset (models/llama.hpp) and its variants: full multi-head and multi-query
+    // attention; 4 SwiGLU experts of the preset's width, top-2, capacity 1.25; the dense MLP of
+    // the MoE's active width (twice the preset's).
+    s.vocab = 256, s.n_layer = 4, s.heads = 4, s.d_model = 128, s.seq = 64, s.batch = 12, s.d_ff = 344;
+    s.kv_heads = config == "mha" ? 4 : config == "mqa" ? 1 : 2;
+    if (config == "moe") s.experts = 4, s.top_k = 2, s.capacity = 1.25;
+    if (config == "dense2") s.d_ff = 2 * 344;
   } else {
     return false;
   }
@@ -112,6 +122,10 @@ inline double flops_per_step(const Shape& s) {
   const double d = s.d_model, f = s.d_ff, L = s.n_layer, B = s.batch, T = s.seq;
   const double block = 4 * d * d + 2 * d * f;  // QKV + output projection, two FFN matrices
   if (s.model == "gpt") return 6 * B * T * (L * block + d * s.vocab) + 12 * L * B * T * T * d;
+  if (s.model == "llama") {  // q, o; k, v of kv_heads; SwiGLU's three matrices, top_k of them in a MoE (the active ones)
+    const double kv = d / s.heads * s.kv_heads, ffn = 3 * d * f * (s.experts ? s.top_k : 1) + d * s.experts;
+    return 6 * B * T * (L * (2 * d * d + 2 * d * kv + ffn) + d * s.vocab) + 12 * L * B * T * T * d;
+  }
   if (s.model == "vit") {
     const double patches = T - 1, patch_in = double(s.patch) * s.patch;
     return 6 * B * (T * L * block + patches * patch_in * d + d * s.classes) + 12 * L * B * T * T * d;

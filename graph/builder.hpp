@@ -174,14 +174,39 @@ struct Builder : Scope {
   std::vector<int> hypers;    // hyperparameter nodes
   Loc user_loc;               // set by a LocationGuard: where the layer being built was called
   bool has_user_loc = false;
+  std::array<DerivedSymbol, kMaxSymbols> derived{};  // symbols computed from others (derive)
 
   constexpr Builder(Loc at = Loc::current()) : Scope{this, {}, at} {}
   constexpr Builder(const Builder& o)
       : Scope{this, o.prefix, o.loc}, nodes(o.nodes), names(o.names), error(o.error), leaves(o.leaves), files(o.files),
-        hypers(o.hypers), user_loc(o.user_loc), has_user_loc(o.has_user_loc) {}
+        hypers(o.hypers), user_loc(o.user_loc), has_user_loc(o.has_user_loc), derived(o.derived) {}
   // The location an op or parameter reports: the active layer call's, else its own.
   constexpr const Loc& where(const Loc& own) const { return has_user_loc ? user_loc : own; }
   constexpr Builder& operator=(const Builder&) = delete;
+
+  // Declares a runtime symbol whose value is computed, not read from an input: max(1, ceil(of *
+  // factor)) once the inputs bind `of`'s symbols. E.g. the rows an expert takes at capacity factor
+  // 1.25 over 4 experts:  const Dim cap = g.derive(Sym3, Batch * Seq, 1.25 / 4);
+  constexpr Dim derive(Dim sym, Dim of, double factor, Loc loc = Loc::current()) {
+    int id = -1;
+    for (int s = 0; s < kMaxSymbols; ++s)
+      if (sym == symbol(s)) id = s;
+    if (id < 0) fail(Msg("derive: ").add(sym).add(" is not a runtime symbol (Sym3, Sym4, ...)"), where(loc));
+    else if (derived[std::size_t(id)].active()) {
+      const DerivedSymbol& d = derived[std::size_t(id)];
+      if (!(d.of == of) || d.factor != factor) fail(Msg("derive: ").add(sym).add(" is derived twice, by different rules"), where(loc));
+      return sym;  // (every layer of a stack may declare its own: the same rule)
+    }
+    else if (!(factor > 0) || factor > 1e12) fail(Msg("derive: the factor of ").add(sym).add(" must be positive and finite"), where(loc));
+    else
+      for (int s = 0; s < kMaxSymbols; ++s)
+        if (of.exp[std::size_t(s)] && (s == id || derived[std::size_t(s)].active())) {
+          fail(Msg("derive: ").add(sym).add(" from ").add(of).add(": a derived symbol comes from symbols the inputs bind"), where(loc));
+          return sym;
+        }
+    if (error.empty()) derived[std::size_t(id)] = {of, factor};
+    return sym;
+  }
 
   // Marks v as a named output, readable after forward().
   constexpr Builder& output(Value v, std::string_view name = "out", Loc loc = Loc::current()) {
@@ -255,7 +280,25 @@ struct Builder : Scope {
     for (const Node& n : nodes)
       if (n.kind == NodeKind::input)
         for (int d = 0; d < n.shape.rank; ++d)
-          for (int s = 0; s < kMaxSymbols; ++s) bound[std::size_t(s)] |= n.shape[d] == symbol(s);
+          for (int s = 0; s < kMaxSymbols; ++s) {
+            bound[std::size_t(s)] |= n.shape[d] == symbol(s);
+            if (n.shape[d].exp[std::size_t(s)] && derived[std::size_t(s)].active()) {
+              error = Msg("input '").add(name_of(int(&n - nodes.data()))).add("': its shape ").add(n.shape).add(" uses ")
+                          .add(kSymbolNames[std::size_t(s)]).add(", which is derived (Builder::derive), not an input's");
+              return;
+            }
+          }
+    for (int s = 0; s < kMaxSymbols; ++s) {
+      const DerivedSymbol& ds = derived[std::size_t(s)];
+      if (!ds.active()) continue;
+      for (int t = 0; t < kMaxSymbols; ++t)
+        if (ds.of.exp[std::size_t(t)] && !bound[std::size_t(t)]) {
+          error = Msg("derive: ").add(kSymbolNames[std::size_t(s)]).add(" comes from ").add(ds.of).add(", but no input carries ")
+                      .add(kSymbolNames[std::size_t(t)]).add(" as a dim");
+          return;
+        }
+      bound[std::size_t(s)] = true;
+    }
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
       if (n.kind != NodeKind::op) continue;

@@ -5,6 +5,7 @@
 // only if they are the same expression, so a Seq-versus-SeqKV mix-up is a compile error even
 // though both are runtime values.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -57,6 +58,21 @@ inline constexpr Dim Batch = symbol(0);
 inline constexpr Dim Seq = symbol(1);    // query / target length
 inline constexpr Dim SeqKV = symbol(2);  // key / source length
 inline constexpr Dim Sym3 = symbol(3);   // a third length (e.g. the source in a decoding step)
+inline constexpr Dim Sym4 = symbol(4);
+inline constexpr Dim Sym5 = symbol(5);
+
+// A runtime symbol computed from the others instead of read from an input (Builder::derive):
+// max(1, ceil(of * factor)), e.g. an expert's capacity Batch*Seq * 1.25 / experts.
+struct DerivedSymbol {
+  Dim of = 0;
+  double factor = 0;  // 0: the symbol is not derived
+  constexpr bool active() const { return factor > 0; }
+  constexpr std::int64_t eval(const std::array<std::int64_t, kMaxSymbols>& sym) const {
+    const double x = double(of.eval(sym)) * factor - 1e-9;  // (an exact product stays itself)
+    const auto n = std::int64_t(x);
+    return std::max<std::int64_t>(1, double(n) < x ? n + 1 : n);
+  }
+};
 
 struct Shape {
   int rank = 0;

@@ -16,6 +16,7 @@ struct GraphView {
   int n;
   const char* names;
   int loss;
+  const DerivedSymbol* derived;  // [kMaxSymbols]
   std::string_view str(int off, int len) const { return {names + off, static_cast<std::size_t>(len)}; }
   std::string_view name(int i) const { return str(nodes[i].name_off, nodes[i].name_len); }
 };

@@ -95,8 +95,8 @@ void Executor<T>::set_input(std::string_view name, std::span<const std::int32_t>
   copy_input(find_input(name), data.data(), data.size_bytes(), shape, DType::index);
 }
 
-// Binds each runtime symbol from the first input that carries it alone in a dim, then checks
-// every input against its declared shape under those values.
+// Binds each runtime symbol from the first input that carries it alone in a dim (a derived one:
+// from those), then checks every input against its declared shape under those values.
 template <class T>
 void Executor<T>::check_inputs() {
   std::array<int, kMaxSymbols> bound_by{};
@@ -127,6 +127,11 @@ void Executor<T>::check_inputs() {
       }
     }
   }
+  for (int s = 0; s < kMaxSymbols; ++s)
+    if (g_.derived[s].active()) {
+      sym[std::size_t(s)] = g_.derived[s].eval(sym);
+      bound_by[std::size_t(s)] = g_.n;  // (not an input's)
+    }
   for (int i = 0; i < g_.n; ++i) {
     const Node& n = g_.nodes[i];
     if (n.kind != NodeKind::input) continue;

@@ -11,6 +11,7 @@ struct Graph {
   std::array<Node, static_cast<std::size_t>(N)> nodes{};
   std::array<char, static_cast<std::size_t>(C)> names{};
   int loss = -1;  // node index of the loss, -1 if the graph has none
+  std::array<DerivedSymbol, kMaxSymbols> derived{};  // runtime symbols computed from others
 
   constexpr const Node& operator[](int i) const { return nodes[static_cast<std::size_t>(i)]; }
   constexpr std::string_view str(int off, int len) const {
@@ -63,6 +64,7 @@ consteval auto freeze() {
       if (g.nodes[i].is_loss) g.loss = int(i);
     }
     for (std::size_t i = 0; i < info.chars; ++i) g.names[i] = b.names[i];
+    g.derived = b.derived;
     return g;
   }
 }

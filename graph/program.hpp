@@ -28,7 +28,7 @@ class Program : public Executor<T> {
   static constexpr const auto& infer_plan = Plans::infer;
 
   explicit Program(Options opts = {})
-      : Executor<T>(GraphView{G.nodes.data(), G.size, G.names.data(), G.loss},
+      : Executor<T>(GraphView{G.nodes.data(), G.size, G.names.data(), G.loss, G.derived.data()},
                     PlanView::of(Plans::train), PlanView::of(Plans::infer), opts) {}
 
   void backward() {

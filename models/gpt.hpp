@@ -18,7 +18,8 @@
 //                   updated caches "present.<l>.k/v". A step costs O(context), not a re-run.
 // Static sizes come from a GptConfig preset; batch and sequence length are runtime dims. The
 // architecture choices (GptConfig::arch: norm placement and kind, activation, positions, tied
-// output) are GPT-2's by default; an ablation changes them (gpt_variant_space): post-norm drops
+// output) are GPT-2's by default; an ablation changes them (gpt_variant_space), as it does the
+// options of the Llama's changes (kv_heads, qk_norm, bias; pos=rope: rotary q and k, no wpe): post-norm drops
 // ln_f (each block ends normalised), SwiGLU's hidden width is 2/3 of 4d (about equal parameters),
 // sinusoidal or no positions drop wpe (sinusoids enter at the token embeddings' scale, RMS init_std
 // as GPT-2's learned table: unscaled, RMS 0.71 against 0.02, they drown the tokens), an untied
@@ -44,7 +45,9 @@ namespace ctgrad::models {
 // Shapes and topology only: everything else is a hyperparameter.
 struct GptConfig {
   int vocab = 256, n_layer = 4, n_head = 4, d_model = 128, context = 64;
-  bool bias = true;  // biases in the linear layers (GPT-2 has them)
+  bool bias = true;     // biases in the linear layers (GPT-2 has them)
+  int kv_heads = 0;     // key/value heads, dividing n_head (0: n_head; fewer: grouped-query attention)
+  bool qk_norm = false; // RMSNorm over each head's q and k
   layers::Arch arch{.norm = layers::Norm::pre, .act = layers::Act::gelu_tanh, .pos = layers::Pos::learned, .tie = true};
 };
 
@@ -55,14 +58,35 @@ inline constexpr GptConfig kGptSmall{.vocab = 256, .n_layer = 4, .n_head = 4, .d
 inline constexpr GptConfig kGptMedium{.vocab = 8192, .n_layer = 6, .n_head = 8, .d_model = 512, .context = 256};
 
 // The architecture keys of a preset for ablations: its variants change at most `order` of them.
-constexpr VariantSpace<GptConfig, 6> gpt_variant_space(const GptConfig& p, int order) {
-  return {{{norm_axis<GptConfig>(p.arch), norm_kind_axis<GptConfig>(p.arch), act_axis<GptConfig>(p.arch), pos_axis<GptConfig>(p.arch),
+// kv_heads, qk_norm and bias change alone (the study of the Llama's changes, docs/ablations.md).
+constexpr VariantSpace<GptConfig, 9> gpt_variant_space(const GptConfig& p, int order) {
+  using detail::count_name;
+  using detail::preset_first;
+  return {{{norm_axis<GptConfig>(p.arch), norm_kind_axis<GptConfig>(p.arch), act_axis<GptConfig>(p.arch), pos_axis<GptConfig>(p.arch, true),
             heads_axis<GptConfig>(p.n_head,
                                   [](GptConfig c, std::string_view v) {
                                     c.n_head = parse_int(v);
                                     return c;
                                   }),
-            tie_axis<GptConfig>(p.arch)}},
+            tie_axis<GptConfig>(p.arch),
+            {"kv_heads", preset_first(p.kv_heads == 0 ? "0" : count_name(p.kv_heads), std::array<std::string_view, 2>{count_name(p.n_head / 2), "1"}),
+             [](GptConfig c, std::string_view v) {
+               c.kv_heads = parse_int(v);
+               return c;
+             },
+             true},
+            {"qk_norm", preset_first(p.qk_norm ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
+             [](GptConfig c, std::string_view v) {
+               c.qk_norm = v == "true";
+               return c;
+             },
+             true},
+            {"bias", preset_first(p.bias ? "true" : "false", std::array<std::string_view, 2>{"true", "false"}),
+             [](GptConfig c, std::string_view v) {
+               c.bias = v == "true";
+               return c;
+             },
+             true}}},
           order};
 }
 
@@ -75,22 +99,26 @@ inline constexpr InputName positions{"positions", DType::index};  // decoder: [S
 namespace detail {
 
 // The blocks and the final norm. With `decode`, each layer's attention reads and writes its caches.
-constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, bool decode) {
+constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, std::optional<Value> positions, bool decode) {
   using namespace layers;
   const Real p = g.hyper("dropout", 0), init_std = g.hyper("init_std", 0.02), eps = g.hyper("norm_eps", 1e-5);
   const Init w = init::normal(init_std), resid = w.scaled(1 / ops::const_sqrt(2.0 * c.n_layer));
+  const int kv_heads = c.kv_heads ? c.kv_heads : c.n_head;
+  MultiHeadAttentionOptions attention{.heads = c.n_head, .dropout = p, .causal = true, .bias = c.bias, .fused_qkv = kv_heads == c.n_head,
+                                      .init = w, .out_init = resid, .kv_heads = kv_heads, .qk_norm = c.qk_norm};
+  if (c.arch.pos == Pos::rope) attention.rope = RopeOptions{};
   const TransformerBlockOptions block{
-      .attention = {.heads = c.n_head, .dropout = p, .causal = true, .bias = c.bias, .fused_qkv = true, .init = w, .out_init = resid},
+      .attention = attention,
       .ffn = {.d_ff = gated(c.arch.act) ? gated_width(4 * c.d_model) : 4 * c.d_model, .activation = c.arch.act, .bias = c.bias, .init = w,
               .out_init = resid},
       .placement = c.arch.norm,
       .norm = {.kind = c.arch.norm_kind, .eps = eps},
       .dropout = p};
   for (int l = 0; l < c.n_layer; ++l) {
-    BlockInputs in{.x = x};
+    BlockInputs in{.x = x, .positions = positions};
     if (decode) {
       const Scope cache = g.scope("cache", l);
-      const Shape kv{Batch, c.n_head, SeqKV, c.d_model / c.n_head};
+      const Shape kv{Batch, kv_heads, SeqKV, c.d_model / c.n_head};
       in.cache = KvCache{cache.input("k", kv), cache.input("v", kv)};
     }
     const BlockResult r = transformer_block(g.scope("h", l), in, block);
@@ -127,7 +155,7 @@ constexpr auto gpt = [] {
   Value x = embed(wte, ids);
   if (C.arch.pos == Pos::learned) x = add_learned_positions(g.scope("wpe"), x, C.context, init::normal(init_std));
   if (C.arch.pos == Pos::sinusoidal) x = add(x, detail::scaled_sinusoids(sinusoidal_positions(g, ids.shape()[1], C.d_model), init_std));
-  x = detail::gpt_blocks(g, C, dropout(x, g.hyper("dropout", 0)), false);
+  x = detail::gpt_blocks(g, C, dropout(x, g.hyper("dropout", 0)), std::nullopt, false);
   Value logits = detail::gpt_logits(g, C, x, wte, init_std);  // [B, T, vocab]
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)}));
@@ -143,12 +171,11 @@ constexpr auto gpt_decoder = [] {
   const Real init_std = g.hyper("init_std", 0.02);
   Value wte = embedding_table(g.scope("wte"), C.vocab, C.d_model, init::normal(init_std));
   Value x = embed(wte, ids);
-  if (C.arch.pos != Pos::none) {
-    Value positions = g.input(gpt_inputs::positions, {Seq});            // [T] past .. past+T-1
-    x = add(x, C.arch.pos == Pos::learned ? ctgrad::embedding(embedding_table(g.scope("wpe"), C.context, C.d_model, init::normal(init_std)), positions)
-                                          : detail::scaled_sinusoids(sinusoidal_positions_at(positions, C.d_model), init_std));
-  }
-  x = detail::gpt_blocks(g, C, x, true);
+  std::optional<Value> positions;
+  if (C.arch.pos != Pos::none) positions = g.input(gpt_inputs::positions, {Seq});  // [T] past .. past+T-1
+  if (C.arch.pos == Pos::learned) x = add(x, ctgrad::embedding(embedding_table(g.scope("wpe"), C.context, C.d_model, init::normal(init_std)), *positions));
+  if (C.arch.pos == Pos::sinusoidal) x = add(x, detail::scaled_sinusoids(sinusoidal_positions_at(*positions, C.d_model), init_std));
+  x = detail::gpt_blocks(g, C, x, C.arch.pos == Pos::rope ? positions : std::nullopt, true);
   g.output(detail::gpt_logits(g, C, x, wte, init_std), "logits");  // [B, T, vocab]
   return g;
 };
@@ -161,7 +188,7 @@ class GptSampler : public LmSampler {
   // Copies the weights, by name, from a model trained with gpt<C> (or any list with these names).
   GptSampler(std::unique_ptr<Executor<float>> decoder, const GptConfig& c, std::span<const Parameter<float>> weights)
       : LmSampler(std::move(decoder),
-                  {.layers = c.n_layer, .cache_heads = c.n_head, .d_head = c.d_model / c.n_head, .vocab = c.vocab, .context = c.context,
+                  {.layers = c.n_layer, .cache_heads = c.kv_heads ? c.kv_heads : c.n_head, .d_head = c.d_model / c.n_head, .vocab = c.vocab, .context = c.context,
                    .positions = c.arch.pos != layers::Pos::none},
                   weights, "GptSampler") {}
 };

@@ -9,7 +9,12 @@
 // RMSNorm everywhere, no biases, an untied head, rotary positions (half-split, as Hugging Face's
 // rotate_half). Options a study varies (LlamaConfig): kv_heads (GQA; 1: multi-query; heads:
 // multi-head), interleaved RoPE pairs (GPT-J's / Meta's original layout), QK-norm (Qwen3:
-// "self_attn.q_norm/k_norm"), a sliding window, biases, a tied head.
+// "self_attn.q_norm/k_norm"), a sliding window, biases, a tied head, and a mixture of experts
+// in place of every MLP (models/layers/moe.hpp: "mlp.gate.weight" [E, d] the router,
+// "mlp.experts.gate_proj/up_proj/down_proj" the experts' stacked weights; the loss adds
+// moe_balance_weight x the load-balancing loss and moe_z_weight x the router z-loss, and the
+// graph outputs "ce", "moe.balance", "moe.z", "moe.dropped").
+// Hyperparameters of a MoE: moe_balance_weight (0.01, Switch), moe_z_weight (0.001, ST-MoE).
 //
 // Hyperparameters (run time): dropout (residual branches and attention probabilities, 0),
 // label_smoothing (0), init_std (0.02; the projections into the residual stream, o_proj and
@@ -23,6 +28,7 @@
 #pragma once
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/models/layers/layers.hpp>
+#include <ctgrad/models/layers/moe.hpp>
 #include <ctgrad/models/lm_sampler.hpp>
 #include <ctgrad/models/variant_space.hpp>
 #include <ctgrad/ops/ops.hpp>
@@ -38,6 +44,10 @@ struct LlamaConfig {
   int window = 0;       // sliding-window attention (0: the whole context)
   bool bias = false;    // biases in the linear layers
   bool tie = false;     // the head is the token embedding's transpose
+  int moe_experts = 0;  // a mixture of SwiGLU experts of width d_ff in every layer (0: a dense MLP)
+  int moe_top_k = 2;    // experts per token
+  double moe_capacity = 1.25;  // capacity factor: an expert's rows are tokens x top_k / experts x this
+  int ffn_mult = 1;     // the dense MLP's width is d_ff x this (a dense model of a MoE's active or total size)
 };
 
 // The presets `ctgrad train llama --set size=...` chooses from. small: the GPT main job's sizes
@@ -50,8 +60,10 @@ inline constexpr LlamaConfig kLlamaMedium{.vocab = 8192, .n_layer = 6, .n_head =
                                           .d_ff = layers::gated_width(4 * 512)};
 
 // The architecture keys of a preset for ablations: kv_heads (the preset's, 1, heads), rope
-// (half, interleaved), qk_norm, window (0, a quarter of the context), bias, tie_embeddings.
-constexpr VariantSpace<LlamaConfig, 6> llama_variant_space(const LlamaConfig& p, int order) {
+// (half, interleaved), qk_norm, window (0, a quarter of the context), bias, tie_embeddings; and,
+// each alone, moe_experts (0, 4), moe_top_k (2, 1: four experts), ffn_mult (1, 2, 4: the dense
+// model of a 4-expert top-2 MoE's active and total FFN size).
+constexpr VariantSpace<LlamaConfig, 9> llama_variant_space(const LlamaConfig& p, int order) {
   using detail::count_name;
   using detail::preset_first;
   return {{{{"kv_heads", preset_first(count_name(p.kv_heads), std::array<std::string_view, 2>{"1", count_name(p.n_head)}),
@@ -83,7 +95,26 @@ constexpr VariantSpace<LlamaConfig, 6> llama_variant_space(const LlamaConfig& p,
              [](LlamaConfig c, std::string_view v) {
                c.tie = v == "true";
                return c;
-             }}}},
+             }},
+            {"moe_experts", preset_first(p.moe_experts == 0 ? "0" : count_name(p.moe_experts), std::array<std::string_view, 2>{"0", "4"}),
+             [](LlamaConfig c, std::string_view v) {
+               c.moe_experts = parse_int(v);
+               return c;
+             },
+             true},
+            {"moe_top_k", preset_first(count_name(p.moe_top_k), std::array<std::string_view, 2>{"2", "1"}),
+             [](LlamaConfig c, std::string_view v) {
+               if (parse_int(v) != c.moe_top_k && c.moe_experts == 0) c.moe_experts = 4;  // (other routing is a MoE's)
+               c.moe_top_k = parse_int(v);
+               return c;
+             },
+             true},
+            {"ffn_mult", preset_first(count_name(p.ffn_mult), std::array<std::string_view, 3>{"1", "2", "4"}),
+             [](LlamaConfig c, std::string_view v) {
+               c.ffn_mult = parse_int(v);
+               return c;
+             },
+             true}}},
           order};
 }
 
@@ -101,15 +132,22 @@ constexpr layers::MultiHeadAttentionOptions llama_attention(const LlamaConfig& c
           .names = {.q = "q_proj", .k = "k_proj", .v = "v_proj", .o = "o_proj"}};
 }
 
+struct LlamaStack {
+  Value x;
+  std::optional<Value> balance, z, dropped;  // a MoE's auxiliary terms, means over the layers
+};
+
 // The layers and the final norm; with `positions`, each layer reads and writes its caches.
-constexpr Value llama_layers(Builder& g, const LlamaConfig& c, Value x, std::optional<Value> positions) {
+constexpr LlamaStack llama_layers(Builder& g, const LlamaConfig& c, Value x, std::optional<Value> positions) {
   using namespace layers;
   const Real p = g.hyper("dropout", 0), init_std = g.hyper("init_std", 0.02), eps = g.hyper("norm_eps", 1e-5);
   const Init w = init::normal(init_std), resid = w.scaled(1 / ops::const_sqrt(2.0 * c.n_layer));
   const MultiHeadAttentionOptions attn = llama_attention(c, p, w, resid);
-  const FeedForwardOptions mlp{.d_ff = c.d_ff, .activation = Act::swiglu, .bias = c.bias, .init = w, .out_init = resid,
+  const FeedForwardOptions mlp{.d_ff = c.d_ff * c.ffn_mult, .activation = Act::swiglu, .bias = c.bias, .init = w, .out_init = resid,
                                .names = {.gate = "gate_proj", .up = "up_proj", .down = "down_proj"}};
   const NormOptions rms{.kind = NormKind::rms, .eps = eps};
+  const MoeOptions moe{.experts = c.moe_experts, .top_k = c.moe_top_k, .capacity_factor = c.moe_capacity, .d_ff = c.d_ff, .init = w, .out_init = resid};
+  LlamaStack out;
   const Scope model = g.scope("model");
   for (int l = 0; l < c.n_layer; ++l) {
     const Scope layer = model.scope("layers", l);
@@ -127,9 +165,21 @@ constexpr Value llama_layers(Builder& g, const LlamaConfig& c, Value x, std::opt
       g.output(a.cache->v, present.join("v"));
     }
     x = x + dropout(a.out, p);
-    x = x + dropout(feed_forward(layer.scope("mlp"), norm(layer.scope("post_attention_layernorm"), x, rms), mlp), p);
+    const Value h = norm(layer.scope("post_attention_layernorm"), x, rms);
+    if (c.moe_experts == 0) {
+      x = x + dropout(feed_forward(layer.scope("mlp"), h, mlp), p);
+      continue;
+    }
+    const MoeResult m = moe_feed_forward(layer.scope("mlp"), h, moe);
+    x = x + dropout(m.y, p);
+    const double share = 1.0 / c.n_layer;
+    auto accumulate = [&](std::optional<Value>& total, Value v) { total = total ? add(*total, scale(v, share)) : scale(v, share); };
+    accumulate(out.balance, m.balance);
+    accumulate(out.z, m.z);
+    accumulate(out.dropped, m.dropped);
   }
-  return norm(model.scope("norm"), x, rms);
+  out.x = norm(model.scope("norm"), x, rms);
+  return out;
 }
 
 constexpr Value llama_logits(Builder& g, const LlamaConfig& c, Value x, Value embed_tokens, Real init_std) {
@@ -147,10 +197,20 @@ constexpr auto llama = [] {
   Value targets = g.input(llama_inputs::targets, {Batch, Seq});
   const Real init_std = g.hyper("init_std", 0.02);
   Value table = layers::embedding_table(g.scope("model").scope("embed_tokens"), C.vocab, C.d_model, init::normal(init_std));
-  Value x = detail::llama_layers(g, C, dropout(layers::embed(table, ids), g.hyper("dropout", 0)), std::nullopt);
-  Value logits = detail::llama_logits(g, C, x, table, init_std);  // [B, T, vocab]
+  const detail::LlamaStack s = detail::llama_layers(g, C, dropout(layers::embed(table, ids), g.hyper("dropout", 0)), std::nullopt);
+  Value logits = detail::llama_logits(g, C, s.x, table, init_std);  // [B, T, vocab]
   g.output(logits, "logits");
-  g.loss(cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)}));
+  Value ce = cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)});
+  if (!s.balance) {
+    g.loss(ce);
+    return g;
+  }
+  // A mixture of experts: the weighted auxiliary terms join the loss; each is an output to log.
+  g.output(ce, "ce");
+  g.output(*s.balance, "moe.balance");
+  g.output(*s.z, "moe.z");
+  g.output(*s.dropped, "moe.dropped");
+  g.loss(ce + scale(*s.balance, g.hyper("moe_balance_weight", 0.01)) + scale(*s.z, g.hyper("moe_z_weight", 0.001)));
   return g;
 };
 
@@ -162,7 +222,7 @@ constexpr auto llama_decoder = [] {
   Value positions = g.input(llama_inputs::positions, {Seq});
   const Real init_std = g.hyper("init_std", 0.02);
   Value table = layers::embedding_table(g.scope("model").scope("embed_tokens"), C.vocab, C.d_model, init::normal(init_std));
-  Value x = detail::llama_layers(g, C, layers::embed(table, ids), positions);
+  Value x = detail::llama_layers(g, C, layers::embed(table, ids), positions).x;
   g.output(detail::llama_logits(g, C, x, table, init_std), "logits");
   return g;
 };

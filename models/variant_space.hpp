@@ -34,6 +34,7 @@ struct VariantAxis {
   std::string_view key;
   std::array<std::string_view, kMaxVariantValues> values{};  // values[0]: the preset's own
   C (*apply)(C, std::string_view) = nullptr;                 // the config with this key set to a value
+  bool alone = false;  // a variant changing this key changes no other (a key whose combinations a study does not need)
 
   constexpr int size() const {
     int n = 0;
@@ -61,14 +62,25 @@ constexpr int changed_keys(const VariantIndex<A>& v) {
   return n;
 }
 
+// Whether a variant is in the space: at most `order` keys changed, and a key marked `alone` only by itself.
+template <class C, std::size_t A>
+constexpr bool in_space(const VariantSpace<C, A>& s, const VariantIndex<A>& v) {
+  const int changed = changed_keys(v);
+  if (changed > s.order) return false;
+  for (std::size_t k = 0; k < A; ++k)
+    if (v[k] != 0 && s.axes[k].alone && changed > 1) return false;
+  return true;
+}
+
 namespace detail {
 // Calls f(index) for every index of the cartesian product with at most `order` keys changed,
-// the preset first, then in order of the product (the last key fastest).
+// the preset first, then in order of the product (the last key fastest); a key marked `alone`
+// changes only by itself.
 template <class C, std::size_t A, class F>
 constexpr void for_each_variant(const VariantSpace<C, A>& s, F f) {
   VariantIndex<A> at{};
   for (;;) {
-    if (changed_keys(at) <= s.order) f(at);
+    if (in_space(s, at)) f(at);
     std::size_t k = A;
     for (; k-- > 0;) {
       if (++at[k] < s.axes[k].size()) break;
@@ -147,8 +159,11 @@ constexpr std::array<std::string_view, kMaxVariantValues> preset_first(std::stri
   std::array<std::string_view, kMaxVariantValues> v{};
   v[0] = preset;
   std::size_t n = 1;
-  for (auto a : all)
-    if (a != preset) v[n++] = a;
+  for (auto a : all) {
+    bool seen = false;
+    for (std::size_t i = 0; i < n; ++i) seen = seen || v[i] == a;
+    if (!seen) v[n++] = a;
+  }
   return v;
 }
 inline constexpr std::array<std::string_view, 8> kCounts{"1", "2", "4", "8", "16", "32", "64", "128"};
@@ -186,8 +201,9 @@ constexpr VariantAxis<C> act_axis(const layers::Arch& a) {
           }};
 }
 template <class C>
-constexpr VariantAxis<C> pos_axis(const layers::Arch& a) {
-  return {"pos", detail::preset_first(name(a.pos), std::array<std::string_view, 3>{"learned", "sinusoidal", "none"}),
+constexpr VariantAxis<C> pos_axis(const layers::Arch& a, bool with_rope = false) {
+  const std::array<std::string_view, 4> all{"learned", "sinusoidal", "none", with_rope ? "rope" : "none"};
+  return {"pos", detail::preset_first(name(a.pos), all),
           [](C c, std::string_view v) {
             c.arch.pos = layers::parse_pos(v);
             return c;

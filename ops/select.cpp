@@ -2,6 +2,7 @@
 #include <ctgrad/ops/detail/kernel.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -109,9 +110,104 @@ void ScatterAddRowsOp::vjp(const OpArgs& a) {
   });
 }
 
+template <class T>
+void GatherRowsOp::forward(const OpArgs& a) {
+  const std::int64_t R = a.in[0].size(0), d = a.in[0].size(1), n = a.in[1].numel;
+  const T* table = a.in[0].as<T>();
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  T* y = a.out.as<T>();
+  for (std::int64_t i = 0; i < n; ++i) check_index(name, i, idx[i], -1, R);
+  kernel::parallel(n, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(d, 1)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i)
+      if (idx[i] >= 0) std::copy_n(table + idx[i] * d, d, y + i * d);
+      else std::fill_n(y + i * d, d, T(0));
+  });
+}
+
+template <class T>
+void GatherRowsOp::vjp(const OpArgs& a) {
+  T* gt = a.gin[0].as<T>();
+  if (!gt) return;
+  const std::int64_t d = a.in[0].size(1), n = a.in[1].numel;
+  const std::int32_t* idx = a.in[1].as<std::int32_t>();
+  const T* g = a.gout->as<T>();
+  // Column blocks in parallel; within one, i in order: a row gathered twice adds in a fixed order.
+  kernel::parallel(d, 64, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t i = 0; i < n; ++i)
+      if (idx[i] >= 0)
+        for (std::int64_t c = c0; c < c1; ++c) gt[idx[i] * d + c] += g[i * d + c];
+  });
+}
+
+template <class T>
+void ExpertSourcesOp::forward(const OpArgs& a) {
+  const std::int64_t N = a.in[0].size(0), k = a.in[0].size(1), E = a.attrs<ExpertSourcesOp>().experts, C = a.out.numel / E;
+  const std::int32_t* idx = a.in[0].as<std::int32_t>();
+  std::int32_t* src = a.out.as<std::int32_t>();
+  std::fill_n(src, a.out.numel, -1);
+  // Serial: a slot depends on every choice before it (N k steps, nothing beside the experts' FFNs).
+  std::array<std::int64_t, kMaxExperts> taken{};
+  for (std::int64_t j = 0; j < k; ++j)
+    for (std::int64_t n = 0; n < N; ++n) {
+      const std::int32_t e = idx[n * k + j];
+      check_index(name, n, e, 0, E);
+      std::int64_t& t = taken[std::size_t(e)];
+      if (t < C) src[e * C + t++] = std::int32_t(n);
+    }
+}
+
+template <class T>
+void ExpertSlotsOp::forward(const OpArgs& a) {
+  const std::int64_t N = a.in[0].size(0), k = a.in[0].size(1), R = a.in[1].numel, E = a.attrs<ExpertSlotsOp>().experts;
+  if (R % E) throw std::invalid_argument("ctgrad: op expert_slots: " + std::to_string(R) + " sources are not a multiple of " + std::to_string(E) + " experts");
+  const std::int64_t C = R / E;
+  const std::int32_t *idx = a.in[0].as<std::int32_t>(), *src = a.in[1].as<std::int32_t>();
+  std::int32_t* slot = a.out.as<std::int32_t>();
+  std::fill_n(slot, N * k, -1);
+  for (std::int64_t s = 0; s < R; ++s) {
+    const std::int32_t n = src[s];
+    if (n < 0) continue;
+    check_index(name, s, n, 0, N);
+    std::int64_t j = 0;  // (a token choosing an expert twice took its slots there in order of j)
+    while (j < k && (idx[n * k + j] != s / C || slot[n * k + j] >= 0)) ++j;
+    if (j == k)
+      throw std::invalid_argument("ctgrad: op expert_slots: slot " + std::to_string(s) + " holds token " + std::to_string(n) +
+                                  ", which did not choose expert " + std::to_string(s / C) + " (or took it twice)");
+    slot[n * k + j] = std::int32_t(s);
+  }
+}
+
+template <class T>
+void OneHotOp::forward(const OpArgs& a) {
+  const std::int64_t n = a.in[0].numel, D = a.out.size(-1);
+  const std::int32_t* idx = a.in[0].as<std::int32_t>();
+  T* y = a.out.as<T>();
+  std::fill_n(y, n * D, T(0));
+  for (std::int64_t i = 0; i < n; ++i) {
+    check_index(name, i, idx[i], -1, D);
+    if (idx[i] >= 0) y[i * D + idx[i]] = T(1);
+  }
+}
+
+template <class T>
+void NegativeMaskOp::forward(const OpArgs& a) {
+  const std::int32_t* idx = a.in[0].as<std::int32_t>();
+  T* y = a.out.as<T>();
+  for (std::int64_t i = 0; i < a.out.numel; ++i) y[i] = idx[i] < 0 ? T(1) : T(0);
+}
+
 template void TopKIndicesOp::forward<float>(const OpArgs&);
 template void TopKIndicesOp::forward<double>(const OpArgs&);
 CTGRAD_INSTANTIATE_OP(TakeAlongLastOp)
 CTGRAD_INSTANTIATE_OP(ScatterAddRowsOp)
+CTGRAD_INSTANTIATE_OP(GatherRowsOp)
+template void ExpertSourcesOp::forward<float>(const OpArgs&);
+template void ExpertSourcesOp::forward<double>(const OpArgs&);
+template void ExpertSlotsOp::forward<float>(const OpArgs&);
+template void ExpertSlotsOp::forward<double>(const OpArgs&);
+template void OneHotOp::forward<float>(const OpArgs&);
+template void OneHotOp::forward<double>(const OpArgs&);
+template void NegativeMaskOp::forward<float>(const OpArgs&);
+template void NegativeMaskOp::forward<double>(const OpArgs&);
 
 }  // namespace ctgrad

@@ -75,7 +75,8 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
     std::set<std::string> vals;
     for (const auto& v : a.values)
       if (!vals.insert(v).second) throw std::invalid_argument("ctgrad: the grid key '" + a.key + "' lists '" + v + "' twice");
-    configs = std::min<std::uint64_t>(configs * a.values.size(), kMaxRuns + 1);  // at most 10001 x a value count: no wrap
+    configs = o_.one_at_a_time ? configs + a.values.size() - 1
+                               : std::min<std::uint64_t>(configs * a.values.size(), kMaxRuns + 1);  // at most 10001 x a value count: no wrap
   }
   for (const auto& [k, v] : o_.fixed)
     if (keys.count(k)) throw std::invalid_argument("ctgrad: '" + k + "' is both a grid key and a fixed setting");
@@ -83,7 +84,7 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
     std::string t = "this study is ";
     if (configs > kMaxRuns) {
       t += "more than " + std::to_string(kMaxRuns) + " configurations (";
-      for (std::size_t k = 0; k < o_.grid.size(); ++k) t += (k ? " x " : "") + std::to_string(o_.grid[k].values.size());
+      for (std::size_t k = 0; k < o_.grid.size(); ++k) t += (k ? (o_.one_at_a_time ? " + " : " x ") : "") + std::to_string(o_.grid[k].values.size());
       return t + ")";
     }
     return t + std::to_string(configs) + " configurations x " + std::to_string(o_.seeds) + " seeds = " +
@@ -94,26 +95,42 @@ Study::Study(StudyOptions o) : o_(std::move(o)) {
   const std::uint64_t total = configs * std::uint64_t(o_.seeds);
   if (total > std::uint64_t(std::max(o_.max_runs, 0)) && !o_.yes)
     throw std::invalid_argument("ctgrad: " + size_text() + ", more than " + std::to_string(o_.max_runs) + ": add --yes to run them all");
-  // Every combination, the last key fastest; the baseline (all first values) first.
+  // Every combination, the last key fastest, or (one at a time) each key's other values in turn, the
+  // other keys at their first; the baseline (all first values) first.
+  std::vector<std::vector<std::size_t>> combos;
   std::vector<std::size_t> at(o_.grid.size(), 0);
+  if (o_.one_at_a_time) {
+    combos.push_back(at);
+    for (std::size_t k = 0; k < o_.grid.size(); ++k)
+      for (std::size_t v = 1; v < o_.grid[k].values.size(); ++v) {
+        combos.push_back(at);
+        combos.back()[k] = v;
+      }
+  } else {
+    for (std::size_t c = 0; c < configs; ++c) {
+      combos.push_back(at);
+      for (std::size_t k = o_.grid.size(); k-- > 0;) {
+        if (++at[k] < o_.grid[k].values.size()) break;
+        at[k] = 0;
+      }
+    }
+  }
   runs_.reserve(std::size_t(total));
-  for (std::size_t c = 0; c < configs; ++c) {
-    std::string config;
+  for (std::size_t c = 0; c < combos.size(); ++c) {
+    std::string config, changed;
     std::vector<std::pair<std::string, std::string>> sets;
     for (std::size_t k = 0; k < o_.grid.size(); ++k) {
-      const std::string& v = o_.grid[k].values[at[k]];
+      const std::string& v = o_.grid[k].values[combos[c][k]];
       config += (config.empty() ? "" : ",") + o_.grid[k].key + "=" + v;
+      if (combos[c][k]) changed = o_.grid[k].key + "=" + v;
       sets.emplace_back(o_.grid[k].key, v);
     }
+    if (o_.one_at_a_time && c > 0) config = changed;  // the one key it changes
     sets.insert(sets.end(), o_.fixed.begin(), o_.fixed.end());
     char index[32];
     std::snprintf(index, sizeof index, "%03zu_", c);
     for (int s = 1; s <= o_.seeds; ++s)
       runs_.push_back({config, sets, s, o_.dir / "runs" / (index + folder_name(config)) / ("seed" + std::to_string(s))});
-    for (std::size_t k = o_.grid.size(); k-- > 0;) {
-      if (++at[k] < o_.grid[k].values.size()) break;
-      at[k] = 0;
-    }
   }
 }
 

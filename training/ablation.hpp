@@ -50,6 +50,7 @@ struct StudyOptions {
   std::string name;                                         // shown in the report
   std::string model;                                        // recorded (the CLI's model)
   std::vector<Axis> grid;
+  bool one_at_a_time = false;                               // the baseline and each key's other values alone, not every combination
   int seeds = 3;                                            // seeds 1 .. seeds
   std::vector<std::pair<std::string, std::string>> fixed;   // settings of every run
   std::filesystem::path dir;                                // the study's folder

@@ -173,7 +173,8 @@ void Study::report() const {
   // results.md and results.html: the same table.
   const std::string better = lower ? "lower is better" : "higher is better";
   std::string md = "# " + markdown_text(o_.name) + "\n\n" + (o_.model.empty() ? "" : "Model " + markdown_code(o_.model) + "; ") + "metric: final validation " + markdown_text(m) + " (" + better +
-                   "); " + std::to_string(o_.seeds) + " seeds; baseline: the first value of each grid key (" + markdown_code(sums.front().config) + ").";
+                   "); " + std::to_string(o_.seeds) + " seeds; baseline: the first value of each " +
+                   (o_.one_at_a_time ? "key, each other configuration changing one key (" : "grid key (") + markdown_code(sums.front().config) + ").";
   if (!o_.fixed.empty()) {
     md += " Fixed:";
     for (const auto& [k, v] : o_.fixed) md += " " + markdown_code(k + "=" + v);

@@ -21,8 +21,11 @@ struct GptFamily {
     return find_variant<GptPrograms>("gpt", "size=" + c.text("size"), c, gpt_space<P, Order>, P.n_head);
   }
   static std::string describe(const ModelConfig& v) {
-    return std::to_string(v.n_layer) + " layers, " + std::to_string(v.n_head) + " heads, d_model " + std::to_string(v.d_model) + "; " +
-           describe_arch(v.arch);
+    std::string s = std::to_string(v.n_layer) + " layers, " + std::to_string(v.n_head) + " heads";
+    if (v.kv_heads && v.kv_heads != v.n_head) s += " over " + std::to_string(v.kv_heads) + " key/value heads";
+    s += ", d_model " + std::to_string(v.d_model) + "; " + describe_arch(v.arch);
+    if (v.qk_norm) s += ", QK-norm";
+    return s + (v.bias ? "" : ", no biases");
   }
 };
 
@@ -30,7 +33,12 @@ Schema gpt_schema() {
   Schema s;
   s.choice("size", "small", {"tiny", "small", "medium"}, "preset: tiny (tests), small (baby GPT), medium", Role::model);
   s = lm_schema(std::move(s));
-  add_arch_keys(s, models::kGptSmall.arch);
+  add_arch_keys(s, models::kGptSmall.arch, true, true);
+  s.integer("kv_heads", 0, {.min = 0, .max = 1024}, "architecture: key/value heads (grouped-query attention; 1: multi-query; 0: the heads)",
+            Role::model)
+      .flag("qk_norm", false, "architecture: RMSNorm over each head's q and k", Role::model)
+      .flag("bias", true, "architecture: biases in the linear layers", Role::model);
+  s.added_later({"kv_heads", "qk_norm", "bias"});  // runs trained before them had the defaults
   add_common_keys(s);
   add_hyper_keys(s, GptFamily::hyper_graph);
   return s;

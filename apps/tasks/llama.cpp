@@ -17,7 +17,16 @@ struct LlamaFamily {
   static constexpr auto hyper_graph = freeze<models::llama<models::kLlamaTiny>>();
   template <ModelConfig P, int Order>
   static const Programs& programs(const Config& c) {
+    if (c.integer("moe_top_k") != 2 && c.integer("moe_experts") == 4) {  // the variant moe_top_k=1 is four experts
+      Config alone = c;
+      alone.set("moe_experts=0", "moe_top_k");
+      return find_variant<LlamaPrograms>("llama", "size=" + c.text("size"), alone, llama_space<P, Order>, P.n_head);
+    }
     return find_variant<LlamaPrograms>("llama", "size=" + c.text("size"), c, llama_space<P, Order>, P.n_head);
+  }
+  static std::vector<const char*> aux_outputs(const ModelConfig& v) {
+    if (v.moe_experts == 0) return {};
+    return {"moe.balance", "moe.z", "moe.dropped"};
   }
   static std::string describe(const ModelConfig& v) {
     std::string s = std::to_string(v.n_layer) + " layers, " + std::to_string(v.n_head) + " heads over " + std::to_string(v.kv_heads) +
@@ -26,6 +35,8 @@ struct LlamaFamily {
     if (v.qk_norm) s += ", QK-norm";
     if (v.window) s += ", window " + std::to_string(v.window);
     if (v.bias) s += ", biases";
+    if (v.moe_experts) s += ", " + std::to_string(v.moe_experts) + " experts top-" + std::to_string(v.moe_top_k) + " of width " + std::to_string(v.d_ff);
+    if (v.ffn_mult > 1) s += ", MLP width " + std::to_string(v.d_ff * v.ffn_mult);
     return s + (v.tie ? ", tied output" : ", untied output");
   }
 };
@@ -41,7 +52,14 @@ Schema llama_schema() {
       .flag("qk_norm", false, "architecture: RMSNorm over each head's q and k (Qwen3)", Role::model)
       .integer("window", 0, {.min = 0, .max = 1 << 20}, "architecture: sliding-window attention over this many positions (0: all)", Role::model)
       .flag("bias", false, "architecture: biases in the linear layers", Role::model)
-      .flag("tie_embeddings", false, "architecture: the output projection is the token embedding's transpose", Role::model);
+      .flag("tie_embeddings", false, "architecture: the output projection is the token embedding's transpose", Role::model)
+      .integer("moe_experts", 0, {.min = 0, .max = 4}, "architecture: a mixture of this many SwiGLU experts in every layer (0: dense; 4)",
+               Role::model)
+      .integer("moe_top_k", 2, {.min = 1, .max = 2}, "architecture: experts per token (moe_top_k=1: four experts, top-1)", Role::model)
+      .integer("ffn_mult", 1, {.min = 1, .max = 4}, "architecture: the dense MLP's width in multiples of the preset's (1, 2, 4)", Role::model)
+      .real("moe_balance_weight", 0.01, {.min = 0, .max = 100}, "a mixture of experts: the weight of the load-balancing loss (Switch)")
+      .real("moe_z_weight", 0.001, {.min = 0, .max = 100}, "a mixture of experts: the weight of the router z-loss (ST-MoE)");
+  s.added_later({"moe_experts", "moe_top_k", "ffn_mult", "moe_balance_weight", "moe_z_weight"});
   add_common_keys(s);
   add_hyper_keys(s, LlamaFamily::hyper_graph, {{"norm_eps", 1e-5}});
   return s;

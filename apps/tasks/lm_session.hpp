@@ -98,6 +98,8 @@ class LmSession : public Session {
     check_fits(*model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
     check_shards(ctx, batch_, "batch");
+    for (const auto& h : model_->hypers())  // a variant's own hyperparameters (a mixture of experts' loss weights)
+      if (c.schema().find(h.name)) model_->set_hyper(h.name, c.real(std::string(h.name)));
   }
   Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
@@ -147,7 +149,11 @@ class LmSession : public Session {
 
   checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder, tok_.file); }
 
-  std::vector<std::string> metrics() const override { return {"loss"}; }
+  std::vector<std::string> metrics() const override {
+    std::vector<std::string> m{"loss"};
+    for (const char* a : aux_outputs()) m.emplace_back(a);
+    return m;
+  }
   training::LoopOptions loop() override {
     return step_loop(c_, optim::warmup_cosine(c_.real("lr"), c_.real("min_lr"), c_.integer("warmup"), c_.integer("steps")), unit(), "tok");
   }
@@ -164,7 +170,7 @@ class LmSession : public Session {
                   model_->set_input(lm_inputs::targets, y.subspan(std::size_t(first), std::size_t(rows * context_)), {rows, context_});
                   return double(rows * context_);
                 },
-            .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};
+            .validate = [this] { return validation_metrics(); }};
   }
 
   int after_training(const training::Outcome&) override {
@@ -231,9 +237,17 @@ class LmSession : public Session {
 
   // Validation: the split cut into consecutive windows of `context` tokens (all of them, or the
   // first eval_windows), every position scored once. Same definition as bench/reference/train_gpt.py.
-  double validation_loss() {
+  // A model with auxiliary loss terms (a mixture of experts) reports its cross-entropy "ce" as the
+  // loss, and the terms beside it (means over the windows' batches, weighted by their rows).
+  std::vector<const char*> aux_outputs() const {
+    if constexpr (requires { F::aux_outputs(programs_.config); }) return F::aux_outputs(programs_.config);
+    return {};
+  }
+  double validation_loss() { return validation_metrics().loss(); }
+  training::Metrics validation_metrics() {
+    const std::vector<const char*> aux = aux_outputs();
     std::vector<std::int32_t> vx(std::size_t(batch_ * context_)), vy(vx.size());
-    double total[1] = {0};
+    std::vector<double> total(1 + aux.size(), 0.0);
     const EvalShard shard{ctx_.comm};
     for (std::int64_t w0 = 0; w0 < windows_ && !training::interrupted(); w0 += batch_) {
       if (!shard.mine(w0 / batch_)) continue;
@@ -246,10 +260,13 @@ class LmSession : public Session {
       model_->set_input(lm_inputs::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
       model_->set_input(lm_inputs::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});
       model_->forward(Mode::infer);
-      total[0] += double(model_->loss()) * double(n);
+      total[0] += double(aux.empty() ? model_->loss() : model_->output("ce")[0]) * double(n);
+      for (std::size_t i = 0; i < aux.size(); ++i) total[i + 1] += double(model_->output(aux[i])[0]) * double(n);
     }
     shard.sum(total);
-    return total[0] / double(windows_);
+    training::Metrics m{{{"loss", total[0] / double(windows_)}}};
+    for (std::size_t i = 0; i < aux.size(); ++i) m.values.emplace_back(aux[i], total[i + 1] / double(windows_));
+    return m;
   }
 
   // Generates from a prompt, printing as it goes; returns the tokens made. Ctrl-C stops it.

@@ -1,4 +1,5 @@
-// The libtorch peer of ctgrad-bench: the benchmark models written in PyTorch's C++ frontend
+// The libtorch peer of ctgrad-bench: the benchmark models written in PyTorch's C++ frontend (the
+// Llama in libtorch_llama.hpp)
 // (Debian libtorch-dev 1.13), same architecture, init scheme, optimizer, threads and data as the
 // ctgrad side (bench/train_bench.cpp). ctgrad-bench starts it and asks it for steps (the protocol:
 // serve() below). Written the way a libtorch user would at their best: fused QKV where ctgrad
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "../bench_util.hpp"
+#include "libtorch_llama.hpp"
 
 namespace nn = torch::nn;
 namespace F = torch::nn::functional;
@@ -339,6 +341,9 @@ int main(int argc, char** argv) {
   const std::int64_t B = s.batch, T = s.seq;
   if (model == "gpt")
     return serve(Gpt(s), s, bf16, [&](Gpt& m, const bench::Batch& b) { return m(ints(b.ids, {B, T}), ints(b.targets, {B, T})); });
+  if (model == "llama")
+    return serve(llama_peer::Llama(s), s, bf16,
+                 [&](llama_peer::Llama& m, const bench::Batch& b) { return m(ints(b.ids, {B, T}), ints(b.targets, {B, T})); });
   if (model == "vit")
     return serve(Vit(s), s, bf16, [&](Vit& m, const bench::Batch& b) {
       return m(torch::from_blob(const_cast<float*>(b.images.data()), {B, 1, s.image, s.image}), ints(b.labels, {B}));

@@ -2,7 +2,8 @@
 modeling_llama computes it (rotate_half RoPE with float32 inverse frequencies, repeat_kv for grouped
 heads, RMSNorm in float32), with Hugging Face's parameter names, so a ctgrad safetensors checkpoint
 loads as it is. Options beyond Llama: GPT-J's interleaved RoPE pairs, Qwen3's QK-norm (RMSNorm over
-each head's features), a sliding window (Mistral). Debian python3-torch; run with /usr/bin/python3."""
+each head's features), a sliding window (Mistral), a mixture of experts at a fixed capacity (Switch,
+Mixtral; MoeMlp). Debian python3-torch; run with /usr/bin/python3."""
 import math
 
 import torch
@@ -90,13 +91,69 @@ class Mlp(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class Experts(nn.Module):
+    def __init__(self, e, d, f):
+        super().__init__()
+        self.gate_proj = nn.Parameter(torch.empty(e, f, d))
+        self.up_proj = nn.Parameter(torch.empty(e, f, d))
+        self.down_proj = nn.Parameter(torch.empty(e, d, f))
+
+
+class MoeMlp(nn.Module):
+    """A mixture of SwiGLU experts at a fixed capacity (models/layers/moe.hpp): softmax router, top-k
+    (gates renormalised for k > 1), an expert's rows filled by every token's first choice in token
+    order, then the second choices; a choice finding its expert full is dropped (adds 0). Keeps the
+    auxiliary terms of the last call: Switch's balance loss, the router z-loss, the dropped fraction."""
+
+    def __init__(self, c):
+        super().__init__()
+        d, self.E, self.k, self.factor = c["d_model"], c["moe_experts"], c["moe_top_k"], c["moe_capacity"]
+        self.gate = nn.Linear(d, self.E, bias=False)
+        self.experts = Experts(self.E, d, c["d_ff"])
+
+    def forward(self, x):
+        shape = x.shape
+        tokens = x.reshape(-1, shape[-1])
+        N, E, k = tokens.shape[0], self.E, self.k
+        C = max(1, math.ceil(N * k * self.factor / E - 1e-9))
+        logits = self.gate(tokens)
+        probs = F.softmax(logits, dim=-1)
+        values, idx = probs.topk(k, dim=-1)
+        gates = values if k == 1 else values / values.sum(-1, keepdim=True)
+        y = torch.zeros_like(tokens)
+        taken, dropped = [0] * E, 0
+        rows = [[] for _ in range(E)]  # (token, choice) in the order of the expert's rows
+        for j in range(k):
+            for n in range(N):
+                e = int(idx[n, j])
+                if taken[e] < C:
+                    rows[e].append((n, j))
+                    taken[e] += 1
+                else:
+                    dropped += 1
+        ex = self.experts
+        for e in range(E):
+            if not rows[e]:
+                continue
+            n = torch.tensor([r[0] for r in rows[e]])
+            j = torch.tensor([r[1] for r in rows[e]])
+            h = tokens[n]
+            out = (F.silu(h @ ex.gate_proj[e].t()) * (h @ ex.up_proj[e].t())) @ ex.down_proj[e].t()
+            y = y.index_add(0, n, out * gates[n, j][:, None])
+        f = F.one_hot(idx[:, 0], E).float().mean(0)
+        self.balance = E * (f * probs.mean(0)).sum()
+        self.z = torch.logsumexp(logits, dim=-1).pow(2).mean()
+        self.dropped = dropped / (N * k)
+        return y.reshape(shape)
+
+
 class Layer(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.input_layernorm = RMSNorm(c["d_model"], c["norm_eps"])
         self.self_attn = Attention(c)
         self.post_attention_layernorm = RMSNorm(c["d_model"], c["norm_eps"])
-        self.mlp = Mlp(c)
+        self.mlp = MoeMlp(c) if c.get("moe_experts", 0) else Mlp(c)
 
     def forward(self, x):
         x = x + self.self_attn(self.input_layernorm(x))
@@ -126,7 +183,7 @@ class Llama(nn.Module):
                 nn.init.zeros_(p)
             elif "norm" in name:
                 nn.init.ones_(p)
-            elif name.endswith(("o_proj.weight", "down_proj.weight")):
+            elif name.endswith(("o_proj.weight", "down_proj.weight", "experts.down_proj")):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * c["n_layer"]))
             else:
                 nn.init.normal_(p, 0.0, 0.02)
@@ -138,4 +195,11 @@ class Llama(nn.Module):
         x = self.model.norm(x)
         logits = x @ self.model.embed_tokens.weight.t() if self.c["tie"] else self.lm_head(x)
         loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        if loss is not None and self.c.get("moe_experts", 0):  # the auxiliary terms, means over the layers
+            L = len(self.model.layers)
+            self.ce = loss
+            self.balance = sum(layer.mlp.balance for layer in self.model.layers) / L
+            self.z = sum(layer.mlp.z for layer in self.model.layers) / L
+            self.dropped = sum(layer.mlp.dropped for layer in self.model.layers) / L
+            loss = loss + self.c["moe_balance_weight"] * self.balance + self.c["moe_z_weight"] * self.z
         return logits, loss

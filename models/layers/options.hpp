@@ -10,7 +10,7 @@ namespace ctgrad::layers {
 enum class Norm { pre, post };                      // where a residual block normalises
 enum class NormKind { layer, layer_std_eps, rms };  // LayerNorm, the (x-mean)/(std+eps) form, RMSNorm
 enum class Act { relu, gelu, gelu_tanh, silu, gated_gelu, swiglu, relu_squared };  // gated: wo(act(wi_0 x) * wi_1 x)
-enum class Pos { learned, sinusoidal, none };                          // absolute positions added to the embeddings
+enum class Pos { learned, sinusoidal, none, rope };  // absolute positions added to the embeddings, or rotary ones on q and k
 
 constexpr bool gated(Act a) { return a == Act::gated_gelu || a == Act::swiglu; }
 
@@ -39,7 +39,7 @@ constexpr std::string_view name(Act v) {
   }
   return "";
 }
-constexpr std::string_view name(Pos v) { return v == Pos::learned ? "learned" : v == Pos::sinusoidal ? "sinusoidal" : "none"; }
+constexpr std::string_view name(Pos v) { return v == Pos::learned ? "learned" : v == Pos::sinusoidal ? "sinusoidal" : v == Pos::rope ? "rope" : "none"; }
 constexpr Norm parse_norm(std::string_view s) { return s == "post" ? Norm::post : Norm::pre; }
 constexpr NormKind parse_norm_kind(std::string_view s) { return s == "rms" ? NormKind::rms : s == "layer_std_eps" ? NormKind::layer_std_eps : NormKind::layer; }
 constexpr Act parse_act(std::string_view s) {
@@ -47,7 +47,9 @@ constexpr Act parse_act(std::string_view s) {
     if (name(a) == s) return a;
   return Act::relu;
 }
-constexpr Pos parse_pos(std::string_view s) { return s == "sinusoidal" ? Pos::sinusoidal : s == "none" ? Pos::none : Pos::learned; }
+constexpr Pos parse_pos(std::string_view s) {
+  return s == "sinusoidal" ? Pos::sinusoidal : s == "none" ? Pos::none : s == "rope" ? Pos::rope : Pos::learned;
+}
 
 // SwiGLU's hidden width for about the parameter count of a plain FFN of d_ff (Shazeer 2020: 2/3
 // of it, as LLaMA), rounded up to a multiple of 8.

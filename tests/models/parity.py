@@ -8,8 +8,10 @@ gradient entry of the model.
 T5 also: the relative-position bucket of every distance -300..300, both directions, equal to the
 reference's bucket function (Hugging Face's).
 Llama: 4 query heads over 2 key/value heads with half-split RoPE (llama); over 1, with GPT-J's
-interleaved RoPE, QK-norm and a window of 5 (llama-mqa).
-usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied|llama|llama-mqa <writer program> <out.safetensors>
+interleaved RoPE, QK-norm and a window of 5 (llama-mqa); a mixture of 4 experts, top-2 (llama-moe)
+and top-1 (llama-moe-top1), at capacities that drop choices: also the cross-entropy, the balance
+and z-loss terms within 1e-4 relative and the dropped fraction exactly.
+usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied|llama|llama-mqa|llama-moe|llama-moe-top1 <writer program> <out.safetensors>
 (t5-tied: the T5 writer with --tied, v1.0's output tied to the shared embedding)
 (bert-nsp: the BERT writer with --next-sentence, the pretraining graph with next-sentence prediction)"""
 import json
@@ -26,11 +28,12 @@ from t5 import T5, relative_position_bucket  # noqa: E402
 from llama import Llama  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
-subprocess.run([writer, path] + {"bert-nsp": ["--next-sentence"], "t5-tied": ["--tied"], "llama-mqa": ["--mqa"]}.get(kind, []), check=True)
+subprocess.run([writer, path] + {"bert-nsp": ["--next-sentence"], "t5-tied": ["--tied"], "llama-mqa": ["--mqa"], "llama-moe": ["--moe"],
+                         "llama-moe-top1": ["--moe-top1"]}.get(kind, []), check=True)
 t, meta = read_safetensors(path)
 cfg = json.loads(meta["config"])
 torch.manual_seed(0)
-if kind in ("llama", "llama-mqa"):
+if kind.startswith("llama"):
     model = Llama(cfg)
 elif kind == "gpt":
     model = Gpt(cfg["vocab"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], cfg["context"])
@@ -48,7 +51,7 @@ if missing:
     sys.exit(f"parameter names differ between ctgrad and the reference: {sorted(missing)}")
 model.load_state_dict(state)
 inputs = {k[3:]: torch.from_numpy(v).long() for k, v in t.items() if k.startswith("in.")}
-if kind in ("gpt", "llama", "llama-mqa"):
+if kind == "gpt" or kind.startswith("llama"):
     logits, loss = model(inputs["ids"], inputs["targets"])
 elif kind in ("bert", "bert-nsp"):
     logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"], inputs.get("labels"))
@@ -76,6 +79,13 @@ if kind in ("t5", "t5-tied"):
         differ = (want != inputs["buckets_" + direction]).sum().item()
         fails += differ != 0
         report.append(f"{'ok  ' if differ == 0 else 'FAIL'} {direction} buckets of distances -300..300: {differ} differ")
+if kind.startswith("llama-moe"):
+    check("cross-entropy", t["out.ce"][0], model.ce, 1e-4, True)
+    check("balance loss", t["out.moe.balance"][0], model.balance, 1e-4, True)
+    check("z-loss", t["out.moe.z"][0], model.z, 1e-4, True)
+    check("dropped fraction", t["out.moe.dropped"][0], torch.tensor(model.dropped), 1e-6, False)
+    fails += not (0 < model.dropped < 1)
+    report.append(f"{'ok  ' if 0 < model.dropped < 1 else 'FAIL'} choices dropped over capacity: {model.dropped:.3f} of them")
 if kind == "bert-nsp":
     check("next-sentence logits", t["out.nsp_logits"], model.nsp_logits, 1e-5, False)
 largest = max(p.grad.abs().max().item() for p in model.parameters())

@@ -1,6 +1,6 @@
 // The Llama: Hugging Face's parameter names and shapes, a whole-model gradcheck, and incremental
 // decoding over a grouped key/value cache (RoPE at the cached positions, a sliding window) against
-// the full forward pass.
+// the full forward pass; the same for a mixture of experts.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -21,7 +21,13 @@ constexpr LlamaConfig kMicro{.vocab = 11, .n_layer = 2, .n_head = 4, .kv_heads =
 constexpr auto kMicroGraph = freeze<llama<kMicro>>();
 // 4 query heads over 2 key/value heads, a window of 7 over a context of 32.
 constexpr LlamaConfig kSmallTest{.vocab = 64, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 32, .context = 32, .d_ff = 48, .window = 7};
-constexpr auto kSmallTestGraph = freeze<llama<kSmallTest>>();
+// A mixture of 4 experts, top-2, at a capacity that drops choices (12 tokens: 5 rows per expert
+// for 24 choices); and one at twice the tokens' choices (nothing dropped: decoding agrees).
+constexpr LlamaConfig kMicroMoe{.vocab = 11, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 8, .context = 8, .d_ff = 6,
+                                .moe_experts = 4, .moe_top_k = 2, .moe_capacity = 0.75};
+constexpr auto kMicroMoeGraph = freeze<llama<kMicroMoe>>();
+constexpr LlamaConfig kSmallMoe{.vocab = 64, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 32, .context = 32, .d_ff = 24,
+                                .moe_experts = 4, .moe_top_k = 2, .moe_capacity = 2};
 }  // namespace
 
 TEST_CASE("Llama: Hugging Face's parameter names, grouped key/value projections", "[models][llama]") {
@@ -56,9 +62,51 @@ TEST_CASE("Llama: whole-model gradcheck in double precision", "[models][llama]")
   CHECK(r.ok);
 }
 
-TEST_CASE("Llama: decoding over the grouped key/value cache gives the full forward pass's logits", "[models][llama]") {
-  constexpr LlamaConfig C = kSmallTest;
-  Program<kSmallTestGraph> full(Options{.seed = 11});
+TEST_CASE("Llama: the variant keys of a mixture of experts, and the preset's own dense MLP", "[models][llama][moe]") {
+  constexpr auto space = llama_variant_space(kLlamaSmall, 1);
+  constexpr VariantIndex<9> preset{}, top1{0, 0, 0, 0, 0, 0, 0, 1, 0}, moe{0, 0, 0, 0, 0, 0, 1, 0, 0}, wide{0, 0, 0, 0, 0, 0, 0, 0, 2};
+  STATIC_REQUIRE(variant_config(kLlamaSmall, space, preset).moe_experts == 0);
+  STATIC_REQUIRE(variant_config(kLlamaSmall, space, moe).moe_experts == 4);
+  STATIC_REQUIRE(variant_config(kLlamaSmall, space, moe).moe_top_k == 2);
+  STATIC_REQUIRE(variant_config(kLlamaSmall, space, top1).moe_experts == 4);  // moe_top_k=1 alone: four experts, top-1
+  STATIC_REQUIRE(variant_config(kLlamaSmall, space, top1).moe_top_k == 1);
+  STATIC_REQUIRE(variant_config(kLlamaSmall, space, wide).ffn_mult == 4);
+  STATIC_REQUIRE(variant_count(space) == 12);
+}
+
+TEST_CASE("Llama: a mixture of experts in every layer, its names, gradcheck and auxiliary terms", "[models][llama][moe]") {
+  Program<kMicroMoeGraph> p(Options{.seed = 3});
+  const auto shape = [&](const char* n) {
+    const auto s = p.parameter(n).value.shape();
+    return std::vector<std::int64_t>(s.begin(), s.end());
+  };
+  CHECK(shape("model.layers.0.mlp.gate.weight") == std::vector<std::int64_t>{4, 8});                  // the router
+  CHECK(shape("model.layers.1.mlp.experts.gate_proj") == std::vector<std::int64_t>{4, 6, 8});         // [E, f, d]
+  CHECK(shape("model.layers.1.mlp.experts.down_proj") == std::vector<std::int64_t>{4, 8, 6});         // [E, d, f]
+  auto r = gradcheck<kMicroMoeGraph>(RandomInputs{.seed = 5, .sym = {2, 6, 1, 1, 1, 1}, .index_range = 11});
+  INFO(r.worst << "\n" << r.report);
+  CHECK(r.checked > 100);
+  CHECK(r.ok);
+  std::vector<std::int32_t> ids(12), targets(12);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i % 11), targets[i] = std::int32_t((i * 3 + 1) % 11);
+  p.set_input(llama_inputs::ids, std::span<const std::int32_t>(ids), {2, 6});
+  p.set_input(llama_inputs::targets, std::span<const std::int32_t>(targets), {2, 6});
+  p.forward(Mode::infer);
+  const double ce = p.output("ce")[0], balance = p.output("moe.balance")[0], z = p.output("moe.z")[0], dropped = p.output("moe.dropped")[0];
+  CHECK(p.loss() == Approx(ce + 0.01 * balance + 0.001 * z).epsilon(1e-6));  // the default weights
+  CHECK((balance > 0 && balance <= 4.0 + 1e-6));  // E sum f P: 1 when uniform, at most E
+  CHECK(dropped >= 4.0 / 24 - 1e-6);  // 24 choices, 20 rows: at least 4 dropped in each layer
+  CHECK(dropped < 1.0);
+}
+
+namespace {
+
+// The decoder of C, fed the sequence in pieces over its caches, against the training graph: the
+// largest logit difference; and a greedy sampler run twice over it.
+template <LlamaConfig C>
+double decoding_error() {
+  static constexpr auto G = freeze<llama<C>>();
+  Program<G> full(Options{.seed = 11});
   std::vector<std::int32_t> seq(C.context);
   for (std::size_t i = 0; i < seq.size(); ++i) seq[i] = std::int32_t(random::bits(77, i) % 60);
   full.set_input(llama_inputs::ids, std::span<const std::int32_t>(seq), {1, C.context});
@@ -94,7 +142,6 @@ TEST_CASE("Llama: decoding over the grouped key/value cache gives the full forwa
     past = L;
   }
   CHECK(past == C.context);
-  CHECK(worst < 1e-5);
   // The sampler over the same decoder: greedy decoding is reproducible and stays in the vocabulary.
   LlamaGenerator<C> gen(full.parameters());
   std::vector<std::int32_t> a{1, 2, 3}, b{1, 2, 3};
@@ -102,4 +149,12 @@ TEST_CASE("Llama: decoding over the grouped key/value cache gives the full forwa
   gen.generate(b, 60, SamplingOptions{.temperature = 0, .max_tokens = 20}, [](std::int32_t) {});
   CHECK(a == b);
   CHECK(a.size() == 23);
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("Llama: decoding over the grouped key/value cache gives the full forward pass's logits", "[models][llama]") {
+  CHECK(decoding_error<kSmallTest>() < 1e-5);
+  CHECK(decoding_error<kSmallMoe>() < 1e-5);  // a mixture of experts with room for every choice
 }

@@ -35,6 +35,9 @@ constexpr VariantSpace<Toy, 3> kToy{{{toy_axis("a", {"0", "1"}, [](Toy t, std::s
                                       toy_axis("c", {"0", "1"}, [](Toy t, std::string_view v) { return t.c = parse_int(v), t; })}},
                                     Order};
 
+// b marked alone: it never combines with a or c.
+constexpr VariantSpace<Toy, 3> kToyAloneB{{{kToy<3>.axes[0], {"b", {"0", "1", "2"}, kToy<3>.axes[1].apply, true}, kToy<3>.axes[2]}}, 3};
+
 template <const auto& S>
 void check_table() {
   constexpr auto t = variant_table<S>();
@@ -62,10 +65,18 @@ TEST_CASE("Variants: every combination changing at most `order` keys, the preset
   STATIC_REQUIRE((last.a == 1 && last.b == 2 && last.c == 1));
   CHECK(describe_variant(kToy<3>, t.back()) == "a=1, b=2, c=1");
   CHECK(describe_variant(kToy<3>, t.front()) == "the preset");
-  // The GPT's six keys (2, 2, 4, 3, 3, 2 values): 1 + 10 variants of order 1, 40 pairs more.
-  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 1)) == 11);
-  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 2)) == 51);
-  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 6)) == 2 * 2 * 4 * 3 * 3 * 2);
+  // The GPT's six combining keys (2, 2, 4, 4, 3, 2 values): 1 + 11 variants of order 1, 48 pairs
+  // more; its three keys that change alone (kv_heads 3 values, qk_norm 2, bias 2) add 4 at any order.
+  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 1)) == 16);
+  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 2)) == 64);
+  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 9)) == 2 * 2 * 4 * 4 * 3 * 2 + 4);
+  constexpr auto gs = gpt_variant_space(kGptSmall, 2);
+  CHECK(gs.axes[6].key == "kv_heads");
+  CHECK((gs.axes[6].values[0] == "0" && gs.axes[6].values[1] == "2" && gs.axes[6].values[2] == "1" && gs.axes[6].size() == 3));
+  CHECK(gpt_variant_space(kGptTiny, 1).axes[6].size() == 2);  // 2 heads: "0", "1" (no repeat)
+  // A key marked `alone` never combines with another.
+  STATIC_REQUIRE(variant_count(kToyAloneB) == 2 * 2 + 2);
+  for (const auto& v : variant_table<kToyAloneB>()) CHECK((v[1] == 0 || changed_keys(v) == 1));
   // The preset's own values come first, whatever they are.
   constexpr auto tr = transformer_variant_space(kTransformerSmall, 1);
   CHECK(tr.axes[0].values[0] == "post");
@@ -88,6 +99,14 @@ constexpr GptConfig gpt_with(Norm n, NormKind k, Act a, Pos p, bool tie, int hea
 constexpr GptConfig kGptPostRmsRelu = gpt_with(Norm::post, NormKind::rms, Act::relu, Pos::sinusoidal, true);
 constexpr GptConfig kGptSwigluNoPosUntied = gpt_with(Norm::pre, NormKind::layer, Act::swiglu, Pos::none, false, 1);
 constexpr GptConfig kGptGeluLearnedFourHeads = gpt_with(Norm::pre, NormKind::rms, Act::gelu, Pos::learned, false, 4);
+// The Llama's changes as GPT keys: rotary positions, multi-query attention, QK-norm, no biases.
+constexpr GptConfig kGptRopeMqaQkNormNoBias = [] {
+  GptConfig c = gpt_with(Norm::pre, NormKind::layer, Act::gelu_tanh, Pos::rope, true, 2);
+  c.kv_heads = 1;
+  c.qk_norm = true;
+  c.bias = false;
+  return c;
+}();
 
 template <GptConfig C>
 void gpt_gradcheck() {
@@ -116,7 +135,7 @@ double gpt_decoding_error() {
   static constexpr auto D = freeze<gpt_decoder<C>>();
   Program<D> dec;
   copy_weights(full.parameters(), dec, "test");
-  KvCacheSet cache(C.n_layer, C.n_head, C.d_model / C.n_head);
+  KvCacheSet cache(C.n_layer, C.kv_heads ? C.kv_heads : C.n_head, C.d_model / C.n_head);
   double worst = 0;
   std::int64_t past = 0;
   for (std::int64_t T : {3, 1, 2, 1, 1}) {
@@ -140,6 +159,7 @@ TEST_CASE("Variants: the GPT's architecture choices, gradchecked in double preci
   gpt_gradcheck<kGptPostRmsRelu>();
   gpt_gradcheck<kGptSwigluNoPosUntied>();
   gpt_gradcheck<kGptGeluLearnedFourHeads>();
+  gpt_gradcheck<kGptRopeMqaQkNormNoBias>();
 }
 
 TEST_CASE("Variants: the GPT's parameters follow its choices", "[models][variants]") {
@@ -160,12 +180,20 @@ TEST_CASE("Variants: the GPT's parameters follow its choices", "[models][variant
   CHECK(has(b, "lm_head.weight"));        // untied
   CHECK(has(b, "h.1.mlp.wi_0.weight"));   // SwiGLU, 2/3 of 4d wide (rounded up to 8)
   CHECK(b.parameter("h.1.mlp.wi_0.weight").value.size(0) == layers::gated_width(4 * kGptMicro.d_model));
+  static constexpr auto M = freeze<gpt<kGptRopeMqaQkNormNoBias>>();
+  Program<M> m;
+  CHECK_FALSE(has(m, "wpe.weight"));             // rotary positions: none added to the embeddings
+  CHECK_FALSE(has(m, "h.0.attn.qkv.weight"));    // kv_heads < heads: separate projections
+  CHECK(m.parameter("h.0.attn.wk.weight").value.size(0) == kGptMicro.d_model / 2);  // one key/value head
+  CHECK(has(m, "h.0.attn.q_norm.weight"));
+  CHECK_FALSE(has(m, "h.0.attn.wq.bias"));
 }
 
 TEST_CASE("Variants: the GPT's decoder with caches gives the training graph's logits in every variant", "[models][variants]") {
   CHECK(gpt_decoding_error<kGptPostRmsRelu>() < 1e-5);
   CHECK(gpt_decoding_error<kGptSwigluNoPosUntied>() < 1e-5);
   CHECK(gpt_decoding_error<kGptGeluLearnedFourHeads>() < 1e-5);
+  CHECK(gpt_decoding_error<kGptRopeMqaQkNormNoBias>() < 1e-5);
 }
 
 namespace {

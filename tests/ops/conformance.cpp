@@ -281,6 +281,17 @@ OP_CASE(take_along_last, classes5, Value a = g.input("a", {Batch, 5}, {.grad = t
         Value i = g.input("i", {Batch, 3}, {.dtype = DType::index}); g.loss(probe_loss(g, take_along_last(a, i), {a})))
 OP_CASE(scatter_add_rows, classes5_ignored, Value a = g.input("a", {Seq, 3}, {.grad = true});
         Value t = g.input("t", {Seq}, {.dtype = DType::index}); g.loss(probe_loss(g, scatter_add_rows(a, t, 5), {a})))
+// Routing to experts at a capacity derived from the tokens (3 experts, 2 choices each, a capacity of
+// 0.6 of the tokens: some choices dropped at most shapes): dispatch by gather_rows, an expert's
+// transform, the combine gathered back by slot; one_hot and negative_mask as constants in a loss.
+OP_CASE(moe_dispatch_combine, any, Value x = g.input("x", {Seq, 3}, {.grad = true});
+        Value t = g.input("t", {Seq, 2}, {.dtype = DType::index}); const Dim cap = g.derive(Sym3, Seq, 0.6);
+        Value src = expert_sources(t, 3, cap); Value slots = expert_slots(t, src, 3);
+        Value routed = reshape(tanh(reshape(gather_rows(x, src), {3, cap, 3})), {3 * cap, 3});
+        g.loss(probe_loss(g, gather_rows(routed, reshape(slots, {Seq * 2})), {x})))
+OP_CASE(one_hot_negative_mask, classes5_ignored, Value a = g.input("a", {Seq, 2, 5}, {.grad = true});
+        Value t = g.input("t", {Seq, 2}, {.dtype = DType::index}); Value w = g.input("w", {Seq, 2});
+        g.loss(probe_loss(g, a * one_hot(t, 5), {a}) + sum(negative_mask(t) * w)))
 // Rotary positions: half-split and interleaved pairs, partial rotation, explicit positions (a
 // decoding step's), the heads-first layout, and in place.
 OP_CASE(rope_half, any, Value x = g.input("x", {Batch, Seq, 2, 6}, {.grad = true}); g.loss(probe_loss(g, rope(x), {x})))

@@ -332,3 +332,39 @@ TEST_CASE("top-k orders by value, ties by index, NaN last, and scatter_add_rows 
   p.set_input("idx", std::span<const std::int32_t>(bad), {4});
   CHECK_THROWS_WITH(p.forward(), Catch::Matchers::Contains("op scatter_add_rows: index -2 at row 1 is outside [-1, 3)"));
 }
+
+constexpr auto routing = [] {
+  Builder g;
+  Value idx = g.input("idx", {Seq, 2}, {.dtype = DType::index});
+  const Dim capacity = g.derive(Sym3, Seq, 0.6);  // ceil(0.6 tokens) rows per expert, no input carries it
+  Value src = expert_sources(idx, 2, capacity);
+  Value slots = expert_slots(idx, src, 2);
+  g.output(src, "sources");
+  g.output(slots, "slots");
+  g.output(mean(negative_mask(slots)), "dropped");
+  g.output(one_hot(slots, 6), "one_hot");
+  return g;
+};
+static constexpr auto ROUTING = freeze<routing>();
+
+TEST_CASE("expert routing: first choices before second ones, in token order, dropped over a derived capacity", "[ops][values]") {
+  Program<ROUTING> p;
+  const std::vector<std::int32_t> idx{0, 1, 0, 1, 1, 0, 0, 1, 0, 1};  // 5 tokens' two experts of 2
+  p.set_input("idx", std::span<const std::int32_t>(idx), {5, 2});
+  p.forward();
+  const auto src = p.index_output("sources");  // capacity ceil(5 x 0.6) = 3
+  CHECK(std::vector<int>(src.data, src.data + src.numel) == std::vector<int>{0, 1, 3, 2, 0, 1});
+  const auto slots = p.index_output("slots");
+  CHECK(std::vector<int>(slots.data, slots.data + slots.numel) == std::vector<int>{0, 4, 1, 5, -1, 3, 2, -1, -1, -1});
+  CHECK(p.output("dropped")[0] == 0.5f);
+  const auto oh = p.output("one_hot");
+  CHECK((oh.numel == 60 && oh[4 * 6 + 0] == 0.0f && oh[1 * 6 + 4] == 1.0f));  // a dropped choice is a zero row
+  const std::vector<std::int32_t> bad{0, 1, 0, 2, 1, 0, 0, 1, 0, 1};
+  p.set_input("idx", std::span<const std::int32_t>(bad), {5, 2});
+  CHECK_THROWS_WITH(p.forward(), Catch::Matchers::Contains("op expert_sources: index 2 at row 1 is outside [0, 2)"));
+  const std::vector<std::int32_t> one{1, 0};  // one token: the capacity is at least 1
+  p.set_input("idx", std::span<const std::int32_t>(one), {1, 2});
+  p.forward();
+  const auto src1 = p.index_output("sources");
+  CHECK(std::vector<int>(src1.data, src1.data + src1.numel) == std::vector<int>{0, 0});
+}

@@ -371,3 +371,22 @@ TEST_CASE("long grid values give folder names within the file system's limits, d
   CHECK(da.string().size() <= 130);
   CHECK(da != db);
 }
+
+TEST_CASE("one at a time: the baseline, then each key's other values alone", "[ablation]") {
+  const fs::path dir = ctgrad::testing::scratch("one_at_a_time");
+  ab::StudyOptions o{.name = "ofat", .grid = {{"pos", {"learned", "rope"}}, {"act", {"gelu", "swiglu", "relu"}}, {"bias", {"true"}}},
+                     .one_at_a_time = true, .seeds = 2, .dir = dir};
+  {
+    const ab::Study s(o);
+    std::vector<std::string> configs;
+    for (std::size_t i = 0; i < s.runs().size(); i += 2) configs.push_back(s.runs()[i].config);
+    CHECK(configs == std::vector<std::string>{"pos=learned,act=gelu,bias=true", "pos=rope", "act=swiglu", "act=relu"});
+    CHECK(s.runs().size() == 8);
+    const ab::RunSpec& relu = s.runs()[6];  // every key's value is set: the others at the baseline's
+    CHECK((relu.value("pos") == "learned" && relu.value("act") == "relu" && relu.value("bias") == "true" && relu.seed == 1));
+    // The design is part of the study: the same keys as a grid are another study in that folder.
+    s.prepare();
+  }  // (its lock released)
+  o.one_at_a_time = false;
+  CHECK_THROWS_WITH(ab::Study(o).prepare(), Contains("holds another study"));
+}
