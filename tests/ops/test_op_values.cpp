@@ -355,10 +355,11 @@ TEST_CASE("expert routing: first choices before second ones, in token order, dro
   const auto src = p.index_output("sources");  // capacity ceil(5 x 0.6) = 3
   CHECK(std::vector<int>(src.data, src.data + src.numel) == std::vector<int>{0, 1, 3, 2, 0, 1});
   const auto slots = p.index_output("slots");
-  CHECK(std::vector<int>(slots.data, slots.data + slots.numel) == std::vector<int>{0, 4, 1, 5, -1, 3, 2, -1, -1, -1});
-  CHECK(p.output("dropped")[0] == 0.5f);
+  CHECK(std::vector<int>(slots.data, slots.data + slots.numel) == std::vector<int>{0, 4, 1, 5, 3, -1, 2, -1, -1, -1});
+  CHECK(p.output("dropped")[0] == 0.4f);  // token 2's second choice, token 3's, both of token 4's
   const auto oh = p.output("one_hot");
-  CHECK((oh.numel == 60 && oh[4 * 6 + 0] == 0.0f && oh[1 * 6 + 4] == 1.0f));  // a dropped choice is a zero row
+  CHECK((oh.numel == 60 && oh[4 * 6 + 3] == 1.0f && oh[1 * 6 + 4] == 1.0f));
+  for (int c = 0; c < 6; ++c) CHECK(oh[5 * 6 + c] == 0.0f);  // a dropped choice is a zero row
   const std::vector<std::int32_t> bad{0, 1, 0, 2, 1, 0, 0, 1, 0, 1};
   p.set_input("idx", std::span<const std::int32_t>(bad), {5, 2});
   CHECK_THROWS_WITH(p.forward(), Catch::Matchers::Contains("op expert_sources: index 2 at row 1 is outside [0, 2)"));
