@@ -45,6 +45,7 @@ namespace ctgrad::cli {
 
 int ablate(const std::vector<std::string>& args);               // apps/ablate.cpp
 int average_checkpoints(const std::vector<std::string>& args);  // apps/average.cpp
+int data_command(const std::vector<std::string>& args);         // apps/data_command.cpp
 
 namespace {
 
@@ -92,6 +93,8 @@ int usage(const Task* t, FILE* out = stdout) {
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
+              "  data ende       [--sources ddtp,libreoffice] [--placeholders keep|drop] [--dir DIR] [--out DIR]   the EN-DE corpus from\n"
+              "                  Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
               "  help [<model>]  this text, or a model's commands, config keys and options\n\n"
               "exit codes: 0 done, 1 a runtime failure (or an ablation study left incomplete), 2 bad input, 3 training diverged,\n"
               "  124 a data-parallel rank heard nothing from the others for CTGRAD_MPI_TIMEOUT seconds, 130 interrupted (after saving)\n\nmodels:\n");
@@ -478,6 +481,7 @@ int main(int argc, char** argv) {
     for (const char* var : {"CTGRAD_CACHE", "XDG_CACHE_HOME", "HOME"})
       if (const char* v = std::getenv(var)) one_line(var, v);
     if (argc > 1 && std::string(argv[1]) == "ablate") return ablate(std::vector<std::string>(argv + 1, argv + argc));
+    if (argc > 1 && std::string(argv[1]) == "data") return data_command(std::vector<std::string>(argv + 1, argv + argc));
     if (argc > 1 && std::string(argv[1]) == "average-checkpoints") return average_checkpoints(std::vector<std::string>(argv + 1, argv + argc));
     const Args a = parse(argc, argv);
     if (a.command.empty() && !a.help) return usage(nullptr, stderr), 2;

@@ -8,9 +8,11 @@
 namespace ctgrad {
 namespace {
 
-// out = f(a, b) with broadcasting; equal shapes go through the SIMD table's kernel `op`.
+// out = f(a, b) with broadcasting; equal shapes go through the SIMD table's kernel `op`. The
+// reference (the scalar table) takes the general broadcast path for every broadcast.
 template <class T, class F>
 void binary(const OpArgs& a, F f, int op, const simd::Table& table = simd::best()) {
+  const bool reference = &table != &simd::best();
   const TensorRef &x = a.in[0], &y = a.in[1], &o = a.out;
   const T *px = x.as<T>(), *py = y.as<T>();
   T* po = o.as<T>();
@@ -24,6 +26,24 @@ void binary(const OpArgs& a, F f, int op, const simd::Table& table = simd::best(
                      [&](std::int64_t b, std::int64_t e) {
                        for (std::int64_t r = b; r < e; ++r) k(px + r * inner, py, po + r * inner, inner);
                      });
+  } else if (std::int64_t inner = 0; !reference && ((kernel::same_dims(x, o) && (inner = kernel::row_broadcast(y, o)) > 0) ||
+                                                     (kernel::same_dims(y, o) && (inner = kernel::row_broadcast(x, o)) > 0))) {
+    // One operand a scalar per row of `inner` elements (a gate, a mask column): row by row.
+    const bool x_full = kernel::same_dims(x, o) && kernel::row_broadcast(y, o) == inner;
+    kernel::parallel(o.numel / inner, std::max<std::int64_t>(1, kernel::grain_for() / inner), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        T* out = po + r * inner;
+        if (x_full) {
+          const T* xr = px + r * inner;
+          const T v = py[r];
+          for (std::int64_t j = 0; j < inner; ++j) out[j] = f(xr[j], v);
+        } else {
+          const T* yr = py + r * inner;
+          const T v = px[r];
+          for (std::int64_t j = 0; j < inner; ++j) out[j] = f(v, yr[j]);
+        }
+      }
+    });
   } else {
     auto sx = kernel::broadcast_strides(x, o), sy = kernel::broadcast_strides(y, o);
     kernel::parallel(o.numel, kernel::grain_for(4), [&](std::int64_t b, std::int64_t e) {
@@ -99,6 +119,23 @@ void MulOp::vjp(const OpArgs& a) {
     const TensorRef& other = a.in[1 - k];
     const T* po = other.as<T>();
     if (kernel::same_dims(other, a.out) && same_shape_axpy<T>(a, k, 1.0, po)) continue;
+    if (const std::int64_t inner = kernel::row_broadcast(other, a.out); inner > 1 && kernel::same_dims(a.gin[k], a.out)) {
+      // gin = g times a per-row scalar: row by row.
+      T* gx = a.gin[k].as<T>();
+      const bool assign = a.assign(k);
+      kernel::parallel(a.out.numel / inner, std::max<std::int64_t>(1, kernel::grain_for() / inner), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t r = b; r < e; ++r) {
+          const T v = po[r];
+          const T* gr = g + r * inner;
+          T* d = gx + r * inner;
+          if (assign)
+            for (std::int64_t j = 0; j < inner; ++j) d[j] = gr[j] * v;
+          else
+            for (std::int64_t j = 0; j < inner; ++j) d[j] += gr[j] * v;
+        }
+      });
+      continue;
+    }
     if (kernel::same_dims(other, a.out)) {
       kernel::reduce_broadcast<T>(a.gin[k], a.out, [&](std::int64_t i) { return g[i] * po[i]; }, a.assign(k));
     } else {

@@ -57,12 +57,26 @@ void reduce_forward(const OpArgs& a, const Split s, bool mean, const simd::Table
     });
     return;
   }
-  kernel::parallel(s.outer * s.inner, grain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t o = b; o < e; ++o) {
+  if (!parallel) {  // the reference: each output element on its own
+    for (std::int64_t o = 0; o < s.outer * s.inner; ++o) {
       const std::int64_t i0 = o / s.inner, j = o % s.inner;
       T acc = 0;
       for (std::int64_t r = 0; r < s.len; ++r) acc += x[(i0 * s.len + r) * s.inner + j];
       y[o] = acc * norm;
+    }
+    return;
+  }
+  // A middle axis: the output row of `inner` elements accumulates the len input rows in order
+  // (each element's sum in the same order as one at a time), contiguous and vectorised.
+  kernel::parallel(s.outer, std::max<std::int64_t>(1, kernel::grain_for(s.len * s.inner)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i0 = b; i0 < e; ++i0) {
+      T* yr = y + i0 * s.inner;
+      const T* xr = x + i0 * s.len * s.inner;
+      std::fill_n(yr, s.inner, T(0));
+      for (std::int64_t r = 0; r < s.len; ++r)
+        for (std::int64_t j = 0; j < s.inner; ++j) yr[j] += xr[r * s.inner + j];
+      if (mean)
+        for (std::int64_t j = 0; j < s.inner; ++j) yr[j] *= norm;
     }
   });
 }
@@ -73,10 +87,16 @@ void reduce_vjp(const OpArgs& a, const Split s, bool mean) {
   T* gx = a.gin[0].as<T>();
   const T norm = mean ? T(1) / T(s.len) : T(1);
   const bool assign = a.assign(0);
-  kernel::parallel(a.in[0].numel, kernel::grain_for(), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
-      const std::int64_t o = (i / (s.len * s.inner)) * s.inner + i % s.inner;
-      gx[i] = (assign ? T(0) : gx[i]) + g[o] * norm;
+  // Row by row: input row (i0, r) takes output row i0 (a scalar when inner is 1).
+  const std::int64_t rows = s.outer * s.len;
+  kernel::parallel(rows, std::max<std::int64_t>(1, kernel::grain_for(s.inner)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t q = b; q < e; ++q) {
+      const T* gr = g + (q / s.len) * s.inner;
+      T* d = gx + q * s.inner;
+      if (assign)
+        for (std::int64_t j = 0; j < s.inner; ++j) d[j] = gr[j] * norm;
+      else
+        for (std::int64_t j = 0; j < s.inner; ++j) d[j] += gr[j] * norm;
     }
   });
 }

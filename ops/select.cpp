@@ -17,6 +17,35 @@ void check_index(const char* op, std::int64_t row, std::int32_t i, std::int64_t 
                             " is outside [" + std::to_string(lo) + ", " + std::to_string(n) + ")");
 }
 
+// out[idx[i]] += src[i] for every row with idx[i] >= 0. Column blocks in parallel; within one, the
+// rows in order: a row hit twice adds in a fixed order (bitwise on any thread count).
+template <class T>
+void scatter_add(T* out, const T* src, const std::int32_t* idx, std::int64_t n, std::int64_t d) {
+  kernel::parallel(d, 64, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t i = 0; i < n; ++i)
+      if (idx[i] >= 0)
+        for (std::int64_t c = c0; c < c1; ++c) out[idx[i] * d + c] += src[i * d + c];
+  });
+}
+
+// dst[i] = table[idx[i]] (a zero row where idx[i] is -1), or added to dst[i] when `add`.
+template <class T>
+void gather(T* dst, const T* table, const std::int32_t* idx, std::int64_t n, std::int64_t d, bool add) {
+  kernel::parallel(n, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(d, 1)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      T* y = dst + i * d;
+      if (add) {
+        if (idx[i] >= 0)
+          for (std::int64_t c = 0; c < d; ++c) y[c] += table[idx[i] * d + c];
+      } else if (idx[i] >= 0) {
+        std::copy_n(table + idx[i] * d, d, y);
+      } else {
+        std::fill_n(y, d, T(0));
+      }
+    }
+  });
+}
+
 }  // namespace
 
 template <class T>
@@ -85,12 +114,7 @@ void ScatterAddRowsOp::forward(const OpArgs& a) {
   T* out = a.out.as<T>();
   for (std::int64_t i = 0; i < n; ++i) check_index(name, i, idx[i], -1, rows);
   std::fill_n(out, rows * d, T(0));
-  // Column blocks in parallel; within one, the rows in order: each sum is added in a fixed order.
-  kernel::parallel(d, 64, [&](std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t i = 0; i < n; ++i)
-      if (idx[i] >= 0)
-        for (std::int64_t c = c0; c < c1; ++c) out[idx[i] * d + c] += src[i * d + c];
-  });
+  scatter_add(out, src, idx, n, d);
 }
 
 template <class T>
@@ -100,14 +124,7 @@ void ScatterAddRowsOp::vjp(const OpArgs& a) {
   const std::int64_t n = a.in[0].size(0), d = a.in[0].size(1);
   const std::int32_t* idx = a.in[1].as<std::int32_t>();
   const T* g = a.gout->as<T>();
-  const bool assign = a.assign(0);
-  kernel::parallel(n, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(d, 1)), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i)
-      for (std::int64_t c = 0; c < d; ++c) {
-        const T v = idx[i] >= 0 ? g[idx[i] * d + c] : T(0);
-        gs[i * d + c] = assign ? v : gs[i * d + c] + v;
-      }
-  });
+  gather(gs, g, idx, n, d, !a.assign(0));
 }
 
 template <class T>
@@ -117,11 +134,7 @@ void GatherRowsOp::forward(const OpArgs& a) {
   const std::int32_t* idx = a.in[1].as<std::int32_t>();
   T* y = a.out.as<T>();
   for (std::int64_t i = 0; i < n; ++i) check_index(name, i, idx[i], -1, R);
-  kernel::parallel(n, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(d, 1)), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i)
-      if (idx[i] >= 0) std::copy_n(table + idx[i] * d, d, y + i * d);
-      else std::fill_n(y + i * d, d, T(0));
-  });
+  gather(y, table, idx, n, d, false);
 }
 
 template <class T>
@@ -131,12 +144,7 @@ void GatherRowsOp::vjp(const OpArgs& a) {
   const std::int64_t d = a.in[0].size(1), n = a.in[1].numel;
   const std::int32_t* idx = a.in[1].as<std::int32_t>();
   const T* g = a.gout->as<T>();
-  // Column blocks in parallel; within one, i in order: a row gathered twice adds in a fixed order.
-  kernel::parallel(d, 64, [&](std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t i = 0; i < n; ++i)
-      if (idx[i] >= 0)
-        for (std::int64_t c = c0; c < c1; ++c) gt[idx[i] * d + c] += g[i * d + c];
-  });
+  scatter_add(gt, g, idx, n, d);
 }
 
 template <class T>

@@ -116,6 +116,25 @@ inline bool is_suffix(const TensorRef& t, const TensorRef& out) {
   return true;
 }
 
+// When t broadcast to out repeats each of its elements over `inner` consecutive output elements
+// (t is out with trailing dims set to 1: a per-row scale such as a gate [N, k, 1] on [N, k, d]),
+// that count; else 0 (and 1 for equal shapes).
+inline std::int64_t row_broadcast(const TensorRef& t, const TensorRef& out) {
+  if (t.numel <= 0 || out.numel % t.numel) return 0;
+  std::int64_t inner = 1;
+  int i = out.rank - 1;
+  for (; i >= 0; --i) {  // the trailing dims t has as 1
+    const int ti = t.rank - out.rank + i;
+    if ((ti >= 0 ? t.dim[static_cast<std::size_t>(ti)] : 1) != 1) break;
+    inner *= out.dim[static_cast<std::size_t>(i)];
+  }
+  for (; i >= 0; --i) {  // the leading dims t has in full
+    const int ti = t.rank - out.rank + i;
+    if ((ti >= 0 ? t.dim[static_cast<std::size_t>(ti)] : 1) != out.dim[static_cast<std::size_t>(i)]) return 0;
+  }
+  return t.numel * inner == out.numel ? inner : 0;
+}
+
 // target[t] += sum over the broadcast dims of f(out_flat_index), for target broadcast to `out`
 // (assign: target[t] = that sum).
 // Each target element is summed in a fixed order by one task: deterministic for any thread count.
@@ -138,6 +157,16 @@ void reduce_broadcast(const TensorRef& target, const TensorRef& out, F&& f, bool
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = b; j < e; ++j) acc[j - b] += f(r * inner + j);
       for (std::int64_t j = b; j < e; ++j) dst[j] = assign ? acc[j - b] : dst[j] + acc[j - b];
+    });
+    return;
+  }
+  if (const std::int64_t inner = row_broadcast(target, out); inner > 1) {  // row sums, each in order
+    parallel(target.numel, std::max<std::int64_t>(1, grain_for(inner)), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) {
+        T acc = 0;
+        for (std::int64_t j = 0; j < inner; ++j) acc += f(t * inner + j);
+        dst[t] = assign ? acc : dst[t] + acc;
+      }
     });
     return;
   }

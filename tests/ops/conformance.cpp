@@ -89,6 +89,11 @@ OP_CASE(sub_bias_wide, any, Value a = g.input("a", {Batch, 130}, {.grad = true})
         Value b = g.input("b", {130}, {.grad = true}); g.loss(probe_loss(g, sub(a, b), {a, b})))
 OP_CASE(mul_broadcast, any, Value a = g.input("a", {Batch, Seq}, {.grad = true});
         Value b = g.input("b", {Seq}, {.grad = true}); g.loss(probe_loss(g, mul(a, b), {a, b})))
+// A per-row scalar (a gate [N, k, 1] on [N, k, d]): the row-by-row paths, either operand.
+OP_CASE(mul_row_scale, any, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
+        Value b = g.input("b", {Batch, Seq, 1}, {.grad = true}); g.loss(probe_loss(g, mul(a, b), {a, b})))
+OP_CASE(sub_row_scalar_first, any, Value a = g.input("a", {Batch, Seq, 5}, {.grad = true});
+        Value b = g.input("b", {Batch, Seq, 1}, {.grad = true}); g.loss(probe_loss(g, sub(b, a), {a, b})))
 OP_CASE(mul_self, any, Value a = g.input("a", {Batch, 3}, {.grad = true}); g.loss(probe_loss(g, mul(a, a), {a})))
 OP_CASE(add_bias_wide, any, Value a = g.input("a", {Batch, 130}, {.grad = true});
         Value b = g.input("b", {130}, {.grad = true}); g.loss(probe_loss(g, add(a, b), {a, b})))

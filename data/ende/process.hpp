@@ -1,0 +1,24 @@
+// Running the Debian tools the EN-DE corpus builder needs (apt-get, dpkg-deb, tar) without a
+// shell: the arguments go to the program as they are, so a package or file name is never parsed
+// as shell syntax.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ctgrad::data::ende {
+
+struct Ran {
+  int status = 0;      // the exit code (128 + the signal when killed)
+  std::string output;  // standard output and error, together
+};
+
+// argv[0] is looked up on PATH; `cwd` (empty: this one) is the child's working folder. Throws
+// data_error when the program cannot be started; its exit status is the caller's to judge.
+Ran run_program(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {});
+
+// As run_program, and a non-zero exit is a data_error naming `what`, the status and the end of the
+// output, on one line.
+std::string run_checked(const std::vector<std::string>& argv, const std::string& what, const std::filesystem::path& cwd = {});
+
+}  // namespace ctgrad::data::ende
