@@ -93,8 +93,8 @@ int usage(const Task* t, FILE* out = stdout) {
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
-              "  data ende       [--sources ddtp,libreoffice] [--placeholders keep|drop] [--dir DIR] [--out DIR]   the EN-DE corpus from\n"
-              "                  Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
+              "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR]\n"
+              "                  the EN-DE corpus from Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
               "  help [<model>]  this text, or a model's commands, config keys and options\n\n"
               "exit codes: 0 done, 1 a runtime failure (or an ablation study left incomplete), 2 bad input, 3 training diverged,\n"
               "  124 a data-parallel rank heard nothing from the others for CTGRAD_MPI_TIMEOUT seconds, 130 interrupted (after saving)\n\nmodels:\n");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <set>
 #include <vector>
 
 namespace ctgrad::data::ende {
@@ -51,18 +52,31 @@ fs::path ende_dir() {
   return fs::path(d && *d ? d : "/var/cache/ctgrad") / "ende";
 }
 
+namespace {
+// apt-get update into the private lists, with the i18n and (when asked) the Contents indices.
+void update_lists(const fs::path& dir, bool contents, const std::string& what) {
+  const fs::path lists = dir / "apt" / "lists", cache = dir / "apt" / "cache";
+  fs::create_directories(lists / "partial");
+  fs::create_directories(cache / "archives" / "partial");
+  std::vector<std::string> argv{"apt-get", "update", "-qq", "-o", "Dir::State::Lists=" + lists.string(), "-o", "Dir::Cache=" + cache.string(),
+                                "-o", "Acquire::Languages=de,en", "-o", "Acquire::GzipIndexes=false"};
+  if (contents)
+    for (const char* o : {"Acquire::IndexTargets::deb::Contents-deb::MetaKey=$(COMPONENT)/Contents-$(ARCHITECTURE)",
+                          "Acquire::IndexTargets::deb::Contents-deb::ShortDescription=Contents-$(ARCHITECTURE)",
+                          "Acquire::IndexTargets::deb::Contents-deb::Description=$(RELEASE)/$(COMPONENT) $(ARCHITECTURE) Contents (deb)"})
+      argv.insert(argv.end(), {"-o", o});
+  run_checked(argv, what);
+}
+}  // namespace
+
 DdtpFiles fetch_ddtp(const fs::path& dir, const Log& log) {
   const fs::path out = dir / "ddtp";
   DdtpFiles f{out / "Translation-en", out / "Translation-de"};
   std::error_code ec;
   if (fs::is_regular_file(f.en, ec) && fs::is_regular_file(f.de, ec)) return f;
-  const fs::path lists = dir / "apt" / "lists", cache = dir / "apt" / "cache";
-  fs::create_directories(lists / "partial");
-  fs::create_directories(cache / "archives" / "partial");
+  const fs::path lists = dir / "apt" / "lists";
   log("ddtp: apt-get update into " + lists.string() + " (the package descriptions in English and German)");
-  run_checked({"apt-get", "update", "-qq", "-o", "Dir::State::Lists=" + lists.string(), "-o", "Dir::Cache=" + cache.string(), "-o",
-               "Acquire::Languages=de,en", "-o", "Acquire::GzipIndexes=false"},
-              "apt-get update (for the DDTP translations)");
+  update_lists(dir, false, "apt-get update (for the DDTP translations)");
   for (const auto& [lang, target] : {std::pair<std::string, fs::path>{"en", f.en}, {"de", f.de}}) {
     std::vector<fs::path> parts;
     for (const auto& e : fs::directory_iterator(lists)) {
@@ -114,6 +128,112 @@ fs::path fetch_package(const fs::path& dir, const std::string& name, const Log& 
   fs::rename(partial, root);
   checkpoint::write_atomically(done, deb.filename().string() + "\n");
   return root;
+}
+
+std::vector<std::string> packages_with_german_catalogues(const fs::path& dir, const Log& log) {
+  const fs::path lists = dir / "apt" / "lists", list = dir / "gettext-packages";
+  std::error_code ec;
+  if (!fs::is_regular_file(list, ec)) {
+    log("gettext: apt-get update with the Contents indices into " + lists.string() + " (which packages ship German catalogues)");
+    update_lists(dir, true, "apt-get update (for the Contents indices)");
+    std::vector<fs::path> indices;
+    for (const auto& e : fs::directory_iterator(lists)) {
+      const std::string n = e.path().filename().string();
+      if (e.is_regular_file() && n.find("_main_Contents-") != std::string::npos) indices.push_back(e.path());
+    }
+    if (indices.empty()) throw data_error("ctgrad: apt-get update gave no Contents index in " + lists.string());
+    std::set<std::string> found;
+    const std::string prefix = "usr/share/locale/de/LC_MESSAGES/";
+    for (const auto& idx : indices) {
+      // Lines "path<spaces>section/package,section/package"; the lists may be compressed (lz4): apt's helper reads either.
+      std::string carry;
+      auto line = [&](std::string_view l) {
+        if (l.rfind(prefix, 0) != 0) return;
+        const std::size_t sp = l.find_last_of(" \t");
+        if (sp == std::string_view::npos || l.substr(0, sp).find(".mo") == std::string_view::npos) return;
+        std::string_view owners = l.substr(sp + 1);
+        while (!owners.empty()) {
+          const std::size_t comma = std::min(owners.find(','), owners.size());
+          const std::string_view o = owners.substr(0, comma);
+          const std::size_t slash = o.rfind('/');
+          const std::string name(slash == std::string_view::npos ? o : o.substr(slash + 1));
+          if (package_name(name)) found.insert(name);
+          owners.remove_prefix(std::min(comma + 1, owners.size()));
+        }
+      };
+      const Ran r = run_program({"/usr/lib/apt/apt-helper", "cat-file", idx.string()}, {}, [&](std::string_view chunk) {
+        carry.append(chunk);
+        std::size_t start = 0, nl;
+        while ((nl = carry.find('\n', start)) != std::string::npos) {
+          line(std::string_view(carry).substr(start, nl - start));
+          start = nl + 1;
+        }
+        carry.erase(0, start);
+      });
+      if (r.status != 0) throw data_error("ctgrad: cannot read the Contents index " + idx.string() + " (apt-helper cat-file: ..." + one_line_tail(r.output) + ")");
+    }
+    std::string text;
+    for (const auto& n : found) text += n + "\n";
+    checkpoint::write_atomically(list, text);
+    for (const auto& idx : indices) fs::remove(idx, ec);  // hundreds of megabytes, read once: the list is what is kept
+  }
+  std::vector<std::string> out;
+  const std::string text = read_all(list);
+  for (std::size_t a = 0; a < text.size();) {
+    const std::size_t b = std::min(text.find('\n', a), text.size());
+    if (b > a) out.push_back(text.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, fs::path>> fetch_catalogues(const fs::path& dir, const std::vector<std::string>& packages, const Log& log) {
+  const fs::path root = dir / "catalogues", staging = dir / "debs" / ".partial-catalogues";
+  std::vector<std::pair<std::string, fs::path>> have;
+  std::vector<std::string> todo;
+  std::error_code ec;
+  for (const auto& p : packages) {
+    if (!package_name(p)) throw data_error("ctgrad: '" + p + "' is not a Debian package name");
+    if (fs::exists(root / p / ".ctgrad-complete", ec)) have.emplace_back(p, root / p);
+    else todo.push_back(p);
+  }
+  if (!todo.empty()) log("gettext: " + std::to_string(have.size()) + " packages' catalogues already here, " + std::to_string(todo.size()) + " to download");
+  constexpr std::size_t kBatch = 40;
+  std::size_t missing = 0;
+  for (std::size_t b = 0; b < todo.size(); b += kBatch) {
+    const std::vector<std::string> batch(todo.begin() + std::ptrdiff_t(b), todo.begin() + std::ptrdiff_t(std::min(todo.size(), b + kBatch)));
+    fs::remove_all(staging);
+    fs::create_directories(staging);
+    std::vector<std::string> argv{"apt-get", "download", "-q"};
+    argv.insert(argv.end(), batch.begin(), batch.end());
+    if (run_program(argv, staging).status != 0)  // one name apt cannot get fails the batch: then one by one
+      for (const auto& p : batch)
+        if (downloaded(staging, p).empty() && run_program({"apt-get", "download", "-q", p}, staging).status != 0) {
+          log("gettext: cannot get " + p + " (apt-get download failed): left out");
+          ++missing;
+        }
+    for (const auto& p : batch) {
+      const fs::path deb = downloaded(staging, p);
+      if (deb.empty()) continue;
+      const fs::path partial = root / ("." + p + ".partial");
+      fs::remove_all(partial);
+      fs::create_directories(partial);
+      const Ran r = run_pipeline({"dpkg-deb", "--fsys-tarfile", deb.string()},
+                                 {"tar", "-x", "-C", partial.string(), "--wildcards", "--no-same-owner", "./usr/share/locale/de/LC_MESSAGES/*.mo"});
+      if (r.status != 0 && r.output.find("Not found in archive") == std::string::npos)
+        throw data_error("ctgrad: cannot unpack the catalogues of " + deb.filename().string() + ": ..." + one_line_tail(r.output));
+      fs::remove(deb);
+      fs::remove_all(root / p);
+      fs::rename(partial, root / p);
+      checkpoint::write_atomically(root / p / ".ctgrad-complete", deb.filename().string() + "\n");
+      have.emplace_back(p, root / p);
+    }
+    log("gettext: " + std::to_string(std::min(todo.size(), b + kBatch)) + "/" + std::to_string(todo.size()) + " packages downloaded and unpacked");
+  }
+  fs::remove_all(staging);
+  if (missing) log("gettext: " + std::to_string(missing) + " packages could not be had");
+  std::sort(have.begin(), have.end());
+  return have;
 }
 
 }  // namespace ctgrad::data::ende

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ctgrad::data::ende {
 
@@ -22,5 +24,15 @@ DdtpFiles fetch_ddtp(const std::filesystem::path& dir, const Log& log);
 // The unpacked file tree of package `name` (dir/unpacked/<name>). A name that is not a Debian
 // package name, or a package apt cannot get, is a data_error saying so.
 std::filesystem::path fetch_package(const std::filesystem::path& dir, const std::string& name, const Log& log);
+
+// The packages that ship a German gettext catalogue (usr/share/locale/de/LC_MESSAGES/*.mo), from
+// the archive's Contents indices (fetched by apt-get update into the private list folder), sorted.
+std::vector<std::string> packages_with_german_catalogues(const std::filesystem::path& dir, const Log& log);
+
+// The German catalogues of each package, only those, in dir/catalogues/<package>/ (downloaded in
+// batches, each .deb removed once its catalogues are out: the cache keeps megabytes, not the
+// packages' gigabytes). Returns the folders of the packages that could be had, and logs the rest.
+std::vector<std::pair<std::string, std::filesystem::path>> fetch_catalogues(const std::filesystem::path& dir, const std::vector<std::string>& packages,
+                                                                            const Log& log);
 
 }  // namespace ctgrad::data::ende

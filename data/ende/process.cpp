@@ -13,42 +13,102 @@ extern char** environ;
 
 namespace ctgrad::data::ende {
 
-Ran run_program(const std::vector<std::string>& argv, const std::filesystem::path& cwd) {
-  if (argv.empty()) throw data_error("ctgrad: run_program: no program");
-  int out[2];
-  if (::pipe(out) != 0) throw data_error("ctgrad: cannot make a pipe for " + argv[0] + ": " + std::strerror(errno));
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);  // never waits on a prompt
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-  posix_spawn_file_actions_addclose(&fa, out[1]);
-  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+namespace {
+
+std::vector<char*> c_args(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  return args;
+}
+
+// Starts argv with `in` as its standard input (-1: /dev/null), `out` as its standard output and
+// `err` as its standard error; `close_fds` are closed in the child.
+pid_t spawn(const std::vector<std::string>& argv, const std::filesystem::path& cwd, int in, int out, int err, std::initializer_list<int> close_fds) {
+  if (argv.empty()) throw data_error("ctgrad: run_program: no program");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (in < 0) posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);  // never waits on a prompt
+  else posix_spawn_file_actions_adddup2(&fa, in, 0);
+  posix_spawn_file_actions_adddup2(&fa, out, 1);
+  posix_spawn_file_actions_adddup2(&fa, err, 2);
+  for (int fd : close_fds) posix_spawn_file_actions_addclose(&fa, fd);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  auto args = c_args(argv);
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  ::close(out[1]);
-  if (rc != 0) {
-    ::close(out[0]);
-    throw data_error("ctgrad: cannot run " + argv[0] + ": " + std::strerror(rc));
-  }
-  Ran r;
-  char buf[1 << 15];
-  for (;;) {
-    const ssize_t n = ::read(out[0], buf, sizeof buf);
-    if (n > 0) r.output.append(buf, std::size_t(n));
-    else if (n < 0 && errno == EINTR) continue;
-    else break;
-  }
-  ::close(out[0]);
+  if (rc != 0) throw data_error("ctgrad: cannot run " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int wait_status(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+void make_pipe(int fds[2], const std::string& what) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw data_error("ctgrad: cannot make a pipe for " + what + ": " + std::strerror(errno));
+}
+
+// Reads fd to its end into `text`, or into sink (text keeping the last 4 KB).
+void drain(int fd, std::string& text, const Sink& sink) {
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (!sink) {
+      text.append(buf, std::size_t(n));
+      continue;
+    }
+    sink(std::string_view(buf, std::size_t(n)));
+    text.append(buf, std::size_t(n));
+    if (text.size() > 8192) text.erase(0, text.size() - 4096);
+  }
+}
+
+}  // namespace
+
+Ran run_program(const std::vector<std::string>& argv, const std::filesystem::path& cwd, const Sink& sink) {
+  int out[2];
+  make_pipe(out, argv.empty() ? "" : argv[0]);
+  pid_t pid = 0;
+  try {
+    pid = spawn(argv, cwd, -1, out[1], out[1], {});
+  } catch (...) {
+    ::close(out[0]), ::close(out[1]);
+    throw;
+  }
+  ::close(out[1]);
+  Ran r;
+  drain(out[0], r.output, sink);
+  ::close(out[0]);
+  r.status = wait_status(pid);
+  return r;
+}
+
+Ran run_pipeline(const std::vector<std::string>& first, const std::vector<std::string>& second, const std::filesystem::path& cwd) {
+  int link[2], out[2];
+  make_pipe(link, first.empty() ? "" : first[0]);
+  make_pipe(out, second.empty() ? "" : second[0]);
+  pid_t a = -1, b = -1;
+  try {
+    a = spawn(first, cwd, -1, link[1], out[1], {});
+    b = spawn(second, cwd, link[0], out[1], out[1], {});
+  } catch (...) {
+    for (int fd : {link[0], link[1], out[0], out[1]}) ::close(fd);
+    if (a > 0) wait_status(a);
+    throw;
+  }
+  for (int fd : {link[0], link[1], out[1]}) ::close(fd);
+  Ran r;
+  drain(out[0], r.output, {});
+  ::close(out[0]);
+  const int sa = wait_status(a), sb = wait_status(b);
+  r.status = sa != 0 ? sa : sb;
   return r;
 }
 

@@ -3,7 +3,9 @@
 // as shell syntax.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ctgrad::data::ende {
@@ -15,7 +17,15 @@ struct Ran {
 
 // argv[0] is looked up on PATH; `cwd` (empty: this one) is the child's working folder. Throws
 // data_error when the program cannot be started; its exit status is the caller's to judge.
-Ran run_program(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {});
+// With a `sink`, standard output goes to it as it comes (Ran::output keeps only its last 4 KB and
+// standard error, for messages): an index of hundreds of megabytes is read, never held.
+using Sink = std::function<void(std::string_view)>;
+Ran run_program(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {}, const Sink& sink = {});
+
+// first | second: the first's standard output is the second's input; the status is the first
+// failure's (the first program's when both fail), the output both programs' standard error and the
+// second's standard output.
+Ran run_pipeline(const std::vector<std::string>& first, const std::vector<std::string>& second, const std::filesystem::path& cwd = {});
 
 // As run_program, and a non-zero exit is a data_error naming `what`, the status and the end of the
 // output, on one line.

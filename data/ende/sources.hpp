@@ -29,6 +29,16 @@ std::vector<Document> ddtp_documents(const std::filesystem::path& translation_en
 // tags removed, the macOS variant of a key name dropped, entities decoded. One document per page.
 std::vector<Document> libreoffice_documents(const std::filesystem::path& en_help, const std::filesystem::path& de_help);
 
+// gettext catalogues: every .mo file in `catalogues` (the German catalogues of one package, as
+// fetch_catalogues leaves them): msgid -> msgstr (a .mo holds translated, non-fuzzy messages only),
+// the context and plural forms dropped, keyboard accelerators (_File, &File) removed, messages of
+// several lines (a --help text's layout) left out. One document per package and catalogue.
+std::vector<Document> gettext_documents(const std::filesystem::path& catalogues, const std::string& package);
+
+// A message's text without its accelerator marks: "_Save As" and "&Save As" -> "Save As" ("&&" -> "&",
+// entities such as "&amp;" left as they are).
+std::string strip_accelerators(std::string_view s);
+
 // The visible text of an HTML fragment: tags removed (<br> as a space), the contents of an element
 // of class "MAC" dropped, &amp; &lt; &gt; &quot; &apos; &nbsp; and numeric entities decoded.
 std::string html_text(std::string_view html);

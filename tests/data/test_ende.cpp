@@ -6,6 +6,7 @@
 #include "../scratch.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -24,6 +25,23 @@ namespace {
 void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << text;
+}
+// A compiled gettext catalogue (.mo, GNU gettext manual) of these messages (sorted by msgid).
+void write_mo(const fs::path& p, std::vector<std::pair<std::string, std::string>> msgs) {
+  msgs.insert(msgs.begin(), {"", "Content-Type: text/plain; charset=UTF-8\n"});
+  std::sort(msgs.begin(), msgs.end());
+  const auto n = std::uint32_t(msgs.size());
+  std::string head(28 + 16 * n, '\0'), strings;
+  auto put = [&](std::size_t at, std::uint32_t v) { std::memcpy(head.data() + at, &v, 4); };
+  put(0, 0x950412de), put(4, 0), put(8, n), put(12, 28), put(16, 28 + 8 * n), put(20, 0), put(24, 0);
+  for (int side = 0; side < 2; ++side)
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::string& t = side ? msgs[i].second : msgs[i].first;
+      put(28 + 8 * (side * n + i), std::uint32_t(t.size()));
+      put(28 + 8 * (side * n + i) + 4, std::uint32_t(head.size() + strings.size()));
+      strings += t + '\0';
+    }
+  write(p, head + strings);
 }
 }  // namespace
 
@@ -172,4 +190,35 @@ TEST_CASE("ende: programs run without a shell, and a failure says so on one line
   CHECK(r.output == "a b|$(echo x); rm -rf /|");
   CHECK_THROWS_WITH(run_checked({"false"}, "false"), Catch::Matchers::Contains("false failed (exit 1)"));
   CHECK_THROWS_AS(run_program({"/nonexistent/program"}), ctgrad::data::data_error);
+}
+
+TEST_CASE("ende: gettext catalogues give one document per package and catalogue, accelerators removed") {
+  CHECK(strip_accelerators("_Save As") == "Save As");
+  CHECK(strip_accelerators("Speichern _unter") == "Speichern unter");
+  CHECK(strip_accelerators("&File && more &amp; file_name") == "File & more &amp; file_name");
+  CHECK(strip_accelerators("Da&tei") == "Datei");
+  const fs::path dir = scratch("ende/catalogues/coreutils/usr/share/locale/de/LC_MESSAGES");
+  write_mo(dir / "coreutils.mo", {{"_Open the file.", "Datei _öffnen."},
+                                  {std::string("menu\x04Quit"), "Beenden"},
+                                  {std::string("%d file\0%d files", 16), std::string("%d Datei\0%d Dateien", 18)},
+                                  {"Usage: ls\n  -a  all", "Aufruf: ls\n  -a  alle"}});
+  const auto docs = gettext_documents(scratch("ende/catalogues/coreutils"), "coreutils");
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].source == "gettext");
+  CHECK(docs[0].id == "coreutils/coreutils");
+  std::set<std::pair<std::string, std::string>> got;
+  for (const Unit& u : docs[0].units) got.insert({u.en, u.de});
+  CHECK(got == std::set<std::pair<std::string, std::string>>{{"Open the file.", "Datei öffnen."}, {"Quit", "Beenden"}, {"%d file", "%d Datei"}});
+  CHECK(gettext_documents(scratch("ende/no such folder"), "x").empty());
+}
+
+TEST_CASE("ende: a pipeline joins two programs without a shell") {
+  const Ran r = run_pipeline({"printf", "%s\\n", "b;", "a|"}, {"sort"});
+  CHECK(r.status == 0);
+  CHECK(r.output == "a|\nb;\n");
+  CHECK(run_pipeline({"false"}, {"cat"}).status == 1);
+  std::string seen;
+  const Ran s = run_program({"printf", "x%.0s", "1", "2", "3"}, {}, [&](std::string_view c) { seen += c; });
+  CHECK(seen == "xxx");
+  CHECK(s.status == 0);
 }
