@@ -274,8 +274,9 @@ std::vector<std::string> Study::damage() const {
 }
 
 bool lower_is_better(const std::string& m) {
+  // (a mixture of experts' terms, moe.balance / moe.z / moe.dropped, are costs too)
   return m.find("loss") != std::string::npos || m.find("error") != std::string::npos || m.find("nll") != std::string::npos ||
-         m == "perplexity";
+         m == "perplexity" || m == "ce" || m.rfind("moe.", 0) == 0;
 }
 bool Study::lower_is_better() const { return ablation::lower_is_better(metric()); }
 

@@ -200,9 +200,12 @@ void Study::report() const {
     md += "\nValidation " + markdown_text(name) + " (" + (ablation::lower_is_better(name) ? "lower" : "higher") + " is better):\n\n| configuration | " + markdown_code(name) +
           " mean ± sd | vs baseline (paired) | 95% CI of the difference |\n|---|---|---|---|\n";
     rows_html += "<tr><th colspan='8' style='text-align:left'>validation " + html_escape(name) + "</th></tr>\n";
-    for (const Summary& s : per_metric[k]) {
-      const bool base = &s == &per_metric[k].front();
-      const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
+    for (std::size_t c = 0; c < per_metric[k].size(); ++c) {
+      const Summary& s = per_metric[k][c];
+      const bool base = c == 0;
+      // A configuration whose runs finished but log no such metric (a dense model's moe.balance).
+      const char* none = c < sums.size() && sums[c].n ? "not reported" : "not run";
+      const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : none;
       const std::string diff = base ? "baseline" : s.pairs ? signed_fixed(s.diff) : "";
       const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
       md += "| " + markdown_code(s.config) + " | " + mean + " | " + diff + " | " + dci + " |\n";
