@@ -1,5 +1,5 @@
-#include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/data/ende/align.hpp>
+#include <ctgrad/data/ende/process.hpp>
 #include <ctgrad/data/ende/sources.hpp>
 #include <ctgrad/data/text.hpp>
 
@@ -17,8 +17,7 @@ struct Description {
 std::string read_text(const std::filesystem::path& p) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(p, ec)) throw data_error("ctgrad: " + p.string() + " is missing (run ctgrad data ende to fetch it)");
-  const auto bytes = checkpoint::read_regular_file(p, "ctgrad: " + p.string(), std::size_t(1) << 30);
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return read_text_file(p, p.string(), std::size_t(1) << 30);
 }
 
 // Records are separated by blank lines; a field's value continues on lines that start with a space.

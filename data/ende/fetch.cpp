@@ -1,5 +1,4 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
-#include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/data/ende/fetch.hpp>
 #include <ctgrad/data/ende/process.hpp>
 #include <ctgrad/data/text.hpp>
@@ -22,13 +21,6 @@ bool package_name(const std::string& n) {
   });
 }
 
-std::string one_line_tail(const std::string& s) {
-  std::string t = s.substr(s.size() > 200 ? s.size() - 200 : 0);
-  for (char& c : t)
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-  return t;
-}
-
 // The .deb of `name` already in `debs`, if any.
 fs::path downloaded(const fs::path& debs, const std::string& name) {
   std::error_code ec;
@@ -40,10 +32,7 @@ fs::path downloaded(const fs::path& debs, const std::string& name) {
   return {};
 }
 
-std::string read_all(const fs::path& p) {
-  const auto bytes = checkpoint::read_regular_file(p, "ctgrad: " + p.string(), std::size_t(1) << 31);
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
+std::string read_all(const fs::path& p) { return read_text_file(p, p.string(), std::size_t(1) << 31); }
 
 }  // namespace
 
@@ -112,7 +101,7 @@ fs::path fetch_package(const fs::path& dir, const std::string& name, const Log& 
       run_program({"apt-get", "update", "-qq"});
       r = run_program({"apt-get", "download", "-q", name}, staging);
     }
-    if (r.status != 0) throw data_error("ctgrad: cannot get the package " + name + " (apt-get download: ..." + one_line_tail(r.output) + ")");
+    if (r.status != 0) throw data_error("ctgrad: cannot get the package " + name + " (apt-get download: ..." + output_tail(r.output) + ")");
     deb = downloaded(staging, name);
     if (deb.empty()) throw data_error("ctgrad: apt-get download " + name + " gave no .deb");
     fs::rename(deb, debs / deb.filename());
@@ -170,7 +159,7 @@ std::vector<std::string> packages_with_german_catalogues(const fs::path& dir, co
         }
         carry.erase(0, start);
       });
-      if (r.status != 0) throw data_error("ctgrad: cannot read the Contents index " + idx.string() + " (apt-helper cat-file: ..." + one_line_tail(r.output) + ")");
+      if (r.status != 0) throw data_error("ctgrad: cannot read the Contents index " + idx.string() + " (apt-helper cat-file: ..." + output_tail(r.output) + ")");
     }
     std::string text;
     for (const auto& n : found) text += n + "\n";
@@ -221,7 +210,7 @@ std::vector<std::pair<std::string, fs::path>> fetch_catalogues(const fs::path& d
       const Ran r = run_pipeline({"dpkg-deb", "--fsys-tarfile", deb.string()},
                                  {"tar", "-x", "-C", partial.string(), "--wildcards", "--no-same-owner", "./usr/share/locale/de/LC_MESSAGES/*.mo"});
       if (r.status != 0 && r.output.find("Not found in archive") == std::string::npos)
-        throw data_error("ctgrad: cannot unpack the catalogues of " + deb.filename().string() + ": ..." + one_line_tail(r.output));
+        throw data_error("ctgrad: cannot unpack the catalogues of " + deb.filename().string() + ": ..." + output_tail(r.output));
       fs::remove(deb);
       fs::remove_all(root / p);
       fs::rename(partial, root / p);

@@ -1,5 +1,5 @@
-#include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/data/ende/align.hpp>
+#include <ctgrad/data/ende/process.hpp>
 #include <ctgrad/data/ende/sources.hpp>
 #include <ctgrad/data/text.hpp>
 
@@ -117,10 +117,7 @@ std::map<std::string, std::string> elements_by_id(std::string_view page) {
   return out;
 }
 
-std::string read_page(const std::filesystem::path& p) {
-  const auto bytes = checkpoint::read_regular_file(p, "ctgrad: the help page " + p.string(), std::size_t(1) << 26);
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
+std::string read_page(const std::filesystem::path& p) { return read_text_file(p, "the help page " + p.string(), std::size_t(1) << 26); }
 
 }  // namespace
 

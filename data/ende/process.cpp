@@ -1,3 +1,4 @@
+#include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/data/ende/process.hpp>
 #include <ctgrad/data/text.hpp>
 
@@ -112,12 +113,22 @@ Ran run_pipeline(const std::vector<std::string>& first, const std::vector<std::s
   return r;
 }
 
+std::string output_tail(const std::string& output) {
+  std::string tail = output.substr(output.size() > 200 ? output.size() - 200 : 0);
+  for (char& c : tail)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  return tail;
+}
+
+std::string read_text_file(const std::filesystem::path& p, const std::string& what, std::size_t limit) {
+  const auto bytes = checkpoint::read_regular_file(p, "ctgrad: " + what, limit);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
 std::string run_checked(const std::vector<std::string>& argv, const std::string& what, const std::filesystem::path& cwd) {
   Ran r = run_program(argv, cwd);
   if (r.status != 0) {
-    std::string tail = r.output.substr(r.output.size() > 200 ? r.output.size() - 200 : 0);
-    for (char& c : tail)
-      if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    const std::string tail = output_tail(r.output);
     throw data_error("ctgrad: " + what + " failed (exit " + std::to_string(r.status) + ")" + (tail.empty() ? "" : ": ..." + tail));
   }
   return std::move(r.output);

@@ -31,4 +31,11 @@ Ran run_pipeline(const std::vector<std::string>& first, const std::vector<std::s
 // output, on one line.
 std::string run_checked(const std::vector<std::string>& argv, const std::string& what, const std::filesystem::path& cwd = {});
 
+// The last 200 characters of a program's output on one line (for an error message).
+std::string output_tail(const std::string& output);
+
+// A regular file's bytes as text, at most `limit` bytes (checkpoint::read_regular_file: a FIFO,
+// a folder or a larger file is an error starting with "ctgrad: <what>").
+std::string read_text_file(const std::filesystem::path& p, const std::string& what, std::size_t limit);
+
 }  // namespace ctgrad::data::ende
