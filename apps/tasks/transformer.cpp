@@ -21,9 +21,10 @@ Schema transformer_schema() {
   Schema s;
   s.choice("task", "translate", {"translate", "copy"}, "EN->DE translation, or the copy task", Role::model)
       .choice("size", "small", {"small", "base"}, "preset of the translation model (copy has its own)", Role::model)
-      .choice("data", "sentences", {"sentences", "ding", "ding+wesnoth"},
+      .choice("data", "sentences", {"sentences", "ding", "ding+wesnoth", "debian", "debian+ding+wesnoth"},
               "sentences: the Ding dictionary's sentence pairs (split by sentence); ding: all its pairs, phrases too, split by entry; "
-              "ding+wesnoth: and the Battle for Wesnoth's dialogue (scripts/setup_wesnoth.sh)",
+              "ding+wesnoth: and the Battle for Wesnoth's dialogue (scripts/setup_wesnoth.sh); debian: the corpus of ctgrad data ende "
+              "(labels as phrases), the Ding and Wesnoth test splits scored apart; debian+ding+wesnoth: both train",
               Role::model)
       .choice("vocab", "8000", {"4000", "8000", "16000"},
               "pieces of the shared BPE vocabulary (size=small; compiled variants: 4000 and 16000 with the preset architecture)", Role::model)
@@ -118,12 +119,13 @@ void TransformerSession::prepare() {
               c_.text("task").c_str(), v.n_layer, v.n_layer, v.d_model, v.heads, v.d_ff, describe_arch(v.arch).c_str(),
               (long long)model_->parameter_count(), model_->threads());
   if (!copy_) {
-    std::printf("EN->DE (data=%s): %lld sentence pairs and %lld dictionary phrases train (%.1f phrases per pair an epoch) / %zu validation / "
+    std::string others;
+    for (const auto& [name, set] : other_tests_) others += " + " + std::to_string(set.size()) + " " + name;
+    std::printf("EN->DE (data=%s): %lld sentence pairs and %lld phrases train (%.1f phrases per pair an epoch) / %zu validation / "
                 "%zu test sentence pairs%s, shared BPE vocabulary of %d\n",
                 c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_), c_.real("phrase_weight"),
-                val_.size(), test_.size(), wesnoth_test_.empty() ? "" : (" (+ " + std::to_string(wesnoth_test_.size()) + " Wesnoth test)").c_str(),
-                vocab_);
-    if (dropped_ > 0) std::printf("%zu of the game's pairs dropped: a side of theirs is a held-out dictionary pair's, or trains\n", dropped_);
+                val_.size(), test_.size(), others.empty() ? "" : (" (" + others.substr(3) + ")").c_str(), vocab_);
+    if (dropped_ > 0) std::printf("%zu pairs dropped: a side of theirs is a held-out pair's (or, of a game test pair, trains)\n", dropped_);
     if (c_.integer("batch_tokens") > 0) std::printf("batches of up to %lld tokens (rows x longest side)\n", (long long)c_.integer("batch_tokens"));
   }
 }

@@ -44,7 +44,7 @@ void TransformerSession::load_translation_data() {
   }
   const auto& train = corpus.train_sentences;
   dropped_ = corpus.dropped;
-  const auto &phrases = corpus.train_phrases, &validation = corpus.validation, &test = corpus.test, &wesnoth_test = corpus.wesnoth_test;
+  const auto &phrases = corpus.train_phrases, &validation = corpus.validation, &test = corpus.test;
   const fs::path model_file = ctx_.folder.file("tokenizer.model");
   if (!ctx_.from_checkpoint) {
     std::string text;  // one shared vocabulary for both languages, from the training sentences only
@@ -82,7 +82,7 @@ void TransformerSession::load_translation_data() {
   };
   val_ = encode(validation, true);
   test_ = encode(test, false);  // every test sentence counts for BLEU
-  wesnoth_test_ = encode(wesnoth_test, false);
+  for (const data::NamedPairs& t : corpus.other_tests) other_tests_.emplace_back(t.name, encode(t.pairs, false));
   if (ctx_.command != "train" && ctx_.command != "export-batches") return;  // the training pairs: for training only
   train_ = encode(train, true);
   sentences_ = std::int64_t(train_.size());

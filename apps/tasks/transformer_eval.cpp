@@ -111,10 +111,10 @@ int TransformerSession::eval(const Config& o) {
     std::printf("beam %d, a %.1f: %s  (%.1f s, %.1f sentences/s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam,
                 double(count) / t_beam);
   };
-  if (!wesnoth_test_.empty()) {
-    const std::size_t nw = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(wesnoth_test_.size(), std::size_t(c_.integer("eval_sentences")))
-                                                           : wesnoth_test_.size();
-    score(wesnoth_test_, nw, "Wesnoth test split");
+  for (const auto& [name, set] : other_tests_) {
+    const std::size_t count = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(set.size(), std::size_t(c_.integer("eval_sentences"))) : set.size();
+    score(set, count, (name + " split").c_str());
+    if (training::interrupted()) return 130;
   }
   score(test_, n, "test split");
   if (training::interrupted()) return 130;

@@ -77,9 +77,10 @@ class TransformerSession : public Session {
   std::int64_t batch_, max_len_;
   std::uint64_t seed_;
   std::unique_ptr<data::SentencePieceTokenizer> tok_;
-  std::vector<Example> train_, val_, test_, wesnoth_test_, copy_batch_;  // train_: the sentence pairs, then the phrases
+  std::vector<Example> train_, val_, test_, copy_batch_;  // train_: the sentence pairs, then the phrases
+  std::vector<std::pair<std::string, std::vector<Example>>> other_tests_;  // scored apart (data/en_de.hpp)
   std::int64_t sentences_ = 0;
-  std::size_t dropped_ = 0;  // game pairs sharing a side with the other split (data/en_de.hpp)
+  std::size_t dropped_ = 0;  // pairs sharing a side with a held-out pair (data/en_de.hpp)
   mutable std::vector<std::int64_t> phrase_order_;
   std::vector<std::vector<std::int64_t>> epoch_;
   std::vector<std::int64_t> epoch_sizes_;  // batches per epoch, as far as computed

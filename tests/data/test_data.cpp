@@ -449,11 +449,13 @@ TEST_CASE("the EN-DE corpus of the dictionary and the game: nothing of a held-ou
   const EnDeCorpus c = en_de_corpus("ding+wesnoth");  // scripts/setup.sh --tests installs both sources
   const std::vector<DingPair> pairs = ding_pairs();
   const EntrySplit dict = split_by_entry(pairs);
-  INFO(c.train_sentences.size() << " train sentences (dictionary and game), " << c.train_phrases.size() << " phrases, " << c.wesnoth_test.size()
+  INFO(c.train_sentences.size() << " train sentences (dictionary and game), " << c.train_phrases.size() << " phrases, " << c.other_tests.at(0).pairs.size()
                                 << " game test pairs, " << c.dropped << " game pairs dropped");
   CHECK(c.train_sentences.size() > dict.train_sentences.size() + 8000);  // the game's dialogue trains
   CHECK(c.test.size() == dict.test.size());                                // the dictionary's test split is unchanged
-  CHECK(c.wesnoth_test.size() > 400);
+  REQUIRE(c.other_tests.size() == 1);
+  CHECK(c.other_tests[0].name == "Wesnoth test");
+  CHECK(c.other_tests[0].pairs.size() > 400);
   CHECK(c.dropped > 0);  // 60 when written: the sources do share sides, so the filter is exercised
   std::unordered_set<std::string_view> train_en, train_de;  // views of c
   for (const auto* part : {&c.train_sentences, &c.train_phrases})
@@ -466,10 +468,72 @@ TEST_CASE("the EN-DE corpus of the dictionary and the game: nothing of a held-ou
     if (held.count(p.entry)) ++held_pairs, leaks += train_en.count(p.pair.en) + train_de.count(p.pair.de);
   CHECK(held_pairs > c.test.size() + c.validation.size());
   CHECK(leaks == 0);
-  for (const auto* part : {&c.test, &c.validation, &c.wesnoth_test})
+  for (const auto* part : {&c.test, &c.validation, &c.other_tests[0].pairs})
     for (const auto& p : *part) leaks += train_en.count(p.en) + train_de.count(p.de);
   CHECK(leaks == 0);
   CHECK_THROWS_WITH(en_de_corpus("wmt"), Catch::Matchers::Contains("unknown EN-DE data 'wmt'"));
+}
+
+// Debian's corpus mixed with the dictionary's and the game's: no side of a held-out pair of any
+// source trains (the corpora are fixtures here; the real one is `ctgrad data ende`'s download).
+TEST_CASE("the EN-DE corpus from Debian with the dictionary and the game: nothing held out trains", "[data][pairs]") {
+  EnDeCorpus base;
+  base.train_sentences = {{"The cat sleeps on the mat.", "Die Katze schläft auf der Matte."}, {"Open the file now.", "Öffne jetzt die Datei."}};
+  base.train_phrases = {{"file", "Datei"}, {"save as", "speichern unter"}};
+  base.validation = {{"Where is the station?", "Wo ist der Bahnhof?"}};
+  base.test = {{"I like green tea.", "Ich mag grünen Tee."}};
+  base.other_tests = {{"Wesnoth test", {{"Attack the orcs!", "Greift die Orks an!"}}}};
+  base.held_sides = {"tea", "Tee", "I like green tea.", "Ich mag grünen Tee."};  // a held-out line's phrase and sentence
+  DebianSplits deb;
+  deb.train = {{"Save the document before you quit.", "Speichern Sie das Dokument, bevor Sie beenden."},
+               {"Save as", "Speichern unter"},
+               {"tea", "Teesorte"},                                     // a held-out dictionary phrase's English side
+               {"Attack the orcs!", "Greifen Sie die Orks an!"},        // the game's test pair's English side
+               {"Open the file now.", "Datei jetzt öffnen."},            // the dictionary's training sentence: fine
+               {"The printer is out of paper.", "Dem Drucker fehlt Papier."},
+               {"Print", "Drucken"}};
+  deb.validation = {{"Close all windows.", "Schließe alle Fenster."}};
+  deb.test = {{"The file could not be saved.", "Die Datei konnte nicht gespeichert werden."}, {"save as", "Speichern als"}};
+  for (bool train_base : {false, true}) {
+    const EnDeCorpus c = with_debian(base, deb, train_base);
+    CAPTURE(train_base);
+    CHECK(c.validation.size() == 1);
+    CHECK(c.test.size() == 2);
+    REQUIRE(c.other_tests.size() == 2);
+    CHECK(c.other_tests[0].name == "Ding test");
+    CHECK(c.other_tests[0].pairs.size() == 1);
+    CHECK(c.other_tests[1].name == "Wesnoth test");
+    std::unordered_set<std::string> train;
+    for (const auto* part : {&c.train_sentences, &c.train_phrases})
+      for (const auto& p : *part) train.insert(p.en), train.insert(p.de);
+    std::size_t leaks = 0;
+    for (const std::vector<SentencePair>* part : {&c.validation, &c.test, &std::as_const(base).validation, &c.other_tests[0].pairs, &c.other_tests[1].pairs})
+      for (const auto& p : *part) leaks += train.count(p.en) + train.count(p.de);
+    for (const auto& s : base.held_sides) leaks += train.count(s);
+    CHECK(leaks == 0);
+    // Debian's sentences are sentences, its labels phrases; the dictionary's keep their kind.
+    CHECK(c.train_sentences.size() == (train_base ? 5u : 3u));
+    CHECK(c.train_phrases.size() == (train_base ? 3u : 2u));  // "Save as", "Print", and "file"; base's "save as" is a Debian test side
+    CHECK(c.dropped == (train_base ? 3u : 2u));
+  }
+  CHECK(sentence_like("The file could not be saved."));
+  CHECK_FALSE(sentence_like("Save as..."));  // three words
+  CHECK_FALSE(sentence_like("Save the document before you quit"));
+}
+
+TEST_CASE("the EN-DE corpus from Debian, read as ctgrad data ende writes it", "[data][pairs]") {
+  const fs::path dir = scratch("ende_corpus");
+  fs::create_directories(dir);
+  std::ofstream(dir / "train.tsv") << "Save as\tSpeichern unter\tgettext:a\nThe file is gone.\tDie Datei ist weg.\tgettext:a\n";
+  std::ofstream(dir / "validation.tsv") << "Close\tSchließen\tddtp:b\n";
+  CHECK_THROWS_WITH(read_debian_corpus(dir), Contains("test.tsv is missing") && Contains("ctgrad data ende"));
+  std::ofstream(dir / "test.tsv") << "Print\tDrucken\tlibreoffice:c\n";
+  const DebianSplits d = read_debian_corpus(dir);
+  REQUIRE(d.train.size() == 2);
+  CHECK(d.train[1].de == "Die Datei ist weg.");
+  CHECK(d.test.at(0).en == "Print");
+  std::ofstream(dir / "test.tsv") << "Print Drucken\n";
+  CHECK_THROWS_WITH(read_debian_corpus(dir), Contains("test.tsv line 1") && Contains("English TAB German"));
 }
 
 TEST_CASE("the Wesnoth EN-DE dialogue, as the set-up installs it", "[data][gettext]") {
