@@ -62,7 +62,8 @@ Schema eval_options() {
 
 Schema translate_options() {
   Schema s;
-  s.text("text", "", "the English sentence (without it: a sentence per line of standard input)")
+  s.text("text", "", "the English sentence (without it: a sentence per line of --input or standard input)")
+      .text("input", "", "a file of English sentences, one per line (without it: standard input)")
       .integer("beam", 4, {.min = 1, .max = 1000}, "1: greedy")
       .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty")
       .integer("batch", 32, {.min = 1, .max = 4096}, "sentences decoded at once from standard input");
@@ -205,7 +206,7 @@ Task transformer_task() {
       if (!c.was_set(k)) c.set(k, "0", "the copy task's default");
   };
   t.commands.push_back({"eval", "validation NLL, BLEU of greedy and beam search on the test split, heatmaps", eval_options()});
-  t.commands.push_back({"translate", "translate English sentences (--text, or lines of standard input) with beam search", translate_options()});
+  t.commands.push_back({"translate", "translate English lines (--text, --input FILE or standard input) with beam search, placeholders and markup kept", translate_options()});
   Schema exp;
   exp.integer("steps", 3000, {.min = 1, .max = 1 << 22}, "training steps to export").text("out", "transformer_batches.safetensors", "the file to write").flag("overwrite", false, "replace an existing --out file");
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N), validation batches and test sources, for another framework", exp});

@@ -9,7 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+
+#include <ctgrad/data/ende/align.hpp>
+#include <ctgrad/data/ende/kept_spans.hpp>
 
 #include <ctgrad/metrics/bleu.hpp>
 #include <ctgrad/training/image_grid.hpp>
@@ -126,31 +130,125 @@ int TransformerSession::eval(const Config& o) {
 
 int TransformerSession::command(const std::string& name, const Config& o) { return name == "export-batches" ? export_batches(o) : translate(o); }
 
+// Lines of English as lines of German: a line the model cannot read whole (max_len) sentence by
+// sentence; a sentence whose translation lost a placeholder or a tag of it, or that holds
+// characters the vocabulary lacks, translated around those (data/ende/kept_spans.hpp), which are
+// put back as they were. What was done to a line is said on standard error.
+std::vector<std::string> TransformerSession::translate_lines(const std::vector<std::string>& lines, std::size_t first_line,
+                                                             const models::BeamOptions& bo, TranslateStats& stats) {
+  auto tr = translator();
+  auto unknown = [this](std::string_view ch) {
+    auto [it, fresh] = unknown_chars_.try_emplace(std::string(ch), false);
+    if (fresh) {
+      const auto ids = tok_->encode(std::string(ch));
+      it->second = std::find(ids.begin(), ids.end(), kUnk) != ids.end();
+    }
+    return it->second;
+  };
+  auto decode_batch = [&](const std::vector<std::string>& texts, const std::vector<std::string>& what) {
+    std::vector<std::vector<std::int32_t>> srcs;
+    for (std::size_t i = 0; i < texts.size(); ++i) srcs.push_back(encode_source(texts[i], what[i]));
+    std::vector<std::string> out;
+    for (const auto& ids : tr.search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
+    return out;
+  };
+  struct Unit {
+    std::size_t line;
+    std::string text, out;
+    bool cut = false;
+  };
+  std::vector<Unit> units;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string line = lines[i].back() == '\r' ? lines[i].substr(0, lines[i].size() - 1) : lines[i];
+    const std::string name = "line " + std::to_string(first_line + i);
+    std::vector<std::string> parts{line};
+    if (std::int64_t(tok_->encode(line).size()) >= max_len_) {
+      parts = data::ende::split_sentences(line);
+      std::fprintf(stderr, "ctgrad: %s is longer than the model reads (max_len %lld tokens): translated as %zu sentences\n", name.c_str(),
+                   (long long)max_len_, parts.size());
+    }
+    bool told = false;
+    for (std::string& p : parts) {
+      Unit u{i, std::move(p), "", false};
+      for (std::string_view ch : data::ende::utf8_chars(u.text))
+        if (ch != " " && unknown(ch)) {
+          if (!told) std::fprintf(stderr, "ctgrad: %s: '%.*s' is not in the vocabulary: copied as it is\n", name.c_str(), int(ch.size()), ch.data());
+          told = true, u.cut = true, ++stats.unknown;
+          break;
+        }
+      units.push_back(std::move(u));
+    }
+  }
+  std::vector<std::string> texts, what;
+  for (const Unit& u : units)
+    if (!u.cut) texts.push_back(u.text), what.push_back("a sentence of line " + std::to_string(first_line + u.line));
+  const std::vector<std::string> whole = decode_batch(texts, what);
+  if (training::interrupted()) return {};
+  std::size_t k = 0;
+  for (Unit& u : units)
+    if (!u.cut) {
+      u.out = whole[k++];
+      if (data::ende::placeholders(u.out) != data::ende::placeholders(u.text)) u.cut = true, ++stats.placeholders;
+    }
+  // The second pass: the text between the kept spans of the units that need it, in one batch.
+  std::vector<data::ende::KeptSpans> spans(units.size());
+  texts.clear(), what.clear();
+  for (std::size_t j = 0; j < units.size(); ++j)
+    if (units[j].cut) {
+      spans[j] = data::ende::cut_around_kept(units[j].text, unknown);
+      for (std::string& c : data::ende::cores_to_translate(spans[j])) texts.push_back(std::move(c)), what.push_back("a part of line " + std::to_string(first_line + units[j].line));
+    }
+  const std::vector<std::string> pieces = decode_batch(texts, what);
+  if (training::interrupted()) return {};
+  k = 0;
+  std::vector<std::string> german(lines.size());
+  for (std::size_t j = 0; j < units.size(); ++j) {
+    Unit& u = units[j];
+    if (u.cut) u.out = data::ende::join_around(spans[j], [&](const std::string&) { return pieces[k++]; });
+    std::string& g = german[u.line];
+    g += (g.empty() ? "" : " ") + u.out;
+    ++stats.sentences;
+  }
+  stats.lines += lines.size();
+  return german;
+}
+
 int TransformerSession::translate(const Config& o) {
   if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
   const models::BeamOptions bo{.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
-  auto tr = translator();
+  TranslateStats stats;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto summary = [&] {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "ctgrad: translated %zu lines (%zu sentences; %zu kept placeholders or markup by translating around them, %zu had characters "
+                 "the vocabulary lacks) in %.1f s: %.1f sentences/s\n", stats.lines, stats.sentences, stats.placeholders, stats.unknown, s,
+                 s > 0 ? double(stats.sentences) / s : 0.0);
+  };
   if (o.was_set("text")) {
     if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
-    const auto out = tr.search(encode_source(o.text("text"), "--text"), kBos, kEos, bo);
+    const auto out = translate_lines({o.text("text")}, 1, bo, stats);
     if (training::interrupted()) return 130;
-    std::printf("%s\n", tok_->decode(out).c_str());
+    std::printf("%s\n", out.at(0).c_str());
     return 0;
   }
-  // Standard input, a sentence per line, a German line for each (an empty line for an empty
-  // one): `batch` lines decoded at once, or each line as it comes when a person types them.
-  const std::size_t batch = isatty(0) ? 1 : std::size_t(o.integer("batch"));
+  // A file, or standard input: a sentence per line, a German line for each (an empty line for an
+  // empty one): `batch` lines decoded at once, or each line as it comes when a person types them.
+  std::ifstream file;
+  const std::string input = o.text("input");
+  if (!input.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(input, ec)) throw config_error("--input " + input + ": " + (fs::exists(input, ec) ? "not a regular file" : "no such file"));
+    file.open(input);
+    if (!file) throw config_error("--input " + input + ": cannot open it (" + std::strerror(errno) + ")");
+  }
+  std::istream& in = input.empty() ? std::cin : file;
+  const std::size_t batch = input.empty() && isatty(0) ? 1 : std::size_t(o.integer("batch"));
   std::vector<std::string> lines;
   std::size_t before = 0;  // the input's lines before this batch's
   auto flush = [&] {
     if (training::interrupted()) return;  // a search cut short is not a translation
-    std::vector<std::vector<std::int32_t>> srcs;
-    std::vector<std::size_t> at;
-    for (std::size_t i = 0; i < lines.size(); ++i)
-      if (lines[i].find_first_not_of(" \t\r") != std::string::npos) srcs.push_back(encode_source(lines[i], "line " + std::to_string(before + i + 1))), at.push_back(i);
-    const auto outs = tr.search_batch(srcs, kBos, kEos, bo);
-    std::vector<std::string> german(lines.size());
-    for (std::size_t k = 0; k < at.size(); ++k) german[at[k]] = tok_->decode(outs[k]);
+    const auto german = translate_lines(lines, before + 1, bo, stats);
     if (training::interrupted()) return;
     for (const auto& g : german) std::printf("%s\n", g.c_str());
     std::fflush(stdout);
@@ -159,7 +257,8 @@ int TransformerSession::translate(const Config& o) {
   };
   // Waits for input in slices, so that Ctrl-C ends a read at a terminal (the signal handlers
   // restart interrupted reads).
-  auto wait_for_line = [] {
+  auto wait_for_line = [&] {
+    if (!input.empty()) return !training::interrupted();
     while (!training::interrupted()) {
       if (std::cin.rdbuf()->in_avail() > 0) return true;
       pollfd p{0, POLLIN, 0};
@@ -169,14 +268,15 @@ int TransformerSession::translate(const Config& o) {
     }
     return false;
   };
-  for (std::string line; wait_for_line() && std::getline(std::cin, line);) {
+  for (std::string line; wait_for_line() && std::getline(in, line);) {
     lines.push_back(line);
     if (lines.size() >= batch) flush();
   }
   if (training::interrupted()) return 130;
   // A read that failed (standard input closed, or a folder) is not the end of the input.
-  if (std::ferror(stdin) || std::cin.bad()) throw std::runtime_error(std::string("cannot read standard input: ") + std::strerror(errno ? errno : EIO));
+  if (in.bad() || (input.empty() && std::ferror(stdin))) throw std::runtime_error("cannot read " + (input.empty() ? std::string("standard input") : input) + ": " + std::strerror(errno ? errno : EIO));
   flush();
+  summary();
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <ctgrad/data/seq2seq_batches.hpp>
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 using Example = data::Seq2SeqExample;
 using Batch = data::Seq2SeqBatch;
 
-constexpr std::int32_t kPad = 0, kBos = 2, kEos = 3;  // the shared SentencePiece vocabulary's ids (unk 1)
+constexpr std::int32_t kPad = 0, kUnk = 1, kBos = 2, kEos = 3;  // the shared SentencePiece vocabulary's ids
 
 // The preset's graph: its hyperparameters are every variant's.
 constexpr auto kHyperGraph = freeze<models::transformer<models::kTransformerSmall>>();
@@ -55,7 +56,12 @@ class TransformerSession : public Session {
   static Options options(const Config& c, const Context& ctx) { return program_options(c, ctx.threads, kHyperGraph); }
   double validation_bleu(std::size_t n);  // corpus BLEU of greedy translations of the first n validation sentences
   double validation_nll();                // of the validation targets (the training loss adds label smoothing)
+  struct TranslateStats {
+    std::size_t lines = 0, sentences = 0, placeholders = 0, unknown = 0;
+  };
   int translate(const Config& o);
+  std::vector<std::string> translate_lines(const std::vector<std::string>& lines, std::size_t first_line, const models::BeamOptions& bo,
+                                           TranslateStats& stats);
   models::Seq2SeqSearch translator();
   // A source of at most max_len tokens, </s> included; `what` names a user's text, which is told
   // when it is cut.
@@ -82,6 +88,7 @@ class TransformerSession : public Session {
   std::int64_t sentences_ = 0;
   std::size_t dropped_ = 0;  // pairs sharing a side with a held-out pair (data/en_de.hpp)
   mutable std::vector<std::int64_t> phrase_order_;
+  std::unordered_map<std::string, bool> unknown_chars_;  // whether the vocabulary lacks a character
   std::vector<std::vector<std::int64_t>> epoch_;
   std::vector<std::int64_t> epoch_sizes_;  // batches per epoch, as far as computed
   std::uint64_t epoch_no_ = ~0ull;

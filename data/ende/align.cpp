@@ -100,8 +100,8 @@ std::vector<std::string> split_sentences(std::string_view paragraph) {
   return out;
 }
 
-std::vector<std::string> placeholders(std::string_view s) {
-  std::vector<std::string> out;
+std::vector<PlaceholderSpan> placeholder_spans(std::string_view s) {
+  std::vector<PlaceholderSpan> out;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     if (c == '%') {
@@ -122,17 +122,17 @@ std::vector<std::string> placeholders(std::string_view s) {
       }
       while (j < s.size() && std::string_view("hlLqjzt").find(s[j]) != std::string_view::npos) ++j;
       if (j < s.size() && std::string_view("diouxXeEfFgGaAcsp").find(s[j]) != std::string_view::npos) {
-        out.emplace_back(s.substr(i, j + 1 - i));
+        out.push_back({i, j + 1, std::string(s.substr(i, j + 1 - i))});
         i = j;
       } else if (digits_end > i + 1) {  // Qt and KDE: %1
-        out.emplace_back(s.substr(i, digits_end - i));
+        out.push_back({i, digits_end, std::string(s.substr(i, digits_end - i))});
         i = digits_end - 1;
       }
     } else if (c == '{') {
       std::size_t j = i + 1;
       while (j < s.size() && j - i < 48 && (ident(s[j]) || s[j] == '.' || s[j] == ':' || s[j] == '-' || s[j] == '$')) ++j;
       if (j < s.size() && s[j] == '}' && j > i + 1) {
-        out.emplace_back(s.substr(i, j + 1 - i));
+        out.push_back({i, j + 1, std::string(s.substr(i, j + 1 - i))});
         i = j;
       }
     } else if (c == '$') {
@@ -140,12 +140,12 @@ std::vector<std::string> placeholders(std::string_view s) {
       if (j < s.size() && s[j] == '{') {
         const std::size_t e = s.find('}', j);
         if (e != std::string_view::npos && e - i < 64) {
-          out.emplace_back(s.substr(i, e + 1 - i));
+          out.push_back({i, e + 1, std::string(s.substr(i, e + 1 - i))});
           i = e;
         }
       } else if (j < s.size() && (std::isalpha(static_cast<unsigned char>(s[j])) || s[j] == '_')) {
         while (j < s.size() && ident(s[j])) ++j;
-        out.emplace_back(s.substr(i, j - i));
+        out.push_back({i, j, std::string(s.substr(i, j - i))});
         i = j - 1;
       }
     } else if (c == '<' && i + 1 < s.size() && (s[i + 1] == '/' || std::isalpha(static_cast<unsigned char>(s[i + 1])))) {
@@ -153,7 +153,7 @@ std::vector<std::string> placeholders(std::string_view s) {
       if (e != std::string_view::npos && e - i < 256) {
         std::size_t j = i + 1 + (s[i + 1] == '/');
         while (j < e && (ident(s[j]) || s[j] == ':' || s[j] == '-')) ++j;
-        out.emplace_back(std::string(s.substr(i, j - i)) + ">");  // the tag, not its (translatable) attributes
+        out.push_back({i, e + 1, std::string(s.substr(i, j - i)) + ">"});  // keyed by the tag, not its (translatable) attributes
         i = e;
       }
     } else if (c == '&') {
@@ -161,11 +161,17 @@ std::vector<std::string> placeholders(std::string_view s) {
       const std::size_t from = j;
       while (j < s.size() && j - i < 12 && std::isalnum(static_cast<unsigned char>(s[j]))) ++j;
       if (j > from && j < s.size() && s[j] == ';') {
-        out.emplace_back(s.substr(i, j + 1 - i));
+        out.push_back({i, j + 1, std::string(s.substr(i, j + 1 - i))});
         i = j;
       }
     }
   }
+  return out;
+}
+
+std::vector<std::string> placeholders(std::string_view s) {
+  std::vector<std::string> out;
+  for (PlaceholderSpan& p : placeholder_spans(s)) out.push_back(std::move(p.key));
   std::sort(out.begin(), out.end());
   return out;
 }

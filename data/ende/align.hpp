@@ -16,6 +16,13 @@ std::vector<std::string> split_sentences(std::string_view paragraph);
 // The placeholders of a string, sorted: printf conversions (%s, %d, %1$s, %ld, %%  left out),
 // Qt/KDE %1..%9, {name} and {0} fields, ${var} and $var, <tags> and &entities;.
 std::vector<std::string> placeholders(std::string_view s);
+// The same, where they are, left to right: s[begin, end) (a whole tag, attributes too), keyed as
+// placeholders() gives it.
+struct PlaceholderSpan {
+  std::size_t begin, end;
+  std::string key;
+};
+std::vector<PlaceholderSpan> placeholder_spans(std::string_view s);
 
 enum class Placeholders { keep, drop };  // keep a pair whose two sides hold the same set; or drop every pair holding any
 

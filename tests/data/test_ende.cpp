@@ -12,6 +12,7 @@
 #include <set>
 
 #include <ctgrad/data/ende/corpus.hpp>
+#include <ctgrad/data/ende/kept_spans.hpp>
 #include <ctgrad/data/ende/process.hpp>
 #include <ctgrad/data/ende/sources.hpp>
 #include <ctgrad/data/text.hpp>
@@ -221,4 +222,26 @@ TEST_CASE("ende: a pipeline joins two programs without a shell") {
   const Ran s = run_program({"printf", "x%.0s", "1", "2", "3"}, {}, [&](std::string_view c) { seen += c; });
   CHECK(seen == "xxx");
   CHECK(s.status == 0);
+}
+
+// What `ctgrad translate` keeps of a line: placeholders, markup and characters the vocabulary
+// lacks, put back where they were around the translated text.
+TEST_CASE("ende: a line cut around its placeholders, markup and unknown characters, and joined again") {
+  auto unknown = [](std::string_view c) { return c == "\xe2\x98\x83"; };  // U+2603, the snowman
+  const std::string line = "Press <b class=\"k\">%1$s</b> to save \xe2\x98\x83\xe2\x98\x83 the file.";
+  const KeptSpans k = cut_around_kept(line, unknown);
+  CHECK(k.kept == std::vector<std::string>{"<b class=\"k\">%1$s</b>", "\xe2\x98\x83\xe2\x98\x83"});  // adjacent ones as one
+  CHECK(k.text == std::vector<std::string>{"Press ", " to save ", " the file."});
+  CHECK(cores_to_translate(k) == std::vector<std::string>{"Press", "to save", "the file."});
+  const std::map<std::string, std::string> de{{"Press", "Drücken"}, {"to save", "zum Speichern"}, {"the file.", "die Datei."}};
+  CHECK(join_around(k, [&](const std::string& s) { return de.at(s); }) ==
+        "Drücken <b class=\"k\">%1$s</b> zum Speichern \xe2\x98\x83\xe2\x98\x83 die Datei.");
+  const KeptSpans plain = cut_around_kept("No placeholders here.", unknown);
+  CHECK(plain.kept.empty());
+  CHECK(plain.text == std::vector<std::string>{"No placeholders here."});
+  const KeptSpans only = cut_around_kept("%s", unknown);  // nothing to translate
+  CHECK(cores_to_translate(only).empty());
+  CHECK(join_around(only, [](const std::string&) -> std::string { throw std::logic_error("nothing to translate"); }) == "%s");
+  CHECK(utf8_chars("a\xc3\xa4\xff") == std::vector<std::string_view>{"a", "\xc3\xa4", "\xff"});  // an invalid byte alone
+  CHECK(utf8_chars("\xe2\x98") == std::vector<std::string_view>{"\xe2", "\x98"});              // a cut character
 }
