@@ -294,7 +294,7 @@ int run(const Args& a) {
   const bool parallel = comm.size() > 1;
   if (parallel) {
     if (a.command != "train")
-      throw config_error("ctgrad " + a.command + " runs as one process: start it without mpirun (only train is data-parallel)");
+      throw config_error("ctgrad " + a.command + " runs as one process: start it without mpirun (only train and finetune are data-parallel)");
     if (!t.data_parallel) {
       std::string list;
       for (const Task& o : tasks())
@@ -472,11 +472,11 @@ int main(int argc, char** argv) {
   };
   const int code = [&]() -> int {
   try {
-    // Under an MPI launcher only `train` runs (data-parallel): another command would run once per
-    // rank (an ablate's runs N times over, into the same folders).
-    if (launched_ranks() > 1 && (argc < 2 || std::string(argv[1]) != "train"))
+    // Under an MPI launcher only `train` and `finetune` (a train command line) run, data-parallel:
+    // another command would run once per rank (an ablate's runs N times over, into the same folders).
+    if (launched_ranks() > 1 && (argc < 2 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "finetune")))
       throw config_error("ctgrad" + (argc > 1 ? " " + printable(argv[1]) : std::string()) + " runs as one process: start it without mpirun or srun " +
-                         "(only train is data-parallel)");
+                         "(only train and finetune are data-parallel)");
     // The folders the data cache lives in are paths shown in messages: text, one line.
     for (const char* var : {"CTGRAD_CACHE", "XDG_CACHE_HOME", "HOME"})
       if (const char* v = std::getenv(var)) one_line(var, v);

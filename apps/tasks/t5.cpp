@@ -74,6 +74,7 @@ class T5Session : public Session {
     }
     check_fits(model_, {batch_, lengths_.targets, lengths_.inputs, 1, 1, 1}, 16.0 * double(batch_) * double(lengths_.inputs + lengths_.targets),
                "batch " + c.show("batch") + " x context " + c.show("context"));
+    check_shards(ctx, batch_, "batch");
   }
   Executor<float>& model() override { return model_; }
   optim::Optimizer<float>& optimizer() override { return *opt_; }
@@ -140,15 +141,22 @@ class T5Session : public Session {
             .optimizer = *opt_,
             .feed =
                 [this](std::int64_t step) {
+                  // This rank's rows of the step's batch (all of them in one process).
                   train_->draw(std::uint64_t(step));
-                  set_batch(*train_);
-                  const auto a = train_->input_lengths(), b = train_->target_lengths();
+                  const std::int64_t r0 = ctx_.shard.begin(batch_), r1 = ctx_.shard.end(batch_);
+                  set_batch(*train_, r0, r1);
+                  const auto a = train_->input_lengths().subspan(std::size_t(r0), std::size_t(r1 - r0));
+                  const auto b = train_->target_lengths().subspan(std::size_t(r0), std::size_t(r1 - r0));
+                  shard_targets_ = 0;
+                  for (std::int32_t t : train_->targets().subspan(std::size_t(r0 * train_->target_length()), std::size_t((r1 - r0) * train_->target_length())))
+                    shard_targets_ += t != kPad;
                   return double(std::accumulate(a.begin(), a.end(), std::int64_t(0)) + std::accumulate(b.begin(), b.end(), std::int64_t(0)));
                 },
             .validate = [this] {
               const Scores v = validate();
               return training::Metrics{{{"loss", v.loss}, {"accuracy", v.accuracy}}};
-            }};
+            },
+            .loss_terms = [this] { return double(shard_targets_); }};
   }
 
   int eval(const Config&) override {
@@ -178,12 +186,15 @@ class T5Session : public Session {
     double loss = 0, accuracy = 0;
   };
 
-  void set_batch(const data::SpanCorruptionBatches& b) {
-    const std::int64_t rows = b.batch();
-    model_.set_input(in::src, b.inputs(), {rows, b.input_length()});
-    model_.set_input(in::src_len, b.input_lengths(), {rows});
-    model_.set_input(in::tgt_in, b.decoder_inputs(), {rows, b.target_length()});
-    model_.set_input(in::tgt_out, b.targets(), {rows, b.target_length()});
+  // Rows [r0, r1) of the batch (all of it by default).
+  void set_batch(const data::SpanCorruptionBatches& b, std::int64_t r0 = 0, std::int64_t r1 = -1) {
+    if (r1 < 0) r1 = b.batch();
+    const std::int64_t rows = r1 - r0, S = b.input_length(), T = b.target_length();
+    auto part = [&](std::span<const std::int32_t> v, std::int64_t width) { return v.subspan(std::size_t(r0 * width), std::size_t(rows * width)); };
+    model_.set_input(in::src, part(b.inputs(), S), {rows, S});
+    model_.set_input(in::src_len, part(b.input_lengths(), 1), {rows});
+    model_.set_input(in::tgt_in, part(b.decoder_inputs(), T), {rows, T});
+    model_.set_input(in::tgt_out, part(b.targets(), T), {rows, T});
   }
 
   // Loss per target token (sentinels, corrupted tokens and </s>; from the logits, so without label
@@ -191,7 +202,9 @@ class T5Session : public Session {
   Scores validate() {
     Scores s;
     std::int64_t n = 0, right = 0;
+    const EvalShard shard{ctx_.comm};  // the ranks take turns at the batches
     for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_) {
+      if (!shard.mine(first / batch_)) continue;
       val_->rows(first, std::min<std::int64_t>(batch_, std::int64_t(val_seqs_.size()) - first));
       set_batch(*val_);
       model_.forward(Mode::infer);
@@ -205,8 +218,10 @@ class T5Session : public Session {
         ++n;
       }
     }
-    s.loss /= double(std::max<std::int64_t>(n, 1));
-    s.accuracy = double(right) / double(std::max<std::int64_t>(n, 1));
+    double sums[3] = {s.loss, double(n), double(right)};
+    shard.sum(sums);
+    s.loss = sums[0] / std::max(sums[1], 1.0);
+    s.accuracy = sums[2] / std::max(sums[1], 1.0);
     return s;
   }
 
@@ -266,6 +281,7 @@ class T5Session : public Session {
   Program<G> model_;
   std::unique_ptr<optim::Optimizer<float>> opt_;
   std::int64_t batch_;
+  std::int64_t shard_targets_ = 0;  // this rank's scored target tokens of the step
   data::SpanCorruptionOptions span_;
   data::SpanLengths lengths_;
   std::optional<data::SentencePieceTokenizer> tok_;
@@ -278,6 +294,7 @@ class T5Session : public Session {
 Task t5_task() {
   Task t;
   t.name = "t5";
+  t.data_parallel = true;
   t.summary = "encoder-decoder T5 (v1.1) pretrained by span corruption on the KJV Bible and Jane Austen, span filling";
   t.schema = t5_schema();
   t.commands.push_back({"sample", "the spans a pretrained T5 writes for the sentinels of a text (greedy and beam)", sample_options()});

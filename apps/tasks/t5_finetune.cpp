@@ -65,6 +65,7 @@ class FinetuneSession : public Session {
         opt_(make_optimizer(with_default_lr(c), model_)), context_(c.integer("context")), target_len_(c.integer("target_len")), batch_(c.integer("batch")) {
     check_fits(model_, {batch_, target_len_, context_, 1, 1, 1}, 16.0 * double(batch_) * double(context_ + target_len_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
+    check_shards(ctx, batch_, "batch");
   }
   Executor<float>& model() override { return model_; }
   optim::Optimizer<float>& optimizer() override { return *opt_; }
@@ -106,10 +107,15 @@ class FinetuneSession : public Session {
             .optimizer = *opt_,
             .feed =
                 [this](std::int64_t step) {
-                  set_batch(train_, order_.batch_rows(step, batch_));
-                  return double(batch_);
+                  // This rank's rows of the step's batch (all of them in one process).
+                  // Padded to the whole batch's longest, so that each rank's dropout masks are those of its rows in one process.
+                  const std::vector<std::size_t> rows = order_.batch_rows(step, batch_);
+                  set_batch(train_, {rows.begin() + ctx_.shard.begin(batch_), rows.begin() + ctx_.shard.end(batch_)}, rows);
+                  shard_targets_ = std::count_if(tgt_out_.begin(), tgt_out_.end(), [](std::int32_t t) { return t != kPad; });
+                  return double(ctx_.shard.rows(batch_));
                 },
-            .validate = [this] { return training::Metrics{{{"loss", validation_loss()}}}; }};
+            .validate = [this] { return training::Metrics{{{"loss", validation_loss(true)}}}; },
+            .loss_terms = [this] { return double(shard_targets_); }};
   }
 
   int after_training(const training::Outcome&) override { return eval(c_); }
@@ -118,7 +124,7 @@ class FinetuneSession : public Session {
   int eval(const Config&) override {
     models::T5Translator<P> tr(model_.parameters(), Options{.threads = ctx_.threads});
     const models::BeamOptions beam{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(target_len_), .stop = training::interrupted};
-    std::printf("validation loss %.4f nats/token\n", validation_loss());
+    std::printf("validation loss %.4f nats/token\n", validation_loss(false));
     for (const auto& t : tasks_) {
       const std::size_t n = c_.integer("eval_examples") > 0 ? std::min<std::size_t>(t.test.size(), std::size_t(c_.integer("eval_examples"))) : t.test.size();
       const auto t0 = std::chrono::steady_clock::now();
@@ -187,9 +193,10 @@ class FinetuneSession : public Session {
     }
   }
 
-  void set_batch(const std::vector<Example>& set, const std::vector<std::size_t>& rows) {
+  // The examples `rows`, padded to the longest of `padded_to` (of rows when empty).
+  void set_batch(const std::vector<Example>& set, const std::vector<std::size_t>& rows, const std::vector<std::size_t>& padded_to = {}) {
     std::int64_t S = 0, T = 0;
-    for (std::size_t r : rows) S = std::max<std::int64_t>(S, std::int64_t(set[r].input.size())), T = std::max<std::int64_t>(T, std::int64_t(set[r].target.size()));
+    for (std::size_t r : padded_to.empty() ? rows : padded_to) S = std::max<std::int64_t>(S, std::int64_t(set[r].input.size())), T = std::max<std::int64_t>(T, std::int64_t(set[r].target.size()));
     const std::int64_t b = std::int64_t(rows.size());
     src_.assign(std::size_t(b * S), kPad), tgt_in_.assign(std::size_t(b * T), kPad), tgt_out_.assign(std::size_t(b * T), kPad), src_len_.clear();
     for (std::int64_t j = 0; j < b; ++j) {
@@ -205,11 +212,14 @@ class FinetuneSession : public Session {
     model_.set_input(in::tgt_out, std::span<const std::int32_t>(tgt_out_), {b, T});
   }
 
-  // Per target token, from the logits (no label smoothing), over the validation examples.
-  double validation_loss() {
+  // Per target token, from the logits (no label smoothing), over the validation examples; in
+  // training, the ranks take turns at the batches (after it, rank 0 evaluates alone).
+  double validation_loss(bool in_training) {
     double loss = 0;
     std::int64_t n = 0;
+    const EvalShard shard{in_training ? ctx_.comm : nullptr};
     for (std::size_t first = 0; first < val_.size() && !training::interrupted(); first += std::size_t(batch_)) {
+      if (!shard.mine(std::int64_t(first) / batch_)) continue;
       std::vector<std::size_t> rows(std::min(std::size_t(batch_), val_.size() - first));
       std::iota(rows.begin(), rows.end(), first);
       set_batch(val_, rows);
@@ -221,7 +231,9 @@ class FinetuneSession : public Session {
         ++n;
       }
     }
-    return loss / double(std::max<std::int64_t>(n, 1));
+    double sums[2] = {loss, double(n)};
+    shard.sum(sums);
+    return sums[0] / std::max(sums[1], 1.0);
   }
 
   Config c_;
@@ -230,6 +242,7 @@ class FinetuneSession : public Session {
   Program<G> model_;
   std::unique_ptr<optim::Optimizer<float>> opt_;
   std::int64_t context_, target_len_, batch_;
+  std::int64_t shard_targets_ = 0;  // this rank's scored target tokens of the step
   std::optional<data::SentencePieceTokenizer> tok_;
   std::vector<TaskSet> tasks_;
   std::vector<Example> train_, val_;
@@ -240,6 +253,7 @@ class FinetuneSession : public Session {
 Task finetune_task() {
   Task t;
   t.name = "t5-finetune";
+  t.data_parallel = true;
   t.summary = "T5 fine-tuned text to text (ctgrad finetune t5 --task ...): translation, Austen's novels, or a mixture";
   t.schema = finetune_schema();
   t.input_folders = {"pretrained"};

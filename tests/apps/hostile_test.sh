@@ -83,7 +83,7 @@ expect_text "shows the command that reads it" "ctgrad eval transformer --run kep
 for cmd in "ablate gpt --grid lr=1e-3 --run s_mpi" "average-checkpoints transformer --run kept" "eval transformer --run kept" "help"; do
   # shellcheck disable=SC2086
   check "under a launcher: $cmd" 2 env OMPI_COMM_WORLD_SIZE=2 "$ctgrad" $cmd
-  expect_text "says only train" "(only train is data-parallel)"
+  expect_text "says only train and finetune" "(only train and finetune are data-parallel)"
 done
 no_file "no study was started" s_mpi
 check "under a launcher, the refusal is one line" 2 env OMPI_COMM_WORLD_SIZE=2 "$ctgrad" eval transformer --run kept

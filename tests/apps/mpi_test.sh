@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel training under mpirun (issue 21), on the tiny presets, 2 ranks of 1 thread:
+# Data-parallel training under mpirun, on the tiny presets, 2 ranks of 1 thread:
 # - equality with the one-process run: every logged loss within 1e-5 relative. Not bitwise: each
 #   rank's weight gradients sum half the rows and the two halves are then added, an order a single
 #   GEMM over all rows does not use. Dropout masks are the same (a shard numbers its elements from
@@ -55,6 +55,16 @@ bert=(train bert --set size=tiny --set context=32 --set steps=20 --set eval_ever
 check "bert, one process" 0 "$ctgrad" "${bert[@]}" --run bert1
 check "bert, 2 ranks" 0 "${mpirun[@]}" "$ctgrad" "${bert[@]}" --run bert2
 same_curve "bert: 2 ranks = 1 (each rank's picks weighted by their count)" bert1 bert2
+
+t5=(train t5 --set size=tiny --set steps=20 --set eval_every=10 --set batch=8 --set eval_sequences=32 --set dropout=0.1 --threads 1)
+check "t5, one process" 0 "$ctgrad" "${t5[@]}" --run t51
+check "t5, 2 ranks" 0 "${mpirun[@]}" "$ctgrad" "${t5[@]}" --run t52
+same_curve "t5: 2 ranks = 1 (weighted by target tokens)" t51 t52
+t5ft=(finetune t5 --task translate-en-de --pretrained t51 --set size=tiny --set steps=12 --set eval_every=6 --set batch=8 --set eval_examples=4 --set beam=2 --threads 1)
+check "t5 fine-tune, one process" 0 "$ctgrad" "${t5ft[@]}" --run t5ft1
+check "t5 fine-tune, 2 ranks" 0 "${mpirun[@]}" "$ctgrad" "${t5ft[@]}" --run t5ft2
+expect_text "rank 0 evaluates after training" "translate-en-de: 4 test sentences"
+same_curve "t5 fine-tune: 2 ranks = 1 (weighted by target tokens)" t5ft1 t5ft2
 
 # 24 steps: at 30 the warm-up's learning rate peaks and rounding differences (the order of the
 # gradient sums, which differs between 1 and 2 ranks by design) grew about 4x a step, to 1.7e-4 at
@@ -123,10 +133,10 @@ mismatch=(mpirun --oversubscribe)
 check "ranks with different configs" 2 "${mismatch[@]}" -np 1 "$ctgrad" "${gpt[@]}" --set steps=5 --run diff : -np 1 "$ctgrad" "${gpt[@]}" --set steps=5 --set lr=0.5 --run diff
 expect_text "names what differs" "lr"
 check "eval under mpirun" 2 "${mpirun[@]}" "$ctgrad" eval gpt --run gpt1
-expect_text "says only train is data-parallel" "only train is data-parallel"
+expect_text "says only train and finetune are data-parallel" "only train and finetune are data-parallel"
 check "a batch that does not split" 2 "${mpirun[@]}" "$ctgrad" "${gpt[@]}" --set batch=7 --run odd
 expect_text "names the batch" "batch 7 does not split into 2 equal shards"
-check "a model without data parallelism" 2 "${mpirun[@]}" "$ctgrad" train t5 --set size=tiny --run t5
+check "a model without data parallelism" 2 "${mpirun[@]}" "$ctgrad" finetune bert --task austen-novel --pretrained bert1 --set size=tiny --run bertft
 expect_text "names the models that have it" "does not train data-parallel yet"
 
 echo "$pass passed, $fail failed"
