@@ -36,6 +36,14 @@ void feed(Executor<float>& model, const Batch& b) {
 void TransformerSession::load_translation_data() {
   // The pairs (data/en_de.hpp): the dictionary's sentence pairs, or every pair of it split by
   // entry with phrases training too, and the game's dialogue, nothing of a held-out line training.
+  const fs::path model_file = ctx_.folder.file("tokenizer.model");
+  auto load_tokenizer = [&] {
+    if (!fs::exists(model_file)) throw config_error("the tokenizer " + model_file.string() + " is missing");
+    tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(model_file));
+    if (tok_->vocab_size() != vocab_ || tok_->pad_id() != kPad || tok_->bos_id() != kBos || tok_->eos_id() != kEos)
+      throw config_error("the tokenizer " + model_file.string() + " does not match the model (vocabulary " + std::to_string(tok_->vocab_size()) + ")");
+  };
+  if (ctx_.command == "translate") return load_tokenizer();  // the user's text, not the corpus
   data::EnDeCorpus corpus = data::en_de_corpus(c_.text("data"));
   if (const double f = c_.real("train_fraction"); f < 1) {  // the same subset for every seed
     auto part = [f](std::size_t n) { return std::size_t(std::ceil(f * double(n))); };
@@ -45,7 +53,6 @@ void TransformerSession::load_translation_data() {
   const auto& train = corpus.train_sentences;
   dropped_ = corpus.dropped;
   const auto &phrases = corpus.train_phrases, &validation = corpus.validation, &test = corpus.test;
-  const fs::path model_file = ctx_.folder.file("tokenizer.model");
   if (!ctx_.from_checkpoint) {
     std::string text;  // one shared vocabulary for both languages, from the training sentences only
     for (const auto& p : train) text += p.en + "\n" + p.de + "\n";
@@ -53,12 +60,11 @@ void TransformerSession::load_translation_data() {
         text, ctx_.folder.file("tokenizer"),
         {.vocab_size = vocab_, .model_type = "bpe", .seed = seed_, .unk_id = 1, .bos_id = kBos, .eos_id = kEos, .pad_id = kPad},
         ctx_.cache));
+    if (tok_->vocab_size() != vocab_ || tok_->pad_id() != kPad || tok_->bos_id() != kBos || tok_->eos_id() != kEos)
+      throw config_error("the tokenizer trained does not match the model (vocabulary " + std::to_string(tok_->vocab_size()) + ")");
   } else {
-    if (!fs::exists(model_file)) throw config_error("the tokenizer " + model_file.string() + " is missing");
-    tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(model_file));
+    load_tokenizer();
   }
-  if (tok_->vocab_size() != vocab_ || tok_->pad_id() != kPad || tok_->bos_id() != kBos || tok_->eos_id() != kEos)
-    throw config_error("the tokenizer " + model_file.string() + " does not match the model (vocabulary " + std::to_string(tok_->vocab_size()) + ")");
   auto encode = [&](const std::vector<data::SentencePair>& pairs, bool drop_long) {
     std::vector<Example> out;
     std::vector<std::string> en, de;

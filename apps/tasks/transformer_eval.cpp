@@ -165,7 +165,7 @@ std::vector<std::string> TransformerSession::translate_lines(const std::vector<s
     std::vector<std::string> parts{line};
     if (std::int64_t(tok_->encode(line).size()) >= max_len_) {
       parts = data::ende::split_sentences(line);
-      std::fprintf(stderr, "ctgrad: %s is longer than the model reads (max_len %lld tokens): translated as %zu sentences\n", name.c_str(),
+      std::fprintf(stderr, "ctgrad: %s is more than the model reads (max_len %lld tokens): translated sentence by sentence (%zu)\n", name.c_str(),
                    (long long)max_len_, parts.size());
     }
     bool told = false;

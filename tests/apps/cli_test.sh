@@ -125,6 +125,11 @@ check "vocab with an architecture variant" 2 "$ctgrad" train transformer --run n
 expect_text "says none of its variants are compiled" "compiles none of size=small vocab=4000's variants"
 check "translate a sentence" 0 "$ctgrad" translate transformer --run translate --text "Everything went without a hitch." --beam 2
 check "translate lines from standard input, batched" 0 bash -c "printf 'The house is small.\n\nI am going home.\n' | '$ctgrad' translate transformer --run translate --batch 2 --beam 2 > translate/out.txt && test \$(wc -l < translate/out.txt) -eq 3 && sed -n 2p translate/out.txt | grep -qx ''"
+printf 'The <b>house</b> is %%s small.\n\nI am going home.\n' > translate_in.txt
+check "translate a file: markup and placeholders kept" 0 bash -c "'$ctgrad' translate transformer --run translate --input translate_in.txt --beam 2 > translate/file.txt && test \$(wc -l < translate/file.txt) -eq 3 && head -1 translate/file.txt | grep -F '<b>' | grep -F '</b>' | grep -qF '%s'"
+expect_text "says how fast" "sentences/s"
+check "translate: a missing --input" 2 "$ctgrad" translate transformer --run translate --input no_such_file.txt
+expect_text "names it" "--input no_such_file.txt: no such file"
 check "translate: an empty --text" 2 "$ctgrad" translate transformer --run translate --text "  "
 check "transformer on a gpt checkpoint" 2 "$ctgrad" eval transformer --run straight
 expect_text "names the model" "is a checkpoint of model 'gpt', not transformer"
