@@ -56,7 +56,8 @@ Schema transformer_schema() {
 Schema eval_options() {
   Schema s;
   s.text("attention-png", "", "folder for attention heatmaps (gnuplot) of one sentence")
-      .text("sentence", "", "the sentence of the heatmaps (default: the first test sentence)");
+      .text("sentence", "", "the sentence of the heatmaps (default: the first test sentence)")
+      .integer("examples", 8, {.min = 0, .max = 1000}, "translations shown of each test set, chosen by a fixed shuffle (not the first ones)");
   return s;
 }
 

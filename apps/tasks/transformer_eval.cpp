@@ -15,6 +15,7 @@
 #include <ctgrad/data/ende/align.hpp>
 #include <ctgrad/data/ende/kept_spans.hpp>
 
+#include <ctgrad/data/pairs.hpp>
 #include <ctgrad/metrics/bleu.hpp>
 #include <ctgrad/training/image_grid.hpp>
 
@@ -114,6 +115,13 @@ int TransformerSession::eval(const Config& o) {
                 double(count) / t_greedy);
     std::printf("beam %d, a %.1f: %s  (%.1f s, %.1f sentences/s)\n", bo.beam, bo.alpha, metrics::corpus_bleu(beam, refs).str().c_str(), t_beam,
                 double(count) / t_beam);
+    // Examples by a fixed shuffle of the set (seed 52), the same for every model scored on it.
+    const std::vector<std::int64_t> order = data::shuffled(std::int64_t(count), 52, 0);
+    for (std::size_t i = 0; i < std::min<std::size_t>(count, std::size_t(o.integer("examples"))); ++i) {
+      const std::size_t k = std::size_t(order[i]);
+      std::printf("\n  EN   %s\n  ref  %s\n  beam %s\n", set[k].src_text.c_str(), refs[k].c_str(), beam[k].c_str());
+    }
+    std::printf("\n");
   };
   for (const auto& [name, set] : other_tests_) {
     const std::size_t count = c_.integer("eval_sentences") > 0 ? std::min<std::size_t>(set.size(), std::size_t(c_.integer("eval_sentences"))) : set.size();
@@ -122,8 +130,6 @@ int TransformerSession::eval(const Config& o) {
   }
   score(test_, n, "test split");
   if (training::interrupted()) return 130;
-  for (std::size_t i = 0; i < std::min<std::size_t>(n, 8); ++i)
-    std::printf("\n  EN   %s\n  ref  %s\n  beam %s\n", test_[i].src_text.c_str(), refs[i].c_str(), beam[i].c_str());
   if (!o.text("attention-png").empty()) heatmaps(o.text("attention-png"), o.text("sentence").empty() ? test_[0].src_text : o.text("sentence"));
   return 0;
 }
