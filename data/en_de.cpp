@@ -30,7 +30,7 @@ DebianSplits read_debian_corpus(const std::filesystem::path& dir) {
       out->push_back({std::string(l.substr(0, t1)), std::string(l.substr(t1 + 1, t2 - t1 - 1))});
     }
   }
-  if (d.train.empty() || d.test.empty()) throw data_error("ctgrad: the EN-DE corpus in " + dir.string() + " has an empty split: rebuild it with ctgrad data ende");
+  if (d.train.empty() || d.validation.empty() || d.test.empty()) throw data_error("ctgrad: the EN-DE corpus in " + dir.string() + " has an empty split: rebuild it with ctgrad data ende");
   return d;
 }
 
@@ -47,6 +47,7 @@ bool sentence_like(std::string_view en) {
 
 EnDeCorpus with_debian(EnDeCorpus base, DebianSplits debian, bool train_base) {
   EnDeCorpus c;
+  c.dropped = base.dropped;  // the game's pairs dropped in base
   c.validation = std::move(debian.validation), c.test = std::move(debian.test);
   c.other_tests.push_back({"Ding test", std::move(base.test)});
   for (NamedPairs& t : base.other_tests) c.other_tests.push_back(std::move(t));

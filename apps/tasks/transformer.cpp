@@ -123,9 +123,10 @@ void TransformerSession::prepare() {
   if (!copy_) {
     std::string others;
     for (const auto& [name, set] : other_tests_) others += " + " + std::to_string(set.size()) + " " + name;
-    std::printf("EN->DE (data=%s): %lld sentence pairs and %lld phrases train (%.1f phrases per pair an epoch) / %zu validation / "
+    std::printf("EN->DE (data=%s): %lld sentence pairs and %lld %s train (%.1f phrases per pair an epoch) / %zu validation / "
                 "%zu test sentence pairs%s, shared BPE vocabulary of %d\n",
-                c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_), c_.real("phrase_weight"),
+                c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_),
+                c_.text("data").rfind("debian", 0) == 0 ? "phrases and labels" : "dictionary phrases", c_.real("phrase_weight"),
                 val_.size(), test_.size(), others.empty() ? "" : (" (" + others.substr(3) + ")").c_str(), vocab_);
     if (dropped_ > 0) std::printf("%zu pairs dropped: a side of theirs is a held-out pair's (or, of a game test pair, trains)\n", dropped_);
     if (c_.integer("batch_tokens") > 0) std::printf("batches of up to %lld tokens (rows x longest side)\n", (long long)c_.integer("batch_tokens"));

@@ -141,8 +141,7 @@ int TransformerSession::command(const std::string& name, const Config& o) { retu
 // characters the vocabulary lacks, translated around those (data/ende/kept_spans.hpp), which are
 // put back as they were. What was done to a line is said on standard error.
 std::vector<std::string> TransformerSession::translate_lines(const std::vector<std::string>& lines, std::size_t first_line,
-                                                             const models::BeamOptions& bo, TranslateStats& stats) {
-  auto tr = translator();
+                                                             const models::BeamOptions& bo, models::Seq2SeqSearch& tr, TranslateStats& stats) {
   auto unknown = [this](std::string_view ch) {
     auto [it, fresh] = unknown_chars_.try_emplace(std::string(ch), false);
     if (fresh) {
@@ -178,8 +177,8 @@ std::vector<std::string> TransformerSession::translate_lines(const std::vector<s
     for (std::string& p : parts) {
       Unit u{i, std::move(p), "", false};
       for (std::string_view ch : data::ende::utf8_chars(u.text))
-        if (ch != " " && unknown(ch)) {
-          if (!told) std::fprintf(stderr, "ctgrad: %s: '%.*s' is not in the vocabulary: copied as it is\n", name.c_str(), int(ch.size()), ch.data());
+        if (ch != " " && ch != "\t" && unknown(ch)) {
+          if (!told) std::fprintf(stderr, "ctgrad: %s: '%s' is not in the vocabulary: copied as it is\n", name.c_str(), training::printable(std::string(ch)).c_str());
           told = true, u.cut = true, ++stats.unknown;
           break;
         }
@@ -224,6 +223,7 @@ int TransformerSession::translate(const Config& o) {
   if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
   const models::BeamOptions bo{.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
   TranslateStats stats;
+  auto tr = translator();  // once: its programs and the weights' copy
   const auto t0 = std::chrono::steady_clock::now();
   auto summary = [&] {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -233,7 +233,7 @@ int TransformerSession::translate(const Config& o) {
   };
   if (o.was_set("text")) {
     if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
-    const auto out = translate_lines({o.text("text")}, 1, bo, stats);
+    const auto out = translate_lines({o.text("text")}, 1, bo, tr, stats);
     if (training::interrupted()) return 130;
     std::printf("%s\n", out.at(0).c_str());
     return 0;
@@ -254,7 +254,7 @@ int TransformerSession::translate(const Config& o) {
   std::size_t before = 0;  // the input's lines before this batch's
   auto flush = [&] {
     if (training::interrupted()) return;  // a search cut short is not a translation
-    const auto german = translate_lines(lines, before + 1, bo, stats);
+    const auto german = translate_lines(lines, before + 1, bo, tr, stats);
     if (training::interrupted()) return;
     for (const auto& g : german) std::printf("%s\n", g.c_str());
     std::fflush(stdout);

@@ -61,7 +61,7 @@ class TransformerSession : public Session {
   };
   int translate(const Config& o);
   std::vector<std::string> translate_lines(const std::vector<std::string>& lines, std::size_t first_line, const models::BeamOptions& bo,
-                                           TranslateStats& stats);
+                                           models::Seq2SeqSearch& tr, TranslateStats& stats);
   models::Seq2SeqSearch translator();
   // A source of at most max_len tokens, </s> included; `what` names a user's text, which is told
   // when it is cut.

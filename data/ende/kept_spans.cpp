@@ -52,8 +52,15 @@ struct Core {
 Core core_of(const std::string& t) {
   const std::size_t b = t.find_first_not_of(" \t"), e = t.find_last_not_of(" \t");
   if (b == std::string::npos) return {0, 0, false};
+  // A letter or digit: ASCII ones, or a character past U+00BF that is not general punctuation
+  // (U+2000-U+206F: dashes, quotes, the ellipsis) or a Latin-1 sign (« » · and the like).
   bool word = false;
-  for (std::size_t i = b; i <= e; ++i) word |= static_cast<unsigned char>(t[i]) >= 0x80 || std::isalnum(static_cast<unsigned char>(t[i]));
+  for (std::string_view c : utf8_chars(std::string_view(t).substr(b, e + 1 - b))) {
+    const unsigned char c0 = static_cast<unsigned char>(c[0]);
+    if (c.size() == 1) word |= std::isalnum(c0) != 0;
+    else if (c.size() == 2) word |= c0 >= 0xC3;                                                      // U+00C0 and up
+    else word |= !(c.size() == 3 && c0 == 0xE2 && static_cast<unsigned char>(c[1]) >= 0x80 && static_cast<unsigned char>(c[1]) <= 0x81);
+  }
   return {b, e + 1, word};
 }
 }  // namespace

@@ -79,7 +79,7 @@ check "the file is unchanged" 0 cmp kept/checkpoint.safetensors kept/mine.safete
 check "with --overwrite" 0 "$ctgrad" average-checkpoints transformer --run kept --last 2 --out mine.safetensors --overwrite
 expect_text "shows the command that reads it" "ctgrad eval transformer --run kept --checkpoint mine.safetensors"
 
-# 4. Under an MPI launcher only train runs.
+# 4. Under an MPI launcher only train and finetune run.
 for cmd in "ablate gpt --grid lr=1e-3 --run s_mpi" "average-checkpoints transformer --run kept" "eval transformer --run kept" "help"; do
   # shellcheck disable=SC2086
   check "under a launcher: $cmd" 2 env OMPI_COMM_WORLD_SIZE=2 "$ctgrad" $cmd

@@ -241,6 +241,8 @@ TEST_CASE("ende: a line cut around its placeholders, markup and unknown characte
   CHECK(plain.text == std::vector<std::string>{"No placeholders here."});
   const KeptSpans only = cut_around_kept("%s", unknown);  // nothing to translate
   CHECK(cores_to_translate(only).empty());
+  CHECK(cores_to_translate(cut_around_kept("%1$s \xe2\x80\x93 %2$s \xc2\xbb", unknown)).empty());  // a dash and a guillemet: punctuation, copied
+  CHECK(cores_to_translate(cut_around_kept("%s \xc3\x9c" "ber", unknown)) == std::vector<std::string>{"\xc3\x9c" "ber"});  // a letter past ASCII
   CHECK(join_around(only, [](const std::string&) -> std::string { throw std::logic_error("nothing to translate"); }) == "%s");
   CHECK(utf8_chars("a\xc3\xa4\xff") == std::vector<std::string_view>{"a", "\xc3\xa4", "\xff"});  // an invalid byte alone
   CHECK(utf8_chars("\xe2\x98") == std::vector<std::string_view>{"\xe2", "\x98"});              // a cut character
