@@ -38,7 +38,7 @@ wait $ctgrad_pid
 wait $pytorch_pid
 spm_decode --model "$run/tokenizer.model" --input_format=id < "$run/anchor/pytorch.ids" > "$run/anchor/pytorch.de"
 {
-  echo "PyTorch (mean of its weights at its last $keep validations), beam 4, alpha 0.6, test split:"
+  echo "PyTorch (mean of its weights at its last validations, up to $keep: the "averaged" line says how many), beam 4, alpha 0.6, test split:"
   tail -n 3 "$run/anchor/pytorch.jsonl"
   head -n "${TEST_LIMIT:--0}" "$run/anchor/batches.safetensors.test.de" > "$run/anchor/reference.de"
   "$build/apps/ctgrad-bleu" "$run/anchor/pytorch.de" "$run/anchor/reference.de"
