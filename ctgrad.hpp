@@ -1,5 +1,5 @@
 // ctgrad: declaring, checking and training models, in one include:
-//   graph/          Builder, Scope, Value, freeze, Program, gradcheck, Repeated
+//   graph/          Builder, Scope, Value, freeze, Program, gradcheck, Repeated, scan
 //   ops/            every op; ops/kernels.hpp for writing an op's kernels
 //   models/layers/  linear, norm, embedding, feed_forward, attention, residual, transformer_block
 //   optim/          SGD, Adam(W), Adafactor, LAMB, parameter groups, clipping, schedules
@@ -13,6 +13,7 @@
 #include <ctgrad/graph/gradcheck.hpp>
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/graph/repeated.hpp>
+#include <ctgrad/graph/scan.hpp>
 #include <ctgrad/ops/kernels.hpp>
 #include <ctgrad/ops/ops.hpp>
 

@@ -13,12 +13,15 @@
 
 #include <ctgrad/graph/dim.hpp>
 #include <ctgrad/graph/op.hpp>
+#include <ctgrad/graph/scan_info.hpp>
 
 namespace ctgrad {
 
 using Loc = std::source_location;
 
-enum class NodeKind : std::uint8_t { op, input, param, hyper };
+// carry and step: the inputs of a scan's body (graph/scan.hpp), its state at the step and its
+// step's slice of a scanned sequence.
+enum class NodeKind : std::uint8_t { op, input, param, hyper, carry, step };
 
 // How a parameter is initialised. Reproducible: the value of element k depends only on
 // (seed, parameter name, k), not on order, threads or the other parameters. The numbers may be
@@ -74,6 +77,7 @@ struct Node {
   bool requires_grad = false;  // inputs marked In{.grad=true}; parameters always
   bool is_output = false;
   bool is_loss = false;
+  std::uint8_t region = 0;  // 0: the graph; r: the body of scan r - 1 (graph/scan.hpp)
   int name_off = 0, name_len = 0;  // scope/parameter/input name, in the graph's name pool
   int out_name_off = 0, out_name_len = 0;
   int line = 0;
@@ -175,11 +179,14 @@ struct Builder : Scope {
   Loc user_loc;               // set by a LocationGuard: where the layer being built was called
   bool has_user_loc = false;
   std::array<DerivedSymbol, kMaxSymbols> derived{};  // symbols computed from others (derive)
+  std::vector<ScanInfo> scans;  // graph/scan.hpp
+  int region = 0;               // the scan body being built (Node::region), 0 outside any
 
   constexpr Builder(Loc at = Loc::current()) : Scope{this, {}, at} {}
   constexpr Builder(const Builder& o)
       : Scope{this, o.prefix, o.loc}, nodes(o.nodes), names(o.names), error(o.error), leaves(o.leaves), files(o.files),
-        hypers(o.hypers), user_loc(o.user_loc), has_user_loc(o.has_user_loc), derived(o.derived) {}
+        hypers(o.hypers), user_loc(o.user_loc), has_user_loc(o.has_user_loc), derived(o.derived), scans(o.scans),
+        region(o.region) {}
   // The location an op or parameter reports: the active layer call's, else its own.
   constexpr const Loc& where(const Loc& own) const { return has_user_loc ? user_loc : own; }
   constexpr Builder& operator=(const Builder&) = delete;
@@ -210,7 +217,7 @@ struct Builder : Scope {
 
   // Marks v as a named output, readable after forward().
   constexpr Builder& output(Value v, std::string_view name = "out", Loc loc = Loc::current()) {
-    if (!check_value(v, "output", loc)) return *this;
+    if (!check_value(v, "output", loc) || !check_outside_scan(v, "output", loc)) return *this;
     Node& n = nodes[static_cast<std::size_t>(v.id)];
     if (n.is_output) fail(Msg("output '").add(name).add("': this value is already an output"), loc);
     n.is_output = true;
@@ -220,7 +227,7 @@ struct Builder : Scope {
   }
   // Marks v as the scalar that backward() differentiates.
   constexpr Builder& loss(Value v, Loc loc = Loc::current()) {
-    if (!check_value(v, "loss", loc)) return *this;
+    if (!check_value(v, "loss", loc) || !check_outside_scan(v, "loss", loc)) return *this;
     for (const Node& n : nodes)
       if (n.is_loss) fail(Msg("loss: the graph already has a loss"), loc);
     Node& n = nodes[static_cast<std::size_t>(v.id)];
@@ -242,6 +249,12 @@ struct Builder : Scope {
       return false;
     }
     return true;
+  }
+  // A value of a scan's body is seen outside it only through the scan's results.
+  constexpr bool check_outside_scan(Value v, const char* what, const Loc& loc) {
+    if (nodes[static_cast<std::size_t>(v.id)].region == 0) return true;
+    fail(Msg(what).add(": the value is inside a scan's body; return it from the body (ScanStepResult) and use the scan's result"), loc);
+    return false;
   }
   constexpr int store(std::string_view s) {
     int off = int(names.size());
@@ -430,8 +443,12 @@ constexpr Value Scope::apply(std::initializer_list<Value> inputs, const options_
   n.attr = encode_attrs(options);
   std::array<Shape, kMaxInputs> shapes{};
   std::array<DType, kMaxInputs> dtypes{};
+  n.region = std::uint8_t(b->region);
+  int foreign = -1;  // an input from a scan's body this op may not read
   for (const Value& v : inputs) {
     if (n.n_in == kMaxInputs || !b->check_value(v, Op::name, loc)) break;
+    const int r = b->nodes[static_cast<std::size_t>(v.id)].region;
+    if (r != 0 && r != b->region && foreign < 0) foreign = n.n_in;
     shapes[static_cast<std::size_t>(n.n_in)] = v.shape();
     dtypes[static_cast<std::size_t>(n.n_in)] = v.dtype();
     n.in[static_cast<std::size_t>(n.n_in++)] = v.id;
@@ -448,7 +465,10 @@ constexpr Value Scope::apply(std::initializer_list<Value> inputs, const options_
       if (h >= 0 && (h >= std::int64_t(b->nodes.size()) || b->nodes[std::size_t(h)].kind != NodeKind::hyper))
         b->fail(where().add("an option names a hyperparameter of another graph"), loc);
     }
-  if (n.attr.overflow) {
+  if (foreign >= 0) {
+    b->fail(where().add("input ").add(foreign).add(b->region == 0 ? " is a value inside a scan's body; return it from the body (ScanStepResult) and use the scan's result"
+                                                                  : " is a value inside another scan's body"), loc);
+  } else if (n.attr.overflow) {
     b->fail(where().add("its options need more than ").add(kAttrWords).add(" words"), loc);
   } else if (Op::arity >= 0 ? n.n_in != Op::arity : (n.n_in < 1 || int(inputs.size()) > kMaxInputs)) {
     if (Op::arity >= 0)

@@ -3,6 +3,7 @@
 // executor_memory.cpp, executor_values.cpp.
 #include <ctgrad/graph/executor.hpp>
 #include <ctgrad/graph/executor_detail.hpp>
+#include <ctgrad/graph/scan.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -134,27 +135,38 @@ TensorRef Executor<T>::ref(int node, void* data) const {
 
 template <class T>
 void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int end, bool vjp) {
+  run_nodes(p, NodeSet{g_.nodes, val_.data(), grad_.data(), scratch_.data()}, order, begin, end, vjp);
+}
+
+template <class T>
+void Executor<T>::run_nodes(const PlanView& p, const NodeSet& set, const int* order, int begin, int end, bool vjp) {
   constexpr int ti = std::is_same_v<T, double> ? 1 : 0;
   auto run = [&](int i) {
     if (vjp && p.vjp_skip[i]) return;  // a view whose source's gradient is its own buffer
-    const Node& n = g_.nodes[i];
-    std::array<TensorRef, kMaxInputs> in{}, gin{};
+    const Node& n = set.nodes[i];
+    const int id = set.outer ? set.outer[i] : i;  // the model's node
+    if (!set.outer && (n.op == &op_def<ScanOp> || n.op == &op_def<ScanResultOp>)) {  // run here, not by kernels
+      if (n.op == &op_def<ScanOp>) vjp ? scan_backward(i) : scan_forward(i, placed_mode_);
+      else vjp ? scan_result_vjp(i) : scan_result_forward(i);
+      return;
+    }
+    std::array<TensorRef, kMaxInputs> in, gin;
     const int n_in = std::min(n.n_in, kMaxInputs);  // always n.n_in; tells the compiler the bound
     for (int k = 0; k < n_in; ++k) {
       int src = n.in[static_cast<std::size_t>(k)];
-      in[static_cast<std::size_t>(k)] = val_[static_cast<std::size_t>(src)];
-      if (vjp && p.needs_grad[src]) gin[static_cast<std::size_t>(k)] = grad_[static_cast<std::size_t>(src)];
+      in[static_cast<std::size_t>(k)] = set.val[src];
+      gin[static_cast<std::size_t>(k)] = vjp && p.needs_grad[src] ? set.grad[src] : TensorRef{};
     }
-    const AttrWords& attrs = (vjp && impl_->forward_attrs_kept ? impl_->forward_attrs : attrs_)[static_cast<std::size_t>(i)];
-    OpArgs a{attrs, in.data(), n.n_in, val_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)]};
+    const AttrWords& attrs = (vjp && impl_->forward_attrs_kept ? impl_->forward_attrs : attrs_)[static_cast<std::size_t>(id)];
+    OpArgs a{attrs, in.data(), n.n_in, set.val[i], set.scratch[i]};
     a.seed = dropout_seed_;
     a.shard = shard_;
 
-    a.step = static_cast<std::uint64_t>(vjp ? step_ - 1 : step_);  // forward() counts after running
-    a.node = i;
+    a.step = static_cast<std::uint64_t>(vjp || set.replay ? step_ - 1 : step_);  // forward() counts after running
+    a.node = set.tag | static_cast<std::uint64_t>(id);
     a.training = placed_mode_ == Mode::train;
     if (vjp) {
-      a.gout = &grad_[static_cast<std::size_t>(i)];
+      a.gout = &set.grad[i];
       a.gin = gin.data();
       a.assign_mask = p.assigns[i];
     }
@@ -162,7 +174,7 @@ void Executor<T>::run_step(const PlanView& p, const int* order, int begin, int e
     if (vjp) n.op->vjp[ti](a);
     else n.op->forward[ti](a);
     if (profile_) {  // one task per node: no other thread writes this node's clock
-      NodeClock& c = clocks_[static_cast<std::size_t>(i)];
+      NodeClock& c = clocks_[static_cast<std::size_t>(id)];
       c.ns[vjp] += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
       ++c.runs[vjp];
     }
@@ -259,26 +271,33 @@ void Executor<T>::backward() {
   }
   impl_->arena.execute([&] {
     for (int b = 0; b < p.n_bwd; ++b) {
-      for (int z = p.zero_begin[b]; z < p.zero_begin[b + 1]; ++z) {
-        const TensorRef& r = grad_[static_cast<std::size_t>(p.zero_order[z])];
-        if (p.grad_fresh[p.zero_order[z]]) {  // its first contributor assigns it
-          if (poison_) std::fill_n(r.template as<T>(), r.numel, std::numeric_limits<T>::quiet_NaN());
-          continue;
-        }
-        constexpr std::int64_t kChunk = std::int64_t(1) << 16;  // large buffers on every thread
-        if (r.numel <= kChunk) {
-          std::memset(r.data, 0, static_cast<std::size_t>(r.numel) * sizeof(T));
-          continue;
-        }
-        tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, r.numel, kChunk), [&](const tbb::blocked_range<std::int64_t>& c) {
-          std::memset(r.template as<T>() + c.begin(), 0, static_cast<std::size_t>(c.size()) * sizeof(T));
-        });
-      }
+      zero_step_gradients(p, grad_.data(), b);
       run_step(p, p.bwd_order, p.bwd_begin[b], p.bwd_begin[b + 1], true);
       if (backward_hook_) backward_hook_(b);
     }
   });
   have_forward_ = false;  // activations may be overwritten by now
+}
+
+// The gradients made ready before backward step b: zeroed, or poisoned where their first
+// contributor assigns them (Options::poison_assigned_gradients).
+template <class T>
+void Executor<T>::zero_step_gradients(const PlanView& p, const TensorRef* grad, int b) {
+  for (int z = p.zero_begin[b]; z < p.zero_begin[b + 1]; ++z) {
+    const TensorRef& r = grad[p.zero_order[z]];
+    if (p.grad_fresh[p.zero_order[z]]) {  // its first contributor assigns it
+      if (poison_) std::fill_n(r.template as<T>(), r.numel, std::numeric_limits<T>::quiet_NaN());
+      continue;
+    }
+    constexpr std::int64_t kChunk = std::int64_t(1) << 16;  // large buffers on every thread
+    if (r.numel <= kChunk) {
+      std::memset(r.data, 0, static_cast<std::size_t>(r.numel) * sizeof(T));
+      continue;
+    }
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, r.numel, kChunk), [&](const tbb::blocked_range<std::int64_t>& c) {
+      std::memset(r.template as<T>() + c.begin(), 0, static_cast<std::size_t>(c.size()) * sizeof(T));
+    });
+  }
 }
 
 template <class T>

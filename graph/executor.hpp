@@ -11,12 +11,17 @@
 
 namespace ctgrad {
 
+struct BodyView;
+
 struct GraphView {
   const Node* nodes;
   int n;
   const char* names;
   int loss;
   const DerivedSymbol* derived;  // [kMaxSymbols]
+  const ScanInfo* scans = nullptr;  // graph/scan.hpp: [n_scans], each with its body's plans
+  int n_scans = 0;
+  const BodyView* bodies = nullptr;
   std::string_view str(int off, int len) const { return {names + off, static_cast<std::size_t>(len)}; }
   std::string_view name(int i) const { return str(nodes[i].name_off, nodes[i].name_len); }
 };
@@ -32,7 +37,7 @@ struct PlanView {
   const int *value_buf, *grad_buf, *scratch_buf, *view_of;
 
   template <int N>
-  static PlanView of(const Plan<N>& p) {
+  static constexpr PlanView of(const Plan<N>& p) {
     return {p.training,         p.n_fwd,             p.n_bwd,
             p.fwd_order.data(), p.fwd_begin.data(),  p.bwd_order.data(),
             p.bwd_begin.data(), p.zero_order.data(), p.zero_begin.data(),
@@ -41,6 +46,16 @@ struct PlanView {
             p.n_buffers,        p.n_slots,           p.value_buf.data(),
             p.grad_buf.data(),  p.scratch_buf.data(), p.view_of.data()};
   }
+};
+
+// A scan's body cut out as a graph of its own (graph/scan_plan.hpp): its nodes (the first
+// n_captures stand for values it reads from outside), the model's node each stands for, its plans.
+struct BodyView {
+  const Node* nodes;
+  int n;
+  const int* outer;
+  int n_captures;
+  PlanView train, infer;
 };
 
 // One node's share of the time (Executor::op_profile). Nodes of one plan step run concurrently, so
@@ -137,7 +152,7 @@ class Executor {
   // between steps then uses Options::threads too, not every core of the machine.
   void execute(const std::function<void()>& f);
   std::int64_t symbol(Dim s) const;  // bound value of a runtime symbol, -1 if unbound
-  std::size_t arena_bytes() const { return arena_bytes_; }
+  std::size_t arena_bytes() const { return arena_bytes_ + scan_bytes_; }  // scans' memory included
   // Bytes the plan of a mode needs at the currently bound dims.
   std::size_t plan_bytes(Mode m) const;
   // Bytes the plan of a mode would need with the runtime symbols at these values (Batch, Seq,
@@ -166,6 +181,16 @@ class Executor {
   void layout(const PlanView& p, std::vector<std::size_t>& offsets, std::size_t& total) const;
   void place(Mode m);
   void run_step(const PlanView& p, const int* order, int begin, int end, bool vjp);
+  // The nodes of a plan step, the model's or a scan body's (graph/executor_scan.cpp).
+  struct NodeSet;
+  void run_nodes(const PlanView& p, const NodeSet& set, const int* order, int begin, int end, bool vjp);
+  void zero_step_gradients(const PlanView& p, const TensorRef* grad, int b);
+  void place_scans();
+  std::optional<std::size_t> scan_bytes_at(const std::array<std::int64_t, kMaxSymbols>& sym) const;
+  void scan_forward(int node, Mode mode);
+  void scan_backward(int node);
+  void scan_result_forward(int node);
+  void scan_result_vjp(int node);
   TensorRef ref(int node, void* data) const;
   [[noreturn]] void fail_input(int node, const std::string& why) const;
 
@@ -205,7 +230,7 @@ class Executor {
   std::vector<InputStore> seeds_;   // by node: output gradients for a graph without a loss
 
   AlignedArray<std::byte> arena_;
-  std::size_t arena_bytes_ = 0;
+  std::size_t arena_bytes_ = 0, scan_bytes_ = 0;
   std::vector<std::size_t> offsets_[2];  // slot -> byte offset, per plan
   std::size_t total_[2] = {0, 0};
   std::vector<TensorRef> val_, grad_, scratch_;

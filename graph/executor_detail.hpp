@@ -54,7 +54,45 @@ inline std::string declared(const Shape& s) { return std::string(Msg().add(s).vi
 namespace ctgrad {
 
 template <class T>
+struct Executor<T>::NodeSet {
+  const Node* nodes;
+  TensorRef *val, *grad, *scratch;  // by node of `nodes`
+  const int* outer = nullptr;       // a scan body's: the model's node each stands for (its options, clock)
+  std::uint64_t tag = 0;            // a scan body's step, (t + 1) << 32, in the random ops' numbering
+  bool replay = false;              // a step's forward run again in backward: the numbers it drew then
+};
+
+namespace executor_detail {
+// One scan's run-time state (graph/executor_scan.cpp): its body's tensors, the layout of its
+// memory at the bound dims, and what passes from its forward to its backward.
+template <class T>
+struct ScanRun {
+  const ScanInfo* info = nullptr;
+  const BodyView* body = nullptr;
+  std::vector<TensorRef> val, grad, scratch;  // by body node
+  std::vector<std::int8_t> carry_of, step_of;  // by body node: the state / sequence it is the input of, -1
+  struct Layout {  // one plan's buffers: shared slots, then one block per step
+    std::vector<std::size_t> off;  // by slot, within the shared part or within a step's block
+    std::vector<char> per_step;    // by slot
+    std::size_t shared = 0, step = 0;
+  } layout[2];  // [train, infer]
+  std::int64_t steps = 0, batch = 0;
+  AlignedArray<std::byte> mem;
+  std::size_t mem_bytes = 0, used = 0;
+  // Regions after the plans' blocks: the sequences time-major [L, batch, ...] (one step a
+  // row block, strided by xs_stride), the masked states [L, ...], zero starts, the gradients
+  // passed between steps, those of the final states and of the stacked outputs.
+  std::array<std::size_t, kMaxScanValues> xs_off{}, xs_stride{}, carry_off{}, carry_stride{}, zero_off{},
+      carry_grad_off{}, seq_grad_off{};
+  std::array<bool, kMaxScanValues> have_seq_grad{}, have_last_grad{};
+  std::array<const void*, kMaxScanValues> final_state{};
+  int mode = 0;  // the plan of its last forward
+};
+}  // namespace executor_detail
+
+template <class T>
 struct Executor<T>::Impl {
+  std::vector<executor_detail::ScanRun<T>> scans;
   tbb::task_arena arena;
   // The options the last training forward ran with, kept when set_hyper changes one before its
   // backward: the VJPs must see what the forward saw (dropout regenerates its mask from its rate).

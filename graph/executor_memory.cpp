@@ -46,6 +46,8 @@ std::optional<std::size_t> Executor<T>::plan_bytes_at(Mode m, const std::array<s
   std::uint64_t total = 0;
   for (auto s : slot)
     if (__builtin_add_overflow(total, s, &total)) return std::nullopt;
+  const auto scans = scan_bytes_at(sym);  // each scan's memory (graph/executor_scan.cpp)
+  if (!scans || __builtin_add_overflow(total, std::uint64_t(*scans), &total)) return std::nullopt;
   // The inputs live beside the arena, in their own stores.
   for (int i = 0; i < g_.n; ++i) {
     const Node& n = g_.nodes[i];
@@ -60,7 +62,7 @@ std::optional<std::size_t> Executor<T>::plan_bytes_at(Mode m, const std::array<s
 
 template <class T>
 std::size_t Executor<T>::plan_bytes(Mode m) const {
-  return total_[m == Mode::train ? 0 : 1];
+  return total_[m == Mode::train ? 0 : 1] + scan_bytes_;
 }
 
 template <class T>
@@ -76,6 +78,7 @@ void Executor<T>::place(Mode m) {
     }
     sized_for_ = sym_;
     sized_ = true;
+    place_scans();
   }
   if (!resized && placed_ && placed_mode_ == m) {
     // Inputs may have moved to a bigger store since the last step (and views of them with them).

@@ -5,13 +5,15 @@
 
 namespace ctgrad {
 
-template <int N, int C>
+template <int N, int C, int S = 0>
 struct Graph {
   static constexpr int size = N;
+  static constexpr int n_scans = S;
   std::array<Node, static_cast<std::size_t>(N)> nodes{};
   std::array<char, static_cast<std::size_t>(C)> names{};
   int loss = -1;  // node index of the loss, -1 if the graph has none
   std::array<DerivedSymbol, kMaxSymbols> derived{};  // runtime symbols computed from others
+  std::array<ScanInfo, static_cast<std::size_t>(S)> scans{};  // graph/scan.hpp
 
   constexpr const Node& operator[](int i) const { return nodes[static_cast<std::size_t>(i)]; }
   constexpr std::string_view str(int off, int len) const {
@@ -40,7 +42,7 @@ struct ctgrad_graph_error {
 
 namespace detail {
 struct BuildInfo {
-  std::size_t nodes, chars;
+  std::size_t nodes, chars, scans;
   Msg error;
 };
 }  // namespace detail
@@ -51,13 +53,14 @@ consteval auto freeze() {
   constexpr detail::BuildInfo info = [] {
     Builder b = F();
     b.check_duplicates();
-    return detail::BuildInfo{b.nodes.size(), b.names.size(), b.error};
+    if (b.region != 0 && b.error.empty()) b.error = Msg("a scan's body did not return (the model function left it)");
+    return detail::BuildInfo{b.nodes.size(), b.names.size(), b.scans.size(), b.error};
   }();
   static_assert(ctgrad_graph_error<info.error>::ok);
   if constexpr (!info.error.empty()) {
     return Graph<0, 0>{};  // stop here: no follow-on errors after the first
   } else {
-    Graph<int(info.nodes), int(info.chars)> g;
+    Graph<int(info.nodes), int(info.chars), int(info.scans)> g;
     Builder b = F();
     for (std::size_t i = 0; i < info.nodes; ++i) {
       g.nodes[i] = b.nodes[i];
@@ -65,6 +68,7 @@ consteval auto freeze() {
     }
     for (std::size_t i = 0; i < info.chars; ++i) g.names[i] = b.names[i];
     g.derived = b.derived;
+    for (std::size_t i = 0; i < info.scans; ++i) g.scans[i] = b.scans[i];
     return g;
   }
 }

@@ -42,7 +42,7 @@ namespace ctgrad {
 
 enum class DType : std::uint8_t { real, index };  // real = the program's T; index = int32
 
-inline constexpr int kMaxInputs = 5;
+inline constexpr int kMaxInputs = 16;  // a scan's inputs: its states, sequences and what its body reads
 
 struct ShapeCtx {
   const Shape* in;
@@ -101,7 +101,7 @@ struct OpArgs {
   // vjp sees the step of the forward it differentiates.
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
-  int node = 0;
+  std::uint64_t node = 0;  // the node's id; inside a scan's body, also the time step: (t + 1) << 32 | id
   bool training = true;  // false in Mode::infer: dropout is the identity
   // Data parallelism: this process holds rows shard x rows .. (shard + 1) x rows of the global
   // batch, so a random op numbers its elements from shard x numel: the masks of the whole batch

@@ -171,7 +171,7 @@ constexpr auto make_plan(const G& g, bool training) {
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
       at(p.fwd_step, i) = -1;
-      if (n.kind != NodeKind::op) {
+      if (n.kind != NodeKind::op || n.region != 0) {  // a scan's body runs inside its scan (graph/scan.hpp)
         at(level, i) = -1;
         continue;
       }
@@ -201,6 +201,7 @@ constexpr auto make_plan(const G& g, bool training) {
     std::array<bool, U> from_leaf{}, to_loss{};
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
+      if (n.region != 0) continue;
       if (n.kind != NodeKind::op) {
         at(from_leaf, i) = n.requires_grad;
       } else if (n.op->differentiable && n.dtype == DType::real) {
@@ -329,6 +330,7 @@ constexpr auto make_plan(const G& g, bool training) {
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
       if (n.kind == NodeKind::param) continue;  // parameters live in the parameter store
+      if (n.region != 0) continue;              // a scan's body: in its scan's memory
       // Value. Inputs live in their own stores (set once, kept across steps), not in the arena.
       const int start = n.kind == NodeKind::input ? 0 : at(p.fwd_step, i);
       int end = start, g_start = is_seed(i) ? F : t_end;

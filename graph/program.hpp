@@ -7,7 +7,10 @@
 //
 // The plans are computed at compile time from G; the executor underneath is shared by all graphs.
 #pragma once
+#include <utility>
+
 #include <ctgrad/graph/executor.hpp>
+#include <ctgrad/graph/scan_plan.hpp>
 
 namespace ctgrad {
 
@@ -16,6 +19,15 @@ struct PlansOf {
   static constexpr auto train = make_plan(G, true);
   static constexpr auto infer = make_plan(G, false);
   static_assert(train.sound, "ctgrad: internal error: the memory plan reads a gradient before writing it");
+};
+
+template <const auto& G, class Scans = std::make_integer_sequence<int, G.n_scans>>
+struct BodiesOf;
+template <const auto& G, int... S>
+struct BodiesOf<G, std::integer_sequence<int, S...>> {
+  static constexpr std::array<BodyView, sizeof...(S)> views{
+      BodyView{ScanBodyOf<G, S>::tables.graph.nodes.data(), ScanBodyOf<G, S>::size, ScanBodyOf<G, S>::tables.outer.data(),
+               G.scans[S].n_captures, PlanView::of(ScanBodyOf<G, S>::train), PlanView::of(ScanBodyOf<G, S>::infer)}...};
 };
 
 template <const auto& G, class T = float>
@@ -28,7 +40,8 @@ class Program : public Executor<T> {
   static constexpr const auto& infer_plan = Plans::infer;
 
   explicit Program(Options opts = {})
-      : Executor<T>(GraphView{G.nodes.data(), G.size, G.names.data(), G.loss, G.derived.data()},
+      : Executor<T>(GraphView{G.nodes.data(), G.size, G.names.data(), G.loss, G.derived.data(), G.scans.data(), G.n_scans,
+                              BodiesOf<G>::views.data()},
                     PlanView::of(Plans::train), PlanView::of(Plans::infer), opts) {}
 
   void backward() {
