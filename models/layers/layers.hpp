@@ -6,4 +6,5 @@
 #include <ctgrad/models/layers/feed_forward.hpp>
 #include <ctgrad/models/layers/linear.hpp>
 #include <ctgrad/models/layers/norm.hpp>
+#include <ctgrad/models/layers/recurrent.hpp>
 #include <ctgrad/models/layers/residual.hpp>

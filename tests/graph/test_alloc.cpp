@@ -41,6 +41,20 @@ using namespace ctgrad;
 
 static constexpr auto MLP = freeze<ctgrad::testing::mlp_classifier<64, 256, 10, 4>>();
 static constexpr auto ATTN = freeze<ctgrad::testing::attention_model<32>>();
+// A recurrence with a mask and dropout in its body (graph/scan.hpp).
+constexpr auto scan_model = [] {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 16});
+  Value mask = g.input("mask", {Batch, Seq}, {.dtype = DType::index});
+  ScanResult r = scan(g.scope("rnn"), {.init = {scan_zeros({Batch, 32})}, .xs = {x}, .mask = mask},
+                      [&](const Scope& s, const ScanStep& t) -> ScanStepResult {
+                        Value h = tanh(layers::linear(s.scope("cell"), concat({dropout(t.x[0], 0.1), t.state[0]}, 1), 32));
+                        return {.state = {h}, .out = {h}};
+                      });
+  g.loss(mean(r.seq[0]) + sum(r.last[0]));
+  return g;
+};
+static constexpr auto SCAN = freeze<scan_model>();
 
 // Allocations in 5 steady steps: ctgrad's must be 0. oneDNN 2.6's C API allocates its argument map
 // on every primitive execution (fp32 blocks take primitives on AVX-512 hosts): those are counted
@@ -88,6 +102,14 @@ TEST_CASE("steady-state training steps allocate nothing", "[executor][alloc]") {
     p.set_input("target", std::span<const float>(xs), {8, 16, 32});
   });
   CHECK(attn == 0);
+  std::vector<float> seq(8 * 12 * 16, 0.5f);
+  std::vector<std::int32_t> seq_mask(8 * 12, 1);
+  seq_mask[5] = 0;
+  long scanned = news_per_step<SCAN>([&](auto& p) {
+    p.set_input("x", std::span<const float>(seq), {8, 12, 16});
+    p.set_input("mask", std::span<const std::int32_t>(seq_mask), {8, 12});
+  });
+  CHECK(scanned == 0);
   // Many rows: the weight gradients' GEMMs split K (as for every host, 4 blocks), their partial
   // products in scratch that grows while warming up only.
   std::vector<float> x_long(4096 * 64, 0.5f);

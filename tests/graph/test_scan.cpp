@@ -293,3 +293,118 @@ TEST_CASE("scan: recompute keeps the states per step, not the values the VJPs re
   INFO("saved " << saved.arena_bytes() << " bytes, recomputed " << again.arena_bytes());
   CHECK(double(again.arena_bytes()) < 0.5 * double(saved.arena_bytes()));
 }
+
+namespace {
+// Dropout in the body: each step draws its own mask, the same in a recomputed step.
+template <bool kRecompute>
+constexpr Builder dropout_scan() {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 64}, {.grad = true});
+  ScanResult r = scan(g.scope("rnn"), {.init = {scan_zeros({Batch, 64})}, .xs = {x}, .recompute = kRecompute},
+                      [&](const Scope&, const ScanStep& t) -> ScanStepResult {
+                        Value h = tanh(dropout(t.x[0], 0.5) + t.state[0]);
+                        return {.state = {h}, .out = {dropout(t.x[0], 0.5)}};
+                      });
+  g.loss(sum(r.seq[0] * g.input("probe", {Batch, Seq, 64})) + sum(r.last[0]));
+  return g;
+}
+constexpr auto dropout_saved = [] { return dropout_scan<false>(); };
+constexpr auto dropout_recomputed = [] { return dropout_scan<true>(); };
+static constexpr auto DropoutSaved = freeze<dropout_saved>();
+static constexpr auto DropoutRecomputed = freeze<dropout_recomputed>();
+}  // namespace
+
+TEST_CASE("scan: dropout in the body draws a mask per step, the same when recomputed", "[graph][scan]") {
+  const std::int64_t steps = 3, batch = 2;
+  const std::vector<float> ones(std::size_t(batch * steps * 64), 1.0f);
+  Program<DropoutSaved, float> saved({.threads = 1, .seed = 5});
+  Program<DropoutRecomputed, float> again({.threads = 2, .seed = 5});
+  for (auto* p : {static_cast<Executor<float>*>(&saved), static_cast<Executor<float>*>(&again)}) {
+    p->set_input("x", std::span<const float>(ones), {batch, steps, 64});
+    p->set_input("probe", std::span<const float>(ones), {batch, steps, 64});
+    p->zero_grad();
+    p->forward();
+    p->backward();
+  }
+  auto out = saved.output("loss");
+  (void)out;
+  // The step outputs of steps 0 and 1 differ (x is all ones: the masks show).
+  const auto xg = saved.input_grad("x");
+  int differ = 0;
+  for (int e = 0; e < 64; ++e) differ += xg.data[e] != xg.data[64 + e];
+  CHECK(differ > 10);
+  REQUIRE(saved.loss() == again.loss());
+  const auto xg2 = again.input_grad("x");
+  CHECK(std::memcmp(xg.data, xg2.data, std::size_t(xg.numel) * sizeof(float)) == 0);
+}
+
+namespace {
+constexpr int kScanLine = __LINE__ + 4;
+constexpr Msg wrong_state_shape() {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 3});
+  scan(g.scope("rnn"), {.init = {scan_zeros({Batch, 4})}, .xs = {x}},
+       [&](const Scope& s, const ScanStep& t) -> ScanStepResult { return {.state = {layers::linear(s.scope("l"), t.x[0], 5)}}; });
+  return g.error;
+}
+constexpr int kBodyLine = __LINE__ + 6;
+constexpr Msg body_shape_error() {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 3});
+  scan(g.scope("rnn"), {.init = {scan_zeros({Batch, 4})}, .xs = {x}},
+       [&](const Scope&, const ScanStep& t) -> ScanStepResult {
+         Value h = t.state[0] + t.x[0];
+         return {.state = {h}};
+       });
+  return g.error;
+}
+constexpr Msg body_value_outside() {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 4});
+  Value inside{};
+  scan(g.scope("rnn"), {.init = {scan_zeros({Batch, 4})}, .xs = {x}}, [&](const Scope&, const ScanStep& t) -> ScanStepResult {
+    inside = tanh(t.state[0] + t.x[0]);
+    return {.state = {inside}};
+  });
+  g.loss(sum(inside));
+  return g.error;
+}
+constexpr Msg bad_mask() {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 4});
+  Value mask = g.input("mask", {Batch, SeqKV}, {.dtype = DType::index});
+  scan(g.scope("rnn"), {.init = {scan_zeros({Batch, 4})}, .xs = {x}, .mask = mask},
+       [&](const Scope&, const ScanStep& t) -> ScanStepResult { return {.state = {tanh(t.state[0] + t.x[0])}}; });
+  return g.error;
+}
+constexpr Msg nested() {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 4});
+  scan(g.scope("outer"), {.init = {scan_zeros({Batch, 4})}, .xs = {x}}, [&](const Scope& s, const ScanStep& t) -> ScanStepResult {
+    scan(s.scope("inner"), {.init = {scan_zeros({Batch, 4})}, .xs = {x}},
+         [&](const Scope&, const ScanStep& u) -> ScanStepResult { return {.state = {tanh(u.state[0])}}; });
+    return {.state = {tanh(t.state[0] + t.x[0])}};
+  });
+  return g.error;
+}
+bool has(const Msg& m, const std::string& part) { return std::string(m.view()).find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("scan: errors name the scan or the body's line", "[graph][scan][errors]") {
+  constexpr Msg state = wrong_state_shape();
+  INFO(state.view());
+  CHECK(has(state, "scan in 'rnn': state 0: the body returns [Batch,5], the state is [Batch,4] (test_scan.cpp:" + std::to_string(kScanLine) + ")"));
+  constexpr Msg body = body_shape_error();
+  INFO(body.view());
+  CHECK(has(body, "op add: cannot broadcast [Batch,4] with [Batch,3]"));
+  CHECK(has(body, "(test_scan.cpp:" + std::to_string(kBodyLine) + ")"));
+  constexpr Msg outside = body_value_outside();
+  INFO(outside.view());
+  CHECK(has(outside, "input 0 is a value inside a scan's body; return it from the body"));
+  constexpr Msg mask = bad_mask();
+  INFO(mask.view());
+  CHECK(has(mask, "scan in 'rnn': the mask must be int32 [batch, L] = [Batch,Seq], got [Batch,SeqKV]"));
+  constexpr Msg inner = nested();
+  INFO(inner.view());
+  CHECK(has(inner, "scan in 'outer.inner': a scan inside a scan's body is not supported"));
+}

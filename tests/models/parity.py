@@ -11,7 +11,9 @@ Llama: 4 query heads over 2 key/value heads with half-split RoPE (llama); over 1
 interleaved RoPE, QK-norm and a window of 5 (llama-mqa); a mixture of 4 experts, top-2 (llama-moe)
 and top-1 (llama-moe-top1), at capacities that drop choices: also the cross-entropy, the balance
 and z-loss terms within 1e-4 relative and the dropped fraction exactly.
-usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied|llama|llama-mqa|llama-moe|llama-moe-top1 <writer program> <out.safetensors>
+GRU and LSTM (rnn.py): nn.GRU / nn.LSTM, 2 layers, bidirectional, over a padded batch (packed
+sequences): also every final state h_n (c_n) within 1e-5.
+usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied|llama|llama-mqa|llama-moe|llama-moe-top1|gru|lstm <writer program> <out.safetensors>
 (t5-tied: the T5 writer with --tied, v1.0's output tied to the shared embedding)
 (bert-nsp: the BERT writer with --next-sentence, the pretraining graph with next-sentence prediction)"""
 import json
@@ -26,15 +28,18 @@ from transformer import Transformer  # noqa: E402
 from bert import BertMlm  # noqa: E402
 from t5 import T5, relative_position_bucket  # noqa: E402
 from llama import Llama  # noqa: E402
+from rnn import RnnTagger  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
 subprocess.run([writer, path] + {"bert-nsp": ["--next-sentence"], "t5-tied": ["--tied"], "llama-mqa": ["--mqa"], "llama-moe": ["--moe"],
-                         "llama-moe-top1": ["--moe-top1"]}.get(kind, []), check=True)
+                         "llama-moe-top1": ["--moe-top1"], "lstm": ["--lstm"]}.get(kind, []), check=True)
 t, meta = read_safetensors(path)
 cfg = json.loads(meta["config"])
 torch.manual_seed(0)
 if kind.startswith("llama"):
     model = Llama(cfg)
+elif kind in ("gru", "lstm"):
+    model = RnnTagger(kind, cfg["vocab"], cfg["d"], cfg["hidden"], cfg["layers"], cfg["bidirectional"])
 elif kind == "gpt":
     model = Gpt(cfg["vocab"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], cfg["context"])
 elif kind in ("bert", "bert-nsp"):
@@ -53,6 +58,8 @@ model.load_state_dict(state)
 inputs = {k[3:]: torch.from_numpy(v).long() for k, v in t.items() if k.startswith("in.")}
 if kind == "gpt" or kind.startswith("llama"):
     logits, loss = model(inputs["ids"], inputs["targets"])
+elif kind in ("gru", "lstm"):
+    logits, loss = model(inputs["ids"], inputs["mask"], inputs["targets"])
 elif kind in ("bert", "bert-nsp"):
     logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"], inputs.get("labels"))
 elif kind in ("t5", "t5-tied"):
@@ -86,6 +93,11 @@ if kind.startswith("llama-moe"):
     check("dropped fraction", t["out.moe.dropped"].reshape(-1)[0], torch.tensor(model.dropped), 1e-6, False)
     fails += not (0 < model.dropped < 1)
     report.append(f"{'ok  ' if 0 < model.dropped < 1 else 'FAIL'} choices dropped over capacity: {model.dropped:.3f} of them")
+if kind in ("gru", "lstm"):
+    for k in range(model.h_n.shape[0]):
+        check(f"h_n[{k}]", t[f"out.h.{k}"], model.h_n[k], 1e-5, False)
+        if kind == "lstm":
+            check(f"c_n[{k}]", t[f"out.c.{k}"], model.c_n[k], 1e-5, False)
 if kind == "bert-nsp":
     check("next-sentence logits", t["out.nsp_logits"], model.nsp_logits, 1e-5, False)
 largest = max(p.grad.abs().max().item() for p in model.parameters())
