@@ -42,7 +42,7 @@ namespace ctgrad {
 
 enum class DType : std::uint8_t { real, index };  // real = the program's T; index = int32
 
-inline constexpr int kMaxInputs = 16;  // a scan's inputs: its states, sequences and what its body reads
+inline constexpr int kMaxInputs = 24;  // a scan's inputs: its states, sequences and what its body reads
 
 struct ShapeCtx {
   const Shape* in;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string_view>
 
+#include <ctgrad/models/layers/attention_pooling.hpp>
 #include <ctgrad/models/layers/linear.hpp>
 #include <ctgrad/models/layers/norm.hpp>
 #include <ctgrad/models/layers/options.hpp>
@@ -25,6 +26,10 @@
 namespace ctgrad::layers {
 
 // Parameter scope names of the projections and QK-norms (Hugging Face Llama's: q_proj, k_proj, ...).
+// How a query and a key score: scaled dot product, or additive w_v^T tanh(q + k) on the heads'
+// projections (Bahdanau's; "<scope>.w_v.weight" [1, d_head], shared by the heads; d2l 11.3).
+enum class AttentionScore : std::uint8_t { dot, additive };
+
 struct AttentionNames {
   std::string_view q = "wq", k = "wk", v = "wv", o = "wo", qkv = "qkv", q_norm = "q_norm", k_norm = "k_norm";
 };
@@ -46,6 +51,7 @@ struct MultiHeadAttentionOptions {
   int window = 0;                          // with causal: each query sees the last `window` positions
   Real softcap = 0;                        // scores softcap * tanh(s / softcap) (0: none)
   AttentionNames names{};
+  AttentionScore score = AttentionScore::dot;
   constexpr int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
@@ -95,6 +101,9 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
   if (o.fused_qkv && kv_heads != o.heads) fail(Msg("fused_qkv needs kv_heads = heads"));
   if (o.rope && in.kv) fail(Msg("rope is for self-attention, but kv was given"));
   if (o.rope && in.cache && !in.positions) fail(Msg("rope over a cache needs the queries' positions (AttentionInputs::positions)"));
+  const bool additive = o.score == AttentionScore::additive;
+  if (additive && (o.causal || o.window || o.softcap.value != 0 || o.rope || o.qk_norm || in.cache || o.fused_qkv || kv_heads != o.heads))
+    fail(Msg("additive scores take masks and a bias; not causal, window, softcap, rope, qk_norm, caches, fused_qkv or kv_heads"));
   const std::int64_t dh = o.heads > 0 ? d.coef / o.heads : 1;
   const Dim d_kv = Dim(dh * kv_heads);
   const LinearOptions lin{.bias = o.bias, .init = o.init}, out_lin{.bias = o.bias, .init = o.out_init},
@@ -105,7 +114,7 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
   // the attention op's seq_first layout): split and merge are then views, no transposes; and a
   // fused projection's q, k, v are read in place (packed_qkv), not copied out of it. RoPE and
   // QK-norm act on q and k first, so they take the separate path.
-  const bool seq_first = !in.cache && !in.weights;
+  const bool seq_first = !in.cache && !in.weights && !additive;
   const bool per_head = o.rope || o.qk_norm;
   const bool packed = o.fused_qkv && seq_first && !per_head;
   Value q, k, v, qkv;
@@ -155,8 +164,18 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
            : in.bias          ? ops::apply<AttentionOp>({qkv_in..., *in.bias}, ao, here)
                               : ops::apply<AttentionOp>({qkv_in...}, ao, here);
   };
-  Value heads_out = packed ? attend(qkv) : attend(q, k, v);
-  if (in.weights) r.weights = attention_weights(q, k, in.mask, in.bias, ao);
+  Value heads_out{};
+  if (additive) {  // [B, H, Tq, Tk] scores from [B, H, T, d_head] heads, then as the op: mask, bias, softmax, dropout
+    Value scores = additive_scores(q, k, s.scope("w_v").param("weight", {1, dh}, init::xavier_uniform()));
+    if (in.mask) scores = masked_fill(scores, *in.mask, -1e9);
+    if (in.bias) scores = scores + *in.bias;
+    const Value p = softmax(scores);
+    if (in.weights) r.weights = p;
+    heads_out = matmul(dropout(p, o.dropout), v);
+  } else {
+    heads_out = packed ? attend(qkv) : attend(q, k, v);
+    if (in.weights) r.weights = attention_weights(q, k, in.mask, in.bias, ao);
+  }
   const Value merged = seq_first ? heads_out : transpose(heads_out, 1, 2);
   r.out = linear(s.scope(o.names.o), reshape(merged, {qs[0], qs[1], d}), d, out_lin);
   return r;
