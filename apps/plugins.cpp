@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 const std::vector<std::pair<std::string, std::vector<std::string>>> kPlugins = {
     {"ctgrad-transformer", {"transformer"}}, {"ctgrad-vit", {"vit"}},        {"ctgrad-bert", {"bert", "bert-finetune"}},
     {"ctgrad-t5", {"t5", "t5-finetune"}},    {"ctgrad-gpt-variants", {}}, {"ctgrad-llama", {"llama"}},
+    {"ctgrad-seq2seq", {"seq2seq"}},
 };
 
 enum class State { absent, loaded, stale, failed };

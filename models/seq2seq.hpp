@@ -13,7 +13,7 @@
 #include <ctgrad/models/layers/attention_pooling.hpp>
 #include <ctgrad/models/layers/embedding.hpp>
 #include <ctgrad/models/layers/recurrent.hpp>
-#include <ctgrad/models/transformer.hpp>
+#include <ctgrad/models/translation_inputs.hpp>
 #include <ctgrad/ops/loss.hpp>
 #include <ctgrad/ops/mask.hpp>
 
@@ -33,7 +33,7 @@ inline constexpr Seq2SeqConfig kSeq2SeqTiny{.vocab = 40, .embed = 16, .hidden = 
 inline constexpr int kSeq2SeqMaxLayers = 8;
 
 namespace seq2seq_inputs {
-using namespace transformer_inputs;  // src, src_len, tgt_in, tgt_len, tgt_out
+using namespace translation_inputs;  // src, src_len, tgt_in, tgt_len, tgt_out; step: ids [Batch]
 inline constexpr InputName memory{"memory", DType::real};  // step: the encoder's outputs [Batch, Sym3, hidden]
 inline constexpr InputName keys{"keys", DType::real};      // step: their attention keys [Batch, Sym3, hidden]
 }  // namespace seq2seq_inputs

@@ -22,6 +22,7 @@
 // Symbols: Batch; Seq = target length; SeqKV = source length (training) or cache length (step);
 // Sym3 = source length in the step graph.
 #pragma once
+#include <ctgrad/models/translation_inputs.hpp>
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/decoding.hpp>
@@ -67,13 +68,7 @@ constexpr VariantSpace<TransformerConfig, 6> transformer_variant_space(const Tra
 }
 
 namespace transformer_inputs {
-inline constexpr InputName src{"src", DType::index};              // [Batch, SeqKV] source ids, padded
-inline constexpr InputName src_len{"src_len", DType::index};      // [Batch] source lengths
-inline constexpr InputName tgt_in{"tgt_in", DType::index};        // [Batch, Seq] <s> y1 .. y(T-1), padded
-inline constexpr InputName tgt_len{"tgt_len", DType::index};      // [Batch] target lengths
-inline constexpr InputName tgt_out{"tgt_out", DType::index};      // [Batch, Seq] y1 .. yT (pad ignored)
-inline constexpr InputName ids{"ids", DType::index};              // step: [Batch, Seq] new target tokens
-inline constexpr InputName positions{"positions", DType::index};  // step: [Seq] their positions
+using namespace translation_inputs;  // src, src_len, tgt_in, tgt_len, tgt_out; step: ids [Batch, Seq], positions [Seq]
 }  // namespace transformer_inputs
 
 namespace detail {

@@ -53,8 +53,46 @@ struct Seq2SeqShape {
   bool step_positions = false;  // the step graph takes the new tokens' positions
 };
 
+// A model's translation of source token sequences: greedy and beam search (a Transformer's over
+// key/value caches below, an RNN's over its states: models/recurrent_translator.hpp).
+class TranslationSearch {
+ public:
+  virtual ~TranslationSearch() = default;
+  // Several sentences at once; each result is its sentence's own search's.
+  virtual std::vector<std::vector<std::int32_t>> search_batch(std::span<const std::vector<std::int32_t>> srcs, std::int32_t start,
+                                                              std::int32_t eos, const BeamOptions& o) = 0;
+  std::vector<std::int32_t> greedy(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, int max_len = 64) {
+    return search(src, start, eos, BeamOptions{.beam = 1, .alpha = 0, .max_len = max_len});
+  }
+  std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, const BeamOptions& o) {
+    const std::vector<std::int32_t> one(src.begin(), src.end());
+    return search_batch(std::span<const std::vector<std::int32_t>>(&one, 1), start, eos, o)[0];
+  }
+
+ protected:
+  // The sources padded to the longest ([B, S] row-major, 0 past each length), their lengths;
+  // an empty source or a token outside [0, vocab) is an error naming it.
+  static std::int64_t pad_sources(std::span<const std::vector<std::int32_t>> srcs, int vocab, std::vector<std::int32_t>& padded,
+                                  std::vector<std::int32_t>& lens) {
+    std::int64_t S = 0;
+    lens.assign(srcs.size(), 0);
+    for (std::size_t b = 0; b < srcs.size(); ++b) {
+      if (srcs[b].empty()) throw std::invalid_argument("ctgrad: Translator: empty source (sentence " + std::to_string(b) + ")");
+      for (std::size_t i = 0; i < srcs[b].size(); ++i)
+        if (srcs[b][i] < 0 || srcs[b][i] >= vocab)
+          throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(srcs[b][i]) + " at position " + std::to_string(i) +
+                                      " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      lens[b] = std::int32_t(srcs[b].size());
+      S = std::max<std::int64_t>(S, std::int64_t(srcs[b].size()));
+    }
+    padded.assign(srcs.size() * std::size_t(S), 0);
+    for (std::size_t b = 0; b < srcs.size(); ++b) std::copy(srcs[b].begin(), srcs[b].end(), padded.begin() + std::ptrdiff_t(b * std::size_t(S)));
+    return S;
+  }
+};
+
 // Beam search over an encoder program and a step program (any compiled pair of a model's graphs).
-class Seq2SeqSearch : private StepDecoder {
+class Seq2SeqSearch : public TranslationSearch, private StepDecoder {
  public:
   // Copies the weights, by name, into both programs.
   Seq2SeqSearch(std::unique_ptr<Executor<float>> encoder, std::unique_ptr<Executor<float>> step, const Seq2SeqShape& shape,
@@ -64,32 +102,15 @@ class Seq2SeqSearch : private StepDecoder {
     copy_weights(weights, *step_, "Translator");
   }
 
-  std::vector<std::int32_t> greedy(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, int max_len = 64) {
-    return search(src, start, eos, BeamOptions{.beam = 1, .alpha = 0, .max_len = max_len});
-  }
-  std::vector<std::int32_t> search(std::span<const std::int32_t> src, std::int32_t start, std::int32_t eos, const BeamOptions& o) {
-    const std::vector<std::int32_t> one(src.begin(), src.end());
-    return search_batch(std::span<const std::vector<std::int32_t>>(&one, 1), start, eos, o)[0];
-  }
+  using TranslationSearch::greedy;
+  using TranslationSearch::search;
   // Several sentences at once: one encoder pass over them (padded), then each step decodes every
   // live hypothesis of every sentence in one batch. The results are each sentence's own search's.
   std::vector<std::vector<std::int32_t>> search_batch(std::span<const std::vector<std::int32_t>> srcs, std::int32_t start, std::int32_t eos,
-                                                      const BeamOptions& o) {
+                                                      const BeamOptions& o) override {
     const std::int64_t B = std::int64_t(srcs.size());
     if (B == 0) return {};
-    S_ = 0;
-    lens_.assign(srcs.size(), 0);
-    for (std::size_t b = 0; b < srcs.size(); ++b) {
-      if (srcs[b].empty()) throw std::invalid_argument("ctgrad: Translator: empty source (sentence " + std::to_string(b) + ")");
-      for (std::size_t i = 0; i < srcs[b].size(); ++i)
-        if (srcs[b][i] < 0 || srcs[b][i] >= m_.vocab)
-          throw std::invalid_argument("ctgrad: Translator: source token " + std::to_string(srcs[b][i]) + " at position " + std::to_string(i) +
-                                      " is outside the vocabulary [0, " + std::to_string(m_.vocab) + ")");
-      lens_[b] = std::int32_t(srcs[b].size());
-      S_ = std::max<std::int64_t>(S_, std::int64_t(srcs[b].size()));
-    }
-    padded_.assign(std::size_t(B * S_), 0);  // past each length: masked by the lengths
-    for (std::int64_t b = 0; b < B; ++b) std::copy(srcs[std::size_t(b)].begin(), srcs[std::size_t(b)].end(), padded_.begin() + b * S_);
+    S_ = pad_sources(srcs, m_.vocab, padded_, lens_);  // past each length: masked by the lengths
     enc_->set_input("src", std::span<const std::int32_t>(padded_), {B, S_});
     enc_->set_input("src_len", std::span<const std::int32_t>(lens_), {B});
     enc_->forward(Mode::infer);

@@ -8,6 +8,7 @@
 
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/base/random.hpp>
+#include <ctgrad/models/recurrent_translator.hpp>
 #include <ctgrad/models/seq2seq.hpp>
 
 using namespace ctgrad;
@@ -155,5 +156,50 @@ TEST_CASE("attention: additive scores (w_v^T tanh(q + k)) with masks, and Nadara
     double z = 0, e[3];
     for (int j = 0; j < 3; ++j) z += e[j] = std::exp(-0.5 * std::pow((q[std::size_t(i)] - k[std::size_t(j)]) * w, 2));
     for (int j = 0; j < 3; ++j) CHECK(weights.data[i * 3 + j] == Approx(e[j] / z).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("seq2seq: greedy search picks the training graph's argmax at every step; batched searches are each sentence's own", "[models][seq2seq]") {
+  constexpr auto C = models::kSeq2SeqTiny;
+  Program<Train> train({.threads = 2, .seed = 8});
+  // Weights of some scale: a few random steps of plain gradient descent on random pairs.
+  optim::SGD<float> sgd(train.parameters(), {.lr = 0.5});
+  for (std::uint64_t s = 0; s < 20; ++s) {
+    feed(train, pairs(4, 6, 5, C.vocab, 100 + s));
+    train.zero_grad();
+    train.forward();
+    train.backward();
+    sgd.step();
+  }
+  models::RecurrentSearch search(std::make_unique<Program<Encoder>>(Options{.threads = 2}), std::make_unique<Program<Step>>(Options{.threads = 2}),
+                                 {C.layers, C.hidden, C.vocab}, train.parameters());
+  const Pairs p = pairs(3, 6, 2, C.vocab, 77);
+  std::vector<std::vector<std::int32_t>> srcs;
+  for (std::int64_t b = 0; b < p.B; ++b)
+    srcs.push_back({p.src.begin() + b * p.S, p.src.begin() + b * p.S + p.src_len[std::size_t(b)]});
+  const auto batched = search.search_batch(srcs, 2, 3, {.beam = 3, .max_len = 8});
+  for (std::size_t b = 0; b < srcs.size(); ++b) {
+    CHECK(search.search(srcs[b], 2, 3, {.beam = 3, .max_len = 8}) == batched[b]);
+    // Greedy: each token is the argmax of the training graph's logits given the tokens before it.
+    const std::vector<std::int32_t> out = search.greedy(srcs[b], 2, 3, 8);
+    std::vector<std::int32_t> tgt_in{2};
+    tgt_in.insert(tgt_in.end(), out.begin(), out.end());
+    const std::int64_t T = std::int64_t(tgt_in.size());
+    const std::int32_t sl = std::int32_t(srcs[b].size()), tl = std::int32_t(T);
+    std::vector<std::int32_t> tgt_out(tgt_in.begin() + 1, tgt_in.end());
+    tgt_out.push_back(3);
+    train.set_input(in::src, std::span<const std::int32_t>(srcs[b]), {1, sl});
+    train.set_input(in::src_len, std::span<const std::int32_t>(&sl, 1), {1});
+    train.set_input(in::tgt_in, std::span<const std::int32_t>(tgt_in), {1, T});
+    train.set_input(in::tgt_len, std::span<const std::int32_t>(&tl, 1), {1});
+    train.set_input(in::tgt_out, std::span<const std::int32_t>(tgt_out), {1, T});
+    train.forward(Mode::infer);
+    const auto logits = train.output("logits");
+    for (std::int64_t t = 0; t < T; ++t) {
+      const float* row = logits.data + t * C.vocab;
+      const std::int32_t best = std::int32_t(std::max_element(row, row + C.vocab) - row);
+      INFO("sentence " << b << " step " << t);
+      if (t + 1 < T || std::int64_t(out.size()) < 8) CHECK(best == (t + 1 < T ? tgt_in[std::size_t(t + 1)] : 3));
+    }
   }
 }

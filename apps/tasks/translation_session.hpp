@@ -1,10 +1,11 @@
-// The Transformer task's session (apps/tasks/transformer*.cpp): one class for every preset, the
-// compiled variant's programs given; its members are defined by concern: training in
-// transformer.cpp, evaluation and translation in transformer_eval.cpp, the data and its batches
-// in transformer_data.cpp.
+// The translation session shared by the encoder-decoder models (apps/tasks/transformer.cpp,
+// seq2seq.cpp): a model brings its programs and how it decodes (TranslationModel); the session
+// owns the rest: the EN-DE data and its batches (translation_data.cpp), training
+// (translation.cpp), evaluation, heatmaps and `translate` (translation_eval.cpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -14,33 +15,54 @@
 #include <ctgrad/data/seq2seq_batches.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/models/translator.hpp>
-#include <ctgrad/models/transformer.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 
 #include "../task.hpp"
-#include "../variants/transformer.hpp"
 
-namespace ctgrad::cli::transformer_task {
+namespace ctgrad::cli::translation {
 
-namespace in = models::transformer_inputs;
 namespace fs = std::filesystem;
 using Example = data::Seq2SeqExample;
 using Batch = data::Seq2SeqBatch;
 
 constexpr std::int32_t kPad = 0, kUnk = 1, kBos = 2, kEos = 3;  // the shared SentencePiece vocabulary's ids
 
-// The preset's graph: its hyperparameters are every variant's.
-constexpr auto kHyperGraph = freeze<models::transformer<models::kTransformerSmall>>();
+// What a model brings to the session.
+struct TranslationModel {
+  std::string name;       // the task's ("transformer", "seq2seq")
+  bool copy_task = false;  // the run is the copy task (the Transformer's task=copy), not translation
+  int vocab = 0, pad = 0;
+  int max_positions = 0;  // rows of a learned position table (0: any length)
+  int width = 0;          // d_model (hidden), written by export-batches
+  std::string summary;    // the first line of training: layers, widths, parameters
+  Options options;        // the training program's, the config's hyperparameters set
+  optim::AdamOptions adam;
+  std::function<double(std::int64_t)> lr;  // learning rate of step s
+  double clip = 0;                          // the gradient norm's bound (0: none)
+  std::function<std::unique_ptr<Executor<float>>(const Options&)> train;
+  std::function<std::unique_ptr<models::TranslationSearch>(std::span<const Parameter<float>>, const Options&)> search;
+  // Attention heatmaps of one translation: the PNGs it writes into a folder, and the drawing,
+  // given the source and <s> + translation as ids and as the pieces shown on the axes.
+  std::vector<std::string> heatmap_files;
+  std::function<void(std::span<const Parameter<float>>, const Options&, const fs::path& dir, const std::vector<std::int32_t>& src,
+                     const std::vector<std::int32_t>& tgt_in, const std::vector<std::string>& src_pieces, const std::vector<std::string>& tgt_pieces)>
+      heatmaps;
+};
+
+// The keys every translation model has: data, vocabulary, batches, steps, validation, decoding.
+void add_translation_keys(Schema& s);
+// The commands every translation model has: eval, translate, export-batches.
+void add_translation_commands(Task& t);
+// One PNG of attention weights [heads, rows, cols], the heads side by side, tokens on the axes (gnuplot).
+void draw_heatmap(const fs::path& png, const std::string& title, int heads, const float* weights, std::int64_t rows, std::int64_t cols,
+                  const std::vector<std::string>& col_tokens, const std::vector<std::string>& row_tokens);
 
 Example copy_example(std::uint64_t seed, std::uint64_t n);  // the copy task's example n
 void feed(Executor<float>& model, const Batch& b);
-// One PNG per attention kind and layer, the heads side by side, tokens on the axes.
-void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers, int heads, const std::vector<std::string>& src_tokens,
-                    const std::vector<std::string>& tgt_tokens);
 
-class TransformerSession : public Session {
+class TranslationSession : public Session {
  public:
-  TransformerSession(const Config& c, const Context& ctx, const TransformerPrograms& programs);
+  TranslationSession(const Config& c, const Context& ctx, TranslationModel model);
   Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
   void prepare() override;
@@ -53,7 +75,6 @@ class TransformerSession : public Session {
   int command(const std::string& name, const Config& o) override;  // translate, export-batches
 
  private:
-  static Options options(const Config& c, const Context& ctx) { return program_options(c, ctx.threads, kHyperGraph); }
   double validation_bleu(std::size_t n);  // corpus BLEU of greedy translations of the first n validation sentences
   double validation_nll();                // of the validation targets (the training loss adds label smoothing)
   struct TranslateStats {
@@ -61,8 +82,8 @@ class TransformerSession : public Session {
   };
   int translate(const Config& o);
   std::vector<std::string> translate_lines(const std::vector<std::string>& lines, std::size_t first_line, const models::BeamOptions& bo,
-                                           models::Seq2SeqSearch& tr, TranslateStats& stats);
-  models::Seq2SeqSearch translator();
+                                           models::TranslationSearch& tr, TranslateStats& stats);
+  std::unique_ptr<models::TranslationSearch> translator();
   // A source of at most max_len tokens, </s> included; `what` names a user's text, which is told
   // when it is cut.
   std::vector<std::int32_t> encode_source(const std::string& text, const std::string& what = "") const;
@@ -76,10 +97,10 @@ class TransformerSession : public Session {
   Config c_;
   Context ctx_;
   bool copy_;
-  const TransformerPrograms& programs_;
+  TranslationModel m_;
   std::unique_ptr<Executor<float>> model_;
   optim::Adam<float> opt_;
-  int vocab_;  // the compiled variant's
+  int vocab_;
   std::int64_t batch_, max_len_;
   std::uint64_t seed_;
   std::unique_ptr<data::SentencePieceTokenizer> tok_;
@@ -95,4 +116,4 @@ class TransformerSession : public Session {
   std::int64_t shard_tokens_ = 0;
 };
 
-}  // namespace ctgrad::cli::transformer_task
+}  // namespace ctgrad::cli::translation

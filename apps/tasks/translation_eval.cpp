@@ -1,5 +1,5 @@
-// The Transformer task's evaluation (validation NLL and BLEU, greedy and beam search on the test
-// split, attention heatmaps) and translation (transformer_session.hpp).
+// The translation session's evaluation (validation NLL and BLEU, greedy and beam search on the
+// test split, attention heatmaps) and translation (translation_session.hpp).
 #include <poll.h>
 #include <unistd.h>
 
@@ -20,65 +20,50 @@
 #include <ctgrad/training/image_grid.hpp>
 
 #include "../option_text.hpp"
-#include "transformer_session.hpp"
+#include <ctgrad/models/translation_inputs.hpp>
 
-namespace ctgrad::cli::transformer_task {
+#include "translation_session.hpp"
 
-// One PNG per attention kind and layer, the heads side by side, tokens on the axes (as d2l shows them).
-void write_heatmaps(const Executor<float>& prog, const fs::path& out, int layers, int heads, const std::vector<std::string>& src_tokens,
-                    const std::vector<std::string>& tgt_tokens) {
-  if (!fs::exists("/usr/bin/gnuplot")) throw config_error("--attention-png needs gnuplot (apt-get install gnuplot-nox)");
-  fs::create_directories(out);
-  struct Kind {
-    const char* name;
-    const char* title;
-    const std::vector<std::string>& rows;
-    const std::vector<std::string>& cols;
-  };
-  const Kind kinds[] = {{"enc", "encoder self-attention", src_tokens, src_tokens},
-                        {"dec", "decoder self-attention", tgt_tokens, tgt_tokens},
-                        {"cross", "encoder-decoder attention", tgt_tokens, src_tokens}};
-  for (const Kind& k : kinds)
-    for (int l = 0; l < layers; ++l) {
-      const auto w = prog.output(std::string("weights.") + k.name + "." + std::to_string(l));  // [1, heads, rows, cols]
-      const std::int64_t R = w.size(2), C = w.size(3);
-      const training::ImageGrid grid{.title = std::string(k.title) + ", layer " + std::to_string(l), .layout_cols = heads, .width = 360 * heads,
-                                     .height = 420, .font_size = 8, .rows = R, .cols = C, .unit_range = true, .x_labels = k.cols, .y_labels = k.rows};
-      std::vector<training::ImagePanel> panels;
-      for (int h = 0; h < heads; ++h) panels.push_back({.title = "head " + std::to_string(h), .values = {w.data + h * R * C, w.data + (h + 1) * R * C}});
-      const fs::path png = out / (std::string(k.name) + "_layer" + std::to_string(l) + ".png");
-      if (!training::plot_image_grid(png, grid, panels)) throw std::runtime_error("gnuplot failed to draw " + png.string());
-      std::printf("wrote %s\n", training::printable(png.string()).c_str());
-    }
+namespace ctgrad::cli::translation {
+namespace in = models::translation_inputs;
+
+void draw_heatmap(const fs::path& png, const std::string& title, int heads, const float* weights, std::int64_t rows, std::int64_t cols,
+                  const std::vector<std::string>& col_tokens, const std::vector<std::string>& row_tokens) {
+  const training::ImageGrid grid{.title = title, .layout_cols = heads, .width = 360 * heads, .height = 420, .font_size = 8, .rows = rows,
+                                 .cols = cols, .unit_range = true, .x_labels = col_tokens, .y_labels = row_tokens};
+  std::vector<training::ImagePanel> panels;
+  for (int h = 0; h < heads; ++h)
+    panels.push_back({.title = heads > 1 ? "head " + std::to_string(h) : "", .values = {weights + h * rows * cols, weights + (h + 1) * rows * cols}});
+  if (!training::plot_image_grid(png, grid, panels)) throw std::runtime_error("gnuplot failed to draw " + png.string());
+  std::printf("wrote %s\n", training::printable(png.string()).c_str());
 }
 
 // Corpus BLEU of greedy translations of the first n validation sentences.
-double TransformerSession::validation_bleu(std::size_t n) {
+double TranslationSession::validation_bleu(std::size_t n) {
   auto tr = translator();
   std::vector<std::string> refs, hyps;
   for (std::size_t i = 0; i < std::min(n, val_.size()) && !training::interrupted(); ++i) {
     refs.push_back(val_[i].tgt_text);
-    hyps.push_back(tok_->decode(tr.greedy(val_[i].src, kBos, kEos, int(max_len_))));
+    hyps.push_back(tok_->decode(tr->greedy(val_[i].src, kBos, kEos, int(max_len_))));
   }
   return metrics::corpus_bleu(hyps, refs).score;
 }
 
-int TransformerSession::eval(const Config& o) {
+int TranslationSession::eval(const Config& o) {
   if (const std::string dir = one_line("--attention-png", o.text("attention-png")); !dir.empty()) {  // before the evaluation, not after it
     if (copy_) throw config_error("--attention-png draws a translation model's attention: this run is the copy task");
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec || !fs::is_directory(dir, ec)) throw config_error("--attention-png " + dir + ": cannot make the folder (" + (ec ? ec.message() : "a file is in the way") + ")");
-    for (const char* kind : {"enc", "dec", "cross"})  // a user's file of those names is kept
-      for (int l = 0; l < programs_.config.n_layer; ++l)
-        if (const fs::path png = fs::path(dir) / (std::string(kind) + "_layer" + std::to_string(l) + ".png"); fs::exists(fs::symlink_status(png, ec)))
-          throw config_error("--attention-png " + dir + " already holds " + png.filename().string() + ": move it away, or give another folder");
+    for (const std::string& file : m_.heatmap_files)  // a user's file of those names is kept
+      if (const fs::path png = fs::path(dir) / file; fs::exists(fs::symlink_status(png, ec)))
+        throw config_error("--attention-png " + dir + " already holds " + png.filename().string() + ": move it away, or give another folder");
   }
   auto tr = translator();
   if (copy_) {
     int exact = 0;
     for (const auto& e : val_) {
-      const auto out = tr.greedy(e.src, 1, -1, 9);
+      const auto out = tr->greedy(e.src, 1, -1, 9);
       exact += out == std::vector<std::int32_t>(e.src.begin() + 1, e.src.end());
     }
     std::printf("copy task: %d of %zu held-out sequences copied exactly by greedy decoding\n", exact, val_.size());
@@ -95,7 +80,7 @@ int TransformerSession::eval(const Config& o) {
     for (std::size_t i = 0; i < count && !training::interrupted(); i += 32) {
       std::vector<std::vector<std::int32_t>> srcs;
       for (std::size_t j = i; j < std::min(count, i + 32); ++j) srcs.push_back(set[j].src);
-      for (const auto& ids : tr.search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
+      for (const auto& ids : tr->search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
     }
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
@@ -134,14 +119,14 @@ int TransformerSession::eval(const Config& o) {
   return 0;
 }
 
-int TransformerSession::command(const std::string& name, const Config& o) { return name == "export-batches" ? export_batches(o) : translate(o); }
+int TranslationSession::command(const std::string& name, const Config& o) { return name == "export-batches" ? export_batches(o) : translate(o); }
 
 // Lines of English as lines of German: a line the model cannot read whole (max_len) sentence by
 // sentence; a sentence whose translation lost a placeholder or a tag of it, or that holds
 // characters the vocabulary lacks, translated around those (data/ende/kept_spans.hpp), which are
 // put back as they were. What was done to a line is said on standard error.
-std::vector<std::string> TransformerSession::translate_lines(const std::vector<std::string>& lines, std::size_t first_line,
-                                                             const models::BeamOptions& bo, models::Seq2SeqSearch& tr, TranslateStats& stats) {
+std::vector<std::string> TranslationSession::translate_lines(const std::vector<std::string>& lines, std::size_t first_line,
+                                                             const models::BeamOptions& bo, models::TranslationSearch& tr, TranslateStats& stats) {
   auto unknown = [this](std::string_view ch) {
     auto [it, fresh] = unknown_chars_.try_emplace(std::string(ch), false);
     if (fresh) {
@@ -219,7 +204,7 @@ std::vector<std::string> TransformerSession::translate_lines(const std::vector<s
   return german;
 }
 
-int TransformerSession::translate(const Config& o) {
+int TranslationSession::translate(const Config& o) {
   if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
   const models::BeamOptions bo{.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
   TranslateStats stats;
@@ -233,7 +218,7 @@ int TransformerSession::translate(const Config& o) {
   };
   if (o.was_set("text")) {
     if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
-    const auto out = translate_lines({o.text("text")}, 1, bo, tr, stats);
+    const auto out = translate_lines({o.text("text")}, 1, bo, *tr, stats);
     if (training::interrupted()) return 130;
     std::printf("%s\n", out.at(0).c_str());
     return 0;
@@ -254,7 +239,7 @@ int TransformerSession::translate(const Config& o) {
   std::size_t before = 0;  // the input's lines before this batch's
   auto flush = [&] {
     if (training::interrupted()) return;  // a search cut short is not a translation
-    const auto german = translate_lines(lines, before + 1, bo, tr, stats);
+    const auto german = translate_lines(lines, before + 1, bo, *tr, stats);
     if (training::interrupted()) return;
     for (const auto& g : german) std::printf("%s\n", g.c_str());
     std::fflush(stdout);
@@ -286,16 +271,13 @@ int TransformerSession::translate(const Config& o) {
   return 0;
 }
 
-models::Seq2SeqSearch TransformerSession::translator() {
-  const Options o{.threads = ctx_.threads};
-  const auto& v = programs_.config;
-  return models::Seq2SeqSearch(programs_.encoder(o), programs_.step(o),
-                               {v.n_layer, v.heads, v.d_model / v.heads, v.vocab, v.arch.pos != layers::Pos::none}, model_->parameters());
+std::unique_ptr<models::TranslationSearch> TranslationSession::translator() {
+  return m_.search(model_->parameters(), Options{.threads = ctx_.threads});
 }
 
 // A source of at most max_len tokens, </s> included; `what` names a user's text, which is told
 // when it is cut.
-std::vector<std::int32_t> TransformerSession::encode_source(const std::string& text, const std::string& what) const {
+std::vector<std::int32_t> TranslationSession::encode_source(const std::string& text, const std::string& what) const {
   std::vector<std::int32_t> src = tok_->encode(text);
   if (std::int64_t(src.size()) >= max_len_) {
     if (!what.empty())
@@ -308,7 +290,7 @@ std::vector<std::int32_t> TransformerSession::encode_source(const std::string& t
 }
 
 // The negative log-likelihood of the validation targets (the training loss adds label smoothing).
-double TransformerSession::validation_nll() {
+double TranslationSession::validation_nll() {
   double total = 0, n = 0;
   std::vector<std::int64_t> idx;
   for (std::int64_t i = 0; i < std::int64_t(val_.size()); ++i) idx.push_back(i);
@@ -321,7 +303,7 @@ double TransformerSession::validation_nll() {
     model_->forward(Mode::infer);
     const auto logits = model_->output("logits");  // [B, T, vocab]
     for (std::int64_t r = 0; r < bt.B * bt.T; ++r) {
-      if (bt.tgt_out[std::size_t(r)] == programs_.config.pad) continue;
+      if (bt.tgt_out[std::size_t(r)] == m_.pad) continue;
       total += token_nll(logits.data + r * vocab_, vocab_, bt.tgt_out[std::size_t(r)]);
       n += 1;
     }
@@ -331,28 +313,19 @@ double TransformerSession::validation_nll() {
   return sums[0] / sums[1];
 }
 
-void TransformerSession::heatmaps(const std::string& dir, const std::string& sentence) {
+void TranslationSession::heatmaps(const std::string& dir, const std::string& sentence) {
   auto tr = translator();
   const std::vector<std::int32_t> src = encode_source(sentence);
-  const auto out = tr.greedy(src, kBos, kEos, int(max_len_));
+  const auto out = tr->greedy(src, kBos, kEos, int(max_len_));
   std::vector<std::int32_t> tgt_in{kBos};
   tgt_in.insert(tgt_in.end(), out.begin(), out.end());
-  const auto owned = programs_.maps(Options{.threads = ctx_.threads});
-  Executor<float>& maps = *owned;
-  models::copy_weights(model_->parameters(), maps, "attention maps");
-  const std::int32_t sl = std::int32_t(src.size()), tl = std::int32_t(tgt_in.size());
-  maps.set_input(in::src, std::span<const std::int32_t>(src), {1, sl});
-  maps.set_input(in::src_len, std::span<const std::int32_t>(&sl, 1), {1});
-  maps.set_input(in::tgt_in, std::span<const std::int32_t>(tgt_in), {1, tl});
-  maps.set_input(in::tgt_len, std::span<const std::int32_t>(&tl, 1), {1});
-  maps.forward(Mode::infer);
   auto pieces = [&](const std::vector<std::int32_t>& ids) {
     std::vector<std::string> v;
     for (auto id : ids) v.push_back(id == kBos ? "<s>" : id == kEos ? "</s>" : tok_->decode({id}));
     return v;
   };
   std::printf("\nattention of: %s -> %s\n", sentence.c_str(), tok_->decode(out).c_str());
-  write_heatmaps(maps, dir, programs_.config.n_layer, programs_.config.heads, pieces(src), pieces(tgt_in));
+  m_.heatmaps(model_->parameters(), Options{.threads = ctx_.threads}, dir, src, tgt_in, pieces(src), pieces(tgt_in));
 }
 
-}  // namespace ctgrad::cli::transformer_task
+}  // namespace ctgrad::cli::translation

@@ -1,4 +1,4 @@
-// The Transformer task's data (transformer_session.hpp): the sentence pairs encoded with the
+// The translation session's data (translation_session.hpp): the sentence pairs encoded with the
 // shared vocabulary, the batch of each step, the copy task's examples, and export-batches.
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,12 @@
 #include <ctgrad/base/random.hpp>
 
 #include "../output_file.hpp"
-#include "transformer_session.hpp"
+#include <ctgrad/models/translation_inputs.hpp>
 
-namespace ctgrad::cli::transformer_task {
+#include "translation_session.hpp"
+
+namespace ctgrad::cli::translation {
+namespace in = models::translation_inputs;
 
 // The copy task: 1, then 9 symbols of 1..10; copy example n.
 Example copy_example(std::uint64_t seed, std::uint64_t n) {
@@ -33,7 +36,7 @@ void feed(Executor<float>& model, const Batch& b) {
   model.set_input(in::tgt_out, std::span<const std::int32_t>(b.tgt_out), {b.B, b.T});
 }
 
-void TransformerSession::load_translation_data() {
+void TranslationSession::load_translation_data() {
   // The pairs (data/en_de.hpp): the dictionary's sentence pairs, or every pair of it split by
   // entry with phrases training too, and the game's dialogue, nothing of a held-out line training.
   const fs::path model_file = ctx_.folder.file("tokenizer.model");
@@ -100,7 +103,7 @@ void TransformerSession::load_translation_data() {
 // The run's training batches of steps 1..N (as train feeds them), its validation batches (as
 // validation_nll makes them) and the test sources, for another framework to train and decode
 // the same (bench/reference/train_transformer.py); the test references beside, one per line.
-int TransformerSession::export_batches(const Config& o) {
+int TranslationSession::export_batches(const Config& o) {
   check_output_file(o.text("out"), "--out", o.flag("overwrite"), ctx_.folder);
   check_output_file(o.text("out") + ".test.de", "--out", o.flag("overwrite"), ctx_.folder);  // the references beside it
   if (copy_) throw config_error("export-batches exports a translation run (this run is the copy task)");
@@ -142,7 +145,7 @@ int TransformerSession::export_batches(const Config& o) {
   t.push_back(checkpoint::view_of<std::int32_t>("test.src", test_src, {std::int64_t(test_src.size())}));
   t.push_back(checkpoint::view_of<std::int32_t>("test.offsets", test_offsets, {std::int64_t(test_offsets.size())}));
   const std::string out = o.text("out");
-  checkpoint::save(out, t, {{"config", c_.to_json()}, {"vocab", std::to_string(vocab_)}, {"d_model", std::to_string(programs_.config.d_model)}});
+  checkpoint::save(out, t, {{"config", c_.to_json()}, {"vocab", std::to_string(vocab_)}, {"d_model", std::to_string(m_.width)}});
   checkpoint::write_atomically(out + ".test.de", refs);
   std::printf("wrote %s: %lld training batches, %zu validation batches, %zu test sources (references: %s.test.de)\n", out.c_str(),
               (long long)steps, val.shapes.size() / 3, test_.size(), out.c_str());
@@ -151,7 +154,7 @@ int TransformerSession::export_batches(const Config& o) {
 
 // The examples of epoch e: every sentence pair, and phrase_weight as many dictionary phrases,
 // the next ones of a fixed shuffle of them (each phrase comes once before any comes twice).
-std::vector<std::int64_t> TransformerSession::epoch_members(std::uint64_t e) const {
+std::vector<std::int64_t> TranslationSession::epoch_members(std::uint64_t e) const {
   std::vector<std::int64_t> m(static_cast<std::size_t>(sentences_));
   for (std::int64_t i = 0; i < sentences_; ++i) m[std::size_t(i)] = i;
   const std::int64_t phrases = std::int64_t(train_.size()) - sentences_;
@@ -166,7 +169,7 @@ std::vector<std::int64_t> TransformerSession::epoch_members(std::uint64_t e) con
 // The batch of step s (1-based): epochs in order, each epoch's batches in order; a function of
 // s alone, so a resumed run continues with the same batches.
 // This rank's rows of a batch's rows (all of them in one process).
-std::vector<std::int64_t> TransformerSession::shard_of(std::span<const std::int64_t> rows) const {
+std::vector<std::int64_t> TranslationSession::shard_of(std::span<const std::int64_t> rows) const {
   const std::int64_t n = std::int64_t(rows.size());
   if (ctx_.shard.rows(n) == 0)
     throw std::runtime_error("a batch of " + std::to_string(n) + " pairs has none for rank " + std::to_string(ctx_.shard.index) +
@@ -174,7 +177,7 @@ std::vector<std::int64_t> TransformerSession::shard_of(std::span<const std::int6
   return {rows.begin() + ctx_.shard.begin(n), rows.begin() + ctx_.shard.end(n)};
 }
 
-std::span<const std::int64_t> TransformerSession::training_batch(std::int64_t step) {
+std::span<const std::int64_t> TranslationSession::training_batch(std::int64_t step) {
   std::int64_t first = 1;  // the first step of epoch e
   for (std::uint64_t e = 0;; ++e) {
     if (epoch_sizes_.size() <= e) {
@@ -193,4 +196,4 @@ std::span<const std::int64_t> TransformerSession::training_batch(std::int64_t st
   }
 }
 
-}  // namespace ctgrad::cli::transformer_task
+}  // namespace ctgrad::cli::translation
