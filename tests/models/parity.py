@@ -12,8 +12,9 @@ interleaved RoPE, QK-norm and a window of 5 (llama-mqa); a mixture of 4 experts,
 and top-1 (llama-moe-top1), at capacities that drop choices: also the cross-entropy, the balance
 and z-loss terms within 1e-4 relative and the dropped fraction exactly.
 GRU and LSTM (rnn.py): nn.GRU / nn.LSTM, 2 layers, bidirectional, over a padded batch (packed
-sequences): also every final state h_n (c_n) within 1e-5.
-usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied|llama|llama-mqa|llama-moe|llama-moe-top1|gru|lstm <writer program> <out.safetensors>
+sequences): also every final state h_n (c_n) within 1e-5. Bahdanau's encoder-decoder (seq2seq.py, d2l
+11.4) over padded sources and targets: also the attention weights within 1e-5.
+usage: /usr/bin/python3 parity.py gpt|transformer|bert|bert-nsp|t5|t5-tied|llama|llama-mqa|llama-moe|llama-moe-top1|gru|lstm|seq2seq <writer program> <out.safetensors>
 (t5-tied: the T5 writer with --tied, v1.0's output tied to the shared embedding)
 (bert-nsp: the BERT writer with --next-sentence, the pretraining graph with next-sentence prediction)"""
 import json
@@ -29,6 +30,7 @@ from bert import BertMlm  # noqa: E402
 from t5 import T5, relative_position_bucket  # noqa: E402
 from llama import Llama  # noqa: E402
 from rnn import RnnTagger  # noqa: E402
+from seq2seq import Seq2Seq  # noqa: E402
 
 kind, writer, path = sys.argv[1:4]
 subprocess.run([writer, path] + {"bert-nsp": ["--next-sentence"], "t5-tied": ["--tied"], "llama-mqa": ["--mqa"], "llama-moe": ["--moe"],
@@ -38,6 +40,8 @@ cfg = json.loads(meta["config"])
 torch.manual_seed(0)
 if kind.startswith("llama"):
     model = Llama(cfg)
+elif kind == "seq2seq":
+    model = Seq2Seq(cfg["vocab"], cfg["embed"], cfg["hidden"], cfg["layers"])
 elif kind in ("gru", "lstm"):
     model = RnnTagger(kind, cfg["vocab"], cfg["d"], cfg["hidden"], cfg["layers"], cfg["bidirectional"])
 elif kind == "gpt":
@@ -60,6 +64,8 @@ if kind == "gpt" or kind.startswith("llama"):
     logits, loss = model(inputs["ids"], inputs["targets"])
 elif kind in ("gru", "lstm"):
     logits, loss = model(inputs["ids"], inputs["mask"], inputs["targets"])
+elif kind == "seq2seq":
+    logits, loss = model(inputs["src"], inputs["src_len"], inputs["tgt_in"], inputs["tgt_len"], inputs["tgt_out"])
 elif kind in ("bert", "bert-nsp"):
     logits, loss = model(inputs["ids"], inputs["segments"], inputs["lengths"], inputs["picks"], inputs["targets"], inputs.get("labels"))
 elif kind in ("t5", "t5-tied"):
@@ -98,6 +104,8 @@ if kind in ("gru", "lstm"):
         check(f"h_n[{k}]", t[f"out.h.{k}"], model.h_n[k], 1e-5, False)
         if kind == "lstm":
             check(f"c_n[{k}]", t[f"out.c.{k}"], model.c_n[k], 1e-5, False)
+if kind == "seq2seq":
+    check("attention weights", t["out.attention"], model.attention, 1e-5, False)
 if kind == "bert-nsp":
     check("next-sentence logits", t["out.nsp_logits"], model.nsp_logits, 1e-5, False)
 largest = max(p.grad.abs().max().item() for p in model.parameters())
