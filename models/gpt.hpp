@@ -48,6 +48,8 @@ struct GptConfig {
   bool bias = true;     // biases in the linear layers (GPT-2 has them)
   int kv_heads = 0;     // key/value heads, dividing n_head (0: n_head; fewer: grouped-query attention)
   bool qk_norm = false; // RMSNorm over each head's q and k
+  layers::Mixer mixer = layers::Mixer::attention;  // ssm: a selective state-space layer in each block (about attention's parameters)
+  int ssm_state = 16;   // its state per channel (N)
   layers::Arch arch{.norm = layers::Norm::pre, .act = layers::Act::gelu_tanh, .pos = layers::Pos::learned, .tie = true};
 };
 
@@ -58,8 +60,9 @@ inline constexpr GptConfig kGptSmall{.vocab = 256, .n_layer = 4, .n_head = 4, .d
 inline constexpr GptConfig kGptMedium{.vocab = 8192, .n_layer = 6, .n_head = 8, .d_model = 512, .context = 256};
 
 // The architecture keys of a preset for ablations: its variants change at most `order` of them.
-// kv_heads, qk_norm and bias change alone (the study of the Llama's changes, docs/ablations.md).
-constexpr VariantSpace<GptConfig, 9> gpt_variant_space(const GptConfig& p, int order) {
+// kv_heads, qk_norm and bias change alone (the study of the Llama's changes, docs/ablations.md), and
+// mixer (attention or a selective state-space layer of about its parameters: the recurrent study).
+constexpr VariantSpace<GptConfig, 10> gpt_variant_space(const GptConfig& p, int order) {
   using detail::count_name;
   using detail::preset_first;
   return {{{norm_axis<GptConfig>(p.arch), norm_kind_axis<GptConfig>(p.arch), act_axis<GptConfig>(p.arch), pos_axis<GptConfig>(p.arch, true),
@@ -86,6 +89,12 @@ constexpr VariantSpace<GptConfig, 9> gpt_variant_space(const GptConfig& p, int o
                c.bias = v == "true";
                return c;
              },
+             true},
+            {"mixer", preset_first(name(p.mixer), std::array<std::string_view, 2>{"attention", "ssm"}),
+             [](GptConfig c, std::string_view v) {
+               c.mixer = v == "ssm" ? layers::Mixer::ssm : layers::Mixer::attention;
+               return c;
+             },
              true}}},
           order};
 }
@@ -109,6 +118,8 @@ constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, std::optiona
   if (c.arch.pos == Pos::rope) attention.rope = RopeOptions{};
   const TransformerBlockOptions block{
       .attention = attention,
+      .mixer = c.mixer,
+      .ssm = {.state = c.ssm_state, .width = ssm_width_for(c.d_model, c.ssm_state), .init = w, .out_init = resid},
       .ffn = {.d_ff = gated(c.arch.act) ? gated_width(4 * c.d_model) : 4 * c.d_model, .activation = c.arch.act, .bias = c.bias, .init = w,
               .out_init = resid},
       .placement = c.arch.norm,
@@ -116,13 +127,18 @@ constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, std::optiona
       .dropout = p};
   for (int l = 0; l < c.n_layer; ++l) {
     BlockInputs in{.x = x, .positions = positions};
-    if (decode) {
+    if (decode && c.mixer == Mixer::ssm) {  // the state after the tokens before, instead of a cache
+      in.positions.reset();
+      in.ssm_state = g.input(g.scope("state", l).prefix, {Batch, ssm_width_for(c.d_model, c.ssm_state), c.ssm_state});
+    } else if (decode) {
       const Scope cache = g.scope("cache", l);
       const Shape kv{Batch, kv_heads, SeqKV, c.d_model / c.n_head};
       in.cache = KvCache{cache.input("k", kv), cache.input("v", kv)};
     }
     const BlockResult r = transformer_block(g.scope("h", l), in, block);
-    if (decode) {
+    if (decode && c.mixer == Mixer::ssm) {
+      g.output(*r.ssm_state, g.scope("next", l).prefix);
+    } else if (decode) {
       const Scope present = g.scope("present", l);
       g.output(r.cache->k, present.join("k"));
       g.output(r.cache->v, present.join("v"));
@@ -187,10 +203,16 @@ class GptSampler : public LmSampler {
  public:
   // Copies the weights, by name, from a model trained with gpt<C> (or any list with these names).
   GptSampler(std::unique_ptr<Executor<float>> decoder, const GptConfig& c, std::span<const Parameter<float>> weights)
-      : LmSampler(std::move(decoder),
-                  {.layers = c.n_layer, .cache_heads = c.kv_heads ? c.kv_heads : c.n_head, .d_head = c.d_model / c.n_head, .vocab = c.vocab, .context = c.context,
-                   .positions = c.arch.pos != layers::Pos::none},
-                  weights, "GptSampler") {}
+      : LmSampler(std::move(decoder), shape(c), weights, "GptSampler") {}
+
+ private:
+  static LmDecoderShape shape(const GptConfig& c) {
+    const bool ssm = c.mixer == layers::Mixer::ssm;
+    LmDecoderShape s{.layers = ssm ? 0 : c.n_layer, .cache_heads = c.kv_heads ? c.kv_heads : c.n_head, .d_head = c.d_model / c.n_head,
+                     .vocab = c.vocab, .context = c.context, .positions = c.arch.pos != layers::Pos::none};
+    if (ssm) s.state_layers = c.n_layer, s.state_shape = {layers::ssm_width_for(c.d_model, c.ssm_state), c.ssm_state};
+    return s;
+  }
 };
 
 // The generator of one compile-time config.

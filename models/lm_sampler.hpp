@@ -20,9 +20,13 @@ namespace ctgrad::models {
 // everything before it. The decoding graph takes "ids" [1, T] (and "positions" [T] when the model
 // has positions) and the caches "cache.<l>.k/v" [1, cache_heads, past + T, d_head], and returns
 // "logits" [1, T, vocab] and "present.<l>.k/v" (models/decoding.hpp).
+// A recurrent layer's decoding (a state-space mixer) takes "state.<l>" [1, state_shape...], its
+// state after the tokens before (zeros at the start), and returns "next.<l>" after the new ones.
 struct LmDecoderShape {
-  int layers = 1, cache_heads = 1, d_head = 1, vocab = 1, context = 1;
+  int layers = 1, cache_heads = 1, d_head = 1, vocab = 1, context = 1;  // layers: those with key/value caches
   bool positions = true;  // the graph takes the new tokens' positions
+  int state_layers = 0;
+  std::vector<std::int64_t> state_shape;
 };
 
 class LmSampler {
@@ -89,8 +93,24 @@ class LmSampler {
     }
     if (past == 0) cache_.clear();
     cache_.feed(*prog_, 1, T);
+    if (c_.state_layers > 0) {
+      std::vector<std::int64_t> dims{1};
+      dims.insert(dims.end(), c_.state_shape.begin(), c_.state_shape.end());
+      std::int64_t n = 1;
+      for (auto d : c_.state_shape) n *= d;
+      states_.resize(std::size_t(c_.state_layers));
+      for (int l = 0; l < c_.state_layers; ++l) {
+        auto& st = states_[std::size_t(l)];
+        if (past == 0) st.assign(std::size_t(n), 0.0f);
+        prog_->set_input("state." + std::to_string(l), std::span<const float>(st), std::span<const std::int64_t>(dims));
+      }
+    }
     prog_->forward(Mode::infer);
     cache_.collect(*prog_);
+    for (int l = 0; l < c_.state_layers; ++l) {
+      const auto next = prog_->output("next." + std::to_string(l));
+      states_[std::size_t(l)].assign(next.data, next.data + next.numel);
+    }
   }
 
   std::unique_ptr<Executor<float>> prog_;
@@ -98,6 +118,7 @@ class LmSampler {
   std::string who_;
   KvCacheSet cache_;
   std::vector<std::int32_t> positions_;
+  std::vector<std::vector<float>> states_;  // per recurrent layer: its state after the tokens so far
 };
 
 }  // namespace ctgrad::models

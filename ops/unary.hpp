@@ -20,6 +20,7 @@ struct Silu { static constexpr int id = simd::silu; static constexpr const char*
 struct Gelu { static constexpr int id = simd::gelu; static constexpr const char* name = "gelu"; static constexpr unsigned saves = kSaveInput(0); };  // erf form
 struct GeluTanh { static constexpr int id = simd::gelu_tanh; static constexpr const char* name = "gelu_tanh"; static constexpr unsigned saves = kSaveInput(0); };
 struct ReluSquared { static constexpr int id = simd::relu_squared; static constexpr const char* name = "relu_squared"; static constexpr unsigned saves = kSaveInput(0); };
+struct Softplus { static constexpr int id = simd::softplus; static constexpr const char* name = "softplus"; static constexpr unsigned saves = kSaveInput(0); };
 struct Pow { static constexpr int id = simd::pow; static constexpr const char* name = "pow"; static constexpr unsigned saves = kSaveInput(0); };  // x^param
 
 }  // namespace unary
@@ -62,6 +63,8 @@ constexpr Value silu(Value x, Loc loc = Loc::current()) { return ops::unary<unar
 constexpr Value gelu(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Gelu>(x, loc); }
 // GELU, tanh approximation (GPT-2): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 constexpr Value gelu_tanh(Value x, Loc loc = Loc::current()) { return ops::unary<unary::GeluTanh>(x, loc); }
+// log(1 + e^x), stable for any x (Mamba's step sizes).
+constexpr Value softplus(Value x, Loc loc = Loc::current()) { return ops::unary<unary::Softplus>(x, loc); }
 constexpr Value pow(Value x, Real p, Loc loc = Loc::current()) { return ops::unary<unary::Pow>(x, loc, p); }
 // ReLU squared, max(x, 0)^2 (Primer, So et al. 2021; modded-nanogpt's MLP).
 constexpr Value relu_squared(Value x, Loc loc = Loc::current()) { return ops::unary<unary::ReluSquared>(x, loc); }

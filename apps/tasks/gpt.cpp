@@ -21,6 +21,10 @@ struct GptFamily {
     return find_variant<GptPrograms>("gpt", "size=" + c.text("size"), c, gpt_space<P, Order>, P.n_head);
   }
   static std::string describe(const ModelConfig& v) {
+    if (v.mixer == layers::Mixer::ssm)
+      return std::to_string(v.n_layer) + " layers, d_model " + std::to_string(v.d_model) + ", selective state-space mixers (width " +
+             std::to_string(layers::ssm_width_for(v.d_model, v.ssm_state)) + ", state " + std::to_string(v.ssm_state) + "); " + describe_arch(v.arch) +
+             (v.bias ? "" : ", no biases");
     std::string s = std::to_string(v.n_layer) + " layers, " + std::to_string(v.n_head) + " heads";
     if (v.kv_heads && v.kv_heads != v.n_head) s += " over " + std::to_string(v.kv_heads) + " key/value heads";
     s += ", d_model " + std::to_string(v.d_model) + "; " + describe_arch(v.arch);
@@ -37,8 +41,10 @@ Schema gpt_schema() {
   s.integer("kv_heads", 0, {.min = 0, .max = 1024}, "architecture: key/value heads (grouped-query attention; 1: multi-query; 0: the heads)",
             Role::model)
       .flag("qk_norm", false, "architecture: RMSNorm over each head's q and k", Role::model)
-      .flag("bias", true, "architecture: biases in the linear layers", Role::model);
-  s.added_later({"kv_heads", "qk_norm", "bias"});  // runs trained before them had the defaults
+      .flag("bias", true, "architecture: biases in the linear layers", Role::model)
+      .choice("mixer", "attention", {"attention", "ssm"},
+              "architecture: each block's token mixer, self-attention or a selective state-space layer of about its parameters (Mamba's S6)", Role::model);
+  s.added_later({"kv_heads", "qk_norm", "bias", "mixer"});  // runs trained before them had the defaults
   add_common_keys(s);
   add_hyper_keys(s, GptFamily::hyper_graph);
   return s;

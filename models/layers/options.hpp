@@ -11,6 +11,7 @@ enum class Norm { pre, post };                      // where a residual block no
 enum class NormKind { layer, layer_std_eps, rms };  // LayerNorm, the (x-mean)/(std+eps) form, RMSNorm
 enum class Act { relu, gelu, gelu_tanh, silu, gated_gelu, swiglu, relu_squared };  // gated: wo(act(wi_0 x) * wi_1 x)
 enum class Pos { learned, sinusoidal, none, rope };  // absolute positions added to the embeddings, or rotary ones on q and k
+enum class Mixer { attention, ssm };  // a block's token mixer: self-attention, or a selective state-space layer (models/layers/ssm.hpp)
 
 constexpr bool gated(Act a) { return a == Act::gated_gelu || a == Act::swiglu; }
 
@@ -40,6 +41,7 @@ constexpr std::string_view name(Act v) {
   return "";
 }
 constexpr std::string_view name(Pos v) { return v == Pos::learned ? "learned" : v == Pos::sinusoidal ? "sinusoidal" : v == Pos::rope ? "rope" : "none"; }
+constexpr std::string_view name(Mixer v) { return v == Mixer::ssm ? "ssm" : "attention"; }
 constexpr Norm parse_norm(std::string_view s) { return s == "post" ? Norm::post : Norm::pre; }
 constexpr NormKind parse_norm_kind(std::string_view s) { return s == "rms" ? NormKind::rms : s == "layer_std_eps" ? NormKind::layer_std_eps : NormKind::layer; }
 constexpr Act parse_act(std::string_view s) {

@@ -11,7 +11,7 @@
 namespace ctgrad::simd {
 
 // Unary elementwise functions; p is a parameter (the exponent of pow, the factor of scale).
-enum Unary : int { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, gelu_tanh, pow, relu, scale, relu_squared, unary_count };
+enum Unary : int { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, gelu_tanh, pow, relu, scale, relu_squared, softplus, unary_count };
 enum Binary : int { add, sub, mul, div, binary_count };
 
 struct Table {

@@ -179,6 +179,11 @@ template <> struct Fn<relu_squared> {  // max(x, 0)^2 (So et al. 2021, Primer)
   template <class V> static V d(V x, V, V) { return V(2) * xsimd::max(x, V(0)); }
 };
 
+template <> struct Fn<softplus> {  // log(1 + e^x), as max(x, 0) + log1p(e^-|x|): no overflow for any x
+  template <class V> static V f(V x, V) { return xsimd::max(x, V(0)) + xsimd::log1p(xsimd::exp(-xsimd::abs(x))); }
+  template <class V> static V d(V x, V, V) { return V(1) / (V(1) + xsimd::exp(-x)); }  // sigmoid(x)
+};
+
 template <int Op>
 struct BinFn;
 template <> struct BinFn<add> { template <class V> static V f(V a, V b) { return a + b; } };

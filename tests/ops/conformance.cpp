@@ -109,6 +109,7 @@ OP_CASE(rsqrt, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g
 OP_CASE(pow, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, pow(a, 1.7), {a})))
 OP_CASE(tanh, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, tanh(a), {a})))
 OP_CASE(sigmoid, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, sigmoid(a), {a})))
+OP_CASE(softplus, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, softplus(scale(a, 8.0)), {a})))
 OP_CASE(silu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, silu(a), {a})))
 OP_CASE(gelu, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, gelu(a), {a})))
 OP_CASE(relu_squared, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, relu_squared(a), {a})))
