@@ -64,6 +64,10 @@ inline bool shape_of(const std::string& model, const std::string& config, Shape&
     s.vocab = 8000, s.n_layer = 3, s.d_model = 256, s.heads = 4, s.d_ff = 1024, s.batch = 32, s.seq = 32, s.label_smoothing = 0.1;
   } else if (model == "transformer" && config == "medium") {
     s.vocab = 8000, s.n_layer = 6, s.d_model = 512, s.heads = 8, s.d_ff = 2048, s.batch = 16, s.seq = 64, s.label_smoothing = 0.1;
+  } else if (model == "seq2seq" && (config == "small" || config == "recompute")) {
+    // Bahdanau's encoder-decoder (models/seq2seq.hpp), d2l's sizes: embedding 256 (d_ff here),
+    // GRUs of 256, 2 layers; recompute: the same model keeping only its states between forward and backward.
+    s.vocab = 8000, s.n_layer = 2, s.d_model = 256, s.d_ff = 256, s.batch = 32, s.seq = 32;
   } else if (model == "llama" && (config == "small" || config == "mha" || config == "mqa" || config == "moe" || config == "dense2")) {
     // The Llama small preset (models/llama.hpp) and its variants: full multi-head and multi-query
     // attention; 4 SwiGLU experts of the preset's width, top-2, capacity 1.25; the dense MLP of
@@ -125,6 +129,12 @@ inline double flops_per_step(const Shape& s) {
   if (s.model == "llama") {  // q, o; k, v of kv_heads; SwiGLU's three matrices, top_k of them in a MoE (the active ones)
     const double kv = d / s.heads * s.kv_heads, ffn = 3 * d * f * (s.experts ? s.top_k : 1) + d * s.experts;
     return 6 * B * T * (L * (2 * d * d + 2 * d * kv + ffn) + d * s.vocab) + 12 * L * B * T * T * d;
+  }
+  if (s.model == "seq2seq") {  // per token: GRU layers (3H (in + H) each), W_k, W_q, additive scores and context (3 S H), the output layer
+    const double H = d, E = f, S = T;
+    const double encoder = 3 * H * (E + H) + (L - 1) * 3 * H * (2 * H) + H * H;
+    const double decoder = H * H + 3 * S * H + 3 * H * (E + 2 * H) + (L - 1) * 3 * H * (2 * H) + H * s.vocab;
+    return 6 * B * T * (encoder + decoder);
   }
   if (s.model == "vit") {
     const double patches = T - 1, patch_in = double(s.patch) * s.patch;

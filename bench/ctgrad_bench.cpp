@@ -258,7 +258,7 @@ int simd_bench(int reps) {
 int usage() {
   std::fprintf(stderr,
                "usage: ctgrad-bench gemm|simd|decode [--threads N] [--reps N]\n"
-               "       ctgrad-bench gpt|vit|transformer|llama [--config small|medium|mha|mqa|moe|dense2] [--peer libtorch] [--threads N]\n"
+               "       ctgrad-bench gpt|vit|transformer|llama|seq2seq [--config small|medium|mha|mqa|moe|dense2|recompute] [--peer libtorch] [--threads N]\n"
                "                    [--warmup N] [--steps N] [--rounds N] [--precision fp32|bf16|both]\n"
                "                    [--profile-ops]   (ctgrad's time by op over the timed steps, on stderr)\n");
   return 2;
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
   if (cmd == "gemm") return gemm_bench(threads, reps);
   if (cmd == "simd") return simd_bench(reps);
   if (cmd == "decode") return decode_bench(threads, reps);
-  if (cmd == "gpt" || cmd == "vit" || cmd == "transformer" || cmd == "llama") {
+  if (cmd == "gpt" || cmd == "vit" || cmd == "transformer" || cmd == "llama" || cmd == "seq2seq") {
     if (!train.peer.empty() && train.peer != "libtorch") {
       std::fprintf(stderr, "ctgrad-bench: unknown peer '%s' (peers: libtorch)\n", train.peer.c_str());
       return 2;

@@ -1,4 +1,4 @@
-// ctgrad-bench gpt|vit|transformer|llama --config small|medium|... [--peer libtorch]: training steps of a
+// ctgrad-bench gpt|vit|transformer|llama|seq2seq --config small|medium|... [--peer libtorch]: training steps of a
 // model, timed after warm-up, as JSON lines. With --peer libtorch the same model written in
 // libtorch's C++ frontend (bench/peer/) runs in the same invocation, in its own process (its own
 // peak RSS) with OpenBLAS's OpenMP build; the two sides alternate every --steps steps, --rounds
@@ -24,6 +24,7 @@
 #include <ctgrad/ops/detail/gemm.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/llama.hpp>
+#include <ctgrad/models/seq2seq.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/models/vit.hpp>
 #include <ctgrad/optim/optimizers.hpp>
@@ -41,6 +42,12 @@ namespace {
 constexpr models::VitConfig kVit{};
 constexpr models::TransformerConfig kTransformerS = models::kTransformerSmall;
 constexpr models::TransformerConfig kTransformerM = models::kTransformerBase;
+constexpr models::Seq2SeqConfig kSeq2Seq = models::kSeq2SeqSmall;
+constexpr models::Seq2SeqConfig kSeq2SeqRecompute = [] {
+  models::Seq2SeqConfig c = models::kSeq2SeqSmall;
+  c.recompute = true;
+  return c;
+}();
 // The Llama small preset and the variants bench::shape_of names.
 constexpr models::LlamaConfig llama_with(int kv_heads, int experts, int ffn_mult) {
   models::LlamaConfig c = models::kLlamaSmall;
@@ -266,6 +273,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   peak = std::max(peak, peak0);
   std::printf("%s\n", json{{"bench", "machine"}, {"fma_peak_gflops", peak}, {"note", "best of the measurements between rounds: MFU's denominator"}}.dump().c_str());
   json a = report(s, "ctgrad", mine, bench::peak_rss_mb(), peak);
+  a["arena_mb"] = double(model.arena_bytes()) / (1 << 20);  // activations, gradients and scans' per-step values at this batch
   a["precision"] = both ? "fp32" : o.precision;
   std::printf("%s\n", a.dump().c_str());
   if (both) {
@@ -308,7 +316,7 @@ int train_bench(const std::string& model, const TrainBenchOptions& o) {
   bench::Shape s;
   if (!bench::shape_of(model, o.config, s)) {
     std::fprintf(stderr, "ctgrad-bench: no config '%s' for %s (gpt: small, medium; vit: small; transformer: small, medium; "
-                         "llama: small, mha, mqa, moe, dense2)\n",
+                         "llama: small, mha, mqa, moe, dense2; seq2seq: small, recompute)\n",
                  o.config.c_str(), model.c_str());
     return 2;
   }
@@ -316,6 +324,9 @@ int train_bench(const std::string& model, const TrainBenchOptions& o) {
     return o.config == "small" ? run<Program<Frozen<models::gpt<models::kGptSmall>>::graph>>(s, o)
                                : run<Program<Frozen<models::gpt<models::kGptMedium>>::graph>>(s, o);
   if (model == "vit") return run<Program<Frozen<models::vit<kVit>>::graph>>(s, o);
+  if (model == "seq2seq")
+    return o.config == "recompute" ? run<Program<Frozen<models::seq2seq<kSeq2SeqRecompute>>::graph>>(s, o)
+                                   : run<Program<Frozen<models::seq2seq<kSeq2Seq>>::graph>>(s, o);
   if (model == "llama") {
     if (o.config == "mha") return run<Program<Frozen<models::llama<llama_with(4, 0, 1)>>::graph>>(s, o);
     if (o.config == "mqa") return run<Program<Frozen<models::llama<llama_with(1, 0, 1)>>::graph>>(s, o);

@@ -240,6 +240,42 @@ struct TransformerImpl : nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// Bahdanau's encoder-decoder (models/seq2seq.hpp; bench/reference/seq2seq.py, d2l 11.4): a GRU
+// encoder, a decoder looping over the target steps, each attending additively from its top state.
+struct Seq2SeqImpl : nn::Module {
+  nn::Embedding enc_emb{nullptr}, dec_emb{nullptr};
+  nn::GRU enc_rnn{nullptr}, dec_rnn{nullptr};
+  nn::Linear W_k{nullptr}, W_q{nullptr}, w_v{nullptr}, dense{nullptr};
+  Seq2SeqImpl(const bench::Shape& s) {
+    const int E = s.d_ff, H = s.d_model;
+    enc_emb = register_module("enc_emb", nn::Embedding(s.vocab, E));
+    enc_rnn = register_module("enc_rnn", nn::GRU(nn::GRUOptions(E, H).num_layers(s.n_layer).batch_first(true)));
+    W_k = register_module("W_k", nn::Linear(nn::LinearOptions(H, H).bias(false)));
+    W_q = register_module("W_q", nn::Linear(nn::LinearOptions(H, H).bias(false)));
+    w_v = register_module("w_v", nn::Linear(nn::LinearOptions(H, 1).bias(false)));
+    dec_emb = register_module("dec_emb", nn::Embedding(s.vocab, E));
+    dec_rnn = register_module("dec_rnn", nn::GRU(nn::GRUOptions(E + H, H).num_layers(s.n_layer).batch_first(true)));
+    dense = register_module("dense", nn::Linear(H, s.vocab));
+  }
+  Tensor forward(const Tensor& src, const Tensor& src_len, const Tensor& tgt_in, const Tensor& tgt_out) {
+    auto [memory, state] = enc_rnn(enc_emb(src));
+    const Tensor keys = W_k(memory), y = dec_emb(tgt_in);
+    const Tensor keep = (torch::arange(src.size(1)).unsqueeze(0) < src_len.unsqueeze(1)).unsqueeze(1);  // [B, 1, S]
+    std::vector<Tensor> outs;
+    for (std::int64_t t = 0; t < tgt_in.size(1); ++t) {
+      const Tensor q = W_q(state[-1]).unsqueeze(1);                                   // [B, 1, H]
+      const Tensor scores = w_v(torch::tanh(q.unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1);  // [B, 1, S]
+      const Tensor context = torch::bmm(torch::softmax(scores.masked_fill(keep.logical_not(), -1e6), -1), memory);
+      auto [out, next] = dec_rnn(torch::cat({context, y.slice(1, t, t + 1)}, -1), state);
+      outs.push_back(out);
+      state = next;
+    }
+    const Tensor logits = dense(torch::cat(outs, 1));
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), tgt_out.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(0));
+  }
+};
+TORCH_MODULE(Seq2Seq);
+
 Tensor ints(const std::vector<std::int32_t>& v, std::vector<std::int64_t> shape) {
   return torch::from_blob(const_cast<std::int32_t*>(v.data()), shape, torch::kInt).to(torch::kLong);
 }
@@ -347,6 +383,10 @@ int main(int argc, char** argv) {
   if (model == "vit")
     return serve(Vit(s), s, bf16, [&](Vit& m, const bench::Batch& b) {
       return m(torch::from_blob(const_cast<float*>(b.images.data()), {B, 1, s.image, s.image}), ints(b.labels, {B}));
+    });
+  if (model == "seq2seq")
+    return serve(Seq2Seq(s), s, bf16, [&](Seq2Seq& m, const bench::Batch& b) {
+      return m(ints(b.ids, {B, T}), ints(b.lengths, {B}), ints(b.tgt_in, {B, T}), ints(b.targets, {B, T}));
     });
   return serve(Transformer(s), s, bf16, [&](Transformer& m, const bench::Batch& b) {
     return m(ints(b.ids, {B, T}), ints(b.lengths, {B}), ints(b.tgt_in, {B, T}), ints(b.lengths, {B}), ints(b.targets, {B, T}));
