@@ -18,7 +18,7 @@
 #include <ctgrad/models/layers/linear.hpp>
 #include <ctgrad/ops/elementwise.hpp>
 #include <ctgrad/ops/index.hpp>
-#include <ctgrad/ops/reduce.hpp>
+#include <ctgrad/ops/matmul.hpp>
 #include <ctgrad/ops/shape.hpp>
 #include <ctgrad/ops/unary.hpp>
 
@@ -81,16 +81,18 @@ constexpr SsmResult selective_ssm(const Scope& s, Value x, const SelectiveSsmOpt
   const Value dt = softplus(ctgrad::linear(dt_r, dtp.param("weight", {E, R}, o.init), dtp.param("bias", {E}, init::uniform(-6.9, -2.25))));
   // A = -exp(A_log): decay rates in [1, N] (Mamba's S4D-real init takes them 1..N per channel; drawn here).
   const Value a_log = s.param("A_log", {E, N}, init::uniform(0, detail::const_log(double(N))));
-  const Value A = neg(exp(a_log));
+  const Value A = broadcast_to(neg(exp(a_log)), {xs[0], E, N});  // [B, E, N], once for every step
   const Value D = s.param("D", {E}, init::ones());
+  // The body in ops of whole rows (a per-row scalar, equal shapes, batched products): no general
+  // broadcast per step.
   ScanResult r = scan(s.scope("scan"), {.init = {in.state ? ScanInit(*in.state) : scan_zeros({xs[0], E, N})}, .xs = {u, dt, Bm, Cm}, .mask = in.mask,
                                         .recompute = o.recompute},
                       [&](const Scope&, const ScanStep& t) -> ScanStepResult {
                         const Value ut = t.x[0], dtt = t.x[1];                               // [B, E]
-                        const Value Bt = reshape(t.x[2], {xs[0], 1, N}), Ct = reshape(t.x[3], {xs[0], 1, N});
-                        const Value dA = exp(reshape(dtt, {xs[0], E, 1}) * A);              // [B, E, N]
-                        const Value h = dA * t.state[0] + reshape(dtt * ut, {xs[0], E, 1}) * Bt;
-                        return {.state = {h}, .out = {sum(h * Ct, -1)}};                     // y_t [B, E]
+                        const Value dA = exp(A * reshape(dtt, {xs[0], E, 1}));              // [B, E, N]
+                        const Value dBu = matmul(reshape(dtt * ut, {xs[0], E, 1}), reshape(t.x[2], {xs[0], 1, N}));  // outer products
+                        const Value h = dA * t.state[0] + dBu;
+                        return {.state = {h}, .out = {reshape(matmul(h, reshape(t.x[3], {xs[0], N, 1})), {xs[0], E})}};  // y_t = h C_t
                       });
   const Value y = (r.seq[0] + u * D) * silu(z);
   return {linear(s.scope("out_proj"), y, d, {.bias = o.bias, .init = o.out_init}), r.last[0]};

@@ -135,6 +135,15 @@ check "transformer on a gpt checkpoint" 2 "$ctgrad" eval transformer --run strai
 expect_text "names the model" "is a checkpoint of model 'gpt', not transformer"
 check "unknown task" 2 "$ctgrad" train transformer --run nothing --set task=summarize
 check "transformer cannot sample" 2 "$ctgrad" sample transformer --run copy
+# Bahdanau's RNN encoder-decoder: the Transformer's data, BLEU, heatmaps and translate.
+check "seq2seq smoke" 0 "$ctgrad" train seq2seq --run s2s --set size=tiny --set steps=4 --set eval_every=2 --set batch=16 --threads 2
+expect_text "seq2seq names its model" "GRU encoder-decoder with additive attention (Bahdanau)"
+check "seq2seq eval with its attention heatmap" 0 "$ctgrad" eval seq2seq --run s2s --set eval_sentences=4 --set beam=2 --attention-png s2s/att
+expect_text "seq2seq eval prints BLEU for beam" "beam 2, a 0.6: BLEU = "
+check "its heatmap" 0 test -s s2s/att/attention.png
+check "seq2seq translate" 0 bash -c "printf 'The house is small.\n\nI am going home.\n' | '$ctgrad' translate seq2seq --run s2s --beam 2 > s2s/out.txt && test \$(wc -l < s2s/out.txt) -eq 3"
+check "seq2seq of a size not compiled" 2 "$ctgrad" train seq2seq --run nothing --set size=tiny --set vocab=16000
+expect_text "names what is compiled" "size=tiny vocab=16000 is not compiled"
 # The ViT: a smoke run on a few hundred images, eval with a confusion matrix and a prediction grid.
 check "vit smoke" 0 "$ctgrad" train vit --run vit --set size=tiny --set epochs=2 --set train_images=512 --set batch=64 --threads 2
 expect_text "vit reports test accuracy per epoch" "epoch 2: train loss"

@@ -159,7 +159,7 @@ TEST_CASE("attention: additive scores (w_v^T tanh(q + k)) with masks, and Nadara
   }
 }
 
-TEST_CASE("seq2seq: greedy search picks the training graph's argmax at every step; batched searches are each sentence's own", "[models][seq2seq]") {
+TEST_CASE("seq2seq: greedy search picks the training graph's argmax at every step, and batched searches are each sentence's own", "[models][seq2seq]") {
   constexpr auto C = models::kSeq2SeqTiny;
   Program<Train> train({.threads = 2, .seed = 8});
   // Weights of some scale: a few random steps of plain gradient descent on random pairs.

@@ -53,6 +53,8 @@ echo "+ the command: train, eval, sample, resume, BERT and T5 pretraining and fi
 "$ctgrad" sample gpt --run "$run/gpt" --tokens 10 --top-k 5
 "$ctgrad" train gpt --run "$run/gpt" --resume --set steps=40 --set sample_tokens=0 | tail -1
 "$ctgrad" train transformer --run "$run/copy" --set task=copy --set steps=20 --set batch=16 | tail -1
+"$ctgrad" train seq2seq --run "$run/s2s" --set size=tiny --set steps=4 --set eval_every=2 --set batch=8 | tail -1
+"$ctgrad" translate seq2seq --run "$run/s2s" --text "The house is small." --beam 2
 "$ctgrad" train vit --run "$run/vit" --set size=tiny --set epochs=1 --set train_images=256 --set batch=64 | tail -1
 bert=(--set size=tiny --set context=32 --set steps=6 --set eval_every=3 --set batch=8 --set eval_sequences=16)
 "$ctgrad" train bert --run "$run/bert" "${bert[@]}" | tail -1
