@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The studies of docs/ablations.md, each one `ctgrad ablate` command (2 runs at a time, a core
 # each), then their reports and plots copied into docs/ablations/<study>/.
-# usage: bash bench/ablation_studies.sh BUILD_DIR OUT_DIR [a|b|c|d|e ...]   (default: all)
+# usage: bash bench/ablation_studies.sh BUILD_DIR OUT_DIR [a|b|c|d|e|f ...]   (default: all)
 set -euo pipefail
 build=$(realpath "$1")
 out=$2
 shift 2
 studies=("$@")
-[ ${#studies[@]} -gt 0 ] || studies=(a b c d e)
+[ ${#studies[@]} -gt 0 ] || studies=(a b c d e f)
 here=$(cd "$(dirname "$0")/.." && pwd)
 ctgrad="$build/apps/ctgrad"
 run() {  # name, then the ablate arguments
@@ -41,6 +41,9 @@ for s in "${studies[@]}"; do
        if [ -d "$out/gpt-llama-changes" ]; then
          /usr/bin/python3 "$here/bench/paired_across_studies.py" "$out/gpt-llama-changes" "$out/llama-moe" | tee "$here/docs/ablations/llama-moe/llama_vs_gpt.md"
        fi ;;
-    *) echo "unknown study $s (a, b, c, d or e)" >&2; exit 2 ;;
+    # (f) A recurrent token mixer: each block's attention replaced by a selective state-space layer
+    # (models/layers/ssm.hpp) of about its parameters.
+    f) run gpt-mixer gpt --vary mixer=attention,ssm --seeds 3 --set sample_tokens=0 --name "GPT: attention against a selective state-space mixer" ;;
+    *) echo "unknown study $s (a, b, c, d, e or f)" >&2; exit 2 ;;
   esac
 done

@@ -186,6 +186,17 @@ void require_bitwise_parameters(A& a, B& b) {
   }
 }
 
+// One training step of each program on the inputs `set` gives it.
+template <class Set>
+void train_step(std::initializer_list<Executor<float>*> programs, Set set) {
+  for (Executor<float>* p : programs) {
+    set(*p);
+    p->zero_grad();
+    p->forward();
+    p->backward();
+  }
+}
+
 std::vector<std::int32_t> mask_of(std::initializer_list<int> lengths, std::int64_t steps, bool from_end) {
   std::vector<std::int32_t> m;
   for (int len : lengths)
@@ -282,12 +293,7 @@ TEST_CASE("scan: recompute keeps the states per step, not the values the VJPs re
   const std::vector<float> x = draws<float>(9, std::size_t(steps * batch * 8));
   Program<MlpSaved, float> saved({.seed = 3});
   Program<MlpRecomputed, float> again({.seed = 3});
-  for (auto* p : {static_cast<Executor<float>*>(&saved), static_cast<Executor<float>*>(&again)}) {
-    p->set_input("x", std::span<const float>(x), {batch, steps, 8});
-    p->zero_grad();
-    p->forward();
-    p->backward();
-  }
+  train_step({&saved, &again}, [&](Executor<float>& p) { p.set_input("x", std::span<const float>(x), {batch, steps, 8}); });
   require_bitwise_parameters(saved, again);
   // Saved per step: the concat (24), a (64), h (16) floats a row; recomputed: h only.
   INFO("saved " << saved.arena_bytes() << " bytes, recomputed " << again.arena_bytes());
@@ -319,16 +325,11 @@ TEST_CASE("scan: dropout in the body draws a mask per step, the same when recomp
   const std::vector<float> ones(std::size_t(batch * steps * 64), 1.0f);
   Program<DropoutSaved, float> saved({.threads = 1, .seed = 5});
   Program<DropoutRecomputed, float> again({.threads = 2, .seed = 5});
-  for (auto* p : {static_cast<Executor<float>*>(&saved), static_cast<Executor<float>*>(&again)}) {
-    p->set_input("x", std::span<const float>(ones), {batch, steps, 64});
-    p->set_input("probe", std::span<const float>(ones), {batch, steps, 64});
-    p->zero_grad();
-    p->forward();
-    p->backward();
-  }
-  auto out = saved.output("loss");
-  (void)out;
-  // The step outputs of steps 0 and 1 differ (x is all ones: the masks show).
+  train_step({&saved, &again}, [&](Executor<float>& p) {
+    p.set_input("x", std::span<const float>(ones), {batch, steps, 64});
+    p.set_input("probe", std::span<const float>(ones), {batch, steps, 64});
+  });
+  // x's gradients at steps 0 and 1 differ (x is all ones: the masks show).
   const auto xg = saved.input_grad("x");
   int differ = 0;
   for (int e = 0; e < 64; ++e) differ += xg.data[e] != xg.data[64 + e];
