@@ -157,7 +157,8 @@ void Executor<T>::run_nodes(const PlanView& p, const NodeSet& set, const int* or
       in[static_cast<std::size_t>(k)] = set.val[src];
       gin[static_cast<std::size_t>(k)] = vjp && p.needs_grad[src] ? set.grad[src] : TensorRef{};
     }
-    const AttrWords& attrs = (vjp && impl_->forward_attrs_kept ? impl_->forward_attrs : attrs_)[static_cast<std::size_t>(id)];
+    // A VJP, or a recomputed step's forward, runs with the options the forward ran with.
+    const AttrWords& attrs = ((vjp || set.replay) && impl_->forward_attrs_kept ? impl_->forward_attrs : attrs_)[static_cast<std::size_t>(id)];
     OpArgs a{attrs, in.data(), n.n_in, set.val[i], set.scratch[i]};
     a.seed = dropout_seed_;
     a.shard = shard_;

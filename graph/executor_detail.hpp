@@ -84,6 +84,7 @@ struct ScanRun {
   // passed between steps, those of the final states and of the stacked outputs.
   std::array<std::size_t, kMaxScanValues> xs_off{}, xs_stride{}, carry_off{}, carry_stride{}, zero_off{},
       carry_grad_off{}, seq_grad_off{};
+  std::size_t mask_off = 0;  // the mask [batch, L], copied: the results read it after the scan's inputs may be gone
   std::array<bool, kMaxScanValues> have_seq_grad{}, have_last_grad{};
   std::array<const void*, kMaxScanValues> final_state{};
   int mode = 0;  // the plan of its last forward

@@ -84,6 +84,7 @@ std::size_t lay_out(ScanRun<T>& r, const GraphView& g, const std::array<std::int
     r.xs_stride[std::size_t(k)] = align_up(std::size_t(slice.numel) * elem_size<T>(slice.dtype));
     r.xs_off[std::size_t(k)] = region(r.xs_stride[std::size_t(k)] * std::size_t(r.steps));
   }
+  if (sc.mask_input >= 0) r.mask_off = region(std::size_t(r.batch * r.steps) * sizeof(std::int32_t));
   for (int k = 0; k < sc.n_states; ++k) {
     const std::size_t state = std::size_t(shaped(g.nodes[sc.last[std::size_t(k)]], sym).numel) * sizeof(T);
     r.carry_stride[std::size_t(k)] = align_up(state);
@@ -243,7 +244,12 @@ void Executor<T>::scan_forward(int node, Mode mode) {
       for (std::int64_t b = 0; b < B; ++b)
         std::memcpy(dst + std::size_t(t) * r.xs_stride[std::size_t(k)] + std::size_t(b) * row, src + std::size_t(b * L + t) * row, row);
   }
-  const std::int32_t* mask = sc.mask_input >= 0 ? val_[std::size_t(scan.in[std::size_t(sc.mask_input)])].template as<std::int32_t>() : nullptr;
+  const std::int32_t* mask = nullptr;
+  if (sc.mask_input >= 0) {
+    auto* copy = reinterpret_cast<std::int32_t*>(base + r.mask_off);
+    std::memcpy(copy, val_[std::size_t(scan.in[std::size_t(sc.mask_input)])].data, std::size_t(B * L) * sizeof(std::int32_t));
+    mask = copy;
+  }
   std::array<const void*, kMaxScanValues> prev{};
   std::array<int, kMaxScanValues> state_out{};
   for (int k = 0; k < sc.n_states; ++k) {
@@ -288,7 +294,7 @@ void Executor<T>::scan_result_forward(int node) {
   const int j = body_id(*r.body, sc.out[std::size_t(k)]);
   const std::int64_t L = r.steps, rows = out.dim[0];
   const std::size_t row = std::size_t(out.numel / (rows * L)) * elem_size<T>(out.dtype);
-  const std::int32_t* mask = sc.mask_input >= 0 ? val_[std::size_t(g_.nodes[sc.node].in[std::size_t(sc.mask_input)])].template as<std::int32_t>() : nullptr;
+  const std::int32_t* mask = sc.mask_input >= 0 ? reinterpret_cast<const std::int32_t*>(r.mem.get() + r.mask_off) : nullptr;
   auto* dst = static_cast<std::byte*>(out.data);
   for (std::int64_t t = 0; t < L; ++t) {
     const std::byte* src = result_at(r, j, t);
@@ -324,7 +330,7 @@ void Executor<T>::scan_backward(int node) {
   }
   const std::int64_t L = r.steps, B = r.batch;
   std::byte* const base = r.mem.get();
-  const std::int32_t* mask = sc.mask_input >= 0 ? val_[std::size_t(scan.in[std::size_t(sc.mask_input)])].template as<std::int32_t>() : nullptr;
+  const std::int32_t* mask = sc.mask_input >= 0 ? reinterpret_cast<const std::int32_t*>(base + r.mask_off) : nullptr;
   std::array<int, kMaxScanValues> state_out{}, carry{}, out{}, step{};
   std::array<std::size_t, kMaxScanValues> state_row{};  // bytes of a state's row
   for (int k = 0; k < sc.n_states; ++k) {

@@ -17,7 +17,8 @@
 //   reverse   the last step first (the backward half of a bidirectional layer)
 //   recompute keep only the states between forward and backward, and run each step's forward
 //             again in backward (memory for time)
-// A state starts from a value of the graph or from zeros (scan_zeros(shape)).
+// A state starts from a value of the graph or from zeros (scan_zeros(shape)). States and step
+// outputs are [batch, ...]: the body treats the rows (the sequences) apart.
 #pragma once
 #include <optional>
 #include <stdexcept>
@@ -179,9 +180,8 @@ constexpr ScanResult scan(const Scope& s, const ScanInputs& in, Body&& body, Loc
       if (valid(i.value, "a state's start")) sh = i.value.shape();
       if (i.value.b == &b && i.value.dtype() != DType::real) fail(Msg("state ").add(k).add(": a state is real, its start is int32"));
     }
-    if (sh.rank < 1) fail(Msg("state ").add(k).add(" has shape ").add(sh).add(": a state is [batch, ...]"));
-    else if (in.mask && !(sh[0] == batch))
-      fail(Msg("state ").add(k).add(" has shape ").add(sh).add(": with a mask, a state's rows are the batch's (").add(batch).add(")"));
+    if (sh.rank < 1 || !(sh[0] == batch))  // (rows carried apart under a mask, each row's gradient its own)
+      fail(Msg("state ").add(k).add(" has shape ").add(sh).add(": a state is [batch, ...], its rows the sequences' (").add(batch).add(")"));
     state_shape.push_back(sh);
   }
 
@@ -304,8 +304,8 @@ constexpr ScanResult scan(const Scope& s, const ScanInputs& in, Body&& body, Loc
   for (int k = 0; k < info.n_outs; ++k) {
     const Node& o = b.nodes[std::size_t(info.out[std::size_t(k)])];
     Shape sh = o.shape;
-    if (sh.rank < 1 || sh.rank >= kMaxRank) {
-      fail(Msg("step output ").add(k).add(" has shape ").add(sh).add(": a step output is [batch, ...] of rank below ").add(kMaxRank));
+    if (sh.rank < 1 || sh.rank >= kMaxRank || !(sh[0] == batch)) {
+      fail(Msg("step output ").add(k).add(" has shape ").add(sh).add(": a step output is [batch, ...] (batch ").add(batch).add(") of rank below ").add(kMaxRank));
       sh = Shape{batch, len};
     } else {
       for (int d = sh.rank; d > 1; --d) sh[d] = sh[d - 1];

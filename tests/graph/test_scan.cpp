@@ -308,8 +308,9 @@ constexpr Builder dropout_scan() {
   Value x = g.input("x", {Batch, Seq, 64}, {.grad = true});
   ScanResult r = scan(g.scope("rnn"), {.init = {scan_zeros({Batch, 64})}, .xs = {x}, .recompute = kRecompute},
                       [&](const Scope&, const ScanStep& t) -> ScanStepResult {
-                        Value h = tanh(dropout(t.x[0], 0.5) + t.state[0]);
-                        return {.state = {h}, .out = {dropout(t.x[0], 0.5)}};
+                        const Real p = g.hyper("dropout", 0.5);
+                        Value h = tanh(dropout(t.x[0], p) + t.state[0]);
+                        return {.state = {h}, .out = {dropout(t.x[0], p)}};
                       });
   g.loss(sum(r.seq[0] * g.input("probe", {Batch, Seq, 64})) + sum(r.last[0]));
   return g;
@@ -337,6 +338,35 @@ TEST_CASE("scan: dropout in the body draws a mask per step, the same when recomp
   REQUIRE(saved.loss() == again.loss());
   const auto xg2 = again.input_grad("x");
   CHECK(std::memcmp(xg.data, xg2.data, std::size_t(xg.numel) * sizeof(float)) == 0);
+  // A rate changed between a forward and its backward: the backward (and a recomputed step) runs
+  // with the forward's.
+  for (auto* p : {static_cast<Executor<float>*>(&saved), static_cast<Executor<float>*>(&again)}) {
+    p->zero_grad();
+    p->forward();
+    p->set_hyper("dropout", 0.1);
+    p->backward();
+    p->set_hyper("dropout", 0.5);
+  }
+  const auto xa = saved.input_grad("x"), xb = again.input_grad("x");
+  CHECK(std::memcmp(xa.data, xb.data, std::size_t(xa.numel) * sizeof(float)) == 0);
+}
+
+TEST_CASE("scan: inference at another length between training steps leaves training as a fresh program's", "[graph][scan]") {
+  const std::vector<std::int32_t> mask = mask_of({7, 4, 2}, 7, true), short_mask = mask_of({3, 1, 2}, 3, false);
+  auto train = [&](auto& r) {
+    set_common<std::remove_reference_t<decltype(r.p)>, float>(r.p, 7, mask);
+    r.p.set_input("mask", std::span<const std::int32_t>(mask), {kBatch, 7});
+    r.step();
+  };
+  Run<ScanRevRecompute, float> fresh(2), used(2);
+  train(used);
+  set_common<Program<ScanRevRecompute, float>, float>(used.p, 3, short_mask);
+  used.p.set_input("mask", std::span<const std::int32_t>(short_mask), {kBatch, 3});
+  used.p.forward(Mode::infer);
+  train(used);
+  train(fresh);
+  train(fresh);
+  require_bitwise(fresh.p, used.p);
 }
 
 namespace {
@@ -378,6 +408,13 @@ constexpr Msg bad_mask() {
        [&](const Scope&, const ScanStep& t) -> ScanStepResult { return {.state = {tanh(t.state[0] + t.x[0])}}; });
   return g.error;
 }
+constexpr Msg state_without_batch() {
+  Builder g;
+  Value x = g.input("x", {Batch, Seq, 4});
+  scan(g.scope("sum"), {.init = {scan_zeros({4})}, .xs = {x}},
+       [&](const Scope&, const ScanStep& t) -> ScanStepResult { return {.state = {t.state[0] + sum(t.x[0], 0)}}; });
+  return g.error;
+}
 constexpr Msg nested() {
   Builder g;
   Value x = g.input("x", {Batch, Seq, 4});
@@ -405,6 +442,9 @@ TEST_CASE("scan: errors name the scan or the body's line", "[graph][scan][errors
   constexpr Msg mask = bad_mask();
   INFO(mask.view());
   CHECK(has(mask, "scan in 'rnn': the mask must be int32 [batch, L] = [Batch,Seq], got [Batch,SeqKV]"));
+  constexpr Msg rows = state_without_batch();
+  INFO(rows.view());
+  CHECK(has(rows, "scan in 'sum': state 0 has shape [4]: a state is [batch, ...], its rows the sequences' (Batch)"));
   constexpr Msg inner = nested();
   INFO(inner.view());
   CHECK(has(inner, "scan in 'outer.inner': a scan inside a scan's body is not supported"));
