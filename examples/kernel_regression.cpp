@@ -1,6 +1,6 @@
 // Attention pooling by similarity (d2l 11.2): Nadaraya-Watson kernel regression
 //   f(q) = sum_i softmax_i(-((q - x_i) w)^2 / 2) y_i
-// on d2l's data (50 noisy samples of y = 2 sin x + x^0.8 on [0, 5]), the Gaussian kernel's width w
+// on d2l's data (50 noisy samples of y = 2 sin x + x^0.8 on [0, 5]), the Gaussian kernel's inverse width w
 // learnt by SGD on the training points, each predicted from the others (leave one out). Prints the
 // loss and the validation error before and after, and draws d2l's two figures: the fit, and the
 // attention weights of the validation inputs (queries, rows) over the training inputs (keys).
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     return model.loss();
   };
   const double before = validate();
-  std::printf("width w = 1 (nonparametric): validation MSE %.4f\n", before);
+  std::printf("w = 1, kernel width 1 (nonparametric): validation MSE %.4f\n", before);
   optim::SGD<double> sgd(model.parameters(), {.lr = 0.5});  // d2l: SGD, rate 0.5, 5 epochs
   double first = 0, last = 0;
   for (int epoch = 1; epoch <= 5; ++epoch) {
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     std::printf("epoch %d: training loss %.4f, w %.4f\n", epoch, model.loss(), model.parameter("nw.w").value.data[0]);
   }
   const double after = validate();
-  std::printf("learnt width w = %.4f: validation MSE %.4f (was %.4f)\n", model.parameter("nw.w").value.data[0], after, before);
+  std::printf("learnt w = %.4f (kernel width 1/w): validation MSE %.4f (was %.4f)\n", model.parameter("nw.w").value.data[0], after, before);
 
   // d2l's figures: the fit over the training points, and the attention weights.
   std::string rows;

@@ -1,6 +1,6 @@
 // Attention pooling as d2l's chapter 11 builds it up, before scaled dot products:
 //   nadaraya_watson   kernel regression: f(q) = sum_j softmax_j(-((q - k_j) w)^2 / 2) v_j, a
-//                     Gaussian kernel of learnable width w ("<scope>.w") (d2l 11.2)
+//                     Gaussian kernel of learnable inverse width w ("<scope>.w") (d2l 11.2)
 //   additive_scores   w_v^T tanh(q_i + k_j) for projected queries and keys (d2l 11.3; the
 //                     attention layer's AttentionScore::additive)
 //   additive_attention  one query per row over a row's keys and values, with a key mask:
@@ -25,7 +25,7 @@ struct PooledAttention {
 };
 
 // q [..., Q], k [..., K], v [..., K] (or [..., K, D]): out [..., Q] (or [..., Q, D]), weights [..., Q, K].
-constexpr PooledAttention nadaraya_watson(const Scope& s, Value q, Value k, Value v, Init width = init::uniform(0, 1)) {
+constexpr PooledAttention nadaraya_watson(const Scope& s, Value q, Value k, Value v, Init w_init = init::uniform(0, 1)) {
   const auto at = s.enter();
   const Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
   if (qs.rank < 1 || ks.rank != qs.rank || (vs.rank != ks.rank && vs.rank != ks.rank + 1))
@@ -34,7 +34,7 @@ constexpr PooledAttention nadaraya_watson(const Scope& s, Value q, Value k, Valu
   Shape qe = qs, ke = ks;
   qe[qe.rank++] = 1;                                   // [..., Q, 1]
   ke[ke.rank] = ke[ke.rank - 1], ke[ke.rank - 1] = 1, ++ke.rank;  // [..., 1, K]
-  const Value w = s.param("w", {1}, width);
+  const Value w = s.param("w", {1}, w_init);  // an inverse width: a larger w, a sharper kernel
   const Value d = (reshape(q, qe) - reshape(k, ke)) * w;
   const Value weights = softmax(scale(d * d, -0.5));   // [..., Q, K]
   if (vs.rank == ks.rank) {
