@@ -29,7 +29,8 @@ namespace in = models::translation_inputs;
 
 void draw_heatmap(const fs::path& png, const std::string& title, int heads, const float* weights, std::int64_t rows, std::int64_t cols,
                   const std::vector<std::string>& col_tokens, const std::vector<std::string>& row_tokens) {
-  const training::ImageGrid grid{.title = title, .layout_cols = heads, .width = 360 * heads, .height = 420, .font_size = 8, .rows = rows,
+  const int width = std::max(360 * heads, 7 * int(title.size()) + 40);  // the title fits
+  const training::ImageGrid grid{.title = title, .layout_cols = heads, .width = width, .height = 420, .font_size = 8, .rows = rows,
                                  .cols = cols, .unit_range = true, .x_labels = col_tokens, .y_labels = row_tokens};
   std::vector<training::ImagePanel> panels;
   for (int h = 0; h < heads; ++h)
