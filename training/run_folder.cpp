@@ -93,7 +93,7 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
     throw config_error("the run folder " + dir_.string() + " holds files of a run without a checkpoint (" + held.front().filename().string() +
                        "): start over with --overwrite, or choose another with --run DIR");
   }
-  remove_stale_temporaries();  // while the run it replaces is there to say the folder is a run's
+  remove_dead_writers_temporaries();  // a run killed before its first checkpoint leaves them too
   for (const auto& p : held) fs::remove(p, ec);
   fs::create_directories(dir_, ec);
   if (ec) throw config_error("cannot create the run folder " + dir_.string() + ": " + ec.message());
@@ -134,10 +134,14 @@ bool RunFolder::has_checkpoint() const {
 }
 
 int RunFolder::remove_stale_temporaries() const {
-  // Only in a run's folder (its own checkpoint there, whatever --checkpoint reads), and only the
-  // names a run's writers make (".<file>.tmp.<pid>.<n>"): not a user's ".notes.tmp.2024-05-01".
+  // Only in a run's folder (its own checkpoint there, whatever --checkpoint reads).
   std::error_code ec;
   if (!fs::is_regular_file(fs::symlink_status(dir_ / "checkpoint.safetensors", ec))) return 0;
+  return remove_dead_writers_temporaries();
+}
+
+int RunFolder::remove_dead_writers_temporaries() const {
+  // Only the names a run's writers make (".<file>.tmp.<pid>.<n>"): not a user's ".notes.tmp.2024-05-01".
   return checkpoint::remove_stale_temporaries(dir_, [](const std::string& of) { return is_run_file(of) || of == "result.json" || of == "failed.json"; });
 }
 

@@ -33,6 +33,8 @@ class RunFolder {
 
   // For a new run: creates the folder. A folder that already holds a run (a checkpoint, metrics)
   // is refused with a config_error naming it, unless `overwrite`, which deletes the run's files.
+  // Temporaries of the run's files whose writer is gone go too (a run killed before its first
+  // checkpoint leaves no checkpoint to say the folder is a run's).
   // A folder the run reads from (`inputs`: what, path; a pretrained run) is refused in any case.
   void start_new(bool overwrite, const std::vector<std::pair<std::string, std::filesystem::path>>& inputs = {}) const;
   // For a run that is continued or read: the checkpoint must exist (config_error otherwise).
@@ -42,6 +44,8 @@ class RunFolder {
   int remove_stale_temporaries() const;
 
  private:
+  int remove_dead_writers_temporaries() const;
+
   std::filesystem::path dir_, checkpoint_;
 };
 

@@ -17,9 +17,9 @@ start=$(date +%s%N)
 straight_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 window_ms=$(( straight_ms / 3 ))
 echo "the uninterrupted run took $straight_ms ms: kills at 0 to $window_ms ms into a round"
-kills=0
+kills=0 resumes=0
 for round in $(seq 1 200); do
-  if [ -f run/checkpoint.safetensors ]; then mode=--resume; else mode=--overwrite; fi
+  if [ -f run/checkpoint.safetensors ]; then mode=--resume resumes=$((resumes + 1)); else mode=--overwrite; fi
   "$ctgrad" train gpt --run run "$mode" "${args[@]}" > "round$round.log" 2>&1 &
   pid=$!
   if [ "$kills" -lt 60 ]; then
@@ -37,7 +37,7 @@ for round in $(seq 1 200); do
   if grep -q "nothing to train\|done after" "round$round.log"; then break; fi
 done
 grep -q "nothing to train\|done after" round*.log || { echo "the run did not finish in 200 rounds"; exit 1; }
-echo "$kills kills with kill -9"
+echo "$kills kills with kill -9, $resumes rounds resumed"
 cmp straight/checkpoint.safetensors run/checkpoint.safetensors || { echo "FAIL: the resumed run's checkpoint differs"; exit 1; }
 /usr/bin/python3 -c '
 import sys
