@@ -93,7 +93,7 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
     throw config_error("the run folder " + dir_.string() + " holds files of a run without a checkpoint (" + held.front().filename().string() +
                        "): start over with --overwrite, or choose another with --run DIR");
   }
-  remove_dead_writers_temporaries();  // a run killed before its first checkpoint leaves them too
+  remove_dead_writers_temporaries();  // also where a run was killed before its first checkpoint
   for (const auto& p : held) fs::remove(p, ec);
   fs::create_directories(dir_, ec);
   if (ec) throw config_error("cannot create the run folder " + dir_.string() + ": " + ec.message());
@@ -104,7 +104,8 @@ void RunFolder::require_checkpoint() const {
   const auto st = fs::status(checkpoint(), ec);  // no throw on a symlink loop
   if (ec && ec != std::errc::no_such_file_or_directory) throw config_error("the checkpoint " + checkpoint().string() + ": " + ec.message());
   if (!fs::exists(st)) throw config_error("no checkpoint " + checkpoint().string() + " (train first, or give --run DIR)");
-  remove_stale_temporaries();
+  // A run that is read cleans only a run's folder (its own checkpoint there, whatever --checkpoint reads).
+  if (fs::is_regular_file(fs::symlink_status(dir_ / "checkpoint.safetensors", ec))) remove_dead_writers_temporaries();
 }
 
 fs::path RunFolder::kept_checkpoint(std::int64_t step) const {
@@ -131,13 +132,6 @@ std::vector<std::pair<std::int64_t, fs::path>> RunFolder::kept_checkpoints() con
 bool RunFolder::has_checkpoint() const {
   std::error_code ec;
   return fs::exists(fs::symlink_status(checkpoint(), ec));
-}
-
-int RunFolder::remove_stale_temporaries() const {
-  // Only in a run's folder (its own checkpoint there, whatever --checkpoint reads).
-  std::error_code ec;
-  if (!fs::is_regular_file(fs::symlink_status(dir_ / "checkpoint.safetensors", ec))) return 0;
-  return remove_dead_writers_temporaries();
 }
 
 int RunFolder::remove_dead_writers_temporaries() const {

@@ -38,12 +38,12 @@ class RunFolder {
   // A folder the run reads from (`inputs`: what, path; a pretrained run) is refused in any case.
   void start_new(bool overwrite, const std::vector<std::pair<std::string, std::filesystem::path>>& inputs = {}) const;
   // For a run that is continued or read: the checkpoint must exist (config_error otherwise).
+  // Temporaries of the run's files whose writer is gone go, in a folder holding its checkpoint.
   void require_checkpoint() const;
-  // Removes the run's own files' temporaries (`.<name>.tmp.<pid>.<n>`) whose writer is gone (a
-  // kill -9 mid-save), in a folder that holds the run's checkpoint.
-  int remove_stale_temporaries() const;
 
  private:
+  // Removes the run's own files' temporaries (`.<name>.tmp.<pid>.<n>`) whose writer is gone (a
+  // kill -9 mid-save).
   int remove_dead_writers_temporaries() const;
 
   std::filesystem::path dir_, checkpoint_;

@@ -237,12 +237,14 @@ TEST_CASE("RunFolder: refuses a folder holding a run, removes a dead writer's te
   CHECK_FALSE(std::filesystem::exists(stale_plot));
   for (const auto& f : kept) CHECK(std::filesystem::exists(f));
   for (const auto& f : kept) std::filesystem::remove(f);
-  // A run killed before its first checkpoint (mid-write of its metrics): a new run there removes
-  // its temporaries, with or without --overwrite; a live writer's stays.
-  const auto first_write = folder.file(".metrics.jsonl.tmp." + d + ".2"), live_write = folder.file(".metrics.jsonl.tmp." + me + ".2");
-  for (const auto& f : {first_write, live_write}) std::ofstream(f) << "partial";
   folder.start_new(true);
   CHECK_FALSE(std::filesystem::exists(folder.checkpoint()));
+  // A run killed before its first checkpoint (mid-write of its metrics): a new run there removes
+  // its temporaries, with --overwrite (its other files there) or without (none); a live writer's stays.
+  const auto first_write = folder.file(".metrics.jsonl.tmp." + d + ".2"), live_write = folder.file(".metrics.jsonl.tmp." + me + ".2");
+  for (const auto& f : {first_write, live_write}) std::ofstream(f) << "partial";
+  std::ofstream(folder.file("run.json")) << "{}";
+  folder.start_new(true);
   CHECK_FALSE(std::filesystem::exists(first_write));
   CHECK(std::filesystem::exists(live_write));
   std::ofstream(first_write) << "partial";
