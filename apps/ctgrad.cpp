@@ -39,6 +39,7 @@
 #include "option_text.hpp"
 #include "plugins.hpp"
 #include "saved_config.hpp"
+#include "standard_output.hpp"
 #include "task.hpp"
 
 namespace ctgrad::cli {
@@ -93,7 +94,7 @@ int usage(const Task* t, FILE* out = stdout) {
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
-              "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR]\n"
+              "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR] [--overwrite]\n"
               "                  the EN-DE corpus from Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
               "  help [<model>]  this text, or a model's commands, config keys and options\n\n"
               "exit codes: 0 done, 1 a runtime failure (or an ablation study left incomplete), 2 bad input, 3 training diverged,\n"
@@ -163,7 +164,7 @@ Args parse(int argc, char** argv) {
   if (a.command != "train" && a.command != "eval" && !own)
     throw config_error(a.model + " has no command '" + a.command + "' (commands: " + command_list(*t) + ")");
   a.run_dir = "runs/" + a.model;
-  bool run_given = false;
+  bool run_given = false, threads_given = false;
   for (std::size_t i = 2; i < rest.size(); ++i) {
     const std::string& o = rest[i];
     auto value = [&]() -> std::string {
@@ -182,14 +183,21 @@ Args parse(int argc, char** argv) {
       if (o == "--run") run_given = true;
     } else if (o == "--set") a.sets.push_back(value());
     else if (o == "--checkpoint" && a.command != "train") {
+      if (!a.checkpoint.empty()) throw config_error("--checkpoint is given twice: give it once");
       a.checkpoint = value();
       if (a.checkpoint.empty()) throw config_error("--checkpoint needs a file name, got ''");
       one_line("--checkpoint", a.checkpoint);
     } else if (o == "--resume" && a.command == "train") a.resume = true;
     else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
-    else if (o == "--threads") a.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
+    else if (o == "--threads") {
+      if (threads_given) throw config_error("--threads is given twice: give it once");
+      threads_given = true;
+      a.threads = int(training::parse_integer(value(), "--threads", {.min = 0, .max = 4096}));
+    }
     else if (own && o.rfind("--", 0) == 0 && own->options.find(o.substr(2))) {
       const training::Key& k = *own->options.find(o.substr(2));
+      for (const auto& [given, _] : a.options)  // the second would silently win
+        if (given == k.name) throw config_error(o + " is given twice: give it once");
       a.options.emplace_back(k.name, k.kind == training::Kind::flag ? "true" : value());
     } else {
       std::vector<std::string> known = {"--config", "--set", "--run", "--threads", "--help"};
@@ -461,6 +469,7 @@ int main(int argc, char** argv) {
   ctgrad::training::install_interrupt_handlers();  // first: a signal at any moment ends in an orderly way
   load_plugins();                                  // the models beyond the main job (apps/plugins.hpp)
   std::signal(SIGXFSZ, SIG_IGN);                   // a file-size limit fails the write with a message, not a kill
+  catch_broken_pipe();                             // `| head -1` ends the command normally (standard_output.hpp)
   auto fail = [](int code, const std::string& m) {
     if (ctgrad::training::interrupted()) return interrupted_exit();  // a failure caused by the interrupt (a killed child)
     if (mpi_started) try {  // the other ranks would wait for this one: every rank stops, now
@@ -510,6 +519,7 @@ int main(int argc, char** argv) {
   std::cout.flush();
   const bool flushed = std::fflush(stdout) == 0;
   const int err = errno;
+  if (!stdout_closed && stdout_reader_gone()) return code;  // `| head`: the reader had what it wanted
   if (stdout_closed || !flushed || std::ferror(stdout) || !std::cout) {
     std::fprintf(stderr, "ctgrad: cannot write standard output%s\n",
                  stdout_closed ? ": it is closed" : !flushed ? (std::string(": ") + std::strerror(err)).c_str() : "");

@@ -24,6 +24,17 @@ inline std::size_t utf8_length(std::string_view s, std::size_t i) {
   return std::size_t(n) + 1;
 }
 
+// The offset of the first byte of s that starts no valid UTF-8 sequence, or npos when s is UTF-8.
+inline std::size_t invalid_utf8_at(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+inline bool valid_utf8(std::string_view s) { return invalid_utf8_at(s) == std::string_view::npos; }
+
 // U+0080..U+009F, the C1 controls (CSI, OSC, ...), as the n-byte character at s[i]: a terminal acts
 // on them as on ESC sequences.
 inline bool is_c1(std::string_view s, std::size_t i, std::size_t n) {

@@ -33,11 +33,14 @@ for s in "${studies[@]}"; do
     d) run gpt-llama-changes gpt --vary pos=learned,rope --vary norm_kind=layer,rms --vary act=gelu_tanh,swiglu --vary kv_heads=0,2,1 \
          --vary tie_embeddings=true,false --vary qk_norm=false,true --vary bias=true,false --seeds 3 --set sample_tokens=0 \
          --name "GPT: the Llama's changes, each alone" ;;
-    # (e) All of them (the Llama small preset), and its MLPs as a mixture of 4 experts (top-2, top-1)
-    # against dense MLPs of the mixture's active (2x) and total (4x) width; then the preset paired
-    # with study d's GPT baseline, seed by seed.
-    e) run llama-moe llama --vary moe_experts=0,4 --vary moe_top_k=2,1 --vary ffn_mult=1,2,4 --seeds 3 --set sample_tokens=0 \
+    # (e) All of them (the Llama small preset), and its MLPs as a mixture of 4 experts (top-2)
+    # against dense MLPs of the mixture's active (2x) and total (4x) width; the mixture top-1 (a
+    # study of its own: moe_top_k=1 needs moe_experts=4) paired with the dense preset seed by seed;
+    # then the preset paired with study d's GPT baseline.
+    e) run llama-moe llama --vary moe_experts=0,4 --vary ffn_mult=1,2,4 --seeds 3 --set sample_tokens=0 \
          --name "Llama small: a mixture of experts against dense MLPs"
+       run llama-moe-top1 llama --set moe_experts=4 --grid moe_top_k=1 --seeds 3 --set sample_tokens=0 --name "Llama small: 4 experts, top-1"
+       /usr/bin/python3 "$here/bench/paired_across_studies.py" "$out/llama-moe" "$out/llama-moe-top1" | tee "$here/docs/ablations/llama-moe/top1_vs_dense.md"
        if [ -d "$out/gpt-llama-changes" ]; then
          /usr/bin/python3 "$here/bench/paired_across_studies.py" "$out/gpt-llama-changes" "$out/llama-moe" | tee "$here/docs/ablations/llama-moe/llama_vs_gpt.md"
        fi ;;

@@ -1,14 +1,24 @@
+#include <ctgrad/base/utf8.hpp>
 #include <ctgrad/data/en_de.hpp>
 #include <ctgrad/data/ende/fetch.hpp>
 #include <ctgrad/data/ende/process.hpp>
 #include <ctgrad/data/gettext.hpp>
 #include <ctgrad/data/text.hpp>
 
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 
 namespace ctgrad::data {
+
+namespace {
+std::string hex_byte(char c) {
+  char b[8];
+  std::snprintf(b, sizeof b, "0x%02x", static_cast<unsigned char>(c));
+  return b;
+}
+}  // namespace
 
 std::filesystem::path debian_corpus_dir() { return ende::ende_dir() / "corpus"; }
 
@@ -27,6 +37,9 @@ DebianSplits read_debian_corpus(const std::filesystem::path& dir) {
       const std::size_t t1 = l.find('\t'), t2 = t1 == l.npos ? l.npos : l.find('\t', t1 + 1);
       if (t2 == l.npos || t1 == 0 || t2 == t1 + 1)
         throw data_error("ctgrad: " + file.string() + " line " + std::to_string(line) + " is not 'English TAB German TAB document': rebuild it with ctgrad data ende");
+      if (const std::size_t bad = text::invalid_utf8_at(l); bad != l.npos)
+        throw data_error("ctgrad: " + file.string() + " line " + std::to_string(line) + " is not UTF-8 text (byte " + hex_byte(l[bad]) + " at column " +
+                         std::to_string(bad + 1) + "): rebuild it with ctgrad data ende");
       out->push_back({std::string(l.substr(0, t1)), std::string(l.substr(t1 + 1, t2 - t1 - 1))});
     }
   }

@@ -1,8 +1,13 @@
 #include <ctgrad/data/gettext.hpp>
 #include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/base/utf8.hpp>
 #include <ctgrad/data/text.hpp>
 
+#include <iconv.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -43,9 +48,59 @@ std::string collapse(const std::string& s) {
   return out;
 }
 
+// The charset a catalogue's header declares ("Content-Type: text/plain; charset=ISO-8859-1").
+std::string declared_charset(const std::string& header) {
+  std::string lower = header;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::size_t at = lower.find("charset=");
+  if (at == std::string::npos) return "";
+  const std::size_t from = at + 8, to = header.find_first_of(" \t\n;", from);
+  return header.substr(from, to == std::string::npos ? std::string::npos : to - from);
+}
+
+bool ascii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+// Text in one charset as UTF-8 (iconv, no transliteration: a byte sequence the charset lacks fails).
+class ToUtf8 {
+ public:
+  explicit ToUtf8(const std::string& charset) {
+    std::string lower = charset;
+    for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+    utf8_ = lower == "utf-8" || lower == "utf8";
+    if (!utf8_ && !charset.empty()) cd_ = ::iconv_open("UTF-8", charset.c_str());
+  }
+  ~ToUtf8() {
+    if (cd_ != iconv_t(-1)) ::iconv_close(cd_);
+  }
+  ToUtf8(const ToUtf8&) = delete;
+  ToUtf8& operator=(const ToUtf8&) = delete;
+  // False when `s` is not text of the charset (or the charset is unknown and s is not ASCII).
+  bool convert(std::string& s) {
+    if (utf8_ || ascii(s)) return text::valid_utf8(s);
+    if (cd_ == iconv_t(-1)) return false;
+    ::iconv(cd_, nullptr, nullptr, nullptr, nullptr);  // the initial shift state
+    std::string out(s.size() * 4 + 8, '\0');
+    char* in = s.data();
+    char* to = out.data();
+    std::size_t in_left = s.size(), out_left = out.size();
+    if (::iconv(cd_, &in, &in_left, &to, &out_left) == std::size_t(-1) || in_left != 0) return false;
+    if (::iconv(cd_, nullptr, nullptr, &to, &out_left) == std::size_t(-1)) return false;
+    out.resize(out.size() - out_left);
+    if (!text::valid_utf8(out)) return false;
+    s = std::move(out);
+    return true;
+  }
+
+ private:
+  bool utf8_ = false;
+  iconv_t cd_ = iconv_t(-1);
+};
+
 }  // namespace
 
-std::vector<Message> read_mo(const std::filesystem::path& file) {
+Catalogue read_mo(const std::filesystem::path& file) {
   std::string b;
   try {  // a regular file only: a FIFO among the catalogues would block the read
     const std::vector<std::byte> bytes = checkpoint::read_regular_file(file, "ctgrad: the catalogue " + file.string(), std::size_t(1) << 28);
@@ -68,11 +123,18 @@ std::vector<Message> read_mo(const std::filesystem::path& file) {
     if (std::uint64_t(off) + len >= b.size()) throw bad("string " + std::to_string(i) + " runs past the end of the file");
     return b.substr(off, len);
   };
-  std::vector<Message> out;
+  Catalogue out;
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (string_at(ids, i).empty()) out.charset = declared_charset(string_at(strs, i));  // the header
+  ToUtf8 to_utf8(out.charset);
   for (std::uint32_t i = 0; i < n; ++i) {
     std::string id = string_at(ids, i), str = string_at(strs, i);
-    if (id.empty()) continue;  // the header
-    out.push_back({std::move(id), std::move(str)});
+    if (id.empty()) continue;
+    if (!text::valid_utf8(id) || !to_utf8.convert(str)) {
+      ++out.unconvertible;
+      continue;
+    }
+    out.messages.push_back({std::move(id), std::move(str)});
   }
   return out;
 }
@@ -94,7 +156,7 @@ std::vector<SentencePair> wesnoth_pairs(const std::filesystem::path& dir) {
   std::vector<SentencePair> pairs;
   std::set<std::string> seen;
   for (const auto& f : files)
-    for (const Message& m : read_mo(f)) {
+    for (const Message& m : read_mo(f).messages) {
       std::string id = m.id, str = m.str;
       if (const auto ctx = id.find('\x04'); ctx != std::string::npos) id = id.substr(ctx + 1);
       id = id.substr(0, id.find('\0'));  // a plural: its singular forms

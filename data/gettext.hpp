@@ -11,13 +11,21 @@
 namespace ctgrad::data {
 
 // The messages of a compiled gettext catalogue (.mo, GNU gettext manual "The Format of GNU MO
-// Files"): msgid -> msgstr, both as stored (a plural's forms NUL-separated, a context before
-// \x04), the header entry left out. A file that is not a whole .mo catalogue is a data_error
-// naming it and what is wrong.
+// Files"): msgid -> msgstr (a plural's forms NUL-separated, a context before \x04), the header
+// entry left out, every text UTF-8: a msgstr is converted (iconv) from the charset the header's
+// Content-Type declares (gettext's rule: it applies to the translations; msgids are ASCII or UTF-8).
+// A message that cannot be converted (a byte its charset lacks, a msgid not UTF-8, a charset iconv
+// does not know or none declared, for text that is not ASCII) is dropped and counted. A file that
+// is not a whole .mo catalogue is a data_error naming it and what is wrong.
 struct Message {
   std::string id, str;
 };
-std::vector<Message> read_mo(const std::filesystem::path& file);
+struct Catalogue {
+  std::vector<Message> messages;
+  std::string charset;            // as the header declares it ("" when it declares none)
+  std::size_t unconvertible = 0;  // messages dropped, not valid text in their charset
+};
+Catalogue read_mo(const std::filesystem::path& file);
 
 // Where scripts/setup_wesnoth.sh puts the catalogues: $CTGRAD_DATA/wesnoth/de, CTGRAD_DATA
 // defaulting to /var/cache/ctgrad.

@@ -17,7 +17,10 @@ struct LlamaFamily {
   static constexpr auto hyper_graph = freeze<models::llama<models::kLlamaTiny>>();
   template <ModelConfig P, int Order>
   static const Programs& programs(const Config& c) {
-    if (c.integer("moe_top_k") != 2 && c.integer("moe_experts") == 4) {  // the variant moe_top_k=1 is four experts
+    if (c.integer("moe_experts") == 0 && c.integer("moe_top_k") != 2)  // a dense model: no experts to choose among
+      throw config_error("moe_top_k=" + std::to_string(c.integer("moe_top_k")) +
+                         " chooses among experts, and moe_experts=0 is a dense model: set moe_experts=4 with it (or leave moe_top_k at 2)");
+    if (c.integer("moe_top_k") != 2 && c.integer("moe_experts") == 4) {  // compiled as the variant moe_top_k=1 of the dense preset
       Config alone = c;
       alone.set("moe_experts=0", "moe_top_k");
       return find_variant<LlamaPrograms>("llama", "size=" + c.text("size"), alone, llama_space<P, Order>, P.n_head);
@@ -55,7 +58,7 @@ Schema llama_schema() {
       .flag("tie_embeddings", false, "architecture: the output projection is the token embedding's transpose", Role::model)
       .integer("moe_experts", 0, {.min = 0, .max = 4}, "architecture: a mixture of this many SwiGLU experts in every layer (0: dense; 4)",
                Role::model)
-      .integer("moe_top_k", 2, {.min = 1, .max = 2}, "architecture: experts per token (moe_top_k=1: four experts, top-1)", Role::model)
+      .integer("moe_top_k", 2, {.min = 1, .max = 2}, "architecture: experts per token, of moe_experts (1 needs moe_experts=4)", Role::model)
       .integer("ffn_mult", 1, {.min = 1, .max = 4}, "architecture: the dense MLP's width in multiples of the preset's (1, 2, 4)", Role::model)
       .real("moe_balance_weight", 0.01, {.min = 0, .max = 100}, "a mixture of experts: the weight of the load-balancing loss (Switch)")
       .real("moe_z_weight", 0.001, {.min = 0, .max = 100}, "a mixture of experts: the weight of the router z-loss (ST-MoE)");

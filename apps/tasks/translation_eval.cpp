@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include <ctgrad/base/utf8.hpp>
 #include <ctgrad/data/ende/align.hpp>
 #include <ctgrad/data/ende/kept_spans.hpp>
 
@@ -20,12 +21,34 @@
 #include <ctgrad/training/image_grid.hpp>
 
 #include "../option_text.hpp"
+#include "../standard_output.hpp"
 #include <ctgrad/models/translation_inputs.hpp>
 
 #include "translation_session.hpp"
 
 namespace ctgrad::cli::translation {
 namespace in = models::translation_inputs;
+
+namespace {
+// `line` without its control characters (C0 but the tab, DEL, C1): they are not text to translate,
+// and one copied to standard output would act on a terminal. Returns the first one dropped, shown
+// as \xNN, or "" when there was none.
+std::string drop_controls(std::string& line) {
+  std::string kept, first;
+  for (std::size_t i = 0; i < line.size();) {
+    const std::size_t n = std::max<std::size_t>(text::utf8_length(line, i), 1);
+    const auto c = static_cast<unsigned char>(line[i]);
+    if ((n == 1 && c != '\t' && text::is_control(c)) || text::is_c1(line, i, n)) {
+      if (first.empty()) first = training::printable(line.substr(i, n));
+    } else {
+      kept.append(line, i, n);
+    }
+    i += n;
+  }
+  if (!first.empty()) line = std::move(kept);
+  return first;
+}
+}  // namespace
 
 void draw_heatmap(const fs::path& png, const std::string& title, int heads, const float* weights, std::int64_t rows, std::int64_t cols,
                   const std::vector<std::string>& col_tokens, const std::vector<std::string>& row_tokens) {
@@ -51,6 +74,10 @@ double TranslationSession::validation_bleu(std::size_t n) {
 }
 
 int TranslationSession::eval(const Config& o) {
+  if (o.was_set("attention-png") && o.text("attention-png").empty()) throw config_error("--attention-png is empty: give the folder for the heatmaps");
+  if (o.was_set("sentence") && !o.was_set("attention-png")) throw config_error("--sentence is the heatmaps' sentence: it needs --attention-png");
+  if (o.was_set("sentence") && o.text("sentence").find_first_not_of(" \t\n") == std::string::npos)
+    throw config_error("--sentence is empty: give the sentence of the heatmaps (without --sentence: the first test sentence)");
   if (const std::string dir = one_line("--attention-png", o.text("attention-png")); !dir.empty()) {  // before the evaluation, not after it
     if (copy_) throw config_error("--attention-png draws a translation model's attention: this run is the copy task");
     std::error_code ec;
@@ -136,11 +163,16 @@ std::vector<std::string> TranslationSession::translate_lines(const std::vector<s
     }
     return it->second;
   };
+  // At most kChunk sentences searched at once: a line of 50,000 sentences is 1,563 searches, not
+  // one search whose beams outgrow memory.
+  constexpr std::size_t kChunk = 32;
   auto decode_batch = [&](const std::vector<std::string>& texts, const std::vector<std::string>& what) {
-    std::vector<std::vector<std::int32_t>> srcs;
-    for (std::size_t i = 0; i < texts.size(); ++i) srcs.push_back(encode_source(texts[i], what[i]));
     std::vector<std::string> out;
-    for (const auto& ids : tr.search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
+    for (std::size_t at = 0; at < texts.size() && !training::interrupted(); at += kChunk) {
+      std::vector<std::vector<std::int32_t>> srcs;
+      for (std::size_t i = at; i < std::min(texts.size(), at + kChunk); ++i) srcs.push_back(encode_source(texts[i], what[i]));
+      for (const auto& ids : tr.search_batch(srcs, kBos, kEos, bo)) out.push_back(tok_->decode(ids));
+    }
     return out;
   };
   struct Unit {
@@ -150,9 +182,13 @@ std::vector<std::string> TranslationSession::translate_lines(const std::vector<s
   };
   std::vector<Unit> units;
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string line = lines[i].back() == '\r' ? lines[i].substr(0, lines[i].size() - 1) : lines[i];
+    std::string line = !lines[i].empty() && lines[i].back() == '\r' ? lines[i].substr(0, lines[i].size() - 1) : lines[i];
     const std::string name = "line " + std::to_string(first_line + i);
+    if (const std::string control = drop_controls(line); !control.empty()) {
+      std::fprintf(stderr, "ctgrad: %s: the control character '%s' is not text: left out of the translation\n", name.c_str(), control.c_str());
+      ++stats.controls;
+    }
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
     std::vector<std::string> parts{line};
     if (std::int64_t(tok_->encode(line).size()) >= max_len_) {
       parts = data::ende::split_sentences(line);
@@ -207,6 +243,7 @@ std::vector<std::string> TranslationSession::translate_lines(const std::vector<s
 
 int TranslationSession::translate(const Config& o) {
   if (copy_) throw config_error("translate needs a translation model (this run is the copy task)");
+  if (o.was_set("text") && o.was_set("input")) throw config_error("--text and --input both say what to translate: give one of them");
   const models::BeamOptions bo{.beam = int(o.integer("beam")), .alpha = o.real("alpha"), .max_len = int(max_len_), .stop = training::interrupted};
   TranslateStats stats;
   auto tr = translator();  // once: its programs and the weights' copy
@@ -214,14 +251,21 @@ int TranslationSession::translate(const Config& o) {
   auto summary = [&] {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "ctgrad: translated %zu lines (%zu sentences; %zu kept placeholders or markup by translating around them, %zu had characters "
-                 "the vocabulary lacks) in %.1f s: %.1f sentences/s\n", stats.lines, stats.sentences, stats.placeholders, stats.unknown, s,
-                 s > 0 ? double(stats.sentences) / s : 0.0);
+                 "the vocabulary lacks, %zu had control characters, left out) in %.1f s: %.1f sentences/s\n", stats.lines, stats.sentences, stats.placeholders,
+                 stats.unknown, stats.controls, s, s > 0 ? double(stats.sentences) / s : 0.0);
   };
   if (o.was_set("text")) {
     if (o.text("text").find_first_not_of(" \t\n") == std::string::npos) throw config_error("--text is empty: give a sentence to translate");
-    const auto out = translate_lines({o.text("text")}, 1, bo, *tr, stats);
+    std::vector<std::string> lines;  // a text of several lines: a translated line for each
+    for (std::size_t a = 0, b; a <= o.text("text").size(); a = b + 1) {
+      b = std::min(o.text("text").find('\n', a), o.text("text").size());
+      lines.push_back(o.text("text").substr(a, b - a));
+    }
+    const auto out = translate_lines(lines, 1, bo, *tr, stats);
     if (training::interrupted()) return 130;
-    std::printf("%s\n", out.at(0).c_str());
+    std::string text;
+    for (const auto& g : out) text += g + "\n";
+    write_stdout(text);
     return 0;
   }
   // A file, or standard input: a sentence per line, a German line for each (an empty line for an
@@ -238,12 +282,14 @@ int TranslationSession::translate(const Config& o) {
   const std::size_t batch = input.empty() && isatty(0) ? 1 : std::size_t(o.integer("batch"));
   std::vector<std::string> lines;
   std::size_t before = 0;  // the input's lines before this batch's
+  bool reader_gone = false;  // `| head -1` has read what it wanted: the end, nothing more said
   auto flush = [&] {
-    if (training::interrupted()) return;  // a search cut short is not a translation
+    if (training::interrupted() || reader_gone) return;  // a search cut short is not a translation
     const auto german = translate_lines(lines, before + 1, bo, *tr, stats);
     if (training::interrupted()) return;
-    for (const auto& g : german) std::printf("%s\n", g.c_str());
-    std::fflush(stdout);
+    std::string text;
+    for (const auto& g : german) text += g + "\n";
+    reader_gone = !write_stdout(text);
     before += lines.size();
     lines.clear();
   };
@@ -260,14 +306,16 @@ int TranslationSession::translate(const Config& o) {
     }
     return false;
   };
-  for (std::string line; wait_for_line() && std::getline(in, line);) {
+  for (std::string line; !reader_gone && wait_for_line() && std::getline(in, line);) {
     lines.push_back(line);
     if (lines.size() >= batch) flush();
   }
   if (training::interrupted()) return 130;
+  if (reader_gone) return 0;
   // A read that failed (standard input closed, or a folder) is not the end of the input.
   if (in.bad() || (input.empty() && std::ferror(stdin))) throw std::runtime_error("cannot read " + (input.empty() ? std::string("standard input") : input) + ": " + std::strerror(errno ? errno : EIO));
   flush();
+  if (reader_gone) return 0;
   summary();
   return 0;
 }

@@ -78,7 +78,7 @@ class TranslationSession : public Session {
   double validation_bleu(std::size_t n);  // corpus BLEU of greedy translations of the first n validation sentences
   double validation_nll();                // of the validation targets (the training loss adds label smoothing)
   struct TranslateStats {
-    std::size_t lines = 0, sentences = 0, placeholders = 0, unknown = 0;
+    std::size_t lines = 0, sentences = 0, placeholders = 0, unknown = 0, controls = 0;
   };
   int translate(const Config& o);
   std::vector<std::string> translate_lines(const std::vector<std::string>& lines, std::size_t first_line, const models::BeamOptions& bo,

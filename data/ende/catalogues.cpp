@@ -51,13 +51,14 @@ std::vector<Document> gettext_documents(const std::filesystem::path& catalogues,
   std::sort(files.begin(), files.end());
   std::vector<Document> out;
   for (const auto& f : files) {
-    Document doc{"gettext", package + "/" + f.stem().string(), {}};
-    for (const Message& m : read_mo(f)) {
+    const Catalogue cat = read_mo(f);
+    Document doc{"gettext", package + "/" + f.stem().string(), {}, cat.unconvertible};
+    for (const Message& m : cat.messages) {
       const std::string_view id = singular(m.id), str = singular(m.str);
       if (id.find('\n') != std::string_view::npos || str.find('\n') != std::string_view::npos) continue;
       doc.units.push_back({strip_accelerators(id), strip_accelerators(str)});
     }
-    if (!doc.units.empty()) out.push_back(std::move(doc));
+    if (!doc.units.empty() || doc.unconvertible) out.push_back(std::move(doc));
   }
   return out;
 }

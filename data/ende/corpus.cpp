@@ -1,6 +1,8 @@
 #include <ctgrad/base/random.hpp>
+#include <ctgrad/base/utf8.hpp>
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/data/ende/corpus.hpp>
+#include <ctgrad/data/text.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -37,8 +39,13 @@ Corpus make_corpus(std::vector<Document> docs, const SplitOptions& o) {
     const int split = u < o.test ? 2 : u < o.test + o.validation ? 1 : 0;
     const auto doc = std::uint32_t(c.documents.size());
     c.documents.push_back(name);
+    n.units += d.unconvertible, n.encoding += d.unconvertible;
     for (const Unit& unit : d.units) {
       ++n.units;
+      if (!text::valid_utf8(unit.en) || !text::valid_utf8(unit.de)) {
+        ++n.encoding;
+        continue;
+      }
       for (auto& [en, de] : align_paragraph(unit.en, unit.de)) {
         ++n.pairs;
         switch (check_pair(en, de, o.placeholders)) {
@@ -79,18 +86,18 @@ Corpus make_corpus(std::vector<Document> docs, const SplitOptions& o) {
 std::string count_table(const Corpus& c) {
   std::string t;
   char line[512];
-  std::snprintf(line, sizeof line, "%-12s %9s %9s %9s %9s %7s %8s %7s %9s %7s %9s %10s %8s\n", "source", "documents", "units", "pairs",
-                "untransl.", "ratio", "placeh.", "other", "duplicate", "leaked", "train", "validation", "test");
+  std::snprintf(line, sizeof line, "%-12s %9s %9s %8s %9s %9s %7s %8s %7s %9s %7s %9s %10s %8s\n", "source", "documents", "units", "encoding",
+                "pairs", "untransl.", "ratio", "placeh.", "other", "duplicate", "leaked", "train", "validation", "test");
   t += line;
   SourceCount all{.source = "all"};
   auto row = [&](const SourceCount& n) {
-    std::snprintf(line, sizeof line, "%-12s %9zu %9zu %9zu %9zu %7zu %8zu %7zu %9zu %7zu %9zu %10zu %8zu\n", n.source.c_str(), n.documents, n.units,
-                  n.pairs, n.untranslated, n.ratio, n.placeholders, n.other, n.duplicates, n.leaked, n.train, n.validation, n.test);
+    std::snprintf(line, sizeof line, "%-12s %9zu %9zu %8zu %9zu %9zu %7zu %8zu %7zu %9zu %7zu %9zu %10zu %8zu\n", n.source.c_str(), n.documents,
+                  n.units, n.encoding, n.pairs, n.untranslated, n.ratio, n.placeholders, n.other, n.duplicates, n.leaked, n.train, n.validation, n.test);
     t += line;
   };
   for (const SourceCount& n : c.counts) {
     row(n);
-    all.documents += n.documents, all.units += n.units, all.pairs += n.pairs, all.untranslated += n.untranslated, all.ratio += n.ratio;
+    all.documents += n.documents, all.units += n.units, all.encoding += n.encoding, all.pairs += n.pairs, all.untranslated += n.untranslated, all.ratio += n.ratio;
     all.placeholders += n.placeholders, all.other += n.other, all.duplicates += n.duplicates, all.leaked += n.leaked;
     all.train += n.train, all.validation += n.validation, all.test += n.test;
   }
@@ -99,6 +106,12 @@ std::string count_table(const Corpus& c) {
 }
 
 void write_corpus(const Corpus& c, const std::filesystem::path& dir) {
+  for (const auto* split : {&c.train, &c.validation, &c.test})
+    for (const CorpusPair& p : *split)
+      for (const std::string* side : {&p.en, &p.de})
+        if (!text::valid_utf8(*side) || side->find_first_of("\t\n\r") != std::string::npos)
+          throw data_error("ctgrad: the EN-DE corpus would hold a side that is not one line of UTF-8 text (document " + c.documents[p.document] +
+                           "): nothing written");
   std::filesystem::create_directories(dir);
   auto tsv = [&](const std::vector<CorpusPair>& pairs) {
     std::string s;

@@ -42,8 +42,22 @@ fs::path ende_dir() {
 }
 
 namespace {
-// apt-get update into the private lists, with the i18n and (when asked) the Contents indices.
-void update_lists(const fs::path& dir, bool contents, const std::string& what) {
+// What apt said went wrong: its first failure line (offline: "W: Failed to fetch ... Could not
+// resolve ..."), else the end of its output.
+std::string apt_said(const std::string& output) {
+  for (std::size_t a = 0; a < output.size();) {
+    const std::size_t b = std::min(output.find('\n', a), output.size());
+    const std::string line = output.substr(a, b - a);
+    if (line.find("Failed to fetch") != std::string::npos || line.rfind("E: ", 0) == 0 || line.rfind("Err:", 0) == 0) return output_tail(line);
+    a = b + 1;
+  }
+  const std::string tail = output_tail(output);
+  return tail.find_first_not_of(' ') == std::string::npos ? "it printed nothing" : "..." + tail;
+}
+
+// apt-get update into the private lists, with the i18n and (when asked) the Contents indices;
+// returns what apt printed (it exits 0 when a mirror cannot be reached, with a warning).
+std::string update_lists(const fs::path& dir, bool contents, const std::string& what) {
   const fs::path lists = dir / "apt" / "lists", cache = dir / "apt" / "cache";
   fs::create_directories(lists / "partial");
   fs::create_directories(cache / "archives" / "partial");
@@ -54,7 +68,7 @@ void update_lists(const fs::path& dir, bool contents, const std::string& what) {
                           "Acquire::IndexTargets::deb::Contents-deb::ShortDescription=Contents-$(ARCHITECTURE)",
                           "Acquire::IndexTargets::deb::Contents-deb::Description=$(RELEASE)/$(COMPONENT) $(ARCHITECTURE) Contents (deb)"})
       argv.insert(argv.end(), {"-o", o});
-  run_checked(argv, what);
+  return run_checked(argv, what);
 }
 }  // namespace
 
@@ -65,7 +79,7 @@ DdtpFiles fetch_ddtp(const fs::path& dir, const Log& log) {
   if (fs::is_regular_file(f.en, ec) && fs::is_regular_file(f.de, ec)) return f;
   const fs::path lists = dir / "apt" / "lists";
   log("ddtp: apt-get update into " + lists.string() + " (the package descriptions in English and German)");
-  update_lists(dir, false, "apt-get update (for the DDTP translations)");
+  const std::string said = update_lists(dir, false, "apt-get update (for the DDTP translations)");
   for (const auto& [lang, target] : {std::pair<std::string, fs::path>{"en", f.en}, {"de", f.de}}) {
     std::vector<fs::path> parts;
     for (const auto& e : fs::directory_iterator(lists)) {
@@ -74,8 +88,8 @@ DdtpFiles fetch_ddtp(const fs::path& dir, const Log& log) {
         parts.push_back(e.path());
     }
     if (parts.empty())
-      throw data_error("ctgrad: apt-get update gave no Translation-" + lang + " of a main component in " + lists.string() +
-                       " (the configured apt sources have no i18n index)");
+      throw data_error("ctgrad: apt-get update gave no Translation-" + lang + " of a main component in " + lists.string() + " (apt-get: " +
+                       apt_said(said) + ")");
     std::sort(parts.begin(), parts.end());
     std::string all;
     for (const auto& p : parts) all += read_all(p) + "\n";
@@ -101,7 +115,7 @@ fs::path fetch_package(const fs::path& dir, const std::string& name, const Log& 
       run_program({"apt-get", "update", "-qq"});
       r = run_program({"apt-get", "download", "-q", name}, staging);
     }
-    if (r.status != 0) throw data_error("ctgrad: cannot get the package " + name + " (apt-get download: ..." + output_tail(r.output) + ")");
+    if (r.status != 0) throw data_error("ctgrad: cannot get the package " + name + " (apt-get download: " + apt_said(r.output) + ")");
     deb = downloaded(staging, name);
     if (deb.empty()) throw data_error("ctgrad: apt-get download " + name + " gave no .deb");
     fs::rename(deb, debs / deb.filename());
@@ -124,13 +138,13 @@ std::vector<std::string> packages_with_german_catalogues(const fs::path& dir, co
   std::error_code ec;
   if (!fs::is_regular_file(list, ec)) {
     log("gettext: apt-get update with the Contents indices into " + lists.string() + " (which packages ship German catalogues)");
-    update_lists(dir, true, "apt-get update (for the Contents indices)");
+    const std::string said = update_lists(dir, true, "apt-get update (for the Contents indices)");
     std::vector<fs::path> indices;
     for (const auto& e : fs::directory_iterator(lists)) {
       const std::string n = e.path().filename().string();
       if (e.is_regular_file() && n.find("_main_Contents-") != std::string::npos) indices.push_back(e.path());
     }
-    if (indices.empty()) throw data_error("ctgrad: apt-get update gave no Contents index in " + lists.string());
+    if (indices.empty()) throw data_error("ctgrad: apt-get update gave no Contents index in " + lists.string() + " (apt-get: " + apt_said(said) + ")");
     std::set<std::string> found;
     const std::string prefix = "usr/share/locale/de/LC_MESSAGES/";
     for (const auto& idx : indices) {
@@ -188,7 +202,8 @@ std::vector<std::pair<std::string, fs::path>> fetch_catalogues(const fs::path& d
   }
   if (!todo.empty()) log("gettext: " + std::to_string(have.size()) + " packages' catalogues already here, " + std::to_string(todo.size()) + " to download");
   constexpr std::size_t kBatch = 40;
-  std::size_t missing = 0;
+  std::size_t missing = 0, unpacked = 0;
+  std::string first_failure;  // what apt said of the first package it could not get
   for (std::size_t b = 0; b < todo.size(); b += kBatch) {
     const std::vector<std::string> batch(todo.begin() + std::ptrdiff_t(b), todo.begin() + std::ptrdiff_t(std::min(todo.size(), b + kBatch)));
     fs::remove_all(staging);
@@ -196,11 +211,14 @@ std::vector<std::pair<std::string, fs::path>> fetch_catalogues(const fs::path& d
     std::vector<std::string> argv{"apt-get", "download", "-q"};
     argv.insert(argv.end(), batch.begin(), batch.end());
     if (run_program(argv, staging).status != 0)  // one name apt cannot get fails the batch: then one by one
-      for (const auto& p : batch)
-        if (downloaded(staging, p).empty() && run_program({"apt-get", "download", "-q", p}, staging).status != 0) {
-          log("gettext: cannot get " + p + " (apt-get download failed): left out");
-          ++missing;
-        }
+      for (const auto& p : batch) {
+        if (!downloaded(staging, p).empty()) continue;
+        const Ran r = run_program({"apt-get", "download", "-q", p}, staging);
+        if (r.status == 0) continue;
+        log("gettext: cannot get " + p + " (apt-get download: " + apt_said(r.output) + "): left out");
+        if (first_failure.empty()) first_failure = apt_said(r.output);
+        ++missing;
+      }
     for (const auto& p : batch) {
       const fs::path deb = downloaded(staging, p);
       if (deb.empty()) continue;
@@ -216,11 +234,16 @@ std::vector<std::pair<std::string, fs::path>> fetch_catalogues(const fs::path& d
       fs::rename(partial, root / p);
       checkpoint::write_atomically(root / p / ".ctgrad-complete", deb.filename().string() + "\n");
       have.emplace_back(p, root / p);
+      ++unpacked;
     }
-    log("gettext: " + std::to_string(std::min(todo.size(), b + kBatch)) + "/" + std::to_string(todo.size()) + " packages downloaded and unpacked");
+    log("gettext: " + std::to_string(unpacked) + " of " + std::to_string(std::min(todo.size(), b + kBatch)) + " packages so far downloaded and unpacked (" +
+        std::to_string(todo.size()) + " to get)");
   }
   fs::remove_all(staging);
   if (missing) log("gettext: " + std::to_string(missing) + " packages could not be had");
+  if (have.empty() && !packages.empty())
+    throw data_error("ctgrad: gettext: none of the " + std::to_string(packages.size()) + " packages could be had (apt-get download: " +
+                     (first_failure.empty() ? std::string("no .deb came") : first_failure) + ")");
   std::sort(have.begin(), have.end());
   return have;
 }

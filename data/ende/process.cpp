@@ -3,6 +3,8 @@
 #include <ctgrad/data/text.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,9 @@ extern char** environ;
 namespace ctgrad::data::ende {
 
 namespace {
+
+bool (*g_stop)() = nullptr;
+bool stopped() { return g_stop && g_stop(); }
 
 std::vector<char*> c_args(const std::vector<std::string>& argv) {
   std::vector<char*> args;
@@ -54,10 +59,27 @@ void make_pipe(int fds[2], const std::string& what) {
   if (::pipe2(fds, O_CLOEXEC) != 0) throw data_error("ctgrad: cannot make a pipe for " + what + ": " + std::strerror(errno));
 }
 
-// Reads fd to its end into `text`, or into sink (text keeping the last 4 KB).
-void drain(int fd, std::string& text, const Sink& sink) {
+// The children asked to stop, then waited for (killed when they do not end within a second).
+void stop_children(std::initializer_list<pid_t> pids) {
+  for (pid_t p : pids)
+    if (p > 0) ::kill(p, SIGTERM);
+  for (pid_t p : pids) {
+    if (p <= 0) continue;
+    int status = 0;
+    for (int i = 0; i < 20 && ::waitpid(p, &status, WNOHANG) == 0; ++i) ::usleep(50000);
+    if (::waitpid(p, &status, WNOHANG) == 0) ::kill(p, SIGKILL), wait_status(p);
+  }
+}
+
+// Reads fd to its end into `text`, or into sink (text keeping the last 4 KB). False when the stop
+// check said stop before the end.
+bool drain(int fd, std::string& text, const Sink& sink) {
   char buf[1 << 16];
   for (;;) {
+    if (stopped()) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 200);
+    if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -69,6 +91,7 @@ void drain(int fd, std::string& text, const Sink& sink) {
     text.append(buf, std::size_t(n));
     if (text.size() > 8192) text.erase(0, text.size() - 4096);
   }
+  return true;
 }
 
 }  // namespace
@@ -85,9 +108,12 @@ Ran run_program(const std::vector<std::string>& argv, const std::filesystem::pat
   }
   ::close(out[1]);
   Ran r;
-  drain(out[0], r.output, sink);
+  const bool whole = drain(out[0], r.output, sink);
+  if (!whole) stop_children({pid});
   ::close(out[0]);
+  if (!whole) throw data_error("interrupted");
   r.status = wait_status(pid);
+  throw_if_stopped();  // a child the Ctrl-C ended: its failure is not the data's
   return r;
 }
 
@@ -106,11 +132,19 @@ Ran run_pipeline(const std::vector<std::string>& first, const std::vector<std::s
   }
   for (int fd : {link[0], link[1], out[1]}) ::close(fd);
   Ran r;
-  drain(out[0], r.output, {});
+  const bool whole = drain(out[0], r.output, {});
+  if (!whole) stop_children({a, b});
   ::close(out[0]);
+  if (!whole) throw data_error("interrupted");
   const int sa = wait_status(a), sb = wait_status(b);
   r.status = sa != 0 ? sa : sb;
+  throw_if_stopped();
   return r;
+}
+
+void set_stop_check(bool (*stop)()) { g_stop = stop; }
+void throw_if_stopped() {
+  if (stopped()) throw data_error("interrupted");
 }
 
 std::string output_tail(const std::string& output) {

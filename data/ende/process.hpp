@@ -15,6 +15,14 @@ struct Ran {
   std::string output;  // standard output and error, together
 };
 
+// What stops the children: `stop` is asked every 200 ms while a program runs (the command sets
+// training::interrupted); when it says yes the programs get SIGTERM (SIGKILL a second later), are
+// waited for, and the call throws data_error("interrupted"). A Ctrl-C at a terminal reaches the
+// children too; one sent to ctgrad alone (kill -INT) stops them here.
+void set_stop_check(bool (*stop)());
+// Throws data_error("interrupted") when the stop check says so (between steps of the work).
+void throw_if_stopped();
+
 // argv[0] is looked up on PATH; `cwd` (empty: this one) is the child's working folder. Throws
 // data_error when the program cannot be started; its exit status is the caller's to judge.
 // With a `sink`, standard output goes to it as it comes (Ran::output keeps only its last 4 KB and

@@ -14,6 +14,7 @@ struct Unit {
 struct Document {
   std::string source, id;  // "ddtp" + the package; "libreoffice" + the page's path
   std::vector<Unit> units;
+  std::size_t unconvertible = 0;  // units the reader dropped: not text in their declared charset
 };
 
 // DDTP: the apt index's Translation-en and Translation-de files (records of Package,
@@ -32,7 +33,9 @@ std::vector<Document> libreoffice_documents(const std::filesystem::path& en_help
 // gettext catalogues: every .mo file in `catalogues` (the German catalogues of one package, as
 // fetch_catalogues leaves them): msgid -> msgstr (a .mo holds translated, non-fuzzy messages only),
 // the context and plural forms dropped, keyboard accelerators (_File, &File) removed, messages of
-// several lines (a --help text's layout) left out. One document per package and catalogue.
+// several lines (a --help text's layout) left out; translations converted to UTF-8 from the
+// catalogue's declared charset (read_mo), those that cannot be counted in Document::unconvertible.
+// One document per package and catalogue.
 std::vector<Document> gettext_documents(const std::filesystem::path& catalogues, const std::string& package);
 
 // A message's text without its accelerator marks: "_Save As" and "&Save As" -> "Save As" ("&&" -> "&",

@@ -426,7 +426,7 @@ TEST_CASE("gettext .mo catalogues: messages read, markup dropped, damage named",
                                   {"Untranslated.", ""},
                                   {"Onward, my friends!", "Vorwärts, meine Freunde!"}});
   std::ofstream(dir / "a.mo", std::ios::binary) << mo;
-  const auto msgs = read_mo(dir / "a.mo");
+  const auto msgs = read_mo(dir / "a.mo").messages;
   REQUIRE(msgs.size() == 6);  // the header is left out
   CHECK(msgs[0].id == "Onward, my friends!");
   CHECK(msgs[0].str == "Vorwärts, meine Freunde!");
@@ -534,6 +534,9 @@ TEST_CASE("the EN-DE corpus from Debian, read as ctgrad data ende writes it", "[
   CHECK(d.test.at(0).en == "Print");
   std::ofstream(dir / "test.tsv") << "Print Drucken\n";
   CHECK_THROWS_WITH(read_debian_corpus(dir), Contains("test.tsv line 1") && Contains("English TAB German"));
+  // A side that is not UTF-8 (a catalogue read as if it were) is refused, naming file, line and byte.
+  std::ofstream(dir / "test.tsv") << "Print\tDrucken\tlibreoffice:c\nInvalid argument\tUng\xfcltiges Argument\tgettext:a2ps/a2ps\n";
+  CHECK_THROWS_WITH(read_debian_corpus(dir), Contains("test.tsv line 2 is not UTF-8 text (byte 0xfc at column 21)"));
 }
 
 TEST_CASE("the Wesnoth EN-DE dialogue, as the set-up installs it", "[data][gettext]") {

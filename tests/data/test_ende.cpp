@@ -6,6 +6,7 @@
 #include "../scratch.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -27,9 +28,10 @@ void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << text;
 }
-// A compiled gettext catalogue (.mo, GNU gettext manual) of these messages (sorted by msgid).
-void write_mo(const fs::path& p, std::vector<std::pair<std::string, std::string>> msgs) {
-  msgs.insert(msgs.begin(), {"", "Content-Type: text/plain; charset=UTF-8\n"});
+// A compiled gettext catalogue (.mo, GNU gettext manual) of these messages (sorted by msgid), its
+// header declaring `charset`.
+void write_mo(const fs::path& p, std::vector<std::pair<std::string, std::string>> msgs, const std::string& charset = "UTF-8") {
+  msgs.insert(msgs.begin(), {"", "Project-Id-Version: x\nContent-Type: text/plain; charset=" + charset + "\nContent-Transfer-Encoding: 8bit\n"});
   std::sort(msgs.begin(), msgs.end());
   const auto n = std::uint32_t(msgs.size());
   std::string head(28 + 16 * n, '\0'), strings;
@@ -183,6 +185,70 @@ TEST_CASE("ende: the split is by document, without a held-out side in training, 
   }
   CHECK(lines == c.test.size());
   CHECK_THAT(count_table(c), Catch::Matchers::Contains("libreoffice"));
+}
+
+TEST_CASE("ende: catalogues in ISO-8859-1 and in UTF-8 both come out as UTF-8; what cannot be converted is dropped and counted") {
+  const fs::path root = scratch("ende/charsets");
+  // The same messages, once in each charset (\xfc \xdf: ü ß in ISO-8859-1).
+  write_mo(root / "latin1/usr/share/locale/de/LC_MESSAGES/a2ps.mo", {{"Invalid argument", "Ung\xfcltiges Argument"}, {"Street", "Stra\xdf" "e"}},
+           "ISO-8859-1");
+  write_mo(root / "utf8/usr/share/locale/de/LC_MESSAGES/a2ps.mo", {{"Invalid argument", "Ungültiges Argument"}, {"Street", "Straße"}});
+  for (const char* which : {"latin1", "utf8"}) {
+    const auto docs = gettext_documents(root / which, "a2ps");
+    REQUIRE(docs.size() == 1);
+    std::map<std::string, std::string> got;
+    for (const Unit& u : docs[0].units) got[u.en] = u.de;
+    CHECK(got == std::map<std::string, std::string>{{"Invalid argument", "Ungültiges Argument"}, {"Street", "Straße"}});
+    CHECK(docs[0].unconvertible == 0);
+  }
+  // A catalogue that says UTF-8 but holds Latin-1 bytes, one whose charset iconv does not know, a
+  // msgid that is not UTF-8: those messages are dropped and counted; ASCII passes in any charset.
+  write_mo(root / "liar/usr/share/locale/de/LC_MESSAGES/x.mo", {{"Invalid argument", "Ung\xfcltiges Argument"}, {"File", "Datei"}});
+  write_mo(root / "unknown/usr/share/locale/de/LC_MESSAGES/x.mo", {{"Invalid argument", "Ung\xfcltiges Argument"}, {"File", "Datei"}}, "CHARSET");
+  write_mo(root / "badid/usr/share/locale/de/LC_MESSAGES/x.mo", {{"Caf\xe9", "Caf\xe9"}, {"File", "Datei"}}, "ISO-8859-1");
+  for (const char* which : {"liar", "unknown", "badid"}) {
+    const auto docs = gettext_documents(root / which, "x");
+    REQUIRE(docs.size() == 1);
+    REQUIRE(docs[0].units.size() == 1);
+    CHECK(docs[0].units[0].de == "Datei");
+    CHECK(docs[0].unconvertible == 1);
+  }
+  // The corpus counts them, drops any unit that is not UTF-8 whichever reader made it, and is
+  // written only when every side is UTF-8 text.
+  std::vector<Document> docs = gettext_documents(root / "liar", "x");
+  docs.push_back({"ddtp", "p", {{"A broken description.", "Eine kaputte \xff Beschreibung."}, {"The file is open.", "Die Datei ist offen."}}});
+  const Corpus c = make_corpus(docs);
+  std::size_t encoding = 0;
+  for (const SourceCount& n : c.counts) encoding += n.encoding;
+  CHECK(encoding == 2);
+  for (const auto* split : {&c.train, &c.validation, &c.test})
+    for (const CorpusPair& p : *split) CHECK((p.de.find('\xff') == std::string::npos && p.de.find('\xfc') == std::string::npos));
+  CHECK_THAT(count_table(c), Catch::Matchers::Contains("encoding"));
+  Corpus bad = c;
+  bad.train.push_back({"Invalid argument", "Ung\xfcltiges Argument", 0});
+  CHECK_THROWS_WITH(write_corpus(bad, root / "out"), Catch::Matchers::Contains("not one line of UTF-8 text") && Catch::Matchers::Contains("nothing written"));
+  CHECK_FALSE(fs::exists(root / "out" / "train.tsv"));
+}
+
+namespace {
+std::chrono::steady_clock::time_point g_stop_at;
+bool stop_soon() { return std::chrono::steady_clock::now() >= g_stop_at; }
+bool never() { return false; }
+}  // namespace
+
+TEST_CASE("ende: a stop (Ctrl-C) ends a running program and the pipeline at once, not when they finish") {
+  g_stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  set_stop_check(stop_soon);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(run_program({"sleep", "30"}), Catch::Matchers::Contains("interrupted"));
+  g_stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  CHECK_THROWS_WITH(run_pipeline({"sleep", "30"}, {"cat"}), Catch::Matchers::Contains("interrupted"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  CHECK_THROWS_WITH(throw_if_stopped(), Catch::Matchers::Contains("interrupted"));
+  set_stop_check(never);
+  CHECK_NOTHROW(throw_if_stopped());
+  CHECK(run_program({"true"}).status == 0);
+  set_stop_check(nullptr);
 }
 
 TEST_CASE("ende: programs run without a shell, and a failure says so on one line") {
