@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 // Every plug-in the full build makes, with the models it registers (a model's name: its task).
 const std::vector<std::pair<std::string, std::vector<std::string>>> kPlugins = {
     {"ctgrad-transformer", {"transformer"}}, {"ctgrad-vit", {"vit"}},        {"ctgrad-bert", {"bert", "bert-finetune"}},
-    {"ctgrad-t5", {"t5", "t5-finetune"}},    {"ctgrad-gpt-variants", {}}, {"ctgrad-llama", {"llama"}},
+    {"ctgrad-t5", {"t5", "t5-finetune"}},    {"ctgrad-llama", {"llama"}},
     {"ctgrad-seq2seq", {"seq2seq"}},
 };
 

@@ -247,6 +247,65 @@ int PretrainedRun::load_weights(Executor<float>& model, const std::function<bool
 
 namespace ctgrad::cli {
 
+std::shared_ptr<const PlannedGraph> plan_model(const std::function<Builder()>& build) {
+  try {
+    return std::make_shared<const PlannedGraph>(freeze(build()));
+  } catch (const graph_error& e) {
+    throw config_error(std::string("the config does not make a model: ") + e.what());
+  }
+}
+
+void add_size_keys(Schema& s, const std::vector<PresetSizes>& presets) {
+  using training::Role;
+  auto listed = [&](int PresetSizes::*field) {
+    std::string t;
+    for (const PresetSizes& p : presets) t += (t.empty() ? "" : ", ") + p.name + " " + std::to_string(p.*field);
+    return " (0: the preset's: " + t + ")";
+  };
+  s.integer("d_model", 0, {.min = 0, .max = 1 << 16}, "architecture: the width" + listed(&PresetSizes::d_model), Role::model)
+      .integer("layers", 0, {.min = 0, .max = 1024}, "architecture: the depth, blocks" + listed(&PresetSizes::layers), Role::model)
+      .integer("d_ff", 0, {.min = 0, .max = 1 << 18}, "architecture: the feed-forward hidden width (0: 4 d_model; gated, as SwiGLU, 2/3 of it rounded up to 8)",
+               Role::model)
+      .integer("vocab", 0, {.min = 0, .max = 1 << 20}, "architecture: the vocabulary (at least the tokenizer's)" + listed(&PresetSizes::vocab), Role::model)
+      .integer("max_context", 0, {.min = 0, .max = 1 << 20},
+               "architecture: the longest context the model reads (learned positions' rows, decoding room)" + listed(&PresetSizes::context), Role::model);
+  s.added_later({"d_model", "layers", "d_ff", "vocab", "max_context"});
+}
+
+int size_or(const Config& c, const std::string& key, int preset) { return c.integer(key) ? int(c.integer(key)) : preset; }
+
+layers::Arch arch_of(const Config& c, bool tie) {
+  using namespace layers;
+  Arch a;
+  a.norm = c.text("norm") == "post" ? Norm::post : Norm::pre;
+  a.norm_kind = c.text("norm_kind") == "rms" ? NormKind::rms : NormKind::layer;
+  for (Act v : {Act::relu, Act::gelu, Act::gelu_tanh, Act::silu, Act::gated_gelu, Act::swiglu, Act::relu_squared})
+    if (name(v) == c.text("act")) a.act = v;
+  for (Pos v : {Pos::learned, Pos::sinusoidal, Pos::none, Pos::rope})
+    if (name(v) == c.text("pos")) a.pos = v;
+  a.tie = tie && c.flag("tie_embeddings");
+  return a;
+}
+
+void check_heads(int d_model, int heads, int kv_heads, bool rope) {
+  if (heads < 1 || d_model % heads)
+    throw config_error("heads " + std::to_string(heads) + " does not divide d_model " + std::to_string(d_model) + ": give heads that divide the width");
+  if (kv_heads < 1 || heads % kv_heads)
+    throw config_error("kv_heads " + std::to_string(kv_heads) + " does not divide heads " + std::to_string(heads) + " (grouped-query attention)");
+  if (rope && (d_model / heads) % 2)
+    throw config_error("d_model " + std::to_string(d_model) + " over heads " + std::to_string(heads) + " is a head width of " +
+                       std::to_string(d_model / heads) + ": rotary positions pair features, so it must be even");
+}
+
+std::function<void(Config&)> fit_context_to_model(std::function<int(const Config&)> preset_context) {
+  return [preset_context = std::move(preset_context)](Config& c) {
+    const std::int64_t most = c.integer("max_context") ? c.integer("max_context") : preset_context(c);
+    if (!c.was_set("context") && c.integer("context") > most) c.set("context", std::to_string(most), "the model's longest context");
+    if (c.was_set("context") && c.integer("context") > most && !c.was_set("max_context"))
+      c.set("max_context", c.show("context"), "the context given");  // a longer context grows the model with it
+  };
+}
+
 void add_arch_keys(Schema& s, const layers::Arch& d, bool tie, bool rope) {
   using training::Role;
   s.choice("norm", std::string(name(d.norm)), {"pre", "post"}, "architecture: residual blocks normalise before (pre) or after (post) the sublayer",

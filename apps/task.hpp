@@ -19,6 +19,8 @@
 #include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/data/cache.hpp>
 #include <ctgrad/graph/executor.hpp>
+#include <ctgrad/graph/planned_graph.hpp>
+#include <ctgrad/models/layers/options.hpp>
 #include <ctgrad/optim/optimizer.hpp>
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/trainer.hpp>
@@ -202,6 +204,34 @@ Options program_options(const Config& c, int threads, const G& g) {
     if (g[i].kind == NodeKind::hyper) names.push_back(g.name(i));
   return program_options_named(c, threads, names);
 }
+
+// The model a config describes, frozen and planned at run time (graph/planned_graph.hpp): built
+// once per run, shared by its programs. A config the model function refuses (a shape error) is
+// bad input, a config_error with the function's message.
+std::shared_ptr<const PlannedGraph> plan_model(const std::function<Builder()>& build);
+
+// Size keys, 0 meaning the preset's value (the help lists each preset's): "d_model", "layers",
+// "d_ff", "vocab", "max_context" (the longest context the model reads: a learned position table's
+// rows, the decoding caches' room). `presets`: name and value of each preset, for the help.
+struct PresetSizes {
+  std::string name;
+  int d_model, layers, d_ff, vocab, context;  // d_ff 0: 4 d_model
+};
+void add_size_keys(Schema& s, const std::vector<PresetSizes>& presets);
+// The value of size key `key`, or the preset's when it is 0.
+int size_or(const Config& c, const std::string& key, int preset);
+// The architecture keys, with a model's defaults (its presets' choices); heads 0 is the preset's.
+void add_arch_keys(Schema& s, const layers::Arch& defaults, bool tie = true, bool rope = false);
+// "pre-norm LayerNorm, gelu_tanh, learned positions, tied output", for a training's first line.
+std::string describe_arch(const layers::Arch& a, bool with_tie = true);
+// The architecture keys add_arch_keys declares, as an Arch.
+layers::Arch arch_of(const Config& c, bool tie);
+// Refuses, naming the keys, heads that do not divide the width, kv_heads that do not divide the
+// heads, a head width RoPE cannot pair.
+void check_heads(int d_model, int heads, int kv_heads, bool rope);
+// context (tokens per window) fitted to max_context (or the preset's) when not given; a context
+// longer than the preset's raises max_context with it when that is not given.
+std::function<void(Config&)> fit_context_to_model(std::function<int(const Config&)> preset_context);
 
 // Refuses (config_error) a config whose runtime dims would need more memory than the machine has,
 // or overflow: the training plan of `model` at these symbol values (Batch, Seq, SeqKV, ...), plus

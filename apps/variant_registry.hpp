@@ -22,9 +22,6 @@ namespace ctgrad::cli {
 // A program of one compiled graph, made on demand.
 using MakeProgram = std::unique_ptr<Executor<float>> (*)(const Options&);
 
-// The architecture keys, with a model's defaults (its presets' choices); heads 0 is the preset's.
-void add_arch_keys(Schema& s, const layers::Arch& defaults, bool tie = true, bool rope = false);
-
 // The variants of each model's presets, by model name: Programs is what a model makes of a
 // variant (its graphs' programs and the variant's config).
 template <class Programs>
@@ -55,9 +52,6 @@ class VariantRegistry {
  private:
   std::vector<Entry> entries_;
 };
-
-// "pre-norm LayerNorm, gelu_tanh, learned positions, tied output", for a training's first line.
-std::string describe_arch(const layers::Arch& a, bool with_tie = true);
 
 // The value of an architecture key in a config, as a variant space spells it.
 std::string arch_value(const Config& c, const std::string& key, int preset_heads);

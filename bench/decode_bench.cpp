@@ -15,7 +15,7 @@ namespace {
 
 template <models::GptConfig C>
 struct Graphs {
-  static constexpr auto train = freeze<models::gpt<C>>();
+  static constexpr auto train = freeze<models::gpt, C>();
 };
 
 template <models::GptConfig C>

@@ -55,9 +55,9 @@ constexpr models::LlamaConfig llama_with(int kv_heads, int experts, int ffn_mult
   return c;
 }
 
-template <auto G>
+template <auto F, auto C>
 struct Frozen {
-  static constexpr auto graph = freeze<G>();
+  static constexpr auto graph = freeze<F, C>();
 };
 
 // What one side measured over its timed steps.
@@ -321,19 +321,19 @@ int train_bench(const std::string& model, const TrainBenchOptions& o) {
     return 2;
   }
   if (model == "gpt")
-    return o.config == "small" ? run<Program<Frozen<models::gpt<models::kGptSmall>>::graph>>(s, o)
-                               : run<Program<Frozen<models::gpt<models::kGptMedium>>::graph>>(s, o);
-  if (model == "vit") return run<Program<Frozen<models::vit<kVit>>::graph>>(s, o);
+    return o.config == "small" ? run<Program<Frozen<models::gpt, models::kGptSmall>::graph>>(s, o)
+                               : run<Program<Frozen<models::gpt, models::kGptMedium>::graph>>(s, o);
+  if (model == "vit") return run<Program<Frozen<models::vit, kVit>::graph>>(s, o);
   if (model == "seq2seq")
-    return o.config == "recompute" ? run<Program<Frozen<models::seq2seq<kSeq2SeqRecompute>>::graph>>(s, o)
-                                   : run<Program<Frozen<models::seq2seq<kSeq2Seq>>::graph>>(s, o);
+    return o.config == "recompute" ? run<Program<Frozen<models::seq2seq, kSeq2SeqRecompute>::graph>>(s, o)
+                                   : run<Program<Frozen<models::seq2seq, kSeq2Seq>::graph>>(s, o);
   if (model == "llama") {
-    if (o.config == "mha") return run<Program<Frozen<models::llama<llama_with(4, 0, 1)>>::graph>>(s, o);
-    if (o.config == "mqa") return run<Program<Frozen<models::llama<llama_with(1, 0, 1)>>::graph>>(s, o);
-    if (o.config == "moe") return run<Program<Frozen<models::llama<llama_with(2, 4, 1)>>::graph>>(s, o);
-    if (o.config == "dense2") return run<Program<Frozen<models::llama<llama_with(2, 0, 2)>>::graph>>(s, o);
-    return run<Program<Frozen<models::llama<llama_with(2, 0, 1)>>::graph>>(s, o);
+    if (o.config == "mha") return run<Program<Frozen<models::llama, llama_with(4, 0, 1)>::graph>>(s, o);
+    if (o.config == "mqa") return run<Program<Frozen<models::llama, llama_with(1, 0, 1)>::graph>>(s, o);
+    if (o.config == "moe") return run<Program<Frozen<models::llama, llama_with(2, 4, 1)>::graph>>(s, o);
+    if (o.config == "dense2") return run<Program<Frozen<models::llama, llama_with(2, 0, 2)>::graph>>(s, o);
+    return run<Program<Frozen<models::llama, llama_with(2, 0, 1)>::graph>>(s, o);
   }
-  return o.config == "small" ? run<Program<Frozen<models::transformer<kTransformerS>>::graph>>(s, o)
-                             : run<Program<Frozen<models::transformer<kTransformerM>>::graph>>(s, o);
+  return o.config == "small" ? run<Program<Frozen<models::transformer, kTransformerS>::graph>>(s, o)
+                             : run<Program<Frozen<models::transformer, kTransformerM>::graph>>(s, o);
 }

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <bit>
 #include <source_location>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <string_view>
 #include <vector>
 
@@ -88,6 +90,12 @@ struct Node {
 };
 
 struct Builder;
+
+// A model that failed a check of the DSL, built at run time (freeze(F()), graph/graph.hpp): the
+// one-line message freeze<F>() stops compilation with, the user's file:line at its end.
+struct graph_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
 
 // A handle to a node while the graph is built.
 struct Value {
@@ -238,10 +246,13 @@ struct Builder : Scope {
     return *this;
   }
 
+  // The first error wins. At compile time it is recorded (freeze<F>() reports it once the model
+  // function returns); at run time it is thrown at once, so nothing is built on a broken value.
   constexpr void fail(Msg m, const Loc& loc) {
     if (!error.empty()) return;
     error = m;
     error.add(" (").add(basename(loc.file_name())).add(":").add(int(loc.line())).add(")");
+    if (!std::is_constant_evaluated()) throw graph_error(std::string(error.view()));
   }
   constexpr bool check_value(Value v, const char* what, const Loc& loc) {
     if (v.b != this || v.id < 0 || v.id >= int(nodes.size())) {

@@ -75,6 +75,7 @@ struct DerivedSymbol {
 };
 
 struct Shape {
+  static constexpr Dim kOne{1};
   int rank = 0;
   std::array<Dim, kMaxRank> d{};
 
@@ -82,10 +83,13 @@ struct Shape {
   constexpr Shape(std::initializer_list<Dim> dims) {
     for (const Dim& x : dims) d[static_cast<std::size_t>(rank++)] = x;
   }
-  constexpr const Dim& operator[](int i) const { return d[static_cast<std::size_t>(i)]; }
+  // Reading past the rank gives a dim of 1: after a shape error (recorded, at compile time, while
+  // the model function runs on) a layer reading a broken value's shape builds on, and the first
+  // error is the one reported, not an out-of-bounds read.
+  constexpr const Dim& operator[](int i) const { return i >= 0 && i < kMaxRank ? d[static_cast<std::size_t>(i)] : kOne; }
   constexpr Dim& operator[](int i) { return d[static_cast<std::size_t>(i)]; }
   // Negative index counts from the end, as in Python.
-  constexpr const Dim& back(int i = 1) const { return d[static_cast<std::size_t>(rank - i)]; }
+  constexpr const Dim& back(int i = 1) const { return (*this)[rank - i]; }
   constexpr Dim numel() const {
     Dim n = 1;
     for (int i = 0; i < rank; ++i) n = n * d[static_cast<std::size_t>(i)];

@@ -80,7 +80,7 @@ template <class T>
 class Executor {
  public:
   Executor(GraphView g, PlanView train, PlanView infer, Options opts);
-  ~Executor();
+  virtual ~Executor();  // programs are held as Executor<T> (a Program<run_time> holds its tables)
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 

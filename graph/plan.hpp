@@ -1,5 +1,7 @@
-// Compile-time passes over a frozen graph: the forward and backward schedules and the memory
-// plan. Everything here runs in constant evaluation; the executor only reads the result.
+// Passes over a frozen graph: the forward and backward schedules and the memory plan. They run in
+// constant evaluation for a graph frozen at compile time (tables sized by its N) and at run time
+// for one frozen at run time (the same code, its tables RunTimeArrays); the executor only reads
+// the result.
 //
 // Timeline: forward step s runs at time s, backward step b at time F + b (F forward steps).
 // A forward step is a level (nodes whose inputs are all computed earlier), so its nodes may run
@@ -9,6 +11,7 @@
 // greedy interval colouring gives slots, and slot bytes are sized when the runtime dims are bound.
 #pragma once
 #include <algorithm>
+#include <memory>
 
 #include <ctgrad/graph/graph.hpp>
 
@@ -25,44 +28,86 @@ struct Buffer {
   int slot = -1;
 };
 
+// A run-time plan's table: n elements, value-initialised (bool included: PlanView reads const bool*).
+template <class T>
+class RunTimeArray {
+ public:
+  RunTimeArray() = default;
+  explicit RunTimeArray(std::size_t n) : p_(new T[n]()), n_(n) {}
+  T& operator[](std::size_t i) { return p_[i]; }
+  const T& operator[](std::size_t i) const { return p_[i]; }
+  T* data() { return p_.get(); }
+  const T* data() const { return p_.get(); }
+  T* begin() { return p_.get(); }
+  T* end() { return p_.get() + n_; }
+  const T* begin() const { return p_.get(); }
+  const T* end() const { return p_.get() + n_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  std::unique_ptr<T[]> p_;
+  std::size_t n_ = 0;
+};
+
+// A plan's table of M x (nodes) + A elements: a std::array for a graph frozen at compile time
+// (N nodes), a RunTimeArray for one frozen at run time (N == kRunTimeSize, sized by plan_array).
+template <class T, int N, std::size_t M = 1, std::size_t A = 0>
+using PlanArray = std::conditional_t<N == kRunTimeSize, RunTimeArray<T>, std::array<T, M * std::size_t(N > 0 ? N : 1) + A>>;
+template <class T, int N, std::size_t M = 1, std::size_t A = 0>
+constexpr PlanArray<T, N, M, A> plan_array(int n) {
+  if constexpr (N == kRunTimeSize) return PlanArray<T, N, M, A>(M * std::size_t(n > 0 ? n : 1) + A);
+  else return {};
+}
+
 template <int N>
 struct Plan {
   static constexpr std::size_t U = N > 0 ? std::size_t(N) : 1;
+  template <class T, std::size_t M = 1, std::size_t A = 0>
+  using Table = PlanArray<T, N, M, A>;
+  constexpr explicit Plan(int n = N)
+      : n_nodes(n), fwd_order(plan_array<int, N>(n)), bwd_order(plan_array<int, N>(n)), fwd_begin(plan_array<int, N, 1, 1>(n)),
+        bwd_begin(plan_array<int, N, 1, 1>(n)), fwd_step(plan_array<int, N>(n)), bwd_step(plan_array<int, N>(n)),
+        needs_grad(plan_array<bool, N>(n)), runs_vjp(plan_array<bool, N>(n)), zero_order(plan_array<int, N>(n)),
+        zero_begin(plan_array<int, N, 1, 1>(n)), grad_fresh(plan_array<bool, N>(n)), assigns(plan_array<unsigned, N>(n)),
+        buffers(plan_array<Buffer, N, 3>(n)), value_buf(plan_array<int, N>(n)), grad_buf(plan_array<int, N>(n)),
+        scratch_buf(plan_array<int, N>(n)), view_of(plan_array<int, N>(n)), grad_view_of(plan_array<int, N>(n)),
+        vjp_skip(plan_array<bool, N>(n)), in_place_of(plan_array<int, N>(n)) {}
   bool training = true;
   bool sound = true;  // every gradient is written before it is read (checked by Program)
+  int n_nodes = 0;
   // Schedules: steps index ranges of the order arrays.
   int n_fwd = 0, n_bwd = 0;
-  std::array<int, U> fwd_order{}, bwd_order{};
-  std::array<int, U + 1> fwd_begin{}, bwd_begin{};
-  std::array<int, U> fwd_step{}, bwd_step{};  // step of each node, -1 if it does not run
-  std::array<bool, U> needs_grad{}, runs_vjp{};
+  Table<int> fwd_order, bwd_order;
+  Table<int, 1, 1> fwd_begin, bwd_begin;
+  Table<int> fwd_step, bwd_step;  // step of each node, -1 if it does not run
+  Table<bool> needs_grad, runs_vjp;
   // Gradients made ready just before backward step b: zero_order[zero_begin[b] .. zero_begin[b+1]).
   // Each is zeroed, unless grad_fresh: then its first contributor writes it (=) instead of
   // adding to zeros (assigns[c] bit k: node c's VJP writes input k's gradient so), which saves
   // a memset and a read of every element.
-  std::array<int, U> zero_order{};
-  std::array<int, U + 1> zero_begin{};
-  std::array<bool, U> grad_fresh{};
-  std::array<unsigned, U> assigns{};
+  Table<int> zero_order;
+  Table<int, 1, 1> zero_begin;
+  Table<bool> grad_fresh;
+  Table<unsigned> assigns;
   // Buffers and slots.
   int n_buffers = 0, n_slots = 0;
-  std::array<Buffer, 3 * U> buffers{};
-  std::array<int, U> value_buf{}, grad_buf{}, scratch_buf{};  // -1 if none
+  Table<Buffer, 3> buffers;
+  Table<int> value_buf, grad_buf, scratch_buf;  // -1 if none
   // A view op's value is its source's bytes (OpDef::view): the node whose storage it shares
   // (through chains of views), else -1. Its value_buf is that node's, kept alive for both.
-  std::array<int, U> view_of{};
+  Table<int> view_of;
   // A view's gradient is its source's gradient bytes read with another shape, too. When the view
   // is the only consumer that adds to its source's gradient, the source's gradient is the view's
   // buffer (grad_view_of: the node whose gradient buffer it is, through chains of views, else
   // -1) and the view's VJP, a copy, does not run (vjp_skip).
-  std::array<int, U> grad_view_of{};
-  std::array<bool, U> vjp_skip{};
+  Table<int> grad_view_of;
+  Table<bool> vjp_skip;
   // An in-place op's value overwrites its input 0's (OpDef::in_place) when that input is read by
   // nothing after this node's step, nor by another node of the same step (they run concurrently):
   // the input node whose buffer it takes, else -1. "Read" includes every VJP that saves it
   // (OpDef::saves), so an op whose VJP reads its input (gelu) is in place only when inferring.
   // Dropout, add, sub, scale, relu and the unary ops: a copy or a buffer and its traffic saved.
-  std::array<int, U> in_place_of{};
+  Table<int> in_place_of;
 };
 
 namespace detail {
@@ -77,18 +122,17 @@ constexpr bool reads(const G& g, int consumer, int k) {
 // powers), so a slot's tenants stay close in size; an exact size match is preferred.
 template <int N>
 constexpr void colour(Plan<N>& p) {
-  constexpr std::size_t B = Plan<N>::U * 3;
   using std::size_t;
-  const int nb = p.n_buffers;
-  std::array<int, B> order{};
+  const int nb = p.n_buffers, n = p.n_nodes;
+  auto order = plan_array<int, N, 3>(n);
   for (int i = 0; i < nb; ++i) order[size_t(i)] = i;
   std::sort(order.begin(), order.begin() + nb, [&](int a, int b) {
     const Buffer &x = p.buffers[size_t(a)], &y = p.buffers[size_t(b)];
     return x.start != y.start ? x.start < y.start : a < b;
   });
   // Size classes.
-  std::array<int, B> cls{};
-  std::array<Buffer, B> cls_key{};
+  auto cls = plan_array<int, N, 3>(n);
+  auto cls_key = plan_array<Buffer, N, 3>(n);
   int n_cls = 0;
   for (int i = 0; i < nb; ++i) {
     const Buffer& b = p.buffers[size_t(i)];
@@ -98,10 +142,10 @@ constexpr void colour(Plan<N>& p) {
     cls[size_t(i)] = c;
   }
   // Busy slots as a min-heap on end time; free slots as per-class lists (intrusive, by slot).
-  std::array<std::pair<int, int>, B> busy{};  // (-end, slot) for std::push_heap's max-heap
+  auto busy = plan_array<std::pair<int, int>, N, 3>(n);  // (-end, slot) for std::push_heap's max-heap
   int n_busy = 0;
-  std::array<int, B> free_head{}, free_next{}, slot_cls{};
-  std::array<std::int64_t, B> slot_coef{};
+  auto free_head = plan_array<int, N, 3>(n), free_next = plan_array<int, N, 3>(n), slot_cls = plan_array<int, N, 3>(n);
+  auto slot_coef = plan_array<std::int64_t, N, 3>(n);
   for (int c = 0; c < n_cls; ++c) free_head[size_t(c)] = -1;
   for (int oi = 0; oi < nb; ++oi) {
     const int bi = order[size_t(oi)];
@@ -140,22 +184,22 @@ constexpr void colour(Plan<N>& p) {
 // flat as models grow.
 template <class G>
 constexpr auto make_plan(const G& g, bool training) {
-  constexpr int N = G::size;
-  Plan<N> p;
+  constexpr int NS = G::static_size;  // kRunTimeSize for a graph frozen at run time
+  const int N = g.size;
+  Plan<NS> p(N);
   p.training = training;
-  if constexpr (N > 0) {
+  if constexpr (NS != 0) {
     using std::size_t;
-    constexpr size_t U = size_t(N);
     auto at = [](auto& arr, int i) -> auto& { return arr[static_cast<size_t>(i)]; };
 
     // Consumers of each node, as (consumer, input position) in CSR form.
-    std::array<int, U + 1> cons_begin{};
-    std::array<int, U * kMaxInputs> cons_node{}, cons_pos{};
+    auto cons_begin = plan_array<int, NS, 1, 1>(N);
+    auto cons_node = plan_array<int, NS, kMaxInputs>(N), cons_pos = plan_array<int, NS, kMaxInputs>(N);
     for (int c = 0; c < N; ++c)
       for (int k = 0; k < g[c].n_in; ++k) ++at(cons_begin, g[c].in[size_t(k)] + 1);
     for (int i = 0; i < N; ++i) at(cons_begin, i + 1) += at(cons_begin, i);
     {
-      std::array<int, U> fill{};
+      auto fill = plan_array<int, NS>(N);
       for (int c = 0; c < N; ++c)
         for (int k = 0; k < g[c].n_in; ++k) {
           const int v = g[c].in[size_t(k)];
@@ -166,7 +210,7 @@ constexpr auto make_plan(const G& g, bool training) {
     }
 
     // Forward levels, then a counting sort of the op nodes by level (ids ascending within one).
-    std::array<int, U> level{};
+    auto level = plan_array<int, NS>(N);
     int n_levels = 0;
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
@@ -186,7 +230,7 @@ constexpr auto make_plan(const G& g, bool training) {
       if (at(level, i) >= 0) ++at(p.fwd_begin, at(level, i) + 1);
     for (int l = 0; l < n_levels; ++l) at(p.fwd_begin, l + 1) += at(p.fwd_begin, l);
     {
-      std::array<int, U> fill{};
+      auto fill = plan_array<int, NS>(N);
       for (int i = 0; i < N; ++i)
         if (at(level, i) >= 0) at(p.fwd_order, at(p.fwd_begin, at(level, i)) + at(fill, at(level, i))++) = i;
     }
@@ -198,7 +242,7 @@ constexpr auto make_plan(const G& g, bool training) {
     auto is_seed = [&](int i) {
       return g.loss >= 0 ? i == g.loss : g[i].is_output && g[i].dtype == DType::real;
     };
-    std::array<bool, U> from_leaf{}, to_loss{};
+    auto from_leaf = plan_array<bool, NS>(N), to_loss = plan_array<bool, NS>(N);
     for (int i = 0; i < N; ++i) {
       const Node& n = g[i];
       if (n.region != 0) continue;
@@ -231,8 +275,8 @@ constexpr auto make_plan(const G& g, bool training) {
     // within a level, higher node ids go first.
     int pos = 0, step = 0;
     if (training) {
-      std::array<int, U> written{};  // group stamp (step + 1) of the last writer of each gradient
-      std::array<int, U> pending{};
+      auto written = plan_array<int, NS>(N);  // group stamp (step + 1) of the last writer of each gradient
+      auto pending = plan_array<int, NS>(N);
       for (int l = n_levels - 1; l >= 0; --l) {
         int left = 0;
         for (int j = at(p.fwd_begin, l + 1) - 1; j >= at(p.fwd_begin, l); --j)
@@ -319,7 +363,7 @@ constexpr auto make_plan(const G& g, bool training) {
       }
       return src;
     };
-    std::array<int, U> shared_grad_end{};  // the last step that reads a gradient shared with a view
+    auto shared_grad_end = plan_array<int, NS>(N);  // the last step that reads a gradient shared with a view
     auto add = [&](BufKind kind, int node, int start, int end, Dim elems, DType dt) {
       Buffer b;
       b.kind = kind, b.node = node, b.start = start, b.end = std::max(start, end);
@@ -393,7 +437,7 @@ constexpr auto make_plan(const G& g, bool training) {
     }
     for (int b = 0; b < p.n_bwd; ++b) at(p.zero_begin, b + 1) += at(p.zero_begin, b);
     {
-      std::array<int, U> fill{};
+      auto fill = plan_array<int, NS>(N);
       for (int i = 0; i < N; ++i) {
         const int gb = at(p.grad_buf, i);
         if (gb < 0 || is_seed(i) || at(p.grad_view_of, i) >= 0 || at(p.buffers, gb).start >= t_end) continue;

@@ -6,10 +6,17 @@
 //   model.forward(); model.backward();
 //
 // The plans are computed at compile time from G; the executor underneath is shared by all graphs.
+// The same model function frozen at run time (a size or an architecture read from a config):
+//
+//   ctgrad::Program<ctgrad::run_time> model(ctgrad::freeze(my_model(config)), {.threads = 2});
+//
+// runs the same node table and the same plans (computed once, when it is made) on the same executor.
 #pragma once
+#include <memory>
 #include <utility>
 
 #include <ctgrad/graph/executor.hpp>
+#include <ctgrad/graph/planned_graph.hpp>
 #include <ctgrad/graph/scan_plan.hpp>
 
 namespace ctgrad {
@@ -55,6 +62,33 @@ class Program : public Executor<T> {
       if (n.is_output) return true;
     return false;
   }
+};
+
+// The graph argument of a Program whose graph is frozen at run time.
+struct RunTime {};
+inline constexpr RunTime run_time{};
+
+template <class T>
+class Program<run_time, T> : public Executor<T> {
+ public:
+  explicit Program(RuntimeGraph g, Options opts = {}) : Program(std::make_shared<const PlannedGraph>(std::move(g)), opts) {}
+  // Another program of a planned graph (its plans made once, shared). The executor reads the tables
+  // as it is made (`p` holds them meanwhile); the program then keeps them alive.
+  explicit Program(std::shared_ptr<const PlannedGraph> p, Options opts = {})
+      : Executor<T>(p->view(), PlanView::of(p->train_plan()), PlanView::of(p->infer_plan()), opts), planned(std::move(p)) {}
+
+  const RuntimeGraph& graph() const { return planned->graph(); }
+  const Plan<kRunTimeSize>& train_plan() const { return planned->train_plan(); }
+  const Plan<kRunTimeSize>& infer_plan() const { return planned->infer_plan(); }
+  const std::shared_ptr<const PlannedGraph>& planned_graph() const { return planned; }
+
+  void backward() {
+    if (planned->graph().loss < 0 && !planned->has_output()) throw graph_error("backward() needs a graph with a loss or an output");
+    Executor<T>::backward();
+  }
+
+ private:
+  std::shared_ptr<const PlannedGraph> planned;
 };
 
 }  // namespace ctgrad

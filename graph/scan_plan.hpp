@@ -16,8 +16,8 @@ namespace detail {
 // entering the scan is.
 template <class G>
 constexpr auto outer_from_leaf(const G& g) {
-  std::array<bool, std::size_t(G::size > 0 ? G::size : 1)> r{};
-  for (int i = 0; i < G::size; ++i) {
+  auto r = plan_array<bool, G::static_size>(g.size);
+  for (int i = 0; i < g.size; ++i) {
     const Node& n = g[i];
     if (n.region != 0) continue;
     if (n.kind != NodeKind::op) r[std::size_t(i)] = n.requires_grad;
@@ -35,21 +35,28 @@ constexpr int body_size(const G& g, int s) {
   return n;
 }
 
-// The body's node table and, for each of its nodes, the model graph's node it stands for.
+// The body's node table and, for each of its nodes, the model graph's node it stands for (NB nodes,
+// or kRunTimeSize: a body cut out at run time).
 template <int NB>
 struct BodyTables {
-  Graph<NB, 0> graph;
-  std::array<int, std::size_t(NB > 0 ? NB : 1)> outer{};
+  std::conditional_t<NB == kRunTimeSize, RuntimeGraph, Graph<NB, 0>> graph;
+  PlanArray<int, NB> outer{};
 };
 
 template <int NB, class G>
 constexpr BodyTables<NB> cut_body(const G& g, int s) {
   const ScanInfo& sc = g.scans[std::size_t(s)];
   BodyTables<NB> t;
+  if constexpr (NB == kRunTimeSize) {
+    const int nb = body_size(g, s);
+    t.graph.size = nb;
+    t.graph.nodes.resize(std::size_t(nb));
+    t.outer = plan_array<int, NB>(nb);
+  }
   const auto reached = outer_from_leaf(g);
   const Node& scan = g[sc.node];
   // Outer id -> body id, for the body's range and the captures.
-  std::array<int, std::size_t(G::size > 0 ? G::size : 1)> map{};
+  auto map = plan_array<int, G::static_size>(g.size);
   for (auto& m : map) m = -1;
   for (int c = 0; c < sc.n_captures; ++c) {
     const int o = scan.in[std::size_t(sc.first_capture + c)];

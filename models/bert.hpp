@@ -94,8 +94,7 @@ constexpr Value bert_encode(Builder& g, const BertConfig& c, Value* tok) {
 }  // namespace detail
 
 // Masked language modelling: the loss over the picked positions.
-template <BertConfig C>
-constexpr auto bert_mlm = [] {
+constexpr Builder bert_mlm(const BertConfig& C) {
   using namespace layers;
   Builder g;
   Value tok;
@@ -104,11 +103,13 @@ constexpr auto bert_mlm = [] {
   Value targets = g.input(bert_inputs::targets, {Picks});
   const Init w = init::truncated_normal(g.hyper("init_std", 0.02));
   Value h = index_select(reshape(x, {Batch * Seq, C.d_model}), 0, picks);  // [P, d]
-  h = norm(g.scope("mlm.norm"), gelu(linear(g.scope("mlm.dense"), h, C.d_model, {.init = w})), {.eps = g.hyper("norm_eps", 1e-12)});
-  Value logits = add(tied_logits(h, tok), g.scope("mlm").param("bias", {C.vocab}, init::zeros()));  // [P, vocab]
+  h = gelu(linear(g.scope("mlm.dense"), h, C.d_model, {.init = w}));
+  h = norm(g.scope("mlm.norm"), h, {.eps = g.hyper("norm_eps", 1e-12)});
+  const Value tied = tied_logits(h, tok);
+  Value logits = add(tied, g.scope("mlm").param("bias", {C.vocab}, init::zeros()));  // [P, vocab]
   g.output(logits, "logits");
   Value loss = cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)});
-  if constexpr (C.next_sentence) {  // is B the sentence after A? From the pooled <cls> vector
+  if (C.next_sentence) {  // is B the sentence after A? From the pooled <cls> vector
     Value is_next = g.input(bert_inputs::labels, {Batch});
     Value cls = reshape(slice(x, 1, 0, 1), {Batch, C.d_model});
     Value nsp = linear(g.scope("nsp.out"), tanh(linear(g.scope("pooler"), cls, C.d_model, {.init = w})), 2, {.init = w});  // [B, 2]
@@ -117,13 +118,12 @@ constexpr auto bert_mlm = [] {
   }
   g.loss(loss);
   return g;
-};
+}
 
 // Sequence classification (fine-tuning) from a weighted sum of the final vectors: BERT's <cls>
 // vector when `pool` is 1 at position 0 and 0 elsewhere, their mean when it is 1/n on n tokens.
 // A runtime input, so both readouts share one compiled graph.
-template <BertConfig C, int Classes>
-constexpr auto bert_classifier = [] {
+constexpr Builder bert_classifier(const BertConfig& C, int Classes) {
   using namespace layers;
   Builder g;
   Value tok;
@@ -137,6 +137,6 @@ constexpr auto bert_classifier = [] {
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, labels, {.label_smoothing = g.hyper("label_smoothing", 0)}));
   return g;
-};
+}
 
 }  // namespace ctgrad::models

@@ -11,8 +11,8 @@
 // norm_eps (1e-5).
 //
 // Two graphs share the parameter names, so one checkpoint serves both:
-//   gpt<C>          training/evaluation: ids, targets -> logits, loss
-//   gpt_decoder<C>  one incremental decoding step: ids [Batch, Seq] of the new tokens, their
+//   gpt(C)          training/evaluation: ids, targets -> logits, loss
+//   gpt_decoder(C)  one incremental decoding step: ids [Batch, Seq] of the new tokens, their
 //                   positions [Seq], and per layer the key/value caches "cache.<l>.k/v"
 //                   [Batch, heads, SeqKV, d_head] (past + Seq rows of room) -> logits and the
 //                   updated caches "present.<l>.k/v". A step costs O(context), not a re-run.
@@ -45,6 +45,7 @@ namespace ctgrad::models {
 // Shapes and topology only: everything else is a hyperparameter.
 struct GptConfig {
   int vocab = 256, n_layer = 4, n_head = 4, d_model = 128, context = 64;
+  int d_ff = 0;         // the MLP's hidden width (0: 4 d_model, or 2/3 of it gated, about equal parameters)
   bool bias = true;     // biases in the linear layers (GPT-2 has them)
   int kv_heads = 0;     // key/value heads, dividing n_head (0: n_head; fewer: grouped-query attention)
   bool qk_norm = false; // RMSNorm over each head's q and k
@@ -120,7 +121,7 @@ constexpr Value gpt_blocks(Builder& g, const GptConfig& c, Value x, std::optiona
       .attention = attention,
       .mixer = c.mixer,
       .ssm = {.state = c.ssm_state, .width = ssm_width_for(c.d_model, c.ssm_state), .init = w, .out_init = resid},
-      .ffn = {.d_ff = gated(c.arch.act) ? gated_width(4 * c.d_model) : 4 * c.d_model, .activation = c.arch.act, .bias = c.bias, .init = w,
+      .ffn = {.d_ff = c.d_ff ? c.d_ff : gated(c.arch.act) ? gated_width(4 * c.d_model) : 4 * c.d_model, .activation = c.arch.act, .bias = c.bias, .init = w,
               .out_init = resid},
       .placement = c.arch.norm,
       .norm = {.kind = c.arch.norm_kind, .eps = eps},
@@ -160,8 +161,7 @@ constexpr Value gpt_logits(Builder& g, const GptConfig& c, Value x, Value wte, R
 }  // namespace detail
 
 // Training and evaluation: next-token cross-entropy over every position.
-template <GptConfig C>
-constexpr auto gpt = [] {
+constexpr Builder gpt(const GptConfig& C) {
   using namespace layers;
   Builder g;
   Value ids = g.input(gpt_inputs::ids, {Batch, Seq});
@@ -176,11 +176,10 @@ constexpr auto gpt = [] {
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)}));
   return g;
-};
+}
 
 // One incremental decoding step (inference only).
-template <GptConfig C>
-constexpr auto gpt_decoder = [] {
+constexpr Builder gpt_decoder(const GptConfig& C) {
   using namespace layers;
   Builder g;
   Value ids = g.input(gpt_inputs::ids, {Batch, Seq});                   // [B, T] the new tokens
@@ -194,14 +193,14 @@ constexpr auto gpt_decoder = [] {
   x = detail::gpt_blocks(g, C, x, C.arch.pos == Pos::rope ? positions : std::nullopt, true);
   g.output(detail::gpt_logits(g, C, x, wte, init_std), "logits");  // [B, T, vocab]
   return g;
-};
+}
 
 
 // Text generation with a key/value cache (models/lm_sampler.hpp) from any compiled
-// gpt_decoder<C> program (C: the trained config, given at run time for its sizes).
+// gpt_decoder(C) program (C: the trained config, given at run time for its sizes).
 class GptSampler : public LmSampler {
  public:
-  // Copies the weights, by name, from a model trained with gpt<C> (or any list with these names).
+  // Copies the weights, by name, from a model trained with gpt(C) (or any list with these names).
   GptSampler(std::unique_ptr<Executor<float>> decoder, const GptConfig& c, std::span<const Parameter<float>> weights)
       : LmSampler(std::move(decoder), shape(c), weights, "GptSampler") {}
 
@@ -219,7 +218,7 @@ class GptSampler : public LmSampler {
 template <GptConfig C>
 class GptGenerator : public GptSampler {
  public:
-  static constexpr auto graph = freeze<gpt_decoder<C>>();
+  static constexpr auto graph = freeze<gpt_decoder, C>();
   explicit GptGenerator(std::span<const Parameter<float>> weights, Options opts = {})
       : GptSampler(std::make_unique<Program<graph>>(opts), C, weights) {}
 };

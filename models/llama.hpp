@@ -21,8 +21,8 @@
 // down_proj, by 1/sqrt(2 n_layer) as GPT-2's), norm_eps (1e-5).
 //
 // Two graphs share the parameter names, as for the GPT:
-//   llama<C>          training/evaluation: ids, targets -> logits, loss
-//   llama_decoder<C>  one decoding step: ids [Batch, Seq] of the new tokens, their positions [Seq]
+//   llama(C)          training/evaluation: ids, targets -> logits, loss
+//   llama_decoder(C)  one decoding step: ids [Batch, Seq] of the new tokens, their positions [Seq]
 //                     (RoPE's angles), per layer the caches "cache.<l>.k/v" [Batch, kv_heads,
 //                     SeqKV, d_head] -> logits and "present.<l>.k/v": the cache holds kv_heads.
 #pragma once
@@ -190,14 +190,15 @@ constexpr Value llama_logits(Builder& g, const LlamaConfig& c, Value x, Value em
 }  // namespace detail
 
 // Training and evaluation: next-token cross-entropy over every position.
-template <LlamaConfig C>
-constexpr auto llama = [] {
+constexpr Builder llama(const LlamaConfig& C) {
   Builder g;
   Value ids = g.input(llama_inputs::ids, {Batch, Seq});
   Value targets = g.input(llama_inputs::targets, {Batch, Seq});
   const Real init_std = g.hyper("init_std", 0.02);
   Value table = layers::embedding_table(g.scope("model").scope("embed_tokens"), C.vocab, C.d_model, init::normal(init_std));
-  const detail::LlamaStack s = detail::llama_layers(g, C, dropout(layers::embed(table, ids), g.hyper("dropout", 0)), std::nullopt);
+  const Value x = layers::embed(table, ids);
+  const Real p = g.hyper("dropout", 0);
+  const detail::LlamaStack s = detail::llama_layers(g, C, dropout(x, p), std::nullopt);
   Value logits = detail::llama_logits(g, C, s.x, table, init_std);  // [B, T, vocab]
   g.output(logits, "logits");
   Value ce = cross_entropy(logits, targets, {.label_smoothing = g.hyper("label_smoothing", 0)});
@@ -210,13 +211,15 @@ constexpr auto llama = [] {
   g.output(*s.balance, "moe.balance");
   g.output(*s.z, "moe.z");
   g.output(*s.dropped, "moe.dropped");
-  g.loss(ce + scale(*s.balance, g.hyper("moe_balance_weight", 0.01)) + scale(*s.z, g.hyper("moe_z_weight", 0.001)));
+  const Value balance = scale(*s.balance, g.hyper("moe_balance_weight", 0.01));
+  const Value with_balance = ce + balance;
+  const Value z = scale(*s.z, g.hyper("moe_z_weight", 0.001));
+  g.loss(with_balance + z);
   return g;
-};
+}
 
 // One incremental decoding step (inference only).
-template <LlamaConfig C>
-constexpr auto llama_decoder = [] {
+constexpr Builder llama_decoder(const LlamaConfig& C) {
   Builder g;
   Value ids = g.input(llama_inputs::ids, {Batch, Seq});
   Value positions = g.input(llama_inputs::positions, {Seq});
@@ -225,9 +228,9 @@ constexpr auto llama_decoder = [] {
   Value x = detail::llama_layers(g, C, layers::embed(table, ids), positions).x;
   g.output(detail::llama_logits(g, C, x, table, init_std), "logits");
   return g;
-};
+}
 
-// Text generation with a key/value cache of kv_heads heads from any compiled llama_decoder<C>
+// Text generation with a key/value cache of kv_heads heads from any compiled llama_decoder(C)
 // program (C: the trained config, given at run time for its sizes).
 class LlamaSampler : public LmSampler {
  public:
@@ -241,7 +244,7 @@ class LlamaSampler : public LmSampler {
 template <LlamaConfig C>
 class LlamaGenerator : public LlamaSampler {
  public:
-  static constexpr auto graph = freeze<llama_decoder<C>>();
+  static constexpr auto graph = freeze<llama_decoder, C>();
   explicit LlamaGenerator(std::span<const Parameter<float>> weights, Options opts = {})
       : LlamaSampler(std::make_unique<Program<graph>>(opts), C, weights) {}
 };

@@ -86,8 +86,7 @@ constexpr void check_config(Builder& g, const Seq2SeqConfig& c) {
 
 // Training with teacher forcing: logits [B, T, vocab], the attention weights [B, T, S] as output
 // "attention" (heatmaps), cross-entropy over the target tokens.
-template <Seq2SeqConfig C>
-constexpr auto seq2seq = [] {
+constexpr Builder seq2seq(const Seq2SeqConfig& C) {
   namespace in = seq2seq_inputs;
   Builder g;
   detail::check_config(g, C);
@@ -116,11 +115,10 @@ constexpr auto seq2seq = [] {
   g.output(r.seq[1], "attention");
   g.loss(cross_entropy(logits, tgt_out, {.ignore_index = C.pad, .label_smoothing = g.hyper("label_smoothing", 0.0)}));
   return g;
-};
+}
 
 // Decoding: the encoder once per source ("memory", "keys", "state.<l>"), then one step per token.
-template <Seq2SeqConfig C>
-constexpr auto seq2seq_encoder = [] {
+constexpr Builder seq2seq_encoder(const Seq2SeqConfig& C) {
   namespace in = seq2seq_inputs;
   Builder g;
   detail::check_config(g, C);
@@ -132,12 +130,11 @@ constexpr auto seq2seq_encoder = [] {
   g.output(e.keys, "keys");
   for (int l = 0; l < C.layers; ++l) g.output(e.state[std::size_t(l)], g.scope("state", l).prefix);
   return g;
-};
+}
 
 // ids [B] the previous tokens, "state.<l>" [B, H], memory and keys [B, S, H], src_len [B]:
 // logits [B, vocab], "next.<l>" [B, H], "weights" [B, S].
-template <Seq2SeqConfig C>
-constexpr auto seq2seq_step = [] {
+constexpr Builder seq2seq_step(const Seq2SeqConfig& C) {
   namespace in = seq2seq_inputs;
   Builder g;
   detail::check_config(g, C);
@@ -149,11 +146,13 @@ constexpr auto seq2seq_step = [] {
   for (int l = 0; l < C.layers; ++l) state[std::size_t(l)] = g.input(g.scope("state", l).prefix, {Batch, C.hidden});
   const Scope dec = g.scope("decoder");
   const Value y = layers::embedding(dec.scope("embedding"), ids, C.vocab, C.embed);  // [B, E]
-  const detail::DecoderStep d = detail::seq2seq_decoder_step(dec, C, y, state, memory, keys, key_padding_mask(src_len, Sym3, 0), g.hyper("dropout", 0.2));
+  const Value mask = key_padding_mask(src_len, Sym3, 0);
+  const Real p = g.hyper("dropout", 0.2);
+  const detail::DecoderStep d = detail::seq2seq_decoder_step(dec, C, y, state, memory, keys, mask, p);
   g.output(layers::linear(dec.scope("dense"), d.out, C.vocab), "logits");
   for (int l = 0; l < C.layers; ++l) g.output(d.state[std::size_t(l)], g.scope("next", l).prefix);
   g.output(d.weights, "weights");
   return g;
-};
+}
 
 }  // namespace ctgrad::models

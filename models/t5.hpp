@@ -21,10 +21,10 @@
 // Hyperparameters: dropout (0.1; T5 v1.1 pretrains without), label_smoothing (0), norm_eps (1e-6).
 //
 // Graphs sharing the parameter names (inputs as the Transformer's, models/transformer.hpp):
-//   t5<C>          training: src [B, S], src_len [B], tgt_in [B, T] (pad, then the targets shifted
+//   t5(C)          training: src [B, S], src_len [B], tgt_in [B, T] (pad, then the targets shifted
 //                  right), tgt_out [B, T] (pad ignored) -> logits [B, T, vocab], loss
-//   t5_encoder<C>  decoding: src, src_len -> "cross.<l>.k/v" [B, heads, S, d_head]
-//   t5_step<C>     one decoding step: ids [B, T] over "cache.<l>.k/v" [B, heads, past + T, d_head],
+//   t5_encoder(C)  decoding: src, src_len -> "cross.<l>.k/v" [B, heads, S, d_head]
+//   t5_step(C)     one decoding step: ids [B, T] over "cache.<l>.k/v" [B, heads, past + T, d_head],
 //                  the cross keys/values and src_len -> logits, "present.<l>.k/v"
 // Symbols: Batch; Seq = target length; SeqKV = source length (training, encoder) or cache length
 // (step); Sym3 = source length in the step graph.
@@ -104,11 +104,14 @@ constexpr Value t5_rel_bias(Builder& g, const T5Config& c, const char* stack, Di
 }
 
 constexpr Value t5_final(Builder& g, const T5Config& c, const char* stack, Value x) {
-  return dropout(layers::norm(g.scope(stack).scope("final_norm"), x, t5_block_options(g, c, false).norm), g.hyper("dropout", 0.1));
+  const layers::NormOptions o = t5_block_options(g, c, false).norm;
+  const Value y = layers::norm(g.scope(stack).scope("final_norm"), x, o);
+  return dropout(y, g.hyper("dropout", 0.1));
 }
 
 constexpr Value t5_encode(Builder& g, const T5Config& c, Value shared, Value src, Value src_len) {
-  Value x = dropout(layers::embed(shared, src), g.hyper("dropout", 0.1));  // [B, S, d]
+  Value x = layers::embed(shared, src);  // [B, S, d]
+  x = dropout(x, g.hyper("dropout", 0.1));
   const Value mask = key_padding_mask(src_len, SeqKV);                     // [B, 1, 1, S]
   const Value bias = t5_rel_bias(g, c, "enc", SeqKV, SeqKV, true);         // [1, heads, S, S]
   const auto block = t5_block_options(g, c, false);
@@ -120,7 +123,8 @@ constexpr Value t5_encode(Builder& g, const T5Config& c, Value shared, Value src
 // cache length past + T in a step). `memory` in training, `cross`/`caches` in a step.
 constexpr Value t5_decode(Builder& g, const T5Config& c, Value shared, Value tgt, Dim keys, std::optional<Value> memory, Value src_mask,
                           layers::KvCache* cross, layers::KvCache* caches) {
-  Value y = dropout(layers::embed(shared, tgt), g.hyper("dropout", 0.1));
+  Value y = layers::embed(shared, tgt);
+  y = dropout(y, g.hyper("dropout", 0.1));
   const Value bias = t5_rel_bias(g, c, "dec", Seq, keys, false);
   const auto block = t5_block_options(g, c, true);
   for (int l = 0; l < c.n_dec_layer; ++l) {
@@ -141,8 +145,7 @@ constexpr Value t5_logits(Builder& g, const T5Config& c, Value y, Value shared) 
 
 }  // namespace detail
 
-template <T5Config C>
-constexpr auto t5 = [] {
+constexpr Builder t5(const T5Config& C) {
   namespace in = t5_inputs;
   Builder g;
   Value src = g.input(in::src, {Batch, SeqKV});
@@ -156,10 +159,9 @@ constexpr auto t5 = [] {
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, tgt_out, {.ignore_index = C.pad, .label_smoothing = g.hyper("label_smoothing", 0)}));
   return g;
-};
+}
 
-template <T5Config C>
-constexpr auto t5_encoder = [] {
+constexpr Builder t5_encoder(const T5Config& C) {
   Builder g;
   Value src = g.input(t5_inputs::src, {Batch, SeqKV});
   Value src_len = g.input(t5_inputs::src_len, {Batch});
@@ -172,10 +174,9 @@ constexpr auto t5_encoder = [] {
     g.output(kv.v, out.join("v"));
   }
   return g;
-};
+}
 
-template <T5Config C>
-constexpr auto t5_step = [] {
+constexpr Builder t5_step(const T5Config& C) {
   Builder g;
   Value ids = g.input(t5_inputs::ids, {Batch, Seq});
   Value src_len = g.input(t5_inputs::src_len, {Batch});
@@ -195,13 +196,13 @@ constexpr auto t5_step = [] {
   }
   g.output(detail::t5_logits(g, C, y, shared), "logits");
   return g;
-};
+}
 
 // Incremental decoding of a T5 (greedy and beam search; the decoder starts from pad).
 template <T5Config C>
 struct T5Decoding {
-  static constexpr auto encoder_graph = freeze<t5_encoder<C>>();
-  static constexpr auto step_graph = freeze<t5_step<C>>();
+  static constexpr auto encoder_graph = freeze<t5_encoder, C>();
+  static constexpr auto step_graph = freeze<t5_step, C>();
   static constexpr int n_layer = C.n_dec_layer, heads = C.heads, d_head = C.d_model / C.heads, vocab = C.vocab;
   static constexpr bool step_positions = false;  // relative positions come from the cache length
 };

@@ -11,11 +11,11 @@
 // Hyperparameters: dropout (0.1), label_smoothing (0.1), norm_eps (1e-5).
 //
 // Three graphs share the parameter names:
-//   transformer<C>          training: src [B, S], src_len [B], tgt_in [B, T], tgt_len [B], tgt_out [B, T]
+//   transformer(C)          training: src [B, S], src_len [B], tgt_in [B, T], tgt_len [B], tgt_out [B, T]
 //                           -> logits [B, T, vocab], loss (label-smoothed cross-entropy, pad ignored)
-//   transformer_encoder<C>  inference: src, src_len -> per decoder layer the cross-attention keys
+//   transformer_encoder(C)  inference: src, src_len -> per decoder layer the cross-attention keys
 //                           and values "cross.<l>.k/v" [B, heads, S, d_head], computed once
-//   transformer_step<C>     one incremental decoding step: ids [B, T] of new target tokens,
+//   transformer_step(C)     one incremental decoding step: ids [B, T] of new target tokens,
 //                           positions [T], src_len, the cross keys/values and the self-attention
 //                           caches "cache.<l>.k/v" [B, heads, past + T, d_head]
 //                           -> logits [B, T, vocab] and "present.<l>.k/v"
@@ -164,15 +164,14 @@ constexpr TeacherForced transformer_teacher_forced(Builder& g, const Transformer
   Value emb = shared_embedding(g, c);
   Value memory = transformer_encode(g, c, emb, src, src_len, enc_w);
   Value y = transformer_embed(g, c, emb, tgt_in, nullptr, "dec");
-  y = transformer_decode(g, c, y, key_padding_mask(tgt_len, Seq), memory, key_padding_mask(src_len, SeqKV), nullptr, nullptr, self_w,
-                         cross_w);
+  const Value tgt_mask = key_padding_mask(tgt_len, Seq);
+  y = transformer_decode(g, c, y, tgt_mask, memory, key_padding_mask(src_len, SeqKV), nullptr, nullptr, self_w, cross_w);
   return {emb, y};
 }
 
 }  // namespace detail
 
-template <TransformerConfig C>
-constexpr auto transformer = [] {
+constexpr Builder transformer(const TransformerConfig& C) {
   Builder g;
   const auto [emb, y] = detail::transformer_teacher_forced(g, C);
   Value tgt_out = g.input(transformer_inputs::tgt_out, {Batch, Seq});
@@ -180,12 +179,11 @@ constexpr auto transformer = [] {
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, tgt_out, {.ignore_index = C.pad, .label_smoothing = g.hyper("label_smoothing", 0.1)}));
   return g;
-};
+}
 
 // The attention probabilities of every layer and head for a (source, target prefix) pair, as
 // outputs "weights.enc.<l>", "weights.dec.<l>", "weights.cross.<l>" [B, heads, Tq, Tk]: heatmaps.
-template <TransformerConfig C>
-constexpr auto transformer_attention_maps = [] {
+constexpr Builder transformer_attention_maps(const TransformerConfig& C) {
   Builder g;
   std::array<Value, 64> enc_w{}, self_w{}, cross_w{};
   detail::transformer_teacher_forced(g, C, enc_w.data(), self_w.data(), cross_w.data());
@@ -196,10 +194,9 @@ constexpr auto transformer_attention_maps = [] {
     g.output(cross_w[std::size_t(l)], w.scope("cross", l).prefix);
   }
   return g;
-};
+}
 
-template <TransformerConfig C>
-constexpr auto transformer_encoder = [] {
+constexpr Builder transformer_encoder(const TransformerConfig& C) {
   Builder g;
   Value src = g.input(transformer_inputs::src, {Batch, SeqKV});
   Value src_len = g.input(transformer_inputs::src_len, {Batch});
@@ -213,10 +210,9 @@ constexpr auto transformer_encoder = [] {
     g.output(kv.v, out.join("v"));
   }
   return g;
-};
+}
 
-template <TransformerConfig C>
-constexpr auto transformer_step = [] {
+constexpr Builder transformer_step(const TransformerConfig& C) {
   Builder g;
   Value ids = g.input(transformer_inputs::ids, {Batch, Seq});
   const bool positioned = C.arch.pos != layers::Pos::none;
@@ -240,14 +236,14 @@ constexpr auto transformer_step = [] {
   }
   g.output(detail::transformer_logits(g, C, y, emb), "logits");
   return g;
-};
+}
 
 
 // Incremental decoding of the Transformer (greedy and beam search): models/translator.hpp.
 template <TransformerConfig C>
 struct TransformerDecoding {
-  static constexpr auto encoder_graph = freeze<transformer_encoder<C>>();
-  static constexpr auto step_graph = freeze<transformer_step<C>>();
+  static constexpr auto encoder_graph = freeze<transformer_encoder, C>();
+  static constexpr auto step_graph = freeze<transformer_step, C>();
   static constexpr int n_layer = C.n_layer, heads = C.heads, d_head = C.d_model / C.heads, vocab = C.vocab;
   static constexpr bool step_positions = C.arch.pos != layers::Pos::none;  // the new tokens' positions
 };

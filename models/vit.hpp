@@ -52,8 +52,7 @@ inline constexpr InputName images{"images", DType::real};   // [Batch, C, H, W],
 inline constexpr InputName labels{"labels", DType::index};  // [Batch] class ids
 }  // namespace vit_inputs
 
-template <VitConfig C>
-constexpr auto vit = [] {
+constexpr Builder vit(const VitConfig& C) {
   using namespace layers;
   Builder g;
   Value images = g.input(vit_inputs::images, {Batch, C.channels, C.image, C.image});  // [B, C, H, W]
@@ -61,8 +60,9 @@ constexpr auto vit = [] {
   const Real p = g.hyper("dropout", 0.1), eps = g.hyper("norm_eps", 1e-5);
   const int n = (C.image / C.patch) * (C.image / C.patch), d = C.d_model;
   const Scope pe = g.scope("patch_embed");
-  Value x = patch_embed(images, pe.param("weight", {d, C.channels * C.patch * C.patch}, init::xavier_uniform()),
-                        pe.param("bias", {d}, init::zeros()), C.patch);  // [B, N, d]
+  const Value pw = pe.param("weight", {d, C.channels * C.patch * C.patch}, init::xavier_uniform());
+  const Value pb = pe.param("bias", {d}, init::zeros());
+  Value x = patch_embed(images, pw, pb, C.patch);  // [B, N, d]
   if (!C.mean_pool) {
     Value cls = g.param("cls", {1, 1, d}, init::zeros());
     x = concat({broadcast_to(cls, {Batch, 1, d}), x}, 1);  // [B, N+1, d]
@@ -83,6 +83,6 @@ constexpr auto vit = [] {
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, labels, {.label_smoothing = g.hyper("label_smoothing", 0)}));
   return g;
-};
+}
 
 }  // namespace ctgrad::models

@@ -22,10 +22,11 @@ struct GeluTanh { static constexpr int id = simd::gelu_tanh; static constexpr co
 struct ReluSquared { static constexpr int id = simd::relu_squared; static constexpr const char* name = "relu_squared"; static constexpr unsigned saves = kSaveInput(0); };
 struct Softplus { static constexpr int id = simd::softplus; static constexpr const char* name = "softplus"; static constexpr unsigned saves = kSaveInput(0); };
 struct Pow { static constexpr int id = simd::pow; static constexpr const char* name = "pow"; static constexpr unsigned saves = kSaveInput(0); };  // x^param
+struct Shift { static constexpr int id = simd::shift; static constexpr const char* name = "shift"; static constexpr unsigned saves = 0; };  // x + param
 
 }  // namespace unary
 
-// The number a function takes (pow's exponent).
+// The number a function takes (pow's exponent, shift's constant).
 struct UnaryOptions {
   Real param = 0;
 };
@@ -69,6 +70,25 @@ constexpr Value pow(Value x, Real p, Loc loc = Loc::current()) { return ops::una
 // ReLU squared, max(x, 0)^2 (Primer, So et al. 2021; modded-nanogpt's MLP).
 constexpr Value relu_squared(Value x, Loc loc = Loc::current()) { return ops::unary<unary::ReluSquared>(x, loc); }
 
+// x + s for a number (or hyperparameter) s: a norm's (1 + w) gain, 1 - p.
+constexpr Value shift(Value x, Real s, Loc loc = Loc::current()) { return ops::unary<unary::Shift>(x, loc, s); }
+
 constexpr Value operator-(ValueAt x) { return neg(x.v, x.loc); }
+
+// Arithmetic with a number: x + 1.0, 1.0 + x, x - 0.5, 1.0 - x, x / 2.0 (and x * s, s * x,
+// ops/elementwise.hpp). Adding a constant 0 or dividing by a constant 1 adds no node; a
+// hyperparameter is never folded (its value changes at run time).
+namespace ops {
+constexpr bool is_constant(const Real& s, double v) { return !s.is_hyper() && s.value == v; }
+}  // namespace ops
+constexpr Value operator+(ValueAt x, Real s) { return ops::is_constant(s, 0) ? x.v : shift(x.v, s, x.loc); }
+constexpr Value operator+(Real s, ValueAt x) { return ops::is_constant(s, 0) ? x.v : shift(x.v, s, x.loc); }
+constexpr Value operator-(ValueAt x, Real s) {
+  if (ops::is_constant(s, 0)) return x.v;
+  if (s.is_hyper()) return neg(shift(neg(x.v, x.loc), s, x.loc), x.loc);  // -(s - x): a hyperparameter is not negated in place
+  return shift(x.v, Real(-s.value), x.loc);
+}
+constexpr Value operator-(Real s, ValueAt x) { return ops::is_constant(s, 0) ? neg(x.v, x.loc) : shift(neg(x.v, x.loc), s, x.loc); }
+constexpr Value operator/(ValueAt x, double s) { return s == 1 ? x.v : scale(x.v, 1 / s, x.loc); }
 
 }  // namespace ctgrad

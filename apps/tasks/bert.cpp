@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 template <models::BertConfig P>
 struct Bert {
-  static constexpr auto mlm = freeze<models::bert_mlm<P>>();
+  static constexpr auto mlm = freeze<models::bert_mlm, P>();
 };
 
 Schema bert_schema() {

@@ -39,7 +39,7 @@ using corpus::Passages;
 
 template <models::BertConfig P>
 struct BertCls {
-  static constexpr auto graph = freeze<models::bert_classifier<P, kNovels>>();
+  static constexpr auto graph = freeze<models::bert_classifier, P, kNovels>();
 };
 
 Schema finetune_schema() {

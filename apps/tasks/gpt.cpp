@@ -1,25 +1,37 @@
 // ctgrad train|eval|sample gpt: the GPT on the KJV Bible (docs/models/gpt.md). The default run is
 // nanoGPT's "baby GPT" CPU recipe on the KJV text, characters as tokens. The session is every
-// decoder-only family's (lm_session.hpp); this file is the GPT's traits and keys.
+// decoder-only family's (lm_session.hpp); this file is the GPT's keys and how they make a
+// models::GptConfig, whose graphs are built at run time: any size, any combination of keys.
 #include <ctgrad/models/gpt.hpp>
 
-#include "../variants/gpt.hpp"
 #include "lm_session.hpp"
 
 namespace ctgrad::cli {
 namespace {
 
+const models::GptConfig& gpt_preset(const std::string& size) {
+  return size == "tiny" ? models::kGptTiny : size == "medium" ? models::kGptMedium : models::kGptSmall;
+}
+
 struct GptFamily {
   using ModelConfig = models::GptConfig;
-  using Programs = GptPrograms;
   using Sampler = models::GptSampler;
   static constexpr const char* name = "gpt";
-  // The preset's graph: its hyperparameters are every variant's.
-  static constexpr auto hyper_graph = freeze<models::gpt<models::kGptSmall>>();
-  template <ModelConfig P, int Order>
-  static const Programs& programs(const Config& c) {
-    return find_variant<GptPrograms>("gpt", "size=" + c.text("size"), c, gpt_space<P, Order>, P.n_head);
+  // The preset's graph: the hyperparameters every GPT has, for the schema.
+  static constexpr auto hyper_graph = freeze<models::gpt, models::kGptSmall>();
+  static ModelConfig model_config(const Config& c) {
+    const ModelConfig& p = gpt_preset(c.text("size"));
+    ModelConfig m = p;
+    m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.n_head = size_or(c, "heads", p.n_head);
+    m.d_ff = int(c.integer("d_ff")), m.vocab = size_or(c, "vocab", p.vocab), m.context = size_or(c, "max_context", p.context);
+    m.arch = arch_of(c, true);
+    m.kv_heads = int(c.integer("kv_heads")), m.qk_norm = c.flag("qk_norm"), m.bias = c.flag("bias");
+    m.mixer = c.text("mixer") == "ssm" ? layers::Mixer::ssm : layers::Mixer::attention;
+    if (m.mixer == layers::Mixer::attention) check_heads(m.d_model, m.n_head, m.kv_heads ? m.kv_heads : m.n_head, m.arch.pos == layers::Pos::rope);
+    return m;
   }
+  static Builder train_graph(const ModelConfig& m) { return models::gpt(m); }
+  static Builder decoder_graph(const ModelConfig& m) { return models::gpt_decoder(m); }
   static std::string describe(const ModelConfig& v) {
     if (v.mixer == layers::Mixer::ssm)
       return std::to_string(v.n_layer) + " layers, d_model " + std::to_string(v.d_model) + ", selective state-space mixers (width " +
@@ -28,6 +40,7 @@ struct GptFamily {
     std::string s = std::to_string(v.n_layer) + " layers, " + std::to_string(v.n_head) + " heads";
     if (v.kv_heads && v.kv_heads != v.n_head) s += " over " + std::to_string(v.kv_heads) + " key/value heads";
     s += ", d_model " + std::to_string(v.d_model) + "; " + describe_arch(v.arch);
+    if (v.d_ff) s += ", MLP width " + std::to_string(v.d_ff);
     if (v.qk_norm) s += ", QK-norm";
     return s + (v.bias ? "" : ", no biases");
   }
@@ -35,9 +48,16 @@ struct GptFamily {
 
 Schema gpt_schema() {
   Schema s;
-  s.choice("size", "small", {"tiny", "small", "medium"}, "preset: tiny (tests), small (baby GPT), medium", Role::model);
+  s.choice("size", "small", {"tiny", "small", "medium"}, "preset, a bundle of sizes any size key overrides: tiny (tests), small (baby GPT), medium",
+           Role::model);
   s = lm_schema(std::move(s));
   add_arch_keys(s, models::kGptSmall.arch, true, true);
+  std::vector<PresetSizes> sizes;
+  for (const char* n : {"tiny", "small", "medium"}) {
+    const models::GptConfig& p = gpt_preset(n);
+    sizes.push_back({n, p.d_model, p.n_layer, 0, p.vocab, p.context});
+  }
+  add_size_keys(s, sizes);
   s.integer("kv_heads", 0, {.min = 0, .max = 1024}, "architecture: key/value heads (grouped-query attention; 1: multi-query; 0: the heads)",
             Role::model)
       .flag("qk_norm", false, "architecture: RMSNorm over each head's q and k", Role::model)
@@ -50,9 +70,6 @@ Schema gpt_schema() {
   return s;
 }
 
-template <models::GptConfig P, int Order>
-using GptSession = LmSession<GptFamily, P, Order>;
-
 Task gpt_task() {
   Task t;
   t.name = "gpt";
@@ -60,11 +77,8 @@ Task gpt_task() {
   t.schema = gpt_schema();
   t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", lm_sample_options()});
-  t.dependent_defaults = fit_context_by_size({{"tiny", models::kGptTiny.context}, {"small", models::kGptSmall.context}, {"medium", models::kGptMedium.context}});
-  t.open = open_presets("gpt", "size",
-                        {{"size=tiny", &open_session<GptSession<models::kGptTiny, kGptOrderTiny>>} CTGRAD_UNLESS_SMOKE(
-                            , {"size=small", &open_session<GptSession<models::kGptSmall, kGptOrderSmall>>},
-                            {"size=medium", &open_session<GptSession<models::kGptMedium, kGptOrderMedium>>})});
+  t.dependent_defaults = fit_context_to_model([](const Config& c) { return gpt_preset(c.text("size")).context; });
+  t.open = &open_session<LmSession<GptFamily>>;
   t.check_against_checkpoint = refuse_longer_context;
   return t;
 }

@@ -84,17 +84,20 @@ struct TextStream {
 };
 
 // One session for every decoder-only language model family on the KJV text. F: the family
-// (apps/tasks/gpt.cpp, llama.cpp): its config type and presets' programs (F::programs), its
-// hyperparameter graph (F::hyper_graph), its description and its sampler.
-template <class F, typename F::ModelConfig P, int Order>
+// (apps/tasks/gpt.cpp, llama.cpp): its model config from the command's config (F::model_config,
+// any size and architecture), its training and decoding graphs as functions of it (F::train_graph,
+// F::decoder_graph: frozen and planned at run time), its description and its sampler.
+template <class F>
 class LmSession : public Session {
  public:
   LmSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), programs_(F::template programs<P, Order>(c)), model_(programs_.train(program_options(c, ctx.threads, F::hyper_graph))),
+      : c_(c), ctx_(ctx), config_(F::model_config(c)), planned_(plan_model([&] { return F::train_graph(config_); })),
+        model_(std::make_unique<Program<run_time>>(planned_, program_options(c, ctx.threads, planned_->graph()))),
         opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .beta2 = c.real("beta2"), .weight_decay = c.real("weight_decay")},
              {optim::no_decay_group()}),
         context_(c.integer("context")), batch_(c.integer("batch")) {
-    check_context(c, P.context);
+    if (context_ > config_.context)
+      throw config_error("context " + c.show("context") + " is longer than the model reads (max_context " + std::to_string(config_.context) + ")");
     check_fits(*model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
     check_shards(ctx, batch_, "batch");
@@ -119,13 +122,13 @@ class LmSession : public Session {
       tok_.tok->save(ctx_.folder.file(tok_.file));
     } else {  // SentencePiece writes <prefix>.model itself
       tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
-          split_.train, ctx_.folder.file("tokenizer"), {.vocab_size = P.vocab, .model_type = "bpe", .seed = data_seed(c_)}, ctx_.cache));
+          split_.train, ctx_.folder.file("tokenizer"), {.vocab_size = config_.vocab, .model_type = "bpe", .seed = data_seed(c_)}, ctx_.cache));
       tok_.file = "tokenizer.model";
     }
     vocab_ = tok_.tok->vocab_size();
-    if (vocab_ > P.vocab)
-      throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than size " + c_.text("size") + "'s vocabulary of " +
-                         std::to_string(P.vocab));
+    if (vocab_ > config_.vocab)
+      throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than the model's vocabulary of " + std::to_string(config_.vocab) +
+                         " (vocab)");
     if (ctx_.command == "sample") return;
     // SentencePiece's ids of a split come from the data cache when a run encoded it before.
     auto encode = [&](const std::string& text) {
@@ -139,8 +142,7 @@ class LmSession : public Session {
     if (ctx_.command != "train") return;
     train_ids_ = encode(split_.train);
     batches_.emplace(train_ids_, context_, batch_, data_seed(c_));
-    const auto& v = programs_.config;
-    std::printf("ctgrad train %s: size %s (%s), %lld parameters, %d threads\n", F::name, c_.text("size").c_str(), F::describe(v).c_str(),
+    std::printf("ctgrad train %s: size %s (%s), %lld parameters, %d threads\n", F::name, c_.text("size").c_str(), F::describe(config_).c_str(),
                 (long long)model_->parameter_count(), model_->threads());
     std::printf("KJV Bible: %zu train / %zu validation tokens, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
                 train_ids_.size(), val_ids_.size(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
@@ -240,7 +242,7 @@ class LmSession : public Session {
   // A model with auxiliary loss terms (a mixture of experts) reports its cross-entropy "ce" as the
   // loss, and the terms beside it (means over the windows' batches, weighted by their rows).
   std::vector<const char*> aux_outputs() const {
-    if constexpr (requires { F::aux_outputs(programs_.config); }) return F::aux_outputs(programs_.config);
+    if constexpr (requires { F::aux_outputs(config_); }) return F::aux_outputs(config_);
     return {};
   }
   double validation_loss() { return validation_metrics().loss(); }
@@ -273,7 +275,8 @@ class LmSession : public Session {
   std::size_t generate(std::vector<std::int32_t> ids, const models::SamplingOptions& so) {
     models::check(so);
     const std::size_t start = ids.size();
-    typename F::Sampler gen(programs_.decoder(Options{.threads = ctx_.threads}), programs_.config, model_->parameters());
+    auto decoder = plan_model([&] { return F::decoder_graph(config_); });
+    typename F::Sampler gen(std::make_unique<Program<run_time>>(decoder, Options{.threads = ctx_.threads}), config_, model_->parameters());
     TextStream out(*tok_.tok, ids);
     gen.generate(ids, vocab_, so, [&](std::int32_t id) {
       out(id);
@@ -284,7 +287,8 @@ class LmSession : public Session {
 
   Config c_;
   Context ctx_;
-  const typename F::Programs& programs_;
+  typename F::ModelConfig config_;
+  std::shared_ptr<const PlannedGraph> planned_;
   std::unique_ptr<Executor<float>> model_;
   optim::AdamW<float> opt_;
   std::int64_t context_, batch_, windows_ = 0;

@@ -23,9 +23,9 @@ struct Seq2SeqPrograms {
 };
 template <models::Seq2SeqConfig C>
 struct Compiled {
-  static constexpr auto train_graph = freeze<models::seq2seq<C>>();
-  static constexpr auto encoder_graph = freeze<models::seq2seq_encoder<C>>();
-  static constexpr auto step_graph = freeze<models::seq2seq_step<C>>();
+  static constexpr auto train_graph = freeze<models::seq2seq, C>();
+  static constexpr auto encoder_graph = freeze<models::seq2seq_encoder, C>();
+  static constexpr auto step_graph = freeze<models::seq2seq_step, C>();
   template <const auto& G>
   static std::unique_ptr<Executor<float>> make(const Options& o) { return std::make_unique<Program<G>>(o); }
   static constexpr Seq2SeqPrograms programs{C, &make<train_graph>, &make<encoder_graph>, &make<step_graph>};

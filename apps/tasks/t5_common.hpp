@@ -30,7 +30,7 @@ inline constexpr std::int32_t kPad = 0, kEos = 1, kUnk = 2;
 
 template <models::T5Config P>
 struct Graphs {
-  static constexpr auto train = freeze<models::t5<P>>();
+  static constexpr auto train = freeze<models::t5, P>();
 };
 
 inline void add_model_keys(Schema& s) {

@@ -27,7 +27,7 @@ namespace in = models::vit_inputs;
 namespace fs = std::filesystem;
 
 // The preset's graph: its hyperparameters are every variant's.
-constexpr auto kHyperGraph = freeze<models::vit<models::kVitFast>>();
+constexpr auto kHyperGraph = freeze<models::vit, models::kVitFast>();
 
 Schema vit_schema() {
   Schema s;

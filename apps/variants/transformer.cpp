@@ -8,8 +8,8 @@ namespace {
 
 template <models::TransformerConfig C>
 struct Make {
-  static constexpr auto train = freeze<models::transformer<C>>();
-  static constexpr auto maps = freeze<models::transformer_attention_maps<C>>();
+  static constexpr auto train = freeze<models::transformer, C>();
+  static constexpr auto maps = freeze<models::transformer_attention_maps, C>();
   using Decoding = models::TransformerDecoding<C>;
   static TransformerPrograms programs() {
     return {C, make_program<train>, make_program<Decoding::encoder_graph>, make_program<Decoding::step_graph>, make_program<maps>};

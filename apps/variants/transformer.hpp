@@ -8,7 +8,7 @@ namespace ctgrad::cli {
 
 struct TransformerPrograms {
   models::TransformerConfig config;
-  MakeProgram train, encoder, step, maps;  // transformer<config>, its decoding graphs, its attention maps
+  MakeProgram train, encoder, step, maps;  // transformer(config), its decoding graphs, its attention maps
 };
 
 #ifdef CTGRAD_VARIANT_ORDER

@@ -8,7 +8,7 @@ namespace {
 
 template <models::VitConfig C>
 struct Make {
-  static constexpr auto train = freeze<models::vit<C>>();
+  static constexpr auto train = freeze<models::vit, C>();
   static VitPrograms programs() { return {C, make_program<train>}; }
 };
 

@@ -8,7 +8,7 @@ namespace ctgrad::cli {
 
 struct VitPrograms {
   models::VitConfig config;
-  MakeProgram train;  // vit<config>
+  MakeProgram train;  // vit(config)
 };
 
 #ifdef CTGRAD_VARIANT_ORDER

@@ -60,7 +60,8 @@ constexpr Value additive_scores(Value q, Value k, Value w_v, Loc loc = Loc::curr
   Shape qe = qs, ke = ks;
   qe[qe.rank] = qe[qe.rank - 1], qe[qe.rank - 1] = 1, ++qe.rank;   // [..., Tq, 1, A]
   ke[ke.rank] = ke[ke.rank - 1], ke[ke.rank - 1] = ke[ke.rank - 2], ke[ke.rank - 2] = 1, ++ke.rank;  // [..., 1, Tk, A]
-  const Value e = tanh(add(reshape(q, qe, loc), reshape(k, ke, loc), loc), loc);
+  const Value qr = reshape(q, qe, loc);
+  const Value e = tanh(add(qr, reshape(k, ke, loc), loc), loc);
   return reshape(matmul(e, w_v, {.trans_b = true}, loc), out_shape, loc);  // [..., Tq, Tk, 1] -> [..., Tq, Tk]
 }
 

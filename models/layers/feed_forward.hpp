@@ -45,7 +45,8 @@ constexpr Value feed_forward(const Scope& s, Value x, FeedForwardOptions o = {})
   Value h{};
   if (gated(o.activation)) {
     Value gate = linear(s.scope(o.names.gate), x, o.d_ff, in);
-    h = mul(o.activation == Act::swiglu ? silu(gate) : gelu_tanh(gate), linear(s.scope(o.names.up), x, o.d_ff, in));
+    const Value act = o.activation == Act::swiglu ? silu(gate) : gelu_tanh(gate);
+    h = mul(act, linear(s.scope(o.names.up), x, o.d_ff, in));
   } else {
     h = activate(linear(s.scope(o.names.fc1), x, o.d_ff, in), o.activation);
   }

@@ -70,15 +70,25 @@ constexpr MoeResult moe_feed_forward(const Scope& s, Value x, MoeOptions o = {})
   Value w_gate = ex.param(o.names.w_gate, {E, o.d_ff, d}, o.init), w_up = ex.param(o.names.w_up, {E, o.d_ff, d}, o.init);
   Value w_down = ex.param(o.names.w_down, {E, d, o.d_ff}, o.out_init);
   Value in = reshape(gather_rows(tokens, sources), {E, cap, d});                                    // [E, C, d]
-  Value h = mul(silu(matmul(in, w_gate, {.trans_b = true})), matmul(in, w_up, {.trans_b = true}));  // [E, C, f]
+  // (One op per statement where two would make nodes: the order of a call's arguments is the
+  // compiler's, and a graph frozen at run time must be the one frozen at compile time.)
+  const Value gate_act = silu(matmul(in, w_gate, {.trans_b = true}));
+  Value h = mul(gate_act, matmul(in, w_up, {.trans_b = true}));  // [E, C, f]
   Value out = reshape(matmul(h, w_down, {.trans_b = true}), {Dim(E) * cap, d});                     // [E*C, d]
   Value picked = gather_rows(out, reshape(slots, {n * k}));                                          // [N*k, d]
-  Value y = k == 1 ? mul(picked, gates) : sum(mul(reshape(picked, {n, k, d}), reshape(gates, {n, k, 1})), 1);
+  Value y = picked;
+  if (k == 1) {
+    y = mul(picked, gates);
+  } else {
+    const Value per_choice = reshape(picked, {n, k, d});
+    y = sum(mul(per_choice, reshape(gates, {n, k, 1})), 1);
+  }
   // Load balance: f from the first choices (constant), P from the router's probabilities.
   Value first = reshape(slice(top.indices, 1, 0, 1), {n});
   Value f = mean(one_hot(first, E), 0), p = mean(probs, 0);                                          // [E]
   Value balance = scale(sum(mul(f, p)), double(E));
-  Value lse = slice(logits, 1, 0, 1) - slice(log_softmax(logits), 1, 0, 1);                         // [N, 1]
+  const Value top_logit = slice(logits, 1, 0, 1);
+  Value lse = top_logit - slice(log_softmax(logits), 1, 0, 1);                                       // [N, 1]
   return {reshape(y, xs), balance, mean(mul(lse, lse)), mean(negative_mask(slots))};
 }
 

@@ -78,7 +78,9 @@ constexpr SsmResult selective_ssm(const Scope& s, Value x, const SelectiveSsmOpt
   // Step sizes start between 1e-3 and 1e-1: the bias uniform between their softplus^-1 (Mamba draws
   // them log-uniform there).
   const Scope dtp = s.scope("dt_proj");
-  const Value dt = softplus(ctgrad::linear(dt_r, dtp.param("weight", {E, R}, o.init), dtp.param("bias", {E}, init::uniform(-6.9, -2.25))));
+  const Value dt_w = dtp.param("weight", {E, R}, o.init);
+  const Value dt_b = dtp.param("bias", {E}, init::uniform(-6.9, -2.25));
+  const Value dt = softplus(ctgrad::linear(dt_r, dt_w, dt_b));
   // A = -exp(A_log): decay rates in [1, N] (Mamba's S4D-real init takes them 1..N per channel; drawn here).
   const Value a_log = s.param("A_log", {E, N}, init::uniform(0, detail::const_log(double(N))));
   const Value A = broadcast_to(neg(exp(a_log)), {xs[0], E, N});  // [B, E, N], once for every step
@@ -90,11 +92,16 @@ constexpr SsmResult selective_ssm(const Scope& s, Value x, const SelectiveSsmOpt
                       [&](const Scope&, const ScanStep& t) -> ScanStepResult {
                         const Value ut = t.x[0], dtt = t.x[1];                               // [B, E]
                         const Value dA = exp(A * reshape(dtt, {xs[0], E, 1}));              // [B, E, N]
-                        const Value dBu = matmul(reshape(dtt * ut, {xs[0], E, 1}), reshape(t.x[2], {xs[0], 1, N}));  // outer products
-                        const Value h = dA * t.state[0] + dBu;
-                        return {.state = {h}, .out = {reshape(matmul(h, reshape(t.x[3], {xs[0], N, 1})), {xs[0], E})}};  // y_t = h C_t
+                        const Value du = reshape(dtt * ut, {xs[0], E, 1});
+                        const Value dBu = matmul(du, reshape(t.x[2], {xs[0], 1, N}));  // outer products
+                        const Value decayed = dA * t.state[0];
+                        const Value h = decayed + dBu;
+                        const Value c_t = reshape(t.x[3], {xs[0], N, 1});
+                        return {.state = {h}, .out = {reshape(matmul(h, c_t), {xs[0], E})}};  // y_t = h C_t
                       });
-  const Value y = (r.seq[0] + u * D) * silu(z);
+  const Value skip = u * D;
+  const Value y_ssm = r.seq[0] + skip;
+  const Value y = y_ssm * silu(z);
   return {linear(s.scope("out_proj"), y, d, {.bias = o.bias, .init = o.out_init}), r.last[0]};
 }
 

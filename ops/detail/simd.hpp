@@ -10,8 +10,9 @@
 
 namespace ctgrad::simd {
 
-// Unary elementwise functions; p is a parameter (the exponent of pow, the factor of scale).
-enum Unary : int { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, gelu_tanh, pow, relu, scale, relu_squared, softplus, unary_count };
+// Unary elementwise functions; p is a parameter (the exponent of pow, the factor of scale, the
+// constant shift adds).
+enum Unary : int { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, gelu_tanh, pow, relu, scale, relu_squared, softplus, shift, unary_count };
 enum Binary : int { add, sub, mul, div, binary_count };
 
 struct Table {

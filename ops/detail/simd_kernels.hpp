@@ -171,6 +171,10 @@ template <> struct Fn<scale> {
   template <class V> static V f(V x, V p) { return p * x; }
   template <class V> static V d(V, V, V p) { return p; }
 };
+template <> struct Fn<shift> {  // x + p
+  template <class V> static V f(V x, V p) { return x + p; }
+  template <class V> static V d(V, V, V) { return V(1); }
+};
 template <> struct Fn<relu_squared> {  // max(x, 0)^2 (So et al. 2021, Primer)
   template <class V> static V f(V x, V) {
     const V r = xsimd::max(x, V(0));

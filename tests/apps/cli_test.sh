@@ -70,7 +70,7 @@ check "bad value" 2 "$ctgrad" train gpt --set steps=many
 check "unknown model" 2 "$ctgrad" train gpt5
 check "unknown char in prompt" 2 "$ctgrad" sample gpt --run straight --prompt "x ~ y"
 expect_text "unknown char is named" "character '~' (byte 126) at position 2"
-check "context too long" 2 "$ctgrad" train gpt --run other --set context=999
+check "context longer than the model reads" 2 "$ctgrad" train gpt --run other --set context=999 --set max_context=64
 check "prompt longer than the trained context" 2 "$ctgrad" sample gpt --run straight --prompt "$(printf 'And %.0s' {1..20})"
 expect_text "names the context" "longer than the context of 32"
 check "eval at a longer context than trained" 2 "$ctgrad" eval gpt --run straight --set context=64
@@ -284,15 +284,32 @@ check "ablate: a value out of range" 2 "$ctgrad" ablate gpt --grid lr=1e-3,0 --r
 expect_text "names the key" "lr"
 check "ablate: a value its model refuses" 2 "$ctgrad" ablate gpt --grid dropout=0,2 "${study[@]}" --run study_x
 expect_text "names the configuration" "dropout=2 cannot run"
-check "ablate: an architecture this build has not compiled" 2 "$ctgrad" ablate gpt --grid norm=pre,post --grid act=gelu_tanh,relu "${study[@]}" --run study_x
+check "ablate: a ViT architecture this build has not compiled" 2 "$ctgrad" ablate vit --grid norm=pre,post --grid act=gelu,relu --set size=tiny --run study_x
 expect_text "names the order compiled" "changing at most 1"
 check "ablate: too many runs without --yes" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3,3e-3 --grid dropout=0,0.1,0.2,0.3 --seeds 5 --run study_x
 expect_text "asks for --yes" "add --yes"
 check "ablate: the seeds are the study's" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --set seed=4 --run study_x
-check "train: a variant not compiled" 2 "$ctgrad" train gpt --set norm=post --set act=relu --set pos=none --run variant_x
-expect_text "says which keys it changes" "norm=post, act=relu, pos=none changes 3 architecture keys"
-check "train: heads that are not a variant" 2 "$ctgrad" train gpt --set heads=3 --run variant_x
-expect_text "lists the heads compiled" "heads: 4, 1, 8"
+# The GPT and the Llama build their graphs from the config at run time: any size, any combination.
+check "train gpt of any size: d_model 96, 3 layers, 3 heads" 0 "$ctgrad" train gpt --set d_model=96 --set layers=3 --set heads=3 "${study[@]}" --run gpt_96 --threads 2
+expect_text "says its size" "3 layers, 3 heads, d_model 96"
+check "it samples" 0 "$ctgrad" sample gpt --run gpt_96 --tokens 20 --prompt "And God"
+check "train gpt with three architecture keys changed" 0 "$ctgrad" train gpt --set norm=post --set act=relu --set pos=none "${study[@]}" --run gpt_arch3 --threads 2
+expect_text "says the architecture" "post-norm LayerNorm, relu, no positions"
+check "train llama wider and deeper, a mixture of 8 experts top-3" 0 "$ctgrad" train llama --set d_model=48 --set layers=3 --set heads=6 --set kv_heads=3 \
+  --set moe_experts=8 --set moe_top_k=3 "${study[@]}" --run llama_x --threads 2
+expect_text "says its size" "3 layers, 6 heads over 3 key/value heads, d_model 48"
+check "its eval" 0 "$ctgrad" eval llama --run llama_x --threads 2
+check "train: heads that do not divide the width" 2 "$ctgrad" train gpt --set heads=3 --run variant_x
+expect_text "names both keys" "heads 3 does not divide d_model 128"
+no_run_file() { if [ ! -e "$1" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 exists"; fi; }
+no_run_file variant_x/run.json
+check "train: kv_heads that do not divide the heads" 2 "$ctgrad" train llama --set kv_heads=3 --run variant_x
+expect_text "names both keys" "kv_heads 3 does not divide heads 4"
+check "train: an odd head width under RoPE" 2 "$ctgrad" train llama --set d_model=36 --set heads=4 --set kv_heads=1 --run variant_x
+expect_text "says why" "a head width of 9: rotary positions pair features"
+check "a context longer than the preset's grows the model with it" 0 "$ctgrad" train gpt --set context=96 --set size=tiny --set steps=2 --set eval_every=2 \
+  --set batch=2 --set eval_windows=2 --set sample_tokens=0 --run gpt_ctx --threads 2
+check "eval at a longer context than trained is refused" 2 "$ctgrad" eval gpt --run gpt_ctx --set context=128
 check "a Transformer variant trains and translates on the copy task" 0 "$ctgrad" train transformer --set task=copy --set pos=learned --set steps=30 --set batch=8 --set eval_every=30 --run copy_learned --threads 2
 check "its eval decodes with its own step graph" 0 "$ctgrad" eval transformer --run copy_learned
 # Checkpoint averaging (the paper's last 5): kept checkpoints, their mean, eval of it.

@@ -243,18 +243,17 @@ cp "$plugins/ctgrad-t5.so" pbin/plugins/  # no stamp
 cp "$plugins/ctgrad-transformer.so" pbin/plugins/ && mkdir pbin/plugins/ctgrad-transformer.so.stamp
 libm=$(ldd "$ctgrad" | awk '/libm\.so/ {print $3}')
 cp "$libm" pbin/plugins/ctgrad-bert.so && cp "$plugins/ctgrad-bert.so.stamp" pbin/plugins/
-cp "$plugins/ctgrad-transformer.so" pbin/plugins/ctgrad-gpt-variants.so && cp "$plugins/ctgrad-gpt-variants.so.stamp" pbin/plugins/
+cp "$plugins/ctgrad-transformer.so" pbin/plugins/ctgrad-llama.so && cp "$plugins/ctgrad-llama.so.stamp" pbin/plugins/
 check "help beside damaged plug-ins" 0 pbin/ctgrad help
 expect_text "a cut file" "ctgrad-vit.so was not loaded: it is cut short"
 expect_text "no stamp" "ctgrad-t5.so was not loaded: it has no stamp ctgrad-t5.so.stamp"
 expect_text "a stamp that is a folder" "ctgrad-transformer.so was not loaded: its stamp ctgrad-transformer.so.stamp is not a regular file"
 expect_text "another library" "ctgrad-bert.so was not loaded: its bytes are not the ones its build wrote"
-expect_text "another plug-in's file" "ctgrad-gpt-variants.so was not loaded: its bytes are not the ones its build wrote"
-check "no model is listed from a plug-in that failed" 1 grep -qE "^  (transformer|vit|bert|t5) " "$work/out.txt"
+expect_text "another plug-in's file" "ctgrad-llama.so was not loaded: its bytes are not the ones its build wrote"
+check "no model is listed from a plug-in that failed" 1 grep -qE "^  (transformer|vit|bert|t5|llama) " "$work/out.txt"
 check "train vit beside a cut plug-in" 2 pbin/ctgrad train vit --run v_x
 expect_text "says why" "cut short"
-check "a GPT variant without the variants' plug-in" 2 pbin/ctgrad train gpt --run var_x "${tiny[@]}" --set norm_kind=rms
-expect_text "says the cause first" "of the preset; this build has each preset's own architecture only: the other variants are built by cmake --build build --target ctgrad-gpt-variants"
+check "a GPT of another architecture needs no plug-in" 0 pbin/ctgrad train gpt --run var_x "${tiny[@]}" --set norm_kind=rms
 stamp_tool=$(dirname "$ctgrad")/ctgrad-plugin-stamp
 header=$(dirname "$ctgrad")/generated/git_commit.h
 mkdir -p pbin2/plugins && cp "$ctgrad" pbin2/ctgrad
@@ -263,15 +262,15 @@ dd if=/dev/zero of=pbin2/plugins/ctgrad-vit.so bs=4096 seek=40 count=16 conv=not
 check "help beside a plug-in whose code is damaged" 0 pbin2/ctgrad help
 expect_text "names it" "ctgrad-vit.so was not loaded: its bytes are not the ones its build wrote"
 commit=$(sed -n 's/.*"\(.*\)".*/\1/p' "$header")
-if [ -n "$commit" ]; then  # a variants plug-in of another source state, stamped as if it were this one's
-  cp "$plugins/ctgrad-gpt-variants.so" pbin2/plugins/
+if [ -n "$commit" ]; then  # a plug-in of another source state, stamped as if it were this one's
+  cp "$plugins/ctgrad-llama.so" pbin2/plugins/
   /usr/bin/python3 -c "import sys; p, c = sys.argv[1], sys.argv[2].encode(); b = open(p, 'rb').read(); open(p, 'wb').write(b.replace(c + b'\0', b'0' * len(c) + b'\0'))" \
-    pbin2/plugins/ctgrad-gpt-variants.so "$commit"
-  "$stamp_tool" "$header" pbin2/plugins/ctgrad-gpt-variants.so pbin2/plugins/ctgrad-gpt-variants.so.stamp
+    pbin2/plugins/ctgrad-llama.so "$commit"
+  "$stamp_tool" "$header" pbin2/plugins/ctgrad-llama.so pbin2/plugins/ctgrad-llama.so.stamp
   check "help beside a plug-in of another source state" 0 pbin2/ctgrad help
-  expect_text "names it" "ctgrad-gpt-variants.so was not loaded: it was built from another state of the source"
-  check "its variants are not used" 2 pbin2/ctgrad train gpt --run var_y "${tiny[@]}" --set norm_kind=rms
-  expect_text "says why" "this build has each preset's own architecture only"
+  expect_text "names it" "ctgrad-llama.so was not loaded: it was built from another state of the source"
+  check "its model is not used" 2 pbin2/ctgrad train llama --run var_y "${tiny[@]}"
+  expect_text "says why" "ctgrad-llama.so was not loaded"
 fi
 cp "$(ldd "$ctgrad" | awk '/libm\.so/ {print $3}')" pbin2/plugins/ctgrad-bert.so
 "$stamp_tool" "$header" pbin2/plugins/ctgrad-bert.so pbin2/plugins/ctgrad-bert.so.stamp

@@ -187,7 +187,7 @@ TEST_CASE("ende: the split is by document, without a held-out side in training, 
   CHECK_THAT(count_table(c), Catch::Matchers::Contains("libreoffice"));
 }
 
-TEST_CASE("ende: catalogues in ISO-8859-1 and in UTF-8 both come out as UTF-8; what cannot be converted is dropped and counted") {
+TEST_CASE("ende: catalogues in ISO-8859-1 and in UTF-8 both come out as UTF-8, what cannot be converted is dropped and counted") {
   const fs::path root = scratch("ende/charsets");
   // The same messages, once in each charset (\xfc \xdf: ü ß in ISO-8859-1).
   write_mo(root / "latin1/usr/share/locale/de/LC_MESSAGES/a2ps.mo", {{"Invalid argument", "Ung\xfcltiges Argument"}, {"Street", "Stra\xdf" "e"}},

@@ -260,11 +260,11 @@ constexpr auto dropout_graph = [] {
   return g;
 };
 static constexpr auto IN_PLACE = freeze<dropout_graph<false>>();
-static constexpr auto GPT_MICRO = freeze<models::gpt<models::GptConfig{.vocab = 11, .n_layer = 2, .n_head = 2, .d_model = 8, .context = 8}>>();
+static constexpr auto GPT_MICRO = freeze<models::gpt, models::GptConfig{.vocab = 11, .n_layer = 2, .n_head = 2, .d_model = 8, .context = 8}>();
 static constexpr auto BERT_MICRO =
-    freeze<models::bert_mlm<models::BertConfig{.vocab = 13, .n_layer = 2, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8}>>();
-static constexpr auto BERT_MICRO_PRE = freeze<models::bert_mlm<models::BertConfig{
-    .vocab = 13, .n_layer = 1, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8, .pre_norm = true}>>();
+    freeze<models::bert_mlm, models::BertConfig{.vocab = 13, .n_layer = 2, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8}>();
+static constexpr auto BERT_MICRO_PRE = freeze<models::bert_mlm, models::BertConfig{
+    .vocab = 13, .n_layer = 1, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8, .pre_norm = true}>();
 template <class P>
 constexpr int in_place_count(const P& p) {
   int c = 0;

@@ -18,8 +18,8 @@ using namespace ctgrad;
 namespace in = models::bert_inputs;
 
 constexpr models::BertConfig kParity{.vocab = 50, .n_layer = 2, .heads = 4, .d_model = 32, .d_ff = 48, .context = 16};
-static constexpr auto kMlm = freeze<models::bert_mlm<kParity>>();
-static constexpr auto kMlmNsp = freeze<models::bert_mlm<models::with_next_sentence(kParity)>>();
+static constexpr auto kMlm = freeze<models::bert_mlm, kParity>();
+static constexpr auto kMlmNsp = freeze<models::bert_mlm, models::with_next_sentence(kParity)>();
 
 template <const auto& G>
 int write(const char* path, bool nsp) {

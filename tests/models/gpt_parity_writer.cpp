@@ -15,7 +15,7 @@
 using namespace ctgrad;
 
 constexpr models::GptConfig kParity{.vocab = 64, .n_layer = 2, .n_head = 4, .d_model = 32, .context = 16};
-static constexpr auto G = freeze<models::gpt<kParity>>();
+static constexpr auto G = freeze<models::gpt, kParity>();
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -39,7 +39,7 @@ std::string config_json(const models::LlamaConfig& c) {
 
 template <models::LlamaConfig C>
 int write(const char* path) {
-  static constexpr auto G = freeze<models::llama<C>>();
+  static constexpr auto G = freeze<models::llama, C>();
   constexpr std::int64_t B = 3, T = 16;
   Program<G> model(Options{.threads = 2, .seed = 5});
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.1}, {optim::no_decay_group()});

@@ -16,7 +16,7 @@ using namespace ctgrad;
 namespace in = models::seq2seq_inputs;
 
 constexpr models::Seq2SeqConfig kConfig{.vocab = 30, .embed = 8, .hidden = 12, .layers = 2};
-static constexpr auto G = freeze<models::seq2seq<kConfig>>();
+static constexpr auto G = freeze<models::seq2seq, kConfig>();
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -20,8 +20,8 @@ namespace in = models::t5_inputs;
 
 // 8 buckets to distance 10: sequences of 12 reach the logarithmic buckets.
 constexpr models::T5Config kParity{.vocab = 50, .n_layer = 2, .n_dec_layer = 2, .d_model = 32, .heads = 4, .d_ff = 48, .buckets = 8, .max_distance = 10};
-static constexpr auto kGraph = freeze<models::t5<kParity>>();
-static constexpr auto kTied = freeze<models::t5<models::with_tied_embeddings(kParity)>>();
+static constexpr auto kGraph = freeze<models::t5, kParity>();
+static constexpr auto kTied = freeze<models::t5, models::with_tied_embeddings(kParity)>();
 
 template <const auto& G>
 int write(const char* path, bool tied) {

@@ -16,12 +16,12 @@ using namespace ctgrad::models;
 
 namespace {
 constexpr BertConfig kMicro{.vocab = 13, .n_layer = 2, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8};
-constexpr auto kMicroMlm = freeze<bert_mlm<kMicro>>();
-constexpr auto kMicroCls = freeze<bert_classifier<kMicro, 3>>();
+constexpr auto kMicroMlm = freeze<bert_mlm, kMicro>();
+constexpr auto kMicroCls = freeze<bert_classifier, kMicro, 3>();
 constexpr BertConfig kMicroPre{.vocab = 13, .n_layer = 1, .heads = 2, .d_model = 8, .d_ff = 12, .context = 8, .pre_norm = true};
-constexpr auto kMicroPreMlm = freeze<bert_mlm<kMicroPre>>();
-constexpr auto kTinyMlm = freeze<bert_mlm<kBertTiny>>();
-constexpr auto kMicroNsp = freeze<bert_mlm<with_next_sentence(kMicro)>>();
+constexpr auto kMicroPreMlm = freeze<bert_mlm, kMicroPre>();
+constexpr auto kTinyMlm = freeze<bert_mlm, kBertTiny>();
+constexpr auto kMicroNsp = freeze<bert_mlm, with_next_sentence(kMicro)>();
 
 double stddev(std::span<const float> v) {
   double m = 0, s = 0;

@@ -15,8 +15,8 @@ using namespace ctgrad::models;
 
 namespace {
 constexpr GptConfig kMicro{.vocab = 11, .n_layer = 2, .n_head = 2, .d_model = 8, .context = 8};
-constexpr auto kMicroGraph = freeze<gpt<kMicro>>();
-constexpr auto kTinyGraph = freeze<gpt<kGptTiny>>();
+constexpr auto kMicroGraph = freeze<gpt, kMicro>();
+constexpr auto kTinyGraph = freeze<gpt, kGptTiny>();
 
 double stddev(std::span<const float> v) {
   double m = 0, s = 0;

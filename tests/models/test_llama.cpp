@@ -18,14 +18,14 @@ using namespace ctgrad::models;
 namespace {
 constexpr LlamaConfig kMicro{.vocab = 11, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 8, .context = 8, .d_ff = 12,
                              .qk_norm = true, .window = 3};
-constexpr auto kMicroGraph = freeze<llama<kMicro>>();
+constexpr auto kMicroGraph = freeze<llama, kMicro>();
 // 4 query heads over 2 key/value heads, a window of 7 over a context of 32.
 constexpr LlamaConfig kSmallTest{.vocab = 64, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 32, .context = 32, .d_ff = 48, .window = 7};
 // A mixture of 4 experts, top-2, at a capacity that drops choices (12 tokens: 5 rows per expert
 // for 24 choices); and one at twice the tokens' choices (nothing dropped: decoding agrees).
 constexpr LlamaConfig kMicroMoe{.vocab = 11, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 8, .context = 8, .d_ff = 6,
                                 .moe_experts = 4, .moe_top_k = 2, .moe_capacity = 0.75};
-constexpr auto kMicroMoeGraph = freeze<llama<kMicroMoe>>();
+constexpr auto kMicroMoeGraph = freeze<llama, kMicroMoe>();
 constexpr LlamaConfig kSmallMoe{.vocab = 64, .n_layer = 2, .n_head = 4, .kv_heads = 2, .d_model = 32, .context = 32, .d_ff = 24,
                                 .moe_experts = 4, .moe_top_k = 2, .moe_capacity = 2};
 }  // namespace
@@ -105,7 +105,7 @@ namespace {
 // largest logit difference; and a greedy sampler run twice over it.
 template <LlamaConfig C>
 double decoding_error() {
-  static constexpr auto G = freeze<llama<C>>();
+  static constexpr auto G = freeze<llama, C>();
   Program<G> full(Options{.seed = 11});
   std::vector<std::int32_t> seq(C.context);
   for (std::size_t i = 0; i < seq.size(); ++i) seq[i] = std::int32_t(random::bits(77, i) % 60);

@@ -15,10 +15,10 @@ using namespace ctgrad;
 
 namespace {
 constexpr models::Seq2SeqConfig kGrad{.vocab = 7, .embed = 3, .hidden = 4, .layers = 2};
-static constexpr auto GradG = freeze<models::seq2seq<kGrad>>();
-static constexpr auto Train = freeze<models::seq2seq<models::kSeq2SeqTiny>>();
-static constexpr auto Encoder = freeze<models::seq2seq_encoder<models::kSeq2SeqTiny>>();
-static constexpr auto Step = freeze<models::seq2seq_step<models::kSeq2SeqTiny>>();
+static constexpr auto GradG = freeze<models::seq2seq, kGrad>();
+static constexpr auto Train = freeze<models::seq2seq, models::kSeq2SeqTiny>();
+static constexpr auto Encoder = freeze<models::seq2seq_encoder, models::kSeq2SeqTiny>();
+static constexpr auto Step = freeze<models::seq2seq_step, models::kSeq2SeqTiny>();
 
 namespace in = models::seq2seq_inputs;
 

@@ -28,14 +28,14 @@ constexpr models::GptConfig kTinySsm = [] {
   c.mixer = layers::Mixer::ssm;
   return c;
 }();
-static constexpr auto Train = freeze<models::gpt<kTinySsm>>();
-static constexpr auto Decoder = freeze<models::gpt_decoder<kTinySsm>>();
-static constexpr auto Attention = freeze<models::gpt<models::kGptSmall>>();
-static constexpr auto SmallSsm = freeze<models::gpt<[] {
+static constexpr auto Train = freeze<models::gpt, kTinySsm>();
+static constexpr auto Decoder = freeze<models::gpt_decoder, kTinySsm>();
+static constexpr auto Attention = freeze<models::gpt, models::kGptSmall>();
+static constexpr auto SmallSsm = freeze<models::gpt, [] {
   models::GptConfig c = models::kGptSmall;
   c.mixer = layers::Mixer::ssm;
   return c;
-}()>>();
+}()>();
 }  // namespace
 
 TEST_CASE("ssm: the selective state-space layer's gradcheck in double, masked, over several lengths", "[models][ssm]") {

@@ -20,9 +20,9 @@ using namespace ctgrad::models;
 
 namespace {
 constexpr T5Config kMicro{.vocab = 13, .n_layer = 2, .n_dec_layer = 2, .d_model = 8, .heads = 2, .d_ff = 12, .buckets = 8, .max_distance = 16};
-constexpr auto kMicroGraph = freeze<t5<kMicro>>();
-constexpr auto kMicroTied = freeze<t5<with_tied_embeddings(kMicro)>>();
-constexpr auto kTinyGraph = freeze<t5<kT5Tiny>>();
+constexpr auto kMicroGraph = freeze<t5, kMicro>();
+constexpr auto kMicroTied = freeze<t5, with_tied_embeddings(kMicro)>();
+constexpr auto kTinyGraph = freeze<t5, kT5Tiny>();
 
 double stddev(std::span<const float> v) {
   double m = 0, s = 0;
@@ -96,7 +96,7 @@ TEST_CASE("T5: whole-model gradcheck in double precision (padding, dropout, tied
 
 TEST_CASE("T5: the encoder and step graphs with caches give the training graph's logits", "[models][t5]") {
   constexpr T5Config C{.vocab = 30, .n_layer = 2, .n_dec_layer = 2, .d_model = 16, .heads = 2, .d_ff = 24, .buckets = 8, .max_distance = 6};
-  static constexpr auto G = freeze<t5<C>>();
+  static constexpr auto G = freeze<t5, C>();
   Program<G> full(Options{.seed = 5, .hypers = {{"dropout", 0}}});
   constexpr std::int64_t B = 2, S = 10, T = 12;  // T > max_distance: the far buckets too
   T5Batch batch{.src = {}, .src_len = {10, 6}, .tgt_in = {}, .tgt_out = {}, .B = B, .S = S, .T = T};
@@ -145,7 +145,7 @@ TEST_CASE("T5: the encoder and step graphs with caches give the training graph's
 TEST_CASE("T5: a tiny model learns to fill a span, and greedy decoding writes it", "[models][t5]") {
   // Sequences 3 4 5 ... of 8 tokens counting up from a random start; one span of 2 is dropped.
   constexpr T5Config C{.vocab = 40, .n_layer = 1, .n_dec_layer = 1, .d_model = 32, .heads = 2, .d_ff = 64, .buckets = 8, .max_distance = 16};
-  static constexpr auto G = freeze<t5<C>>();
+  static constexpr auto G = freeze<t5, C>();
   Program<G> p(Options{.threads = 1, .seed = 9, .hypers = {{"dropout", 0}}});
   optim::AdamW<float> opt(p.parameters(), {.lr = 3e-3});
   // Annealed to the end: at a constant 3e-3 the loss spikes now and then to the end, and a model read

@@ -16,9 +16,9 @@ using namespace ctgrad;
 using namespace ctgrad::models;
 
 namespace {
-constexpr auto kCopyGraph = freeze<transformer<kTransformerCopy>>();
+constexpr auto kCopyGraph = freeze<transformer, kTransformerCopy>();
 constexpr TransformerConfig kMicro{.vocab = 9, .n_layer = 2, .d_model = 8, .heads = 2, .d_ff = 12};  // dropout, smoothing 0.1
-constexpr auto kMicroGraph = freeze<transformer<kMicro>>();
+constexpr auto kMicroGraph = freeze<transformer, kMicro>();
 
 // Copy-task batch n: sequences of 10, start symbol 1, then 9 symbols from 1..10.
 struct CopyBatch {
@@ -157,7 +157,7 @@ TEST_CASE("Transformer: the encoder and step graphs with caches give the trainin
 
 TEST_CASE("Transformer: beam search with a wide beam finds the best sequence an exhaustive search finds", "[models][transformer]") {
   constexpr TransformerConfig C{.vocab = 7, .n_layer = 1, .d_model = 8, .heads = 2, .d_ff = 16};
-  static constexpr auto G = freeze<transformer<C>>();
+  static constexpr auto G = freeze<transformer, C>();
   Program<G> model(Options{.seed = 21, .hypers = {{"dropout", 0}, {"label_smoothing", 0}}});
   for (auto& p : model.parameters())  // sharper distributions than the initial ones, so the search matters
     for (std::int64_t i = 0; i < p.value.numel; ++i) p.value.data[i] *= 3;
@@ -228,7 +228,7 @@ TEST_CASE("Transformer: beam search with a wide beam finds the best sequence an 
 
 TEST_CASE("Transformer: a batch of sentences decoded at once gives each sentence's own search", "[models][transformer]") {
   constexpr TransformerConfig C{.vocab = 9, .n_layer = 2, .d_model = 8, .heads = 2, .d_ff = 16};
-  static constexpr auto G = freeze<transformer<C>>();
+  static constexpr auto G = freeze<transformer, C>();
   Program<G> model(Options{.seed = 5, .hypers = {{"dropout", 0}}});
   for (auto& p : model.parameters())  // sharper distributions: searches that differ from greedy
     for (std::int64_t i = 0; i < p.value.numel; ++i) p.value.data[i] *= 3;

@@ -110,7 +110,7 @@ constexpr GptConfig kGptRopeMqaQkNormNoBias = [] {
 
 template <GptConfig C>
 void gpt_gradcheck() {
-  static constexpr auto G = freeze<gpt<C>>();
+  static constexpr auto G = freeze<gpt, C>();
   auto r = gradcheck<G>([](auto& p) {
     p.set_hyper("dropout", 0.1);
     fill_random_inputs(p, RandomInputs{.seed = 5, .sym = {2, 6, 1, 1, 1, 1}, .index_range = C.vocab});
@@ -122,7 +122,7 @@ void gpt_gradcheck() {
 // The decoder graph, fed the sequence in pieces over its caches, against the training graph.
 template <GptConfig C>
 double gpt_decoding_error() {
-  static constexpr auto G = freeze<gpt<C>>();
+  static constexpr auto G = freeze<gpt, C>();
   Program<G> full(Options{.seed = 11});
   for (auto& p : full.parameters())  // no parameter at its initial constant: every path matters
     for (std::int64_t i = 0; i < p.value.numel; ++i) p.value.data[i] += 0.05f * float(int(random::bits(p.value.numel, std::uint64_t(i)) % 7) - 3);
@@ -132,7 +132,7 @@ double gpt_decoding_error() {
   full.set_input(gpt_inputs::targets, std::span<const std::int32_t>(seq), {1, C.context});
   full.forward(Mode::infer);
   const auto want = full.output("logits");
-  static constexpr auto D = freeze<gpt_decoder<C>>();
+  static constexpr auto D = freeze<gpt_decoder, C>();
   Program<D> dec;
   copy_weights(full.parameters(), dec, "test");
   KvCacheSet cache(C.n_layer, C.kv_heads ? C.kv_heads : C.n_head, C.d_model / C.n_head);
@@ -163,8 +163,8 @@ TEST_CASE("Variants: the GPT's architecture choices, gradchecked in double preci
 }
 
 TEST_CASE("Variants: the GPT's parameters follow its choices", "[models][variants]") {
-  static constexpr auto A = freeze<gpt<kGptPostRmsRelu>>();
-  static constexpr auto B = freeze<gpt<kGptSwigluNoPosUntied>>();
+  static constexpr auto A = freeze<gpt, kGptPostRmsRelu>();
+  static constexpr auto B = freeze<gpt, kGptSwigluNoPosUntied>();
   Program<A> a;
   Program<B> b;
   auto has = [](const auto& p, std::string_view n) {
@@ -180,7 +180,7 @@ TEST_CASE("Variants: the GPT's parameters follow its choices", "[models][variant
   CHECK(has(b, "lm_head.weight"));        // untied
   CHECK(has(b, "h.1.mlp.wi_0.weight"));   // SwiGLU, 2/3 of 4d wide (rounded up to 8)
   CHECK(b.parameter("h.1.mlp.wi_0.weight").value.size(0) == layers::gated_width(4 * kGptMicro.d_model));
-  static constexpr auto M = freeze<gpt<kGptRopeMqaQkNormNoBias>>();
+  static constexpr auto M = freeze<gpt, kGptRopeMqaQkNormNoBias>();
   Program<M> m;
   CHECK_FALSE(has(m, "wpe.weight"));             // rotary positions: none added to the embeddings
   CHECK_FALSE(has(m, "h.0.attn.qkv.weight"));    // kv_heads < heads: separate projections
@@ -210,7 +210,7 @@ constexpr TransformerConfig kTrSwigluNoPosUntied = tr_with(Norm::post, NormKind:
 
 template <TransformerConfig C>
 void tr_gradcheck() {
-  static constexpr auto G = freeze<transformer<C>>();
+  static constexpr auto G = freeze<transformer, C>();
   auto r = gradcheck<G>([](auto& p) {
     fill_random_inputs(p, RandomInputs{.seed = 3, .sym = {2, 5, 6, 1, 1, 1}, .index_range = C.vocab});
     const std::vector<std::int32_t> src_len{6, 4}, tgt_len{5, 3};
@@ -224,7 +224,7 @@ void tr_gradcheck() {
 // Encoder + step graphs over caches against the training graph, on a padded batch.
 template <TransformerConfig C>
 double tr_decoding_error() {
-  static constexpr auto G = freeze<transformer<C>>();
+  static constexpr auto G = freeze<transformer, C>();
   Program<G> full(Options{.seed = 4, .hypers = {{"dropout", 0}}});
   constexpr std::int64_t B = 2, S = 7, T = 6;
   std::vector<std::int32_t> src, tgt_in, tgt_out, src_len{7, 4}, tgt_len{6, 6};
@@ -298,8 +298,8 @@ TEST_CASE("Variants: the ViT's architecture choices, gradchecked", "[models][var
     c.heads = 1;
     return c;
   }();
-  static constexpr auto G1 = freeze<vit<post>>();
-  static constexpr auto G2 = freeze<vit<mean_nopos>>();
+  static constexpr auto G1 = freeze<vit, post>();
+  static constexpr auto G2 = freeze<vit, mean_nopos>();
   const RandomInputs in{.seed = 7, .sym = {3, 1, 1, 1, 1, 1}, .index_range = 3};
   auto r1 = gradcheck<G1>(in);
   INFO(r1.worst << "\n" << r1.report);

@@ -15,9 +15,9 @@ namespace {
 constexpr VitConfig kMicro{.image = 8, .channels = 2, .patch = 4, .d_model = 8, .n_layer = 2, .heads = 2, .d_mlp = 12, .classes = 3};
 constexpr VitConfig kMicroMean{.image = 8, .channels = 2, .patch = 4, .d_model = 8, .n_layer = 1, .heads = 2, .d_mlp = 12, .classes = 3,
                                .mean_pool = true};
-constexpr auto kMicroGraph = freeze<vit<kMicro>>();
-constexpr auto kMicroMeanGraph = freeze<vit<kMicroMean>>();
-constexpr auto kTinyGraph = freeze<vit<kVitTiny>>();
+constexpr auto kMicroGraph = freeze<vit, kMicro>();
+constexpr auto kMicroMeanGraph = freeze<vit, kMicroMean>();
+constexpr auto kTinyGraph = freeze<vit, kVitTiny>();
 
 // Images n0 .. n0+count of a split as floats in [0, 1].
 void load(const data::ImageSet& set, std::int64_t n0, std::int64_t count, std::vector<float>& x, std::vector<std::int32_t>& y) {

@@ -14,7 +14,7 @@
 using namespace ctgrad;
 
 constexpr models::TransformerConfig kParity{.vocab = 40, .n_layer = 2, .d_model = 32, .heads = 4, .d_ff = 64, .pad = 0};
-static constexpr auto G = freeze<models::transformer<kParity>>();
+static constexpr auto G = freeze<models::transformer, kParity>();
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -106,6 +106,7 @@ OP_CASE(exp, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(p
 OP_CASE(log, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, log(a), {a})))
 OP_CASE(sqrt, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, sqrt(a), {a})))
 OP_CASE(rsqrt, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, rsqrt(a), {a})))
+OP_CASE(shift, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, shift(a, -0.75), {a})))
 OP_CASE(pow, positive, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, pow(a, 1.7), {a})))
 OP_CASE(tanh, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, tanh(a), {a})))
 OP_CASE(sigmoid, any, Value a = g.input("a", {Batch, Seq}, {.grad = true}); g.loss(probe_loss(g, sigmoid(a), {a})))

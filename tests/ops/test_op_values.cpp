@@ -369,3 +369,47 @@ TEST_CASE("expert routing: first choices before second ones, in token order, dro
   const auto src1 = p.index_output("sources");
   CHECK(std::vector<int>(src1.data, src1.data + src1.numel) == std::vector<int>{0, 0});
 }
+
+// Arithmetic with numbers (ops/unary.hpp): Gemma's (1 + w) norm gain, 1 - p, x / 2; a constant 0
+// added or 1 divided by adds no node; a hyperparameter is never folded.
+constexpr auto scalars = [] {
+  Builder g;
+  Value x = g.input("x", {2, 3}, {.grad = true});
+  const Real h = g.hyper("h", 0.25);
+  g.output(1.0 + x, "one_plus"), g.output(x + 2, "plus_two"), g.output(x - 0.5, "minus_half"), g.output(1.0 - x, "one_minus");
+  g.output(x / 4.0, "quarter"), g.output(x - h, "minus_h"), g.output(h + x, "h_plus");
+  g.loss(sum(mul(1.0 - x, x + 0.0)));
+  return g;
+};
+static constexpr auto SCALARS = freeze<scalars>();
+constexpr int scalar_nodes = [] {
+  Builder g;
+  Value x = g.input("x", {2});
+  g.output((x + 0.0) / 1.0 - 0.0);
+  return int(g.nodes.size());
+}();
+
+TEST_CASE("arithmetic with numbers: x + s, s + x, x - s, s - x, x / s, constants folded, hyperparameters not", "[ops][numerics]") {
+  STATIC_REQUIRE(scalar_nodes == 1);  // the input alone
+  Program<SCALARS> p;
+  const std::vector<float> x = {-1.5f, 0, 0.5f, 2, 3, -4};
+  p.set_input("x", std::span<const float>(x), {2, 3});
+  p.zero_grad();
+  p.forward();
+  p.backward();
+  auto at = [&](const char* name, std::size_t i) { return double(p.output(name).data[i]); };
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CHECK(at("one_plus", i) == 1.0 + x[i]);
+    CHECK(at("plus_two", i) == 2.0 + x[i]);
+    CHECK(at("minus_half", i) == x[i] - 0.5);
+    CHECK(at("one_minus", i) == 1.0 - x[i]);
+    CHECK(at("quarter", i) == x[i] / 4.0);
+    CHECK(at("minus_h", i) == x[i] - 0.25);
+    CHECK(at("h_plus", i) == x[i] + 0.25);
+    CHECK(double(p.input_grad("x").data[i]) == Approx(1.0 - 2.0 * x[i]));  // d/dx (1 - x) x
+  }
+  p.set_hyper("h", 2.0);
+  p.forward(Mode::infer);
+  CHECK(at("minus_h", 3) == 0.0);
+  CHECK(at("h_plus", 3) == 4.0);
+}
