@@ -34,7 +34,7 @@ inline constexpr InputName targets{"targets", DType::index};  // [Batch, Seq]
 // The keys every family shares, after its preset key "size": the main job's recipe.
 inline Schema lm_schema(Schema s) {
   s.choice("tokenizer", "char", {"char", "bpe"}, "characters, or SentencePiece BPE trained on the training split", Role::model)
-      .integer("context", 64, {.min = 2, .max = 1 << 20}, "tokens per window (at most the preset's)", Role::run)
+      .integer("context", 64, {.min = 2, .max = 1 << 20}, "tokens per window (at most max_context; a longer one, max_context not given, grows the model with it)", Role::run)
       .integer("batch", 12, {.min = 1, .max = 1 << 16}, "windows per step", Role::run)
       .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
       .real("lr", 1e-3, {.min = 0, .max = 10, .min_open = true}, "peak learning rate (warm-up, then cosine)")
