@@ -117,5 +117,9 @@ constexpr Value operator*(ValueAt a, Value b) { return mul(a.v, b, a.loc); }
 constexpr Value operator/(ValueAt a, Value b) { return div(a.v, b, a.loc); }
 constexpr Value operator*(ValueAt a, double s) { return scale(a.v, s, a.loc); }
 constexpr Value operator*(double s, ValueAt a) { return scale(a.v, s, a.loc); }
+// A hyperparameter factor stays one: set_hyper changes what the op multiplies by (a Real converts
+// to a double, which would freeze its default).
+constexpr Value operator*(ValueAt a, Real s) { return scale(a.v, s, a.loc); }
+constexpr Value operator*(Real s, ValueAt a) { return scale(a.v, s, a.loc); }
 
 }  // namespace ctgrad

@@ -90,5 +90,11 @@ constexpr Value operator-(ValueAt x, Real s) {
 }
 constexpr Value operator-(Real s, ValueAt x) { return ops::is_constant(s, 0) ? neg(x.v, x.loc) : shift(neg(x.v, x.loc), s, x.loc); }
 constexpr Value operator/(ValueAt x, double s) { return s == 1 ? x.v : scale(x.v, 1 / s, x.loc); }
+// By a hyperparameter: refused (its reciprocal is no hyperparameter; scale by one instead).
+constexpr Value operator/(ValueAt x, Real s) {
+  if (!s.is_hyper()) return x / s.value;
+  x.v.b->fail(Msg("x / s: s is a hyperparameter, whose reciprocal the graph cannot follow: scale by a hyperparameter of its own instead"), x.loc);
+  return x.v;
+}
 
 }  // namespace ctgrad

@@ -13,9 +13,6 @@ tiny=(--set size=tiny --set steps=2 --set eval_every=2 --set batch=4 --set eval_
 one_line() {  # name: the last check's output is one line
   if [ "$(wc -l < "$work/out.txt")" -le 1 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: more than one line:"; cat "$work/out.txt"; fi
 }
-no_file() {  # name, path
-  if [ ! -e "$2" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 exists"; fi
-}
 wait_for_rows() {  # metrics.csv: waits (up to 150 s) until the training has logged two steps
   for _ in $(seq 1 3000); do [ -f "$1" ] && [ "$(wc -l < "$1")" -ge 3 ] && return; sleep 0.05; done
 }

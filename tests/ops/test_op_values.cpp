@@ -377,7 +377,7 @@ constexpr auto scalars = [] {
   Value x = g.input("x", {2, 3}, {.grad = true});
   const Real h = g.hyper("h", 0.25);
   g.output(1.0 + x, "one_plus"), g.output(x + 2, "plus_two"), g.output(x - 0.5, "minus_half"), g.output(1.0 - x, "one_minus");
-  g.output(x / 4.0, "quarter"), g.output(x - h, "minus_h"), g.output(h + x, "h_plus");
+  g.output(x / 4.0, "quarter"), g.output(x - h, "minus_h"), g.output(h + x, "h_plus"), g.output(x * h, "times_h");
   g.loss(sum(mul(1.0 - x, x + 0.0)));
   return g;
 };
@@ -412,4 +412,15 @@ TEST_CASE("arithmetic with numbers: x + s, s + x, x - s, s - x, x / s, constants
   p.forward(Mode::infer);
   CHECK(at("minus_h", 3) == 0.0);
   CHECK(at("h_plus", 3) == 4.0);
+  CHECK(at("times_h", 3) == 4.0);  // the factor follows the hyperparameter
+}
+
+constexpr Msg divide_by_hyper = [] {
+  Builder g;
+  Value x = g.input("x", {2});
+  g.output(x / g.hyper("h", 2.0));
+  return g.error;
+}();
+TEST_CASE("dividing by a hyperparameter is refused, not frozen at its default", "[ops][numerics]") {
+  CHECK(std::string(divide_by_hyper.view()).find("x / s: s is a hyperparameter") == 0);
 }
