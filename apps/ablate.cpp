@@ -212,6 +212,9 @@ int ablate(const std::vector<std::string>& rest) {
     for (const ab::Axis& a : o.grid) name += " " + a.key;
   }
   o.name = name;
+  for (const ab::Axis& a : o.grid)  // the keys that change the model's size: the report's scaling plot
+    for (const char* k : {"size", "d_model", "layers", "dec_layers", "d_ff", "embed", "hidden", "ffn_mult", "moe_experts", "patch"})
+      if (a.key == k) o.size_keys.push_back(a.key);
   std::optional<ab::Study> study;
   try {
     study.emplace(o);

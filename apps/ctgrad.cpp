@@ -90,6 +90,7 @@ int usage(const Task* t, FILE* out = stdout) {
   std::fprintf(out, "usage: ctgrad <command> <model> [options]\n\n"
               "  train <model>   [--config FILE] [--set key=value ...] [--run DIR] [--resume | --overwrite] [--threads N]\n"
               "  eval <model>    [--run DIR] [--checkpoint FILE] [--set key=value ...] [--threads N]\n"
+              "  check <model>   [--config FILE] [--set key=value ...]   builds the model a config describes and says its size (writes nothing)\n"
               "  ablate <model>  --grid key=a,b [--grid ...] | --vary key=a,b [--vary ...] [--seeds N] [--set key=value ...] [--jobs J] [--threads N] [--run DIR]\n"
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
@@ -161,7 +162,7 @@ Args parse(int argc, char** argv) {
     return parse(int(argv2.size()), argv2.data());
   }
   const Command* own = find_command(*t, a.command);
-  if (a.command != "train" && a.command != "eval" && !own)
+  if (a.command != "train" && a.command != "eval" && a.command != "check" && !own)
     throw config_error(a.model + " has no command '" + a.command + "' (commands: " + command_list(*t) + ")");
   a.run_dir = "runs/" + a.model;
   bool run_given = false, threads_given = false;
@@ -182,7 +183,7 @@ Args parse(int argc, char** argv) {
       one_line(o, slot);
       if (o == "--run") run_given = true;
     } else if (o == "--set") a.sets.push_back(value());
-    else if (o == "--checkpoint" && a.command != "train") {
+    else if (o == "--checkpoint" && a.command != "train" && a.command != "check") {
       if (!a.checkpoint.empty()) throw config_error("--checkpoint is given twice: give it once");
       a.checkpoint = value();
       if (a.checkpoint.empty()) throw config_error("--checkpoint needs a file name, got ''");
@@ -202,7 +203,7 @@ Args parse(int argc, char** argv) {
     } else {
       std::vector<std::string> known = {"--config", "--set", "--run", "--threads", "--help"};
       if (a.command == "train") known.insert(known.end(), {"--resume", "--overwrite"});
-      else known.push_back("--checkpoint");
+      else if (a.command != "check") known.push_back("--checkpoint");
       if (own)
         for (const training::Key& k : own->options.keys()) known.push_back("--" + k.name);
       const std::string near = training::closest(o, known);
@@ -324,6 +325,17 @@ int run(const Args& a) {
     std::string ok;
     comm.broadcast(ok, 0, "rank 0's set-up of the run");
   }
+  if (a.command == "check") {  // the model of a config, built and planned, its size said; nothing is read or written
+    if (parallel) throw config_error("ctgrad check runs as one process: start it without mpirun");
+    const Context ctx{"check", training::RunFolder(a.run_dir), false, threads};
+    std::optional<Config> saved;
+    const Config cfg = make_config(t, a, ctx, saved);
+    const std::unique_ptr<Session> session = t.open(cfg, ctx);
+    const Executor<float>& m = session->model();
+    std::printf("ctgrad check %s: the config makes a model of %lld parameters (%lld without the embedding tables)\n", t.name.c_str(),
+                (long long)m.parameter_count(), (long long)(m.parameter_count() - m.embedding_parameter_count()));
+    return 0;
+  }
   Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume || follower, threads, comm.shard(),
               parallel ? &comm : nullptr};
   if (!a.checkpoint.empty())  // a file of the run folder, or a path
@@ -380,7 +392,9 @@ int run(const Args& a) {
   if (training::interrupted()) return interrupted_exit();
   if (a.command == "train")  // what the run is, for studies and scripts that read run folders
     checkpoint::write_atomically(ctx.folder.file("run.json"), "{\"model\": \"" + t.name + "\", \"parameters\": " +
-                                                                  std::to_string(session->model().parameter_count()) + ", \"config\": " + cfg.to_json() + "}\n");
+                                                                  std::to_string(session->model().parameter_count()) + ", \"non_embedding_parameters\": " +
+                                                                  std::to_string(session->model().parameter_count() - session->model().embedding_parameter_count()) +
+                                                                  ", \"config\": " + cfg.to_json() + "}\n");
 
   if (a.command != "train") {
     static const Schema none;

@@ -141,7 +141,7 @@ void load_plugins() {
     if (!fs::is_regular_file(file, ec)) s.why = "it is not a regular file";
     else if (s.why = elf_problem(file); s.why.empty()) s.why = stamp_problem(file, file.string() + ".stamp", mine);
     if (!s.why.empty()) continue;
-    // RTLD_NOW: a missing symbol is found here, not mid-run; the plug-in's tasks and variants
+    // RTLD_NOW: a missing symbol is found here, not mid-run; the plug-in's tasks
     // register themselves (its static initializers) into this process's registries.
     const std::size_t before = tasks().size();
     static int loaded_so_far = 0;
@@ -181,19 +181,12 @@ std::string missing_model_hint(const std::string& model) {
   return "";
 }
 
-std::string missing_variants_hint(const std::string& model) {
-  const std::string name = "ctgrad-" + model + "-variants";
-  const bool exists = std::any_of(kPlugins.begin(), kPlugins.end(), [&](const auto& p) { return p.first == name; });
-  if (!exists || status()[name].state == State::loaded) return "";
-  return "the other variants are built by " + target_hint(name);
-}
-
 std::string models_not_built() {
   std::string absent, unloaded;
   for (const auto& [name, models] : kPlugins) {
     const Status& s = status()[name];
     if (s.state == State::loaded) continue;
-    const std::string what = models.empty() ? "the " + name.substr(7) : list(models);  // ctgrad-gpt-variants: "the gpt-variants"
+    const std::string what = list(models);
     if (s.state == State::absent) absent += (absent.empty() ? "" : ", ") + what;
     else unloaded += "; " + what + " (" + training::printable((plugin_dir() / (name + ".so")).string()) + " was not loaded: " + s.why + ")";
   }

@@ -26,10 +26,6 @@ bool plugin_rejected(int plugin);
 // naming the target (and why a plug-in there was not loaded); "" for a name no plug-in provides.
 std::string missing_model_hint(const std::string& model);
 
-// For a GPT variant this build does not have: "the other variants are built by cmake ..." (with
-// why the variants' plug-in was not loaded), or "" when it is loaded.
-std::string missing_variants_hint(const std::string& model);
-
 // "bert, t5, ... (not in this build: cmake --build build builds them)" for the models of the
 // plug-ins not built, then each plug-in there that was not loaded with why; "" when all loaded.
 std::string models_not_built();

@@ -33,11 +33,6 @@ int Session::command(const std::string& name, const Config&) {
   throw config_error("this model has no command '" + name + "'");
 }
 
-void preset_not_built(const std::string& model, const std::string& setting) {
-  throw config_error(model + " " + setting + ": this build of the command has each model's smallest preset only (cmake -DCTGRAD_PRESETS=smoke, " +
-                     "the sanitizers' build); -DCTGRAD_PRESETS=all builds every preset");
-}
-
 void add_common_keys(Schema& s) {
   s.choice("precision", "fp32", {"fp32", "bf16"},
            "bf16: mixed precision, matmuls on bf16 operands with fp32 accumulation (CPUs with AVX512-BF16); weights, optimizer, "
@@ -128,22 +123,6 @@ std::string file_hash(const std::filesystem::path& file) {
   return hex;
 }
 
-std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model,
-                                                                                   std::function<std::string(const Config&)> setting_of,
-                                                                                   std::vector<Preset> presets) {
-  return [model = std::move(model), setting_of = std::move(setting_of), presets = std::move(presets)](const Config& c, const Context& ctx) {
-    const std::string setting = setting_of(c);
-    for (const Preset& p : presets)
-      if (p.setting == setting) return p.open(c, ctx);
-    preset_not_built(model, setting);
-  };
-}
-
-std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model, const std::string& key,
-                                                                                   std::vector<Preset> presets) {
-  return open_presets(std::move(model), [key](const Config& c) { return key + "=" + c.text(key); }, std::move(presets));
-}
-
 training::LoopOptions step_loop(const Config& c, std::function<double(std::int64_t)> lr, std::string unit, std::string items) {
   return {.steps = c.integer("steps"), .eval_every = c.integer("eval_every"), .clip = c.real("clip"), .lr = std::move(lr), .unit = std::move(unit),
           .items = std::move(items)};
@@ -158,22 +137,6 @@ double token_nll(const float* logits, int vocab, std::int32_t target) {
   double z = 0;
   for (int v = 0; v < vocab; ++v) z += std::exp(double(logits[v] - top));
   return std::log(z) - double(logits[target] - top);
-}
-
-void fit_context_to_preset(Config& c, std::int64_t preset_context) {
-  if (!c.was_set("context") && c.integer("context") > preset_context) c.set("context", std::to_string(preset_context), "the preset's default");
-}
-
-std::function<void(Config&)> fit_context_by_size(std::vector<std::pair<std::string, std::int64_t>> contexts) {
-  return [contexts = std::move(contexts)](Config& c) {
-    for (const auto& [size, context] : contexts)
-      if (c.text("size") == size) fit_context_to_preset(c, context);
-  };
-}
-
-void check_context(const Config& c, std::int64_t preset_context) {
-  if (c.integer("context") > preset_context)
-    throw config_error("context " + c.show("context") + " is longer than size " + c.text("size") + "'s " + std::to_string(preset_context));
 }
 
 void refuse_longer_context(const Config& c, const Config& saved, const Context& ctx) {
@@ -243,33 +206,80 @@ int PretrainedRun::load_weights(Executor<float>& model, const std::function<bool
 
 }  // namespace ctgrad::cli
 
-#include "variant_registry.hpp"
+#include <ctgrad/graph/program.hpp>
 
 namespace ctgrad::cli {
 
 std::shared_ptr<const PlannedGraph> plan_model(const std::function<Builder()>& build) {
+  std::shared_ptr<const PlannedGraph> planned;
   try {
-    return std::make_shared<const PlannedGraph>(freeze(build()));
+    planned = std::make_shared<const PlannedGraph>(freeze(build()));
   } catch (const graph_error& e) {
     throw config_error(std::string("the config does not make a model: ") + e.what());
   }
+  // The parameters, counted from the graph before any is allocated: with their gradients and two
+  // optimizer moments, 16 bytes each.
+  const RuntimeGraph& g = planned->graph();
+  double params = 0;
+  for (int i = 0; i < g.size; ++i)
+    if (g[i].kind == NodeKind::param) {
+      double n = 1;
+      for (int k = 0; k < g[i].shape.rank; ++k) n *= double(g[i].shape[k].coef);
+      params += n;
+    }
+  if (char n[40]; params > double(std::int64_t(1) << 50) || params * 16 > available_bytes())
+    throw config_error("the model has " + std::string(n, std::size_t(std::snprintf(n, sizeof n, params < 1e15 ? "%.0f" : "%.3g", params))) + " parameters: with their gradients and optimizer state they need " + gb(params * 16) +
+                       "; " + gb(available_bytes()) + " of memory is available (free memory, container and ulimit -v limits)");
+  return planned;
+}
+
+ProgramMaker program_maker(std::shared_ptr<const PlannedGraph> planned) {
+  return [planned = std::move(planned)](const Options& o) -> std::unique_ptr<Executor<float>> { return std::make_unique<Program<run_time>>(planned, o); };
+}
+
+ProgramMaker program_maker(std::function<Builder()> build) {
+  struct Lazy {
+    std::function<Builder()> build;
+    std::shared_ptr<const PlannedGraph> planned;
+  };
+  auto lazy = std::make_shared<Lazy>(Lazy{std::move(build), nullptr});
+  return [lazy](const Options& o) -> std::unique_ptr<Executor<float>> {
+    if (!lazy->planned) lazy->planned = plan_model(lazy->build);
+    return std::make_unique<Program<run_time>>(lazy->planned, o);
+  };
 }
 
 void add_size_keys(Schema& s, const std::vector<PresetSizes>& presets) {
   using training::Role;
-  auto listed = [&](int PresetSizes::*field) {
+  auto listed = [&](int PresetSizes::*field, const char* unit = "") {
     std::string t;
-    for (const PresetSizes& p : presets) t += (t.empty() ? "" : ", ") + p.name + " " + std::to_string(p.*field);
-    return " (0: the preset's: " + t + ")";
+    for (const PresetSizes& p : presets) t += (t.empty() ? "" : ", ") + p.name + " " + std::to_string(p.*field) + unit;
+    return t;
   };
-  s.integer("d_model", 0, {.min = 0, .max = 1 << 16}, "architecture: the width" + listed(&PresetSizes::d_model), Role::model)
-      .integer("layers", 0, {.min = 0, .max = 1024}, "architecture: the depth, blocks" + listed(&PresetSizes::layers), Role::model)
-      .integer("d_ff", 0, {.min = 0, .max = 1 << 18}, "architecture: the feed-forward hidden width (0: 4 d_model; gated, as SwiGLU, 2/3 of it rounded up to 8)",
-               Role::model)
-      .integer("vocab", 0, {.min = 0, .max = 1 << 20}, "architecture: the vocabulary (at least the tokenizer's)" + listed(&PresetSizes::vocab), Role::model)
-      .integer("max_context", 0, {.min = 0, .max = 1 << 20},
-               "architecture: the longest context the model reads (learned positions' rows, decoding room)" + listed(&PresetSizes::context), Role::model);
-  s.added_later({"d_model", "layers", "d_ff", "vocab", "max_context"});
+  const bool vocab = std::any_of(presets.begin(), presets.end(), [](const PresetSizes& p) { return p.vocab > 0; });
+  const bool context = std::any_of(presets.begin(), presets.end(), [](const PresetSizes& p) { return p.context > 0; });
+  s.integer("d_model", 0, {.min = 0, .max = 1 << 16}, "architecture: the width (0: the preset's: " + listed(&PresetSizes::d_model) + ")", Role::model)
+      .integer("layers", 0, {.min = 0, .max = 1024}, "architecture: the depth, blocks (0: the preset's: " + listed(&PresetSizes::layers) + ")", Role::model)
+      .integer("d_ff", 0, {.min = 0, .max = 1 << 18},
+               "architecture: the feed-forward hidden width (0: the preset's multiple of d_model: " + listed(&PresetSizes::ff_mult, "x") +
+                   "; gated, as SwiGLU, 2/3 of it rounded up to 8)",
+               Role::model);
+  if (vocab)
+    s.integer("vocab", 0, {.min = 0, .max = 1 << 20}, "architecture: the vocabulary, at least the tokenizer's (0: the preset's: " + listed(&PresetSizes::vocab) + ")",
+              Role::model);
+  if (context)
+    s.integer("max_context", 0, {.min = 0, .max = 1 << 20},
+              "architecture: the longest context the model reads, learned positions' rows and decoding room (0: the preset's: " +
+                  listed(&PresetSizes::context) + ")",
+              Role::model);
+  s.added_later({"d_model", "layers", "d_ff"});
+  if (vocab) s.added_later({"vocab"});
+  if (context) s.added_later({"max_context"});
+}
+
+int ff_width(const Config& c, int d_model, int ff_mult, bool gated) {
+  if (c.integer("d_ff")) return int(c.integer("d_ff"));
+  return gated ? layers::gated_width(ff_mult * d_model) : ff_mult * d_model;
 }
 
 int size_or(const Config& c, const std::string& key, int preset) { return c.integer(key) ? int(c.integer(key)) : preset; }
@@ -330,10 +340,5 @@ std::string describe_arch(const layers::Arch& a, bool with_tie) {
   return s;
 }
 
-std::string arch_value(const Config& c, const std::string& key, int preset_heads) {
-  if (key == "heads") return std::to_string(c.integer("heads") ? c.integer("heads") : preset_heads);
-  if (key == "tie_embeddings") return c.flag(key) ? "true" : "false";
-  return c.show(key);  // a choice's text, a flag's true/false, a number's digits
-}
 
 }  // namespace ctgrad::cli

@@ -120,32 +120,6 @@ void forget_tasks_after(std::size_t count);
 
 // Helpers for tasks.
 
-// CMake's -DCTGRAD_PRESETS=smoke builds the command with each model's smallest preset only (gpt,
-// vit, bert, t5: size=tiny; transformer: task=copy): the sanitizers' build (tests/sanitize/run.sh),
-// where the other presets' graphs were most of the compile time. The tasks' and variants' files
-// then see CTGRAD_SMOKE_PRESETS defined; a preset they leave out is refused with this config_error
-// ("bert size=small: this build ...").
-[[noreturn]] void preset_not_built(const std::string& model, const std::string& setting);
-// CTGRAD_UNLESS_SMOKE(presets...): the presets a smoke build leaves out.
-#ifdef CTGRAD_SMOKE_PRESETS
-#define CTGRAD_UNLESS_SMOKE(...)
-#else
-#define CTGRAD_UNLESS_SMOKE(...) __VA_ARGS__
-#endif
-
-// Task::open from the presets this build compiles, each named by its setting ("size=tiny"): the
-// one whose setting `setting_of(config)` is; another is refused with preset_not_built.
-using OpenSession = std::unique_ptr<Session> (*)(const Config&, const Context&);
-struct Preset {
-  std::string setting;
-  OpenSession open;
-};
-std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model,
-                                                                                   std::function<std::string(const Config&)> setting_of,
-                                                                                   std::vector<Preset> presets);
-// The setting is one key's: "key=value".
-std::function<std::unique_ptr<Session>(const Config&, const Context&)> open_presets(std::string model, const std::string& key,
-                                                                                   std::vector<Preset> presets);
 template <class S>
 std::unique_ptr<Session> open_session(const Config& c, const Context& ctx) {
   return std::make_unique<S>(c, ctx);
@@ -163,12 +137,6 @@ struct Stopwatch {
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
 };
 
-// For Task::dependent_defaults: a context not set by the user is cut to the preset's (the default
-// 64 of size=small would refuse size=tiny's 32), each size's context given.
-void fit_context_to_preset(Config& c, std::int64_t preset_context);
-std::function<void(Config&)> fit_context_by_size(std::vector<std::pair<std::string, std::int64_t>> contexts);
-// A context longer than the preset's is refused (config_error naming the size).
-void check_context(const Config& c, std::int64_t preset_context);
 // For Task::check_against_checkpoint: a run read at a longer context than it trained at would use
 // untrained position embeddings.
 void refuse_longer_context(const Config& c, const Config& saved, const Context& ctx);
@@ -210,16 +178,27 @@ Options program_options(const Config& c, int threads, const G& g) {
 // bad input, a config_error with the function's message.
 std::shared_ptr<const PlannedGraph> plan_model(const std::function<Builder()>& build);
 
+// Makes programs of one graph built from a config at run time (a model's training graph, its
+// decoding graphs): the graph is frozen and planned at the first program made, then shared.
+using ProgramMaker = std::function<std::unique_ptr<Executor<float>>(const Options&)>;
+ProgramMaker program_maker(std::function<Builder()> build);
+ProgramMaker program_maker(std::shared_ptr<const PlannedGraph> planned);
+
 // Size keys, 0 meaning the preset's value (the help lists each preset's): "d_model", "layers",
 // "d_ff", "vocab", "max_context" (the longest context the model reads: a learned position table's
-// rows, the decoding caches' room). `presets`: name and value of each preset, for the help.
+// rows, the decoding caches' room). `presets`: name and value of each preset, for the help; a
+// model whose presets give no vocab (or context) has no such key (its data fixes it).
 struct PresetSizes {
   std::string name;
-  int d_model, layers, d_ff, vocab, context;  // d_ff 0: 4 d_model
+  int d_model, layers;
+  int ff_mult;  // d_ff 0: ff_mult * d_model (gated, as SwiGLU: 2/3 of it, rounded up to 8)
+  int vocab = 0, context = 0;
 };
 void add_size_keys(Schema& s, const std::vector<PresetSizes>& presets);
 // The value of size key `key`, or the preset's when it is 0.
 int size_or(const Config& c, const std::string& key, int preset);
+// The feed-forward width: d_ff, or ff_mult d_model (gated: 2/3 of it, rounded up to 8).
+int ff_width(const Config& c, int d_model, int ff_mult, bool gated);
 // The architecture keys, with a model's defaults (its presets' choices); heads 0 is the preset's.
 void add_arch_keys(Schema& s, const layers::Arch& defaults, bool tie = true, bool rope = false);
 // "pre-norm LayerNorm, gelu_tanh, learned positions, tied output", for a training's first line.

@@ -1,6 +1,6 @@
 // An ablation study of a user's own model, from a user's own program: two architecture keys of
-// its own (where the blocks normalise, and how the sequence is pooled) as compile-time variants,
-// crossed with a learning rate, 2 seeds each; ctgrad's Study runs them (resumable: run it again
+// its own (where the blocks normalise, and how the sequence is pooled), each combination a graph
+// frozen at compile time, crossed with a learning rate, 2 seeds each; ctgrad's Study runs them (resumable: run it again
 // and the finished runs are skipped) and writes the report (results.md/.csv/.json/.html, plots).
 //
 // The task is the synthetic one of examples/encoder_classifier.cpp: does token 1 occur more often
@@ -11,7 +11,6 @@
 
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/base/random.hpp>
-#include <ctgrad/models/variant_space.hpp>
 #include <ctgrad/training/ablation.hpp>
 #include <ctgrad/training/trainer.hpp>
 
@@ -24,29 +23,13 @@ constexpr InputName tokens{"tokens", DType::index};  // [Batch, Seq]
 constexpr InputName labels{"labels", DType::index};  // [Batch]
 }  // namespace inputs
 
-// The architecture, as a compile-time config: what a variant changes.
+// The architecture: what the study's two keys change.
 struct Arch {
   layers::Norm norm = layers::Norm::post;
   bool mean_pool = false;
 };
 
-// Its keys and values (the first value is the baseline's); every combination is compiled.
-constexpr models::VariantSpace<Arch, 2> kSpace{{{
-                                                   {"norm", {"post", "pre"},
-                                                    [](Arch a, std::string_view v) {
-                                                      a.norm = layers::parse_norm(v);
-                                                      return a;
-                                                    }},
-                                                   {"pool", {"cls", "mean"},
-                                                    [](Arch a, std::string_view v) {
-                                                      a.mean_pool = v == "mean";
-                                                      return a;
-                                                    }},
-                                               }},
-                                               /*order=*/2};
-
-template <Arch A>
-constexpr auto classifier = [] {
+constexpr Builder classifier(const Arch& A) {
   using namespace layers;
   Builder g;
   Value ids = g.input(inputs::tokens, {Batch, Seq});
@@ -60,15 +43,19 @@ constexpr auto classifier = [] {
   g.output(logits, "logits");
   g.loss(cross_entropy(logits, labels));
   return g;
-};
+}
 
-// One compiled graph per variant; a run picks its program by the variant's index.
+// One graph per combination, frozen at compile time (its shapes checked by the compiler).
 template <Arch A>
-struct Variant {
-  static constexpr auto g = freeze<classifier<A>>();
-  static std::unique_ptr<Executor<float>> make(const Options& o) { return std::make_unique<Program<g>>(o); }
-};
-constexpr auto kMakers = models::variant_makers<Arch{}, kSpace, Variant>();
+std::unique_ptr<Executor<float>> make(const Options& o) {
+  static constexpr auto g = freeze<classifier, A>();
+  return std::make_unique<Program<g>>(o);
+}
+std::unique_ptr<Executor<float>> make_model(const Arch& a, const Options& o) {
+  using layers::Norm;
+  if (a.norm == Norm::post) return a.mean_pool ? make<Arch{Norm::post, true}>(o) : make<Arch{Norm::post, false}>(o);
+  return a.mean_pool ? make<Arch{Norm::pre, true}>(o) : make<Arch{Norm::pre, false}>(o);
+}
 
 void make_batch(std::uint64_t n, std::int64_t batch, std::vector<std::int32_t>& ids, std::vector<std::int32_t>& labels) {
   ids.assign(std::size_t(batch * kLen), 0);
@@ -86,9 +73,9 @@ void make_batch(std::uint64_t n, std::int64_t batch, std::vector<std::int32_t>& 
 
 // One run of the study: its settings (the grid's values), its seed, its folder.
 int train(const training::ablation::RunSpec& r, const training::ablation::RunContext& ctx) {
-  const int variant = models::find_variant(kSpace, models::kVariantTable<kSpace>, [&](const std::string& key) { return r.value(key); });
+  const Arch arch{.norm = layers::parse_norm(r.value("norm")), .mean_pool = r.value("pool") == "mean"};
   const double lr = std::stod(r.value("lr"));
-  const std::unique_ptr<Executor<float>> model = kMakers[std::size_t(variant)]({.threads = ctx.threads, .seed = std::uint64_t(r.seed)});
+  const std::unique_ptr<Executor<float>> model = make_model(arch, {.threads = ctx.threads, .seed = std::uint64_t(r.seed)});
   optim::AdamW<float> opt(model->parameters(), {.lr = lr, .weight_decay = 0.01}, {optim::no_decay_group()});
   const std::int64_t batch = 32, steps = 60;
   std::vector<std::int32_t> ids, labels, val_ids, val_labels;

@@ -393,6 +393,22 @@ std::int64_t Executor<T>::parameter_count() const {
 }
 
 template <class T>
+std::int64_t Executor<T>::embedding_parameter_count() const {
+  std::vector<std::string_view> tables;
+  for (int i = 0; i < g_.n; ++i) {
+    const Node& node = g_.nodes[i];
+    if (node.kind != NodeKind::op || !node.op || node.n_in < 1) continue;
+    const std::string_view op = node.op->name;
+    if ((op == "embedding" || op == "prefix_rows") && g_.nodes[node.in[0]].kind == NodeKind::param) tables.push_back(g_.name(node.in[0]));
+  }
+  std::int64_t n = 0;
+  for (const auto& p : params_)
+    if (std::any_of(tables.begin(), tables.end(), [&](std::string_view t) { return p.name.size() >= t.size() && p.name.substr(p.name.size() - t.size()) == t; }))
+      n += p.value.numel;
+  return n;
+}
+
+template <class T>
 const Parameter<T>& Executor<T>::parameter(std::string_view name) const {
   std::vector<std::string_view> known;
   for (const auto& p : params_) {

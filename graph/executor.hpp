@@ -122,6 +122,10 @@ class Executor {
 
   std::span<const Parameter<T>> parameters() const { return params_; }
   std::int64_t parameter_count() const;  // elements of all parameters
+  // Elements of the parameters read as embedding tables (the table of an `embedding` or a
+  // `prefix_rows` op: token and learned position embeddings), which scaling laws leave out of a
+  // model's size (Kaplan et al. 2020). A tied output projection counts as its embedding.
+  std::int64_t embedding_parameter_count() const;
   const Parameter<T>& parameter(std::string_view name) const;
   // All parameter values (and gradients) as one contiguous span: vectorised optimizer updates.
   std::span<T> parameter_values() { return {param_values_.get(), param_total_}; }

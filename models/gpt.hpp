@@ -16,9 +16,9 @@
 //                   positions [Seq], and per layer the key/value caches "cache.<l>.k/v"
 //                   [Batch, heads, SeqKV, d_head] (past + Seq rows of room) -> logits and the
 //                   updated caches "present.<l>.k/v". A step costs O(context), not a re-run.
-// Static sizes come from a GptConfig preset; batch and sequence length are runtime dims. The
+// Static sizes come from a GptConfig (a preset, or any sizes); batch and sequence length are runtime dims. The
 // architecture choices (GptConfig::arch: norm placement and kind, activation, positions, tied
-// output) are GPT-2's by default; an ablation changes them (gpt_variant_space), as it does the
+// output) are GPT-2's by default; an ablation changes them (any combination of config keys), as it does the
 // options of the Llama's changes (kv_heads, qk_norm, bias; pos=rope: rotary q and k, no wpe): post-norm drops
 // ln_f (each block ends normalised), SwiGLU's hidden width is 2/3 of 4d (about equal parameters),
 // sinusoidal or no positions drop wpe (sinusoids enter at the token embeddings' scale, RMS init_std
@@ -31,7 +31,6 @@
 #include <ctgrad/models/lm_sampler.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/sampling.hpp>
-#include <ctgrad/models/variant_space.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -59,46 +58,6 @@ inline constexpr GptConfig kGptTiny{.vocab = 256, .n_layer = 2, .n_head = 2, .d_
 // nanoGPT's "baby GPT" CPU recipe (its character vocabulary padded to 256, as nanoGPT pads GPT-2's).
 inline constexpr GptConfig kGptSmall{.vocab = 256, .n_layer = 4, .n_head = 4, .d_model = 128, .context = 64};
 inline constexpr GptConfig kGptMedium{.vocab = 8192, .n_layer = 6, .n_head = 8, .d_model = 512, .context = 256};
-
-// The architecture keys of a preset for ablations: its variants change at most `order` of them.
-// kv_heads, qk_norm and bias change alone (the study of the Llama's changes, docs/ablations.md), and
-// mixer (attention or a selective state-space layer of about its parameters: the recurrent study).
-constexpr VariantSpace<GptConfig, 10> gpt_variant_space(const GptConfig& p, int order) {
-  using detail::count_name;
-  using detail::preset_first;
-  return {{{norm_axis<GptConfig>(p.arch), norm_kind_axis<GptConfig>(p.arch), act_axis<GptConfig>(p.arch), pos_axis<GptConfig>(p.arch, true),
-            heads_axis<GptConfig>(p.n_head,
-                                  [](GptConfig c, std::string_view v) {
-                                    c.n_head = parse_int(v);
-                                    return c;
-                                  }),
-            tie_axis<GptConfig>(p.arch),
-            {"kv_heads", preset_first(p.kv_heads == 0 ? "0" : count_name(p.kv_heads), std::array<std::string_view, 2>{count_name(p.n_head / 2), "1"}),
-             [](GptConfig c, std::string_view v) {
-               c.kv_heads = parse_int(v);
-               return c;
-             },
-             true},
-            {"qk_norm", preset_first(p.qk_norm ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
-             [](GptConfig c, std::string_view v) {
-               c.qk_norm = v == "true";
-               return c;
-             },
-             true},
-            {"bias", preset_first(p.bias ? "true" : "false", std::array<std::string_view, 2>{"true", "false"}),
-             [](GptConfig c, std::string_view v) {
-               c.bias = v == "true";
-               return c;
-             },
-             true},
-            {"mixer", preset_first(name(p.mixer), std::array<std::string_view, 2>{"attention", "ssm"}),
-             [](GptConfig c, std::string_view v) {
-               c.mixer = v == "ssm" ? layers::Mixer::ssm : layers::Mixer::attention;
-               return c;
-             },
-             true}}},
-          order};
-}
 
 namespace gpt_inputs {
 inline constexpr InputName ids{"ids", DType::index};              // [Batch, Seq] token ids

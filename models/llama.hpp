@@ -30,7 +30,6 @@
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/layers/moe.hpp>
 #include <ctgrad/models/lm_sampler.hpp>
-#include <ctgrad/models/variant_space.hpp>
 #include <ctgrad/ops/ops.hpp>
 
 namespace ctgrad::models {
@@ -58,65 +57,6 @@ inline constexpr LlamaConfig kLlamaSmall{.vocab = 256, .n_layer = 4, .n_head = 4
                                          .d_ff = layers::gated_width(4 * 128)};
 inline constexpr LlamaConfig kLlamaMedium{.vocab = 8192, .n_layer = 6, .n_head = 8, .kv_heads = 2, .d_model = 512, .context = 256,
                                           .d_ff = layers::gated_width(4 * 512)};
-
-// The architecture keys of a preset for ablations: kv_heads (the preset's, 1, heads), rope
-// (half, interleaved), qk_norm, window (0, a quarter of the context), bias, tie_embeddings; and,
-// each alone, moe_experts (0, 4), moe_top_k (2, 1: four experts), ffn_mult (1, 2, 4: the dense
-// model of a 4-expert top-2 MoE's active and total FFN size).
-constexpr VariantSpace<LlamaConfig, 9> llama_variant_space(const LlamaConfig& p, int order) {
-  using detail::count_name;
-  using detail::preset_first;
-  return {{{{"kv_heads", preset_first(count_name(p.kv_heads), std::array<std::string_view, 2>{"1", count_name(p.n_head)}),
-             [](LlamaConfig c, std::string_view v) {
-               c.kv_heads = parse_int(v);
-               return c;
-             }},
-            {"rope", preset_first(p.rope_interleaved ? "interleaved" : "half", std::array<std::string_view, 2>{"half", "interleaved"}),
-             [](LlamaConfig c, std::string_view v) {
-               c.rope_interleaved = v == "interleaved";
-               return c;
-             }},
-            {"qk_norm", preset_first(p.qk_norm ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
-             [](LlamaConfig c, std::string_view v) {
-               c.qk_norm = v == "true";
-               return c;
-             }},
-            {"window", preset_first(p.window == 0 ? "0" : count_name(p.window), std::array<std::string_view, 2>{"0", count_name(p.context / 4)}),
-             [](LlamaConfig c, std::string_view v) {
-               c.window = parse_int(v);
-               return c;
-             }},
-            {"bias", preset_first(p.bias ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
-             [](LlamaConfig c, std::string_view v) {
-               c.bias = v == "true";
-               return c;
-             }},
-            {"tie_embeddings", preset_first(p.tie ? "true" : "false", std::array<std::string_view, 2>{"false", "true"}),
-             [](LlamaConfig c, std::string_view v) {
-               c.tie = v == "true";
-               return c;
-             }},
-            {"moe_experts", preset_first(p.moe_experts == 0 ? "0" : count_name(p.moe_experts), std::array<std::string_view, 2>{"0", "4"}),
-             [](LlamaConfig c, std::string_view v) {
-               c.moe_experts = parse_int(v);
-               return c;
-             },
-             true},
-            {"moe_top_k", preset_first(count_name(p.moe_top_k), std::array<std::string_view, 2>{"2", "1"}),
-             [](LlamaConfig c, std::string_view v) {
-               if (parse_int(v) != c.moe_top_k && c.moe_experts == 0) c.moe_experts = 4;  // (other routing is a MoE's)
-               c.moe_top_k = parse_int(v);
-               return c;
-             },
-             true},
-            {"ffn_mult", preset_first(count_name(p.ffn_mult), std::array<std::string_view, 3>{"1", "2", "4"}),
-             [](LlamaConfig c, std::string_view v) {
-               c.ffn_mult = parse_int(v);
-               return c;
-             },
-             true}}},
-          order};
-}
 
 namespace llama_inputs {
 inline constexpr InputName ids{"ids", DType::index};              // [Batch, Seq]

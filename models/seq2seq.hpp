@@ -30,7 +30,9 @@ struct Seq2SeqConfig {
 };
 inline constexpr Seq2SeqConfig kSeq2SeqSmall{};  // d2l's sizes
 inline constexpr Seq2SeqConfig kSeq2SeqTiny{.vocab = 40, .embed = 16, .hidden = 24, .layers = 2};
-inline constexpr int kSeq2SeqMaxLayers = 8;
+// The decoder's scan body reads each layer's weights from outside it, and a scan takes at most
+// kMaxInputs (24) inputs: 3 layers is what fits.
+inline constexpr int kSeq2SeqMaxLayers = 3;
 
 namespace seq2seq_inputs {
 using namespace translation_inputs;  // src, src_len, tgt_in, tgt_len, tgt_out; step: ids [Batch]

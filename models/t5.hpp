@@ -36,6 +36,7 @@
 #include <ctgrad/models/translator.hpp>
 
 #include <array>
+#include <vector>
 
 namespace ctgrad::models {
 
@@ -180,7 +181,7 @@ constexpr Builder t5_step(const T5Config& C) {
   Builder g;
   Value ids = g.input(t5_inputs::ids, {Batch, Seq});
   Value src_len = g.input(t5_inputs::src_len, {Batch});
-  std::array<layers::KvCache, 64> cross{}, caches{};
+  std::vector<layers::KvCache> cross(std::size_t(C.n_dec_layer)), caches(cross);
   const Shape self_kv{Batch, C.heads, SeqKV, C.d_model / C.heads}, cross_kv{Batch, C.heads, Sym3, C.d_model / C.heads};
   for (int l = 0; l < C.n_dec_layer; ++l) {
     const Scope cr = g.scope("cross", l), ca = g.scope("cache", l);

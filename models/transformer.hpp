@@ -28,7 +28,6 @@
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
 #include <ctgrad/models/translator.hpp>
-#include <ctgrad/models/variant_space.hpp>
 
 #include <algorithm>
 #include <array>
@@ -38,7 +37,7 @@
 namespace ctgrad::models {
 
 // Shapes and topology only: dropout and label smoothing are hyperparameters. The architecture
-// (arch) is the paper's; an ablation changes it (transformer_variant_space): pre-norm adds a final
+// (arch) is the paper's; an ablation changes it: pre-norm adds a final
 // norm to each stack ("enc_norm", "dec_norm"), learned positions are a table per stack
 // ("enc_pos", "dec_pos": [max_positions, d]), an untied output is "out.weight" [vocab, d].
 struct TransformerConfig {
@@ -53,19 +52,6 @@ inline constexpr TransformerConfig kTransformerBase{.vocab = 8000, .n_layer = 6,
 inline constexpr TransformerConfig kTransformerSmall{.vocab = 8000, .n_layer = 3, .d_model = 256, .heads = 4, .d_ff = 1024};
 // The Annotated Transformer's copy task: symbols 1..10, 0 pads (trained without dropout or smoothing).
 inline constexpr TransformerConfig kTransformerCopy{.vocab = 11, .n_layer = 2, .d_model = 64, .heads = 4, .d_ff = 128};
-
-// The architecture keys of a preset for ablations: its variants change at most `order` of them.
-constexpr VariantSpace<TransformerConfig, 6> transformer_variant_space(const TransformerConfig& p, int order) {
-  using C = TransformerConfig;
-  return {{{norm_axis<C>(p.arch), norm_kind_axis<C>(p.arch), act_axis<C>(p.arch), pos_axis<C>(p.arch),
-            heads_axis<C>(p.heads,
-                          [](C c, std::string_view v) {
-                            c.heads = parse_int(v);
-                            return c;
-                          }),
-            tie_axis<C>(p.arch)}},
-          order};
-}
 
 namespace transformer_inputs {
 using namespace translation_inputs;  // src, src_len, tgt_in, tgt_len, tgt_out; step: ids [Batch, Seq], positions [Seq]
@@ -185,7 +171,7 @@ constexpr Builder transformer(const TransformerConfig& C) {
 // outputs "weights.enc.<l>", "weights.dec.<l>", "weights.cross.<l>" [B, heads, Tq, Tk]: heatmaps.
 constexpr Builder transformer_attention_maps(const TransformerConfig& C) {
   Builder g;
-  std::array<Value, 64> enc_w{}, self_w{}, cross_w{};
+  std::vector<Value> enc_w(std::size_t(C.n_layer)), self_w(enc_w), cross_w(enc_w);
   detail::transformer_teacher_forced(g, C, enc_w.data(), self_w.data(), cross_w.data());
   for (int l = 0; l < C.n_layer; ++l) {
     const Scope w = g.scope("weights");
@@ -218,7 +204,7 @@ constexpr Builder transformer_step(const TransformerConfig& C) {
   const bool positioned = C.arch.pos != layers::Pos::none;
   Value positions = positioned ? g.input(transformer_inputs::positions, {Seq}) : Value{};
   Value src_len = g.input(transformer_inputs::src_len, {Batch});
-  std::array<layers::KvCache, 64> cross{}, caches{};
+  std::vector<layers::KvCache> cross(std::size_t(C.n_layer)), caches(cross);
   const Shape self_kv{Batch, C.heads, SeqKV, C.d_model / C.heads}, cross_kv{Batch, C.heads, Sym3, C.d_model / C.heads};
   for (int l = 0; l < C.n_layer; ++l) {
     const Scope cr = g.scope("cross", l), ca = g.scope("cache", l);

@@ -9,36 +9,17 @@
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/layers/layers.hpp>
-#include <ctgrad/models/variant_space.hpp>
 
 namespace ctgrad::models {
 
-// Shapes and topology only. The architecture (arch) is d2l's ViT; an ablation changes it
-// (vit_variant_space): post-norm drops head_norm (the blocks end normalised), sinusoidal or no
+// Shapes and topology only. The architecture (arch) is d2l's ViT; an ablation changes it:
+// post-norm drops head_norm (the blocks end normalised), sinusoidal or no
 // positions drop "pos".
 struct VitConfig {
   int image = 28, channels = 1, patch = 4, d_model = 128, n_layer = 4, heads = 4, d_mlp = 256, classes = 10;
   bool mean_pool = false;  // d2l exercise 2: classify from the mean of the patch representations
   layers::Arch arch{.norm = layers::Norm::pre, .act = layers::Act::gelu, .pos = layers::Pos::learned};
 };
-
-// The architecture keys of a preset for ablations (no tied output: a classifier has none), and
-// the pooling: <cls> or the mean of the patches.
-constexpr VariantSpace<VitConfig, 6> vit_variant_space(const VitConfig& p, int order) {
-  using C = VitConfig;
-  return {{{norm_axis<C>(p.arch), norm_kind_axis<C>(p.arch), act_axis<C>(p.arch), pos_axis<C>(p.arch),
-            heads_axis<C>(p.heads,
-                          [](C c, std::string_view v) {
-                            c.heads = parse_int(v);
-                            return c;
-                          }),
-            {"pool", {p.mean_pool ? "mean" : "cls", p.mean_pool ? "cls" : "mean"},
-             [](C c, std::string_view v) {
-               c.mean_pool = v == "mean";
-               return c;
-             }}}},
-          order};
-}
 
 // The benchmark shape (7x7 patches of 4).
 inline constexpr VitConfig kVitSmall{};

@@ -52,8 +52,10 @@ std::string folder_name(const std::string& config) {
 
 }  // namespace
 
-void record_parameters(const fs::path& run_dir, std::int64_t parameters) {
-  checkpoint::write_atomically(run_dir / "run.json", json{{"parameters", parameters}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+void record_parameters(const fs::path& run_dir, std::int64_t parameters, std::int64_t non_embedding_parameters) {
+  json j{{"parameters", parameters}};
+  if (non_embedding_parameters >= 0) j["non_embedding_parameters"] = non_embedding_parameters;
+  checkpoint::write_atomically(run_dir / "run.json", j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 const std::string& RunSpec::value(const std::string& key) const {

@@ -61,6 +61,9 @@ struct StudyOptions {
   bool yes = false;
   bool retry_failed = false;                                // run again the runs that failed (diverged, refused)
   std::string commit;                                       // recorded in each run's result (the build's git commit)
+  // Grid keys that change the model's size (d_model, layers): when one varies, the report plots
+  // the metric against non-embedding parameters, log-log, with a fitted power law.
+  std::vector<std::string> size_keys;
 };
 
 struct RunSpec {
@@ -89,6 +92,7 @@ struct Summary {
   int pairs = 0;
   double seconds = 0;                                       // mean training time
   std::int64_t parameters = 0;
+  std::int64_t non_embedding_parameters = 0;                // without token and position tables (0: not recorded)
   int failed = 0;                                           // seeds whose run failed (diverged, refused)
 };
 
@@ -108,7 +112,8 @@ class Study {
   // Per configuration, from the run folders (finished runs only): the final value of `metric`
   // (empty: metric()).
   std::vector<Summary> summarize(const std::string& metric = "") const;
-  // results.md, results.csv, results.json, results.html (self-contained), curves.png, final.png.
+  // results.md, results.csv, results.json, results.html (self-contained), curves.png, final.png,
+  // and scaling.png when a size key varies.
   void report() const;
 
   // A run is finished when it has a result, or failed (unless retry_failed); succeeded: a result.
@@ -132,9 +137,9 @@ class Study {
   void lock() const;
 };
 
-// For run functions: records the run's parameter count (run.json in its folder, as `ctgrad train`
-// writes it), which the report shows.
-void record_parameters(const std::filesystem::path& run_dir, std::int64_t parameters);
+// For run functions: records the run's parameter count, and without the embedding tables when
+// given (run.json in its folder, as `ctgrad train` writes it), which the report shows.
+void record_parameters(const std::filesystem::path& run_dir, std::int64_t parameters, std::int64_t non_embedding_parameters = -1);
 
 // Whether a metric is better lower (a loss, an error rate, a perplexity).
 bool lower_is_better(const std::string& metric);

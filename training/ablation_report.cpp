@@ -44,6 +44,54 @@ std::string base64(const std::string& in) {
   return out;
 }
 
+// The plots' names of the configurations: "baseline", then what each changes from it
+// ("act=swiglu pos=rope"); when one of those is long, "c1", "c2", ... (the tables give each).
+std::vector<std::string> plot_labels(const std::vector<Summary>& sums, bool& numbered) {
+  std::vector<std::string> out;
+  numbered = false;
+  for (std::size_t c = 0; c < sums.size(); ++c) {
+    std::string l;
+    for (std::size_t k = 0; k < sums[c].values.size(); ++k)
+      if (c == 0 || sums[c].values[k].second != sums[0].values[k].second) {
+        if (!l.empty()) l.push_back(' ');
+        l.append(sums[c].values[k].first).append("=").append(sums[c].values[k].second);
+      }
+    if (c == 0) l = "baseline";
+    numbered |= l.size() > 32;
+    out.push_back(l);
+  }
+  if (numbered)
+    for (std::size_t c = 1; c < out.size(); ++c) out[c] = "c" + std::to_string(c);
+  return out;
+}
+
+// At most `n` characters of a title (an ellipsis for the rest): gnuplot cuts a wider one at both ends.
+std::string clipped(const std::string& t, std::size_t n) {
+  if (t.size() <= n) return t;
+  std::string out = t.substr(0, n - 3);
+  out.append("...");
+  return out;
+}
+
+// A power law y = a x^b fitted by least squares in log-log space; b is the exponent.
+struct PowerLaw {
+  double a = 0, b = 0;
+  bool ok = false;
+};
+PowerLaw fit_power_law(const std::vector<std::pair<double, double>>& xy) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int n = 0;
+  for (const auto& [x, y] : xy)
+    if (x > 0 && y > 0) {
+      const double lx = std::log(x), ly = std::log(y);
+      sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly, ++n;
+    }
+  const double den = n * sxx - sx * sx;
+  if (n < 2 || !(std::abs(den) > 1e-12)) return {};
+  const double b = (n * sxy - sx * sy) / den;
+  return {std::exp((sy - b * sx) / n), b, true};
+}
+
 }  // namespace
 
 void Study::report() const {
@@ -78,7 +126,7 @@ void Study::report() const {
     std::vector<std::string> head{"config"};
     for (const Axis& a : o_.grid) head.push_back(a.key);
     for (const char* h : {"metric", "seeds", "mean", "sd", "ci95_low", "ci95_high", "diff_vs_baseline", "diff_ci95_low", "diff_ci95_high",
-                          "train_seconds", "parameters"})
+                          "train_seconds", "parameters", "non_embedding_parameters"})
       head.emplace_back(h);
     for (int s = 1; s <= o_.seeds; ++s) head.push_back("seed" + std::to_string(s));
     std::string csv = csv_line(head);
@@ -89,7 +137,8 @@ void Study::report() const {
         // Numbers in full (the shortest text that reads back as the same double): a CSV is read by programs.
         for (const std::string& f : {all_metrics[k], std::to_string(s.n), exact_number(s.mean), exact_number(s.sd), exact_number(s.mean - s.ci),
                                      exact_number(s.mean + s.ci), exact_number(s.diff), exact_number(s.diff - s.diff_ci),
-                                     exact_number(s.diff + s.diff_ci), exact_number(s.seconds), std::to_string(s.parameters)})
+                                     exact_number(s.diff + s.diff_ci), exact_number(s.seconds), std::to_string(s.parameters),
+                                     std::to_string(s.non_embedding_parameters)})
           row.push_back(f);
         for (double v : s.finals) row.push_back(exact_number(v));
         csv += csv_line(row);
@@ -107,7 +156,7 @@ void Study::report() const {
         for (double v : s.finals) finals.push_back(std::isnan(v) ? json(nullptr) : json(v));
         arr.push_back({{"config", s.config}, {"values", values}, {"seeds", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"ci95", s.ci},
                        {"diff_vs_baseline", s.diff}, {"diff_ci95", s.diff_ci}, {"pairs", s.pairs}, {"train_seconds", s.seconds},
-                       {"parameters", s.parameters}, {"finals", finals}});
+                       {"parameters", s.parameters}, {"non_embedding_parameters", s.non_embedding_parameters}, {"finals", finals}});
       }
       return arr;
     };
@@ -119,6 +168,14 @@ void Study::report() const {
   }
   // The plots: validation curves per configuration (mean over seeds, min-max band), and the final
   // metric per configuration with its 95% interval.
+  bool numbered = false;
+  const std::vector<std::string> labels = plot_labels(sums, numbered);
+  // A plot not drawn this time is removed, not left as the last report's picture.
+  auto draw = [&](const std::string& script, const fs::path& png) {
+    std::error_code ec;
+    if (script.empty() || !gnuplot(script, png))
+      if (fs::is_regular_file(fs::symlink_status(png, ec))) fs::remove(png, ec);
+  };
   {
     std::string data;
     std::string plot;
@@ -140,35 +197,76 @@ void Study::report() const {
                 fixed(*std::max_element(v.begin(), v.end()), 6) + "\n";
       }
       data += rows + "\n\n";
-      const std::string title = gnuplot_quote(sums[c].config);
+      const std::string title = gnuplot_quote(labels[c]);
       plot += std::string(plot.empty() ? "plot " : ", ") + "$curves index " + std::to_string(block) + " using 1:3:4 with filledcurves fs transparent solid 0.2 lc " +
               std::to_string(c + 1) + " notitle, $curves index " + std::to_string(block) + " using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc " +
               std::to_string(c + 1) + " title " + title;
       ++block;
     }
-    // A plot not drawn this time is removed, not left as the last report's picture.
-    auto draw = [&](const std::string& script, const fs::path& png) {
-      std::error_code ec;
-      if (script.empty() || !gnuplot(script, png))
-        if (fs::is_regular_file(fs::symlink_status(png, ec))) fs::remove(png, ec);
-    };
     draw(plot.empty() ? std::string() : "set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$curves << EOD\n" +
                   data + "EOD\nset key outside right\nset xlabel 'step'\nset ylabel " + gnuplot_quote("validation " + m) + "\nset title " +
-                  gnuplot_quote(o_.name + ": validation " + m + " (mean over seeds, band: min-max)") + "\n" + plot + "\n",
+                  gnuplot_quote(clipped(o_.name, 60) + ": validation " + m + " (mean over seeds, band: min-max)") + "\n" + plot + "\n",
               dir / "curves.png");
     // The data block holds numbers only; the configurations label the bars through set xtics.
     std::string bars, tics;
     for (std::size_t c = 0; c < sums.size(); ++c)
       if (sums[c].n) {
         bars += std::to_string(c) + " " + fixed(sums[c].mean, 6) + " " + fixed(std::isnan(sums[c].ci) ? 0.0 : sums[c].ci, 6) + "\n";
-        tics += std::string(tics.empty() ? "" : ", ") + gnuplot_label(sums[c].config) + " " + std::to_string(c);
+        tics += std::string(tics.empty() ? "" : ", ") + gnuplot_label(labels[c]) + " " + std::to_string(c);
       }
     draw(bars.empty() ? std::string() : "set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$bars << EOD\n" + bars +
                   "EOD\nset style fill solid 0.5\nset boxwidth 0.6\nset xtics rotate by -30\nset xtics (" + tics + ")\nset ylabel " +
                   gnuplot_quote("final validation " + m) +
-                  "\nset title " + gnuplot_quote(o_.name + ": final " + m + " per configuration (95% interval over seeds)") +
+                  "\nset title " + gnuplot_quote(clipped(o_.name, 60) + ": final " + m + " (95% interval over seeds)") +
                   "\nset xrange [-0.6:" + std::to_string(sums.size() - 0.4) + "]\nplot $bars using 1:2 with boxes notitle, '' using 1:2:3 with yerrorbars lc rgb 'black' pt 0 notitle\n",
               dir / "final.png");
+  }
+  // The scaling plot: the final metric against non-embedding parameters, log-log, one series and
+  // fitted power law per combination of the other keys' values.
+  struct Series {
+    std::string name;
+    std::vector<std::pair<double, double>> points;
+    PowerLaw law;
+  };
+  std::vector<Series> scaling;
+  {
+    auto sized = [&](const std::string& key) { return std::find(o_.size_keys.begin(), o_.size_keys.end(), key) != o_.size_keys.end(); };
+    std::set<std::int64_t> sizes;
+    for (const Summary& s : sums)
+      if (s.n && s.non_embedding_parameters > 0) sizes.insert(s.non_embedding_parameters);
+    if (!o_.size_keys.empty() && sizes.size() >= 2) {
+      for (const Summary& s : sums) {
+        if (!s.n || s.non_embedding_parameters <= 0) continue;
+        std::string name;
+        for (const auto& [k, v] : s.values)
+          if (!sized(k)) name += (name.empty() ? "" : " ") + k + "=" + v;
+        auto it = std::find_if(scaling.begin(), scaling.end(), [&](const Series& x) { return x.name == name; });
+        if (it == scaling.end()) it = scaling.insert(scaling.end(), Series{name, {}, {}});
+        it->points.emplace_back(double(s.non_embedding_parameters), s.mean);
+      }
+      for (Series& x : scaling) x.law = fit_power_law(x.points);
+      std::string data, plot;
+      const bool one = scaling.size() == 1;
+      for (std::size_t k = 0; k < scaling.size(); ++k) {
+        Series& x = scaling[k];
+        std::sort(x.points.begin(), x.points.end());
+        for (const auto& [n, v] : x.points) data += exact_number(n) + " " + exact_number(v) + "\n";
+        data += "\n\n";
+        std::string label = one ? "runs (mean over seeds)" : x.name.empty() ? "all" : clipped(x.name, 40);
+        plot += std::string(plot.empty() ? "plot " : ", ") + "$points index " + std::to_string(k) + " using 1:2 with points pt 7 ps 1.2 lc " +
+                std::to_string(k + 1) + " title " + gnuplot_quote(label);
+        if (x.law.ok)
+          plot += ", " + exact_number(x.law.a) + " * x ** (" + exact_number(x.law.b) + ") with lines lw 2 dt 2 lc " + std::to_string(k + 1) + " title " +
+                  gnuplot_quote("fit: exponent " + fixed(x.law.b, 3));
+      }
+      draw("set terminal pngcairo noenhanced size 900,560 font ',10'\nset output ARG1\n$points << EOD\n" + data +
+               "EOD\nset logscale xy\nset key outside right\nset grid\nset xlabel 'non-embedding parameters'\nset ylabel " +
+               gnuplot_quote("final validation " + m) + "\nset title " + gnuplot_quote(clipped(o_.name, 60) + ": " + m + " against model size (log-log)") +
+               "\n" + plot + "\n",
+           dir / "scaling.png");
+    } else {
+      draw("", dir / "scaling.png");
+    }
   }
   // results.md and results.html: the same table.
   const std::string better = lower ? "lower is better" : "higher is better";
@@ -180,19 +278,23 @@ void Study::report() const {
     for (const auto& [k, v] : o_.fixed) md += " " + markdown_code(k + "=" + v);
     md += ".";
   }
-  md += "\n\n| configuration | seeds | " + markdown_code(m) + " mean ± sd | 95% CI | vs baseline (paired) | 95% CI of the difference | train time | parameters |\n|---|---|---|---|---|---|---|---|\n";
+  md += std::string(numbered ? " The plots name the configurations by their label." : "") +
+        "\n\n| " + (numbered ? "label | " : "") + "configuration | seeds | " + markdown_code(m) +
+        " mean ± sd | 95% CI | vs baseline (paired) | 95% CI of the difference | train time | parameters (non-embedding) |\n|" + (numbered ? "---|" : "") +
+        "---|---|---|---|---|---|---|---|\n";
   std::string rows_html;
   for (const Summary& s : sums) {
     const bool base = &s == &sums.front();
+    const std::string label = numbered ? labels[std::size_t(&s - &sums.front())] : "";
     const std::string diff = base ? "baseline" : s.pairs ? signed_fixed(s.diff) : "";
     const std::string dci = base || s.pairs < 2 ? "" : "[" + signed_fixed(s.diff - s.diff_ci) + ", " + signed_fixed(s.diff + s.diff_ci) + "]";
     const std::string ci = s.n < 2 ? "" : "[" + fixed(s.mean - s.ci) + ", " + fixed(s.mean + s.ci) + "]";
     const std::string mean = s.n ? fixed(s.mean) + (s.n > 1 ? " ± " + fixed(s.sd) : "") : "not run";
     const std::string secs = !s.n ? "" : s.seconds < 60 ? fixed(s.seconds, 1) + " s" : format_duration(s.seconds);
-    const std::string params = s.parameters ? std::to_string(s.parameters) : "";
+    const std::string params = !s.parameters ? "" : std::to_string(s.parameters) + (s.non_embedding_parameters ? " (" + std::to_string(s.non_embedding_parameters) + ")" : "");
     const std::string seeds = std::to_string(s.n) + (s.failed ? " (" + std::to_string(s.failed) + " failed)" : "");
-    md += "| " + markdown_code(s.config) + " | " + seeds + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
-    rows_html += "<tr><td><code>" + html_escape(s.config) + "</code></td><td>" + seeds + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
+    md += "| " + (numbered ? label + " | " : "") + markdown_code(s.config) + " | " + seeds + " | " + mean + " | " + ci + " | " + diff + " | " + dci + " | " + secs + " | " + params + " |\n";
+    rows_html += "<tr><td>" + (numbered ? html_escape(label) + ": " : "") + "<code>" + html_escape(s.config) + "</code></td><td>" + seeds + "</td><td>" + mean + "</td><td>" + ci + "</td><td>" +
                  diff + "</td><td>" + dci + "</td><td>" + secs + "</td><td>" + params + "</td></tr>\n";
   }
   for (std::size_t k = 1; k < all_metrics.size(); ++k) {
@@ -216,8 +318,16 @@ void Study::report() const {
   if (o_.seeds > 1)
     md += "\nA difference whose interval excludes 0 is one the seeds agree on; with " + std::to_string(o_.seeds) + " seeds an interval is mean ± " +
           fixed(t975(o_.seeds - 1), 2) + " sd / sqrt(" + std::to_string(o_.seeds) + ") (Student's t).\n";
+  std::string scaling_text;
+  for (const auto& x : scaling)
+    if (x.law.ok)
+      scaling_text += std::string(scaling_text.empty() ? "" : "; ") + (x.name.empty() || scaling.size() == 1 ? "" : x.name + ": ") + "exponent " +
+                      fixed(x.law.b, 3) + " over " + std::to_string(x.points.size()) + " sizes";
+  if (!scaling_text.empty())
+    md += "\nScaling: the final " + markdown_text(m) + " against non-embedding parameters N, a power law a N^b fitted in log-log space (" +
+          markdown_text(scaling_text) + ").\n";
   std::error_code ec;
-  for (const char* png : {"curves.png", "final.png"})
+  for (const char* png : {"curves.png", "final.png", "scaling.png"})
     if (fs::is_regular_file(fs::symlink_status(dir / png, ec))) md += "\n![" + std::string(png) + "](" + png + ")\n";
   checkpoint::write_atomically(dir / "results.md", md);
   std::string html = "<!doctype html><html><head><meta charset='utf-8'><title>" + html_escape(o_.name) +
@@ -226,8 +336,9 @@ void Study::report() const {
                      html_escape(o_.name) + "</h1><p>" + html_escape(o_.model.empty() ? "" : "Model " + o_.model + "; ") + "metric: final validation " +
                      html_escape(m) + " (" + better + "); " + std::to_string(o_.seeds) + " seeds; baseline " + html_escape(sums.front().config) +
                      ".</p><table><tr><th>configuration</th><th>seeds</th><th>mean ± sd</th><th>95% CI</th><th>vs baseline (paired)</th>"
-                     "<th>95% CI of the difference</th><th>train time</th><th>parameters</th></tr>\n" + rows_html + "</table>\n";
-  for (const char* png : {"curves.png", "final.png"})
+                     "<th>95% CI of the difference</th><th>train time</th><th>parameters (non-embedding)</th></tr>\n" + rows_html + "</table>\n";
+  if (!scaling_text.empty()) html += "<p>Scaling: a power law a N^b fitted in log-log space (" + html_escape(scaling_text) + ").</p>\n";
+  for (const char* png : {"curves.png", "final.png", "scaling.png"})
     if (fs::is_regular_file(fs::symlink_status(dir / png, ec))) html += "<p><img alt='" + std::string(png) + "' src='data:image/png;base64," + base64(read_text(dir / png)) + "'></p>\n";
   html += "</body></html>\n";
   checkpoint::write_atomically(dir / "results.html", html);

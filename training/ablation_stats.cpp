@@ -55,6 +55,8 @@ std::vector<Summary> Study::summarize(const std::string& metric_name) const {
     const json info = read_json(r.dir / "run.json");
     if (info.is_object() && info.contains("parameters"))
       if (const auto n = parameter_count(info["parameters"])) s.parameters = *n;
+    if (info.is_object() && info.contains("non_embedding_parameters"))
+      if (const auto n = parameter_count(info["non_embedding_parameters"])) s.non_embedding_parameters = *n;
   }
   auto stats = [](const std::vector<double>& x, double& mean, double& sd, double& ci) {
     const int n = int(x.size());

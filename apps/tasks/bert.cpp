@@ -29,15 +29,50 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <models::BertConfig P>
-struct Bert {
-  static constexpr auto mlm = freeze<models::bert_mlm, P>();
-};
+// The small preset's graph: its hyperparameters are every size's.
+constexpr auto kHyperGraph = freeze<models::bert_mlm, models::kBertSmall>();
+
+const models::BertConfig& bert_preset(const std::string& size) {
+  return size == "tiny" ? models::kBertTiny : size == "base" ? models::kBertBase : models::kBertSmall;
+}
+
+}  // namespace
+
+void add_bert_model_keys(Schema& s, const std::string& size_help, const std::string& pre_norm_help) {
+  s.choice("size", "small", {"tiny", "small", "base"}, size_help, Role::model);
+  std::vector<PresetSizes> sizes;
+  for (const char* n : {"tiny", "small", "base"}) {
+    const models::BertConfig& p = bert_preset(n);
+    sizes.push_back({n, p.d_model, p.n_layer, p.d_ff / p.d_model, p.vocab, p.context});
+  }
+  add_size_keys(s, sizes);
+  s.integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 2, small 4, base 12)", Role::model)
+      .flag("pre_norm", false, pre_norm_help, Role::model);
+  s.added_later({"heads"});
+}
+
+models::BertConfig bert_config(const Config& c) {
+  const models::BertConfig& p = bert_preset(c.text("size"));
+  models::BertConfig m = p;
+  m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.heads = size_or(c, "heads", p.heads);
+  m.d_ff = ff_width(c, m.d_model, p.d_ff / p.d_model, false), m.vocab = size_or(c, "vocab", p.vocab), m.context = size_or(c, "max_context", p.context);
+  m.pre_norm = c.flag("pre_norm");
+  if (c.schema().find("next_sentence")) m.next_sentence = c.flag("next_sentence");
+  check_heads(m.d_model, m.heads, m.heads, false);
+  return m;
+}
+
+void fit_bert_context(Config& c) {
+  fit_context_to_model([](const Config& c) { return bert_preset(c.text("size")).context; })(c);
+}
+
+namespace {
 
 Schema bert_schema() {
   Schema s;
-  s.choice("size", "small", {"tiny", "small", "base"}, "preset: tiny (tests), small (minutes here), base (BERT-base's shape)", Role::model)
-      .integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per sequence, [CLS] and [SEP] included (at most the preset's)", Role::run)
+  add_bert_model_keys(s, "preset, a bundle of sizes any size key overrides: tiny (tests), small (minutes here), base (BERT-base's shape)",
+                      "pre-norm encoder layers and a final norm (off: post-norm, as the paper)");
+  s.integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per sequence, [CLS] and [SEP] included (at most max_context; a longer one, max_context not given, grows the model with it)", Role::run)
       .integer("batch", 32, {.min = 1, .max = 1 << 14}, "sequences per step", Role::run)
       .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
       .real("lr", 1e-3, {.min = 0, .max = 10, .min_open = true}, "peak learning rate (linear warm-up, then linear decay, as BERT)")
@@ -49,31 +84,15 @@ Schema bert_schema() {
       .real("to_random", 0.1, {.min = 0, .max = 1}, "of the selected: replaced by a random token (the rest stay)")
       .flag("whole_word", false, "select whole words (SentencePiece word starts)")
       .flag("next_sentence", false, "also next-sentence prediction on [CLS] A [SEP] B [SEP] pairs (BERT; off: RoBERTa)", Role::model)
-      .flag("pre_norm", false, "pre-norm encoder layers and a final norm (off: post-norm, as the paper)", Role::model)
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
   add_common_keys(s);
-  add_hyper_keys(s, Bert<models::kBertSmall>::mlm);
+  add_hyper_keys(s, kHyperGraph);
   return s;
 }
 
 using corpus::Corpus;
 using corpus::load_corpus;
-
-// The preset's shapes with the run's topology switches (each combination is one compiled graph).
-template <models::BertConfig P>
-std::unique_ptr<Session> open_program(const Config& c, const Context& ctx) {
-  return std::make_unique<BertSession>(c, ctx, P, std::make_unique<Program<Bert<P>::mlm>>(program_options(c, ctx.threads, Bert<P>::mlm)));
-}
-template <models::BertConfig P>
-std::unique_ptr<Session> open_variant(const Config& c, const Context& ctx) {
-  using models::with_next_sentence, models::with_pre_norm;
-  const bool nsp = c.flag("next_sentence"), pre = c.flag("pre_norm");
-  if (nsp && pre) return open_program<with_pre_norm(with_next_sentence(P))>(c, ctx);
-  if (nsp) return open_program<with_next_sentence(P)>(c, ctx);
-  if (pre) return open_program<with_pre_norm(P)>(c, ctx);
-  return open_program<P>(c, ctx);
-}
 
 }  // namespace
 
@@ -83,11 +102,13 @@ Schema fill_mask_options() {
   return s;
 }
 
-BertSession::BertSession(const Config& c, const Context& ctx, const models::BertConfig& p, std::unique_ptr<Executor<float>> model)
-    : p_(p), c_(c), ctx_(ctx), model_(std::move(model)),
+BertSession::BertSession(const Config& c, const Context& ctx)
+    : p_(bert_config(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::bert_mlm(p_); })),
+      model_(std::make_unique<Program<run_time>>(planned_, program_options(c, ctx.threads, planned_->graph()))),
       opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .weight_decay = c.real("weight_decay")}, {optim::no_decay_group()}),
       context_(c.integer("context")), batch_(c.integer("batch")) {
-  check_context(c, p_.context);
+  if (context_ > p_.context)
+    throw config_error("context " + c.show("context") + " is longer than the model reads (max_context " + std::to_string(p_.context) + ")");
   if (c.real("to_mask") + c.real("to_random") > 1)
     throw config_error("to_mask " + c.show("to_mask") + " + to_random " + c.show("to_random") + " is more than 1");
   const std::int64_t picks = batch_ * std::max<std::int64_t>(1, std::llround(c.real("select") * double(context_)));
@@ -115,7 +136,7 @@ void BertSession::prepare() {
   }
   vocab_ = tok_->vocab_size();
   if (vocab_ > p_.vocab)
-    throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than size " + c_.text("size") + "'s " + std::to_string(p_.vocab));
+    throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than the model's vocabulary of " + std::to_string(p_.vocab) + " (vocab)");
   if (tok_->piece(kSpecials.mask) != "[MASK]" || tok_->piece(kSpecials.cls) != "[CLS]" || tok_->piece(kSpecials.pad) != "[PAD]")
     throw config_error(tok_file.string() + " is not a BERT vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] first)");
   specials_ = kSpecials;
@@ -252,15 +273,13 @@ Task bert_task() {
   t.schema = bert_schema();
   t.data_parallel = true;
   t.commands.push_back({"fill-mask", "the top-k tokens, with probabilities, for each [MASK] of a text", fill_mask_options()});
-  t.dependent_defaults = fit_context_by_size({{"tiny", models::kBertTiny.context}, {"small", models::kBertSmall.context}, {"base", models::kBertBase.context}});
+  t.dependent_defaults = fit_bert_context;
   Schema exp;
   exp.integer("steps", 2000, {.min = 1, .max = 1 << 20}, "training steps to export").text("out", "bert_batches.safetensors", "the file to write").flag("overwrite", false, "replace an existing --out file");
   t.commands.push_back({"export-batches", "the run's training batches (steps 1..N) and validation batches, for another framework", exp});
   t.training_commands.push_back({"finetune", "bert-finetune", "a classifier from the pretrained run (--pretrained DIR) on a task (--task austen-novel)",
                                  {"task", "pretrained", "init"}});
-  t.open = open_presets("bert", "size",
-                        {{"size=tiny", &open_variant<models::kBertTiny>} CTGRAD_UNLESS_SMOKE(, {"size=small", &open_variant<models::kBertSmall>},
-                                                                                           {"size=base", &open_variant<models::kBertBase>})});
+  t.open = &open_session<BertSession>;
   t.check_against_checkpoint = refuse_longer_context;
   return t;
 }

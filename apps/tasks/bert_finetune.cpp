@@ -25,6 +25,7 @@
 #include "../task.hpp"
 #include "bert_data.hpp"
 #include "bert_finetune_init.hpp"
+#include "bert_session.hpp"
 
 namespace ctgrad::cli {
 namespace {
@@ -37,16 +38,13 @@ using corpus::kNovels;
 using corpus::Passage;
 using corpus::Passages;
 
-template <models::BertConfig P>
-struct BertCls {
-  static constexpr auto graph = freeze<models::bert_classifier, P, kNovels>();
-};
+// The small preset's graph: its hyperparameters are every size's.
+constexpr auto kHyperGraph = freeze<models::bert_classifier, models::kBertSmall, kNovels>();
 
 Schema finetune_schema() {
   Schema s;
-  s.choice("size", "small", {"tiny", "small", "base"}, "preset: the pretrained run's", Role::model)
-      .flag("pre_norm", false, "pre-norm encoder layers: the pretrained run's", Role::model)
-      .choice("task", "austen-novel", {"austen-novel"}, "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from", Role::model)
+  bert::add_bert_model_keys(s, "preset: the pretrained run's", "pre-norm encoder layers: the pretrained run's");
+  s.choice("task", "austen-novel", {"austen-novel"}, "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from", Role::model)
       .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch", Role::run)
       .choice("init", "pretrained", {"pretrained", "scratch"}, "the encoder's start: the pretrained weights, or BERT's random init", Role::run)
       .choice("pool", "cls", {"cls", "mean"}, "the classifier reads the <cls> vector (BERT), or the mean of the row's vectors ([CLS] passage [SEP])", Role::model)
@@ -62,21 +60,20 @@ Schema finetune_schema() {
       .integer("eval_every", 200, {.min = 1}, "steps between validations and checkpoints")
       .integer("train_passages", 0, {.min = 0}, "N > 0: train on N labelled passages only (a fixed random subset): the label budget", Role::run);
   add_common_keys(s);
-  add_hyper_keys(s, BertCls<models::kBertSmall>::graph);
+  add_hyper_keys(s, kHyperGraph);
   return s;
 }
 
-template <models::BertConfig P>
 class FinetuneSession : public Session {
-  static constexpr const auto& G = BertCls<P>::graph;
-
  public:
   FinetuneSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)), opt_(model_.parameters(), adam_options(c), bert::finetune_groups(c)),
+      : P(bert::bert_config(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::bert_classifier(P, kNovels); })),
+        model_(planned_, program_options(c, ctx.threads, planned_->graph())), opt_(model_.parameters(), adam_options(c), bert::finetune_groups(c)),
         context_(c.integer("context")), batch_(c.integer("batch")) {
-    check_context(c, P.context);
+    if (context_ > P.context)
+      throw config_error("context " + c.show("context") + " is longer than the model reads (max_context " + std::to_string(P.context) + ")");
     if (c.integer("freeze") > P.n_layer + 1)
-      throw config_error("freeze " + c.show("freeze") + ": size " + c.text("size") + " has the embeddings and " + std::to_string(P.n_layer) +
+      throw config_error("freeze " + c.show("freeze") + ": the model has the embeddings and " + std::to_string(P.n_layer) +
                          " layers (freeze at most " + std::to_string(P.n_layer + 1) + ")");
     check_fits(model_, {batch_, context_, 1, 1, 1, 1}, 8.0 * double(batch_) * double(context_), "batch " + c.show("batch") + " x context " + c.show("context"));
   }
@@ -228,9 +225,11 @@ class FinetuneSession : public Session {
     return s;
   }
 
+  models::BertConfig P;
   Config c_;
   Context ctx_;
-  Program<G> model_;
+  std::shared_ptr<const PlannedGraph> planned_;
+  Program<run_time> model_;
   optim::AdamW<float> opt_;
   std::int64_t context_, batch_;
   std::optional<data::SentencePieceTokenizer> tok_;
@@ -242,23 +241,15 @@ class FinetuneSession : public Session {
   std::vector<float> pool_;
 };
 
-template <models::BertConfig P>
-std::unique_ptr<Session> open_variant(const Config& c, const Context& ctx) {
-  if (c.flag("pre_norm")) return std::make_unique<FinetuneSession<models::with_pre_norm(P)>>(c, ctx);
-  return std::make_unique<FinetuneSession<P>>(c, ctx);
-}
-
 Task finetune_task() {
   Task t;
   t.name = "bert-finetune";
   t.summary = "BERT fine-tuned from a pretrained `train bert` run: which Austen novel a passage is from (= ctgrad finetune bert)";
   t.schema = finetune_schema();
   t.input_folders = {"pretrained"};
-  t.dependent_defaults = fit_context_by_size({{"tiny", models::kBertTiny.context}, {"small", models::kBertSmall.context}, {"base", models::kBertBase.context}});
+  t.dependent_defaults = bert::fit_bert_context;
   t.check_against_checkpoint = refuse_longer_context;
-  t.open = open_presets("bert-finetune", "size",
-                        {{"size=tiny", &open_variant<models::kBertTiny>} CTGRAD_UNLESS_SMOKE(, {"size=small", &open_variant<models::kBertSmall>},
-                                                                                           {"size=base", &open_variant<models::kBertBase>})});
+  t.open = &open_session<FinetuneSession>;
   return t;
 }
 

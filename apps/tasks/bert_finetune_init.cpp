@@ -16,10 +16,11 @@ void check_pretrained_config(const Config& c, const std::string& json, const fs:
   if (bert == cli::tasks().end()) return;
   Config pre(bert->schema);
   pre.merge_json(json, "the config in " + file.string());
-  if (pre.flag("pre_norm") != c.flag("pre_norm"))
-    throw config_error("pretrained " + file.string() + " was trained with pre_norm=" + pre.show("pre_norm") + ": --set pre_norm=" + pre.show("pre_norm"));
-  if (pre.text("size") != c.text("size"))
-    throw config_error("pretrained " + file.string() + " was trained with size " + pre.text("size") + ": --set size=" + pre.text("size"));
+  // The model keys as given (a size key 0 is its preset's): each that differs is named with its --set.
+  std::string sets;
+  for (const char* k : {"size", "d_model", "layers", "heads", "d_ff", "vocab", "max_context", "pre_norm"})
+    if (pre.show(k) != c.show(k)) sets += std::string(sets.empty() ? "" : " ") + "--set " + k + "=" + pre.show(k);
+  if (!sets.empty()) throw config_error("pretrained " + file.string() + " was trained with another model: " + sets);
   if (const std::int64_t n = pre.integer("context"); c.integer("context") > n)
     throw config_error("context " + c.show("context") + " is longer than the pretrained run's " + std::to_string(n) +
                        " (its positions past that were never trained): --set context=" + std::to_string(n));
@@ -53,7 +54,7 @@ data::SentencePieceTokenizer start_from_pretrained(const Config& c, Executor<flo
   const bool pooler = from.checkpoint->has("pooler.weight");
   const int copied = from.load_weights(
       model, [pooler](std::string_view n) { return n.rfind("cls.", 0) != 0 && (pooler || n.rfind("pooler.", 0) != 0); },
-      "size " + c.text("size") + "'s: was it pretrained at another size? (--set size=...)");
+      "this model's: was it pretrained at another size?");
   from.copy_tokenizer(own);
   std::printf("loaded %d encoder tensors from %s; %s\n", copied, (from.dir / "checkpoint.safetensors").c_str(),
               pooler ? "the pooler too (next-sentence prediction trained it); the output layer starts new"

@@ -22,10 +22,16 @@ namespace in = models::bert_inputs;
 
 Schema fill_mask_options();
 
+// The model keys `train bert` and `finetune bert` share: the preset, the size keys, pre_norm.
+void add_bert_model_keys(Schema& s, const std::string& size_help, const std::string& pre_norm_help);
+// The config's model: a preset, its sizes and topology overridden by the keys given.
+models::BertConfig bert_config(const Config& c);
+// context fitted to max_context (or the preset's) when not given.
+void fit_bert_context(Config& c);
+
 class BertSession : public Session {
  public:
-  // `p`: the preset with its topology switches, which `model` was compiled from.
-  BertSession(const Config& c, const Context& ctx, const models::BertConfig& p, std::unique_ptr<Executor<float>> model);
+  BertSession(const Config& c, const Context& ctx);
   Executor<float>& model() override { return *model_; }
   optim::Optimizer<float>& optimizer() override { return opt_; }
   void prepare() override;
@@ -62,6 +68,7 @@ class BertSession : public Session {
   models::BertConfig p_;
   Config c_;
   Context ctx_;
+  std::shared_ptr<const PlannedGraph> planned_;
   std::unique_ptr<Executor<float>> model_;
   optim::AdamW<float> opt_;
   std::int64_t context_, batch_;

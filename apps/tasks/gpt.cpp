@@ -55,7 +55,7 @@ Schema gpt_schema() {
   std::vector<PresetSizes> sizes;
   for (const char* n : {"tiny", "small", "medium"}) {
     const models::GptConfig& p = gpt_preset(n);
-    sizes.push_back({n, p.d_model, p.n_layer, 0, p.vocab, p.context});
+    sizes.push_back({n, p.d_model, p.n_layer, 4, p.vocab, p.context});
   }
   add_size_keys(s, sizes);
   s.integer("kv_heads", 0, {.min = 0, .max = 1024}, "architecture: key/value heads (grouped-query attention; 1: multi-query; 0: the heads)",

@@ -22,7 +22,7 @@ struct LlamaFamily {
     const ModelConfig& p = llama_preset(c.text("size"));
     ModelConfig m = p;
     m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.n_head = size_or(c, "heads", p.n_head);
-    m.d_ff = c.integer("d_ff") ? int(c.integer("d_ff")) : layers::gated_width(4 * m.d_model);  // SwiGLU's 2/3 of 4d, as the presets
+    m.d_ff = ff_width(c, m.d_model, 4, true);  // SwiGLU's 2/3 of 4d, as the presets
     m.vocab = size_or(c, "vocab", p.vocab), m.context = size_or(c, "max_context", p.context);
     m.kv_heads = int(c.integer("kv_heads")), m.rope_interleaved = c.text("rope") == "interleaved", m.qk_norm = c.flag("qk_norm");
     m.window = int(c.integer("window")), m.bias = c.flag("bias"), m.tie = c.flag("tie_embeddings");
@@ -63,7 +63,7 @@ Schema llama_schema() {
   std::vector<PresetSizes> sizes;
   for (const char* n : {"tiny", "small", "medium"}) {
     const models::LlamaConfig& p = llama_preset(n);
-    sizes.push_back({n, p.d_model, p.n_layer, p.d_ff, p.vocab, p.context});
+    sizes.push_back({n, p.d_model, p.n_layer, 4, p.vocab, p.context});
   }
   add_size_keys(s, sizes);
   s.integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 4, small 4, medium 8)", Role::model)

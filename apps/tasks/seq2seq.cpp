@@ -16,71 +16,65 @@ namespace {
 using namespace translation;
 namespace in = models::seq2seq_inputs;
 
-// A compiled model: its training graph, its decoding graphs.
+// The tiny preset's graph: its hyperparameters are every size's.
+constexpr auto kHyperGraph = freeze<models::seq2seq, models::Seq2SeqConfig{.vocab = 8000, .embed = 32, .hidden = 32, .layers = 2}>();
+
+// The model's graphs, built from its config at run time.
 struct Seq2SeqPrograms {
   models::Seq2SeqConfig config;
-  std::unique_ptr<Executor<float>> (*train)(const Options&), (*encoder)(const Options&), (*step)(const Options&);
+  ProgramMaker train, encoder, step;
 };
-template <models::Seq2SeqConfig C>
-struct Compiled {
-  static constexpr auto train_graph = freeze<models::seq2seq, C>();
-  static constexpr auto encoder_graph = freeze<models::seq2seq_encoder, C>();
-  static constexpr auto step_graph = freeze<models::seq2seq_step, C>();
-  template <const auto& G>
-  static std::unique_ptr<Executor<float>> make(const Options& o) { return std::make_unique<Program<G>>(o); }
-  static constexpr Seq2SeqPrograms programs{C, &make<train_graph>, &make<encoder_graph>, &make<step_graph>};
-};
-constexpr models::Seq2SeqConfig with_vocab(models::Seq2SeqConfig c, int vocab) {
-  c.vocab = vocab;
-  return c;
-}
 constexpr models::Seq2SeqConfig kTiny{.vocab = 8000, .embed = 32, .hidden = 32, .layers = 2};
-constexpr models::Seq2SeqConfig kSmall = with_vocab(models::kSeq2SeqSmall, 8000);
 
-// size x vocab -> the compiled model.
-const Seq2SeqPrograms& programs_of(const Config& c) {
-  struct Entry {
-    const char *size, *vocab;
-    const Seq2SeqPrograms& p;
-  };
-  static const Entry entries[] = {{"tiny", "8000", Compiled<kTiny>::programs} CTGRAD_UNLESS_SMOKE(
-      , {"small", "8000", Compiled<kSmall>::programs}, {"small", "16000", Compiled<with_vocab(kSmall, 16000)>::programs})};
-  for (const Entry& e : entries)
-    if (c.text("size") == e.size && c.text("vocab") == e.vocab) return e.p;
-  throw config_error("size=" + c.text("size") + " vocab=" + c.text("vocab") + " is not compiled (size=tiny: vocab 8000; size=small: 8000 or 16000)");
+// The config's model: a preset, its sizes overridden by the keys given.
+std::shared_ptr<const Seq2SeqPrograms> programs_of(const Config& c) {
+  const models::Seq2SeqConfig& p = c.text("size") == "tiny" ? kTiny : models::kSeq2SeqSmall;
+  models::Seq2SeqConfig m = p;
+  m.vocab = int(c.integer("vocab")), m.embed = size_or(c, "embed", p.embed), m.hidden = size_or(c, "hidden", p.hidden);
+  m.layers = size_or(c, "layers", p.layers);
+  return std::make_shared<const Seq2SeqPrograms>(Seq2SeqPrograms{m, program_maker(plan_model([m] { return models::seq2seq(m); })),
+                                                                 program_maker([m] { return models::seq2seq_encoder(m); }),
+                                                                 program_maker([m] { return models::seq2seq_step(m); })});
 }
 
 Schema seq2seq_schema() {
   Schema s;
-  s.choice("size", "small", {"tiny", "small"}, "tiny: 32-wide, for tests; small: d2l's (embedding 256, GRUs of 256, 2 layers)", Role::model);
+  s.choice("size", "small", {"tiny", "small"}, "preset, a bundle of sizes any size key overrides: tiny: 32-wide, for tests; small: d2l's (embedding 256, GRUs of 256, 2 layers)", Role::model);
   add_translation_keys(s);
+  s.integer("embed", 0, {.min = 0, .max = 1 << 16}, "architecture: the token embedding's width (0: the preset's: tiny 32, small 256)", Role::model)
+      .integer("hidden", 0, {.min = 0, .max = 1 << 16}, "architecture: the GRUs' and the attention's width (0: the preset's: tiny 32, small 256)", Role::model)
+      .integer("layers", 0, {.min = 0, .max = models::kSeq2SeqMaxLayers}, "architecture: GRU layers of the encoder and of the decoder (0: the preset's: 2)",
+               Role::model);
+  s.added_later({"embed", "hidden", "layers"});
   s.real("lr", 2e-3, {.min = 0, .max = 10, .min_open = true}, "Adam's peak learning rate (then a cosine decay to a tenth of it at the last step)")
       .integer("warmup", 200, {.min = 0}, "steps of linear warm-up")
       .real("clip", 1.0, {.min = 0}, "bound of the global gradient norm (d2l's 1; 0: none)");
   add_common_keys(s);
-  add_hyper_keys(s, Compiled<kTiny>::train_graph);
+  add_hyper_keys(s, kHyperGraph);
   return s;
 }
 
-TranslationModel seq2seq_model(const Config& c, const Context& ctx, const Seq2SeqPrograms& p) {
+TranslationModel seq2seq_model(const Config& c, const Context& ctx, std::shared_ptr<const Seq2SeqPrograms> shared) {
+  const Seq2SeqPrograms& p = *shared;
   const auto& v = p.config;
   TranslationModel m;
   m.name = "seq2seq";
   m.vocab = v.vocab, m.pad = v.pad, m.width = v.hidden;
   m.summary = "GRU encoder-decoder with additive attention (Bahdanau), " + std::to_string(v.layers) + "+" + std::to_string(v.layers) +
               " layers, embedding " + std::to_string(v.embed) + ", hidden " + std::to_string(v.hidden);
-  m.options = program_options(c, ctx.threads, Compiled<kTiny>::train_graph);
+  m.options = program_options(c, ctx.threads, kHyperGraph);
   m.lr = optim::warmup_cosine(c.real("lr"), c.real("lr") / 10, c.integer("warmup"), c.integer("steps"));
   m.clip = c.real("clip");
   m.train = p.train;
-  m.search = [&p](std::span<const Parameter<float>> weights, const Options& o) -> std::unique_ptr<models::TranslationSearch> {
+  m.search = [shared](std::span<const Parameter<float>> weights, const Options& o) -> std::unique_ptr<models::TranslationSearch> {
+    const Seq2SeqPrograms& p = *shared;
     return std::make_unique<models::RecurrentSearch>(p.encoder(o), p.step(o), models::RecurrentShape{p.config.layers, p.config.hidden, p.config.vocab}, weights);
   };
   m.heatmap_files = {"attention.png"};
-  m.heatmaps = [&p](std::span<const Parameter<float>> weights, const Options& o, const fs::path& dir, const std::vector<std::int32_t>& src,
+  m.heatmaps = [shared](std::span<const Parameter<float>> weights, const Options& o, const fs::path& dir, const std::vector<std::int32_t>& src,
                     const std::vector<std::int32_t>& tgt_in, const std::vector<std::string>& src_pieces, const std::vector<std::string>& tgt_pieces) {
     // The training graph under teacher forcing on the translation: its "attention" output [1, T, S].
-    const auto model = p.train(o);
+    const auto model = shared->train(o);
     models::copy_weights(weights, *model, "attention maps");
     const std::int32_t sl = std::int32_t(src.size()), tl = std::int32_t(tgt_in.size());
     std::vector<std::int32_t> tgt_out(tgt_in.begin() + 1, tgt_in.end());

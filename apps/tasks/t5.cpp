@@ -39,7 +39,7 @@ Schema t5_schema() {
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
   add_optimizer_keys(s, {.lr_help = "0: the optimizer's default (Adafactor: 0.01, scaled by each weight's RMS; AdamW: 1e-3 peak)"});
   add_common_keys(s);
-  add_hyper_keys(s, Graphs<models::kT5Small>::train, {{"dropout", 0.0}});  // T5 v1.1 pretrains without dropout
+  add_hyper_keys(s, hyper_graph(), {{"dropout", 0.0}});  // T5 v1.1 pretrains without dropout
   return s;
 }
 
@@ -51,13 +51,10 @@ Schema sample_options() {
   return s;
 }
 
-template <models::T5Config P>
 class T5Session : public Session {
-  static constexpr const auto& G = Graphs<P>::train;
-
  public:
   T5Session(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), model_(program_options(c, ctx.threads, G)), opt_(make_optimizer(c, model_)), batch_(c.integer("batch")),
+      : P(t5_config(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::t5(P); })), model_(planned_, program_options(c, ctx.threads, planned_->graph())), opt_(make_optimizer(c, model_)), batch_(c.integer("batch")),
         span_({.noise_density = c.real("noise_density"), .mean_span = c.real("mean_span")}) {
     try {
       lengths_ = data::span_corruption_lengths(c.integer("context"), span_);
@@ -259,7 +256,8 @@ class T5Session : public Session {
     if (std::int64_t(src.size()) > c_.integer("context"))
       throw config_error("--fill is " + std::to_string(src.size()) + " tokens, longer than the context of " + c_.show("context") +
                          " the model was trained at: give a shorter text");
-    models::T5Translator<P> tr(model_.parameters(), Options{.threads = ctx_.threads});
+    const auto search = t5_search(P, model_.parameters(), ctx_.threads);
+    models::TranslationSearch& tr = *search;
     const int beam = int(o.integer("beam")), max_len = int(o.integer("max-len"));
     std::printf("fill: %s\n", o.text("fill").c_str());
     for (const int b : beam > 1 ? std::vector<int>{1, beam} : std::vector<int>{1}) {
@@ -276,9 +274,11 @@ class T5Session : public Session {
     return export_span_batches(o, c_, *train_, *val_, std::int64_t(val_seqs_.size()), batch_, lengths_, P.vocab);
   }
 
+  models::T5Config P;
   Config c_;
   Context ctx_;
-  Program<G> model_;
+  std::shared_ptr<const PlannedGraph> planned_;
+  Program<run_time> model_;
   std::unique_ptr<optim::Optimizer<float>> opt_;
   std::int64_t batch_;
   std::int64_t shard_targets_ = 0;  // this rank's scored target tokens of the step
@@ -306,7 +306,7 @@ Task t5_task() {
                                  "or a mixture mix:a,b,...",
                                  {"task", "pretrained", "init"}});
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
-    return open_preset<T5Session>(c, ctx);
+    return std::make_unique<T5Session>(c, ctx);
   };
   return t;
 }

@@ -28,15 +28,46 @@ using training::Role;
 // T5's SentencePiece ids: pad 0 (also the decoder's start), </s> 1, <unk> 2.
 inline constexpr std::int32_t kPad = 0, kEos = 1, kUnk = 2;
 
-template <models::T5Config P>
-struct Graphs {
-  static constexpr auto train = freeze<models::t5, P>();
-};
+// The hyperparameters of every T5: the tiny preset's graph, frozen at run time for the schema.
+inline RuntimeGraph hyper_graph() { return freeze(models::t5(models::kT5Tiny)); }
 
+// The keys that say which model: the preset, its sizes, the output's kind. `train t5` and
+// `finetune t5` share them (a fine-tuning names its pretrained run's).
 inline void add_model_keys(Schema& s) {
   s.choice("size", "small", {"tiny", "small", "t5-small"},
-           "preset: tiny (tests), small (minutes here), t5-small (the original T5-small's shape: 6+6 layers, d 512, 32k vocabulary)", Role::model)
+           "preset, a bundle of sizes any size key overrides: tiny (tests), small (minutes here), t5-small (the original T5-small's shape: 6+6 layers, "
+           "d 512, 32k vocabulary)",
+           Role::model)
       .flag("tied", false, "T5 v1.0's output: the shared embedding, the decoder output scaled by d^-1/2 (off: v1.1's untied lm_head)", Role::model);
+  std::vector<PresetSizes> sizes;
+  for (const auto& [n, p] : {std::pair{"tiny", models::kT5Tiny}, {"small", models::kT5Small}, {"t5-small", models::kT5SmallOriginal}})
+    sizes.push_back({n, p.d_model, p.n_layer, p.d_ff / p.d_model, p.vocab});
+  add_size_keys(s, sizes);
+  s.integer("dec_layers", 0, {.min = 0, .max = 1024}, "architecture: the decoder's blocks (0: layers)", Role::model)
+      .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 2, small 4, t5-small 8)", Role::model);
+  s.added_later({"dec_layers", "heads"});
+}
+
+// The config's model: a preset, its sizes overridden by the keys given. vocab counts the 100
+// sentinels after the tokenizer's pieces.
+inline models::T5Config t5_config(const Config& c) {
+  const models::T5Config& p = c.text("size") == "tiny" ? models::kT5Tiny : c.text("size") == "t5-small" ? models::kT5SmallOriginal : models::kT5Small;
+  models::T5Config m = p;
+  m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.heads = size_or(c, "heads", p.heads);
+  m.n_dec_layer = c.integer("dec_layers") ? int(c.integer("dec_layers")) : c.integer("layers") ? m.n_layer : p.n_dec_layer;
+  m.d_ff = ff_width(c, m.d_model, p.d_ff / p.d_model, false), m.vocab = size_or(c, "vocab", p.vocab), m.tied = c.flag("tied");
+  if (m.vocab < models::kT5Sentinels + 64)
+    throw config_error("vocab " + std::to_string(m.vocab) + " leaves fewer than 64 pieces beside T5's " + std::to_string(models::kT5Sentinels) + " sentinels");
+  check_heads(m.d_model, m.heads, m.heads, false);
+  return m;
+}
+
+// Greedy and beam search of a T5 over the weights given: its encoder and step graphs at run time.
+inline std::unique_ptr<models::Seq2SeqSearch> t5_search(const models::T5Config& m, std::span<const Parameter<float>> weights, int threads) {
+  const Options o{.threads = threads};
+  return std::make_unique<models::Seq2SeqSearch>(program_maker([m] { return models::t5_encoder(m); })(o),
+                                                 program_maker([m] { return models::t5_step(m); })(o),
+                                                 models::Seq2SeqShape{m.n_dec_layer, m.heads, m.d_model / m.heads, m.vocab, false}, weights);
 }
 
 struct OptimizerKeys {
@@ -112,7 +143,7 @@ inline data::SentencePieceTokenizer train_tokenizer(const corpus::Corpus& text, 
 inline std::int32_t check_vocabulary(const data::SentencePieceTokenizer& tok, int vocab, const std::filesystem::path& file) {
   const std::int32_t n = tok.vocab_size();
   if (n > vocab - models::kT5Sentinels || tok.pad_id() != kPad || tok.eos_id() != kEos)
-    throw config_error(file.string() + " is not a T5 vocabulary for this size (pad 0, </s> 1, at most " +
+    throw config_error(file.string() + " is not a T5 vocabulary for this model (pad 0, </s> 1, at most " +
                        std::to_string(vocab - models::kT5Sentinels) + " pieces before the sentinels)");
   return n;
 }
@@ -221,24 +252,5 @@ inline Filled fill_sentinels(const data::SentencePieceTokenizer& tok, const std:
 // holds, written to --out (checked by the caller).
 int export_span_batches(const Config& o, const Config& c, data::SpanCorruptionBatches& train, data::SpanCorruptionBatches& val,
                         std::int64_t val_count, std::int64_t batch, const data::SpanLengths& lengths, int vocab);
-
-// The session of the run's preset: size x tied (the original T5-small shape untied only).
-template <template <models::T5Config> class S>
-std::unique_ptr<Session> open_preset(const Config& c, const Context& ctx) {
-  const std::string& size = c.text("size");
-  const bool tied = c.flag("tied");
-  if (size == "tiny") return tied ? std::unique_ptr<Session>(new S<models::with_tied_embeddings(models::kT5Tiny)>(c, ctx))
-                                  : std::unique_ptr<Session>(new S<models::kT5Tiny>(c, ctx));
-#ifndef CTGRAD_SMOKE_PRESETS
-  if (size == "t5-small") {
-    if (tied) throw config_error("size t5-small is T5 v1.1's untied output here: --set tied=false (tied is an option of tiny and small)");
-    return std::unique_ptr<Session>(new S<models::kT5SmallOriginal>(c, ctx));
-  }
-  return tied ? std::unique_ptr<Session>(new S<models::with_tied_embeddings(models::kT5Small)>(c, ctx))
-              : std::unique_ptr<Session>(new S<models::kT5Small>(c, ctx));
-#else
-  preset_not_built("t5", "size=" + size);
-#endif
-}
 
 }  // namespace ctgrad::cli::t5

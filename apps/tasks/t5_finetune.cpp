@@ -51,17 +51,14 @@ Schema finetune_schema() {
       .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search");
   add_optimizer_keys(s, {.lr_help = "0: the optimizer's default (Adafactor: a constant 0.01, scaled by each weight's RMS; AdamW: 3e-4 peak)"});
   add_common_keys(s);
-  add_hyper_keys(s, Graphs<models::kT5Small>::train);  // dropout 0.1: T5 v1.1 fine-tunes with it
+  add_hyper_keys(s, hyper_graph());  // dropout 0.1: T5 v1.1 fine-tunes with it
   return s;
 }
 
-template <models::T5Config P>
 class FinetuneSession : public Session {
-  static constexpr const auto& G = Graphs<P>::train;
-
  public:
   FinetuneSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), names_(parse_tasks(c.text("task"))), model_(program_options(c, ctx.threads, G)),
+      : P(t5_config(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::t5(P); })), names_(parse_tasks(c.text("task"))), model_(planned_, program_options(c, ctx.threads, planned_->graph())),
         opt_(make_optimizer(with_default_lr(c), model_)), context_(c.integer("context")), target_len_(c.integer("target_len")), batch_(c.integer("batch")) {
     check_fits(model_, {batch_, target_len_, context_, 1, 1, 1}, 16.0 * double(batch_) * double(context_ + target_len_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
@@ -122,7 +119,8 @@ class FinetuneSession : public Session {
 
   // Per task, on its test examples: BLEU (greedy, beam) or the accuracy of the decoded label.
   int eval(const Config&) override {
-    models::T5Translator<P> tr(model_.parameters(), Options{.threads = ctx_.threads});
+    const auto search = t5_search(P, model_.parameters(), ctx_.threads);
+    models::TranslationSearch& tr = *search;
     const models::BeamOptions beam{.beam = int(c_.integer("beam")), .alpha = c_.real("alpha"), .max_len = int(target_len_), .stop = training::interrupted};
     std::printf("validation loss %.4f nats/token\n", validation_loss(false));
     for (const auto& t : tasks_) {
@@ -168,13 +166,14 @@ class FinetuneSession : public Session {
       if (t5 == cli::tasks().end()) throw std::logic_error("the t5 task is not registered");
       Config pre(t5->schema);
       pre.merge_json(from.config_json, "the config in " + (from.dir / "checkpoint.safetensors").string());
-      for (const char* key : {"size", "tied"})
-        if (pre.show(key) != c_.show(key))
-          throw config_error("pretrained " + from.dir.string() + " was trained with " + key + "=" + pre.show(key) + ": --set " + key + "=" + pre.show(key));
+      std::string sets;  // each model key that differs, with its --set
+      for (const char* key : {"size", "tied", "d_model", "layers", "dec_layers", "heads", "d_ff", "vocab"})
+        if (pre.show(key) != c_.show(key)) sets += std::string(sets.empty() ? "" : " ") + "--set " + key + "=" + pre.show(key);
+      if (!sets.empty()) throw config_error("pretrained " + from.dir.string() + " was trained with another model: " + sets);
     }
     tok_.emplace(data::SentencePieceTokenizer::load(from.tokenizer));
     if (c_.text("init") == "scratch") return from.copy_tokenizer(own);
-    const int copied = from.load_weights(model_, [](std::string_view) { return true; }, "size " + c_.text("size") + "'s");
+    const int copied = from.load_weights(model_, [](std::string_view) { return true; }, "this model's");
     from.copy_tokenizer(own);
     std::printf("loaded all %d tensors from %s\n", copied, (from.dir / "checkpoint.safetensors").c_str());
   }
@@ -236,10 +235,12 @@ class FinetuneSession : public Session {
     return sums[0] / std::max(sums[1], 1.0);
   }
 
+  models::T5Config P;
   Config c_;
   Context ctx_;
+  std::shared_ptr<const PlannedGraph> planned_;
   std::vector<std::string> names_;
-  Program<G> model_;
+  Program<run_time> model_;
   std::unique_ptr<optim::Optimizer<float>> opt_;
   std::int64_t context_, target_len_, batch_;
   std::int64_t shard_targets_ = 0;  // this rank's scored target tokens of the step
@@ -257,7 +258,7 @@ Task finetune_task() {
   t.summary = "T5 fine-tuned text to text (ctgrad finetune t5 --task ...): translation, Austen's novels, or a mixture";
   t.schema = finetune_schema();
   t.input_folders = {"pretrained"};
-  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> { return open_preset<FinetuneSession>(c, ctx); };
+  t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> { return std::make_unique<FinetuneSession>(c, ctx); };
   return t;
 }
 

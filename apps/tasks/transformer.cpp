@@ -7,7 +7,6 @@
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
-#include "../variants/transformer.hpp"
 #include "translation_session.hpp"
 
 namespace ctgrad::cli::transformer_task {
@@ -27,8 +26,13 @@ constexpr auto kHyperGraph = freeze<models::transformer, models::kTransformerSma
 Schema transformer_schema() {
   Schema s;
   s.choice("task", "translate", {"translate", "copy"}, "EN->DE translation, or the copy task", Role::model)
-      .choice("size", "small", {"small", "base"}, "preset of the translation model (copy has its own)", Role::model);
+      .choice("size", "small", {"small", "base"}, "preset of the translation model, a bundle of sizes any size key overrides (copy has its own)",
+              Role::model);
   add_translation_keys(s);
+  std::vector<PresetSizes> sizes;
+  for (const auto& [n, p] : {std::pair{"small", models::kTransformerSmall}, {"base", models::kTransformerBase}, {"copy", models::kTransformerCopy}})
+    sizes.push_back({n, p.d_model, p.n_layer, p.d_ff / p.d_model, 0, p.max_positions});
+  add_size_keys(s, sizes);
   s.real("lr_factor", 0.5, {.min = 0, .max = 100, .min_open = true}, "the Noam schedule's factor")
       .integer("warmup", 1000, {.min = 1}, "warm-up steps of the Noam schedule");
   add_arch_keys(s, models::kTransformerSmall.arch);
@@ -46,7 +50,42 @@ struct Kind {
 constexpr Kind kKinds[] = {{"enc", "encoder self-attention", false, false}, {"dec", "decoder self-attention", true, true},
                            {"cross", "encoder-decoder attention", true, false}};
 
-TranslationModel transformer_model(const Config& c, const Context& ctx, const TransformerPrograms& programs) {
+// The model's graphs, built from its config at run time.
+struct TransformerPrograms {
+  models::TransformerConfig config;
+  ProgramMaker train, encoder, step, maps;
+};
+
+const models::TransformerConfig& transformer_preset(const Config& c) {
+  if (c.text("task") == "copy") return models::kTransformerCopy;
+  return c.text("size") == "base" ? models::kTransformerBase : models::kTransformerSmall;
+}
+
+// The config's model: a preset, its sizes and architecture overridden by the keys given.
+models::TransformerConfig transformer_config(const Config& c) {
+  const models::TransformerConfig& p = transformer_preset(c);
+  models::TransformerConfig m = p;
+  if (c.text("task") == "copy") {
+    if (c.integer("vocab") != 8000) throw config_error("vocab=" + c.show("vocab") + ": the copy task has its own 11 symbols (vocab applies to task=translate)");
+  } else {
+    m.vocab = int(c.integer("vocab"));
+  }
+  m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.heads = size_or(c, "heads", p.heads);
+  m.arch = arch_of(c, true);
+  m.d_ff = ff_width(c, m.d_model, p.d_ff / p.d_model, false);  // the block gates it for swiglu
+  m.max_positions = size_or(c, "max_context", p.max_positions);
+  check_heads(m.d_model, m.heads, m.heads, false);
+  return m;
+}
+
+TransformerPrograms transformer_programs(const Config& c) {
+  const models::TransformerConfig m = transformer_config(c);
+  return {m, program_maker(plan_model([m] { return models::transformer(m); })), program_maker([m] { return models::transformer_encoder(m); }),
+          program_maker([m] { return models::transformer_step(m); }), program_maker([m] { return models::transformer_attention_maps(m); })};
+}
+
+TranslationModel transformer_model(const Config& c, const Context& ctx, std::shared_ptr<const TransformerPrograms> shared) {
+  const TransformerPrograms& programs = *shared;
   const auto& v = programs.config;
   TranslationModel m;
   m.name = "transformer";
@@ -59,16 +98,17 @@ TranslationModel transformer_model(const Config& c, const Context& ctx, const Tr
   m.adam = optim::AdamOptions{.beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9};
   m.lr = optim::noam(v.d_model, c.integer("warmup"), c.real("lr_factor"));
   m.train = programs.train;
-  m.search = [&programs](std::span<const Parameter<float>> weights, const Options& o) -> std::unique_ptr<models::TranslationSearch> {
-    const auto& v = programs.config;
-    return std::make_unique<models::Seq2SeqSearch>(programs.encoder(o), programs.step(o),
+  m.search = [shared](std::span<const Parameter<float>> weights, const Options& o) -> std::unique_ptr<models::TranslationSearch> {
+    const auto& v = shared->config;
+    return std::make_unique<models::Seq2SeqSearch>(shared->encoder(o), shared->step(o),
                                                    models::Seq2SeqShape{v.n_layer, v.heads, v.d_model / v.heads, v.vocab, v.arch.pos != layers::Pos::none},
                                                    weights);
   };
   for (const Kind& k : kKinds)
     for (int l = 0; l < v.n_layer; ++l) m.heatmap_files.push_back(std::string(k.name) + "_layer" + std::to_string(l) + ".png");
-  m.heatmaps = [&programs](std::span<const Parameter<float>> weights, const Options& o, const fs::path& dir, const std::vector<std::int32_t>& src,
+  m.heatmaps = [shared](std::span<const Parameter<float>> weights, const Options& o, const fs::path& dir, const std::vector<std::int32_t>& src,
                            const std::vector<std::int32_t>& tgt_in, const std::vector<std::string>& src_pieces, const std::vector<std::string>& tgt_pieces) {
+    const TransformerPrograms& programs = *shared;
     const auto maps = programs.maps(o);
     models::copy_weights(weights, *maps, "attention maps");
     const std::int32_t sl = std::int32_t(src.size()), tl = std::int32_t(tgt_in.size());
@@ -87,24 +127,9 @@ TranslationModel transformer_model(const Config& c, const Context& ctx, const Tr
   return m;
 }
 
-// The registered preset of a config: the copy task, a size, or the small size with another vocabulary
-// (apps/variants/transformer.cpp compiles those with the preset's architecture only).
-std::string transformer_preset(const Config& c) {
-  if (c.text("task") == "copy") {
-    if (c.text("vocab") != "8000") throw config_error("vocab=" + c.text("vocab") + ": the copy task has its own 11 symbols (vocab applies to task=translate)");
-    return "task=copy";
-  }
-  if (c.text("vocab") == "8000") return "size=" + c.text("size");
-  if (c.text("size") != "small") throw config_error("vocab=" + c.text("vocab") + " is compiled for size=small only (size=" + c.text("size") + " has 8000)");
-  return "size=small vocab=" + c.text("vocab");
-}
-
-// A session of the compiled variant of preset P the config names (its architecture keys).
-template <models::TransformerConfig P, int Order>
-std::unique_ptr<Session> open_preset(const Config& c, const Context& ctx) {
-  const auto& programs = find_variant<TransformerPrograms>("transformer", transformer_preset(c), c,
-                                                           c.text("vocab") == "8000" ? transformer_space<P, Order> : transformer_space<P, 0>, P.heads);
-  return std::make_unique<TranslationSession>(c, ctx, transformer_model(c, ctx, programs));
+std::unique_ptr<Session> open_transformer(const Config& c, const Context& ctx) {
+  auto programs = std::make_shared<const TransformerPrograms>(transformer_programs(c));
+  return std::make_unique<TranslationSession>(c, ctx, transformer_model(c, ctx, std::move(programs)));
 }
 
 Task transformer_task() {
@@ -119,11 +144,7 @@ Task transformer_task() {
       if (!c.was_set(k)) c.set(k, "0", "the copy task's default");
   };
   add_translation_commands(t);
-  t.open = open_presets(
-      "transformer", [](const Config& c) { return c.text("task") == "copy" ? std::string("task=copy") : "size=" + c.text("size"); },
-      {{"task=copy", &open_preset<models::kTransformerCopy, kTransformerOrderCopy>} CTGRAD_UNLESS_SMOKE(
-          , {"size=small", &open_preset<models::kTransformerSmall, kTransformerOrderSmall>},
-          {"size=base", &open_preset<models::kTransformerBase, kTransformerOrderBase>})});
+  t.open = &open_transformer;
   return t;
 }
 

@@ -14,7 +14,7 @@ void add_translation_keys(Schema& s) {
            "ding+wesnoth: and the Battle for Wesnoth's dialogue (scripts/setup_wesnoth.sh); debian: the corpus of ctgrad data ende "
            "(labels as phrases), the Ding and Wesnoth test splits scored apart; debian+ding+wesnoth: both train",
            Role::model)
-      .choice("vocab", "8000", {"4000", "8000", "16000"}, "pieces of the shared BPE vocabulary (each a compiled variant of the model)", Role::model)
+      .integer("vocab", 8000, {.min = 256, .max = 1 << 17}, "architecture: pieces of the shared BPE vocabulary, the model's vocabulary", Role::model)
       .real("train_fraction", 1.0, {.min = 0, .max = 1, .min_open = true},
             "train on this fraction of the training sentences and of the phrases (a fixed random subset; its vocabulary too): the data-size curve",
             Role::run)
@@ -58,7 +58,7 @@ TranslationSession::TranslationSession(const Config& c, const Context& ctx, Tran
       opt_(model_->parameters(), m_.adam), vocab_(m_.vocab), batch_(c.integer("batch")), max_len_(c.integer("max_len")), seed_(data_seed(c)) {
   const std::int64_t len = copy_ ? 10 : max_len_;
   if (m_.max_positions > 0 && len > m_.max_positions)
-    throw config_error("pos=learned has a table of " + std::to_string(m_.max_positions) + " positions: max_len " + c.show("max_len") + " is longer");
+    throw config_error("pos=learned has a table of " + std::to_string(m_.max_positions) + " positions (max_context): max_len " + c.show("max_len") + " is longer");
   // Token batches hold up to batch_tokens tokens: as many rows of max_len as that is, at most.
   const std::int64_t rows = c.integer("batch_tokens") > 0 ? std::max<std::int64_t>(1, (c.integer("batch_tokens") + len - 1) / len) : batch_;
   check_fits(*model_, {rows, len, len, 1, 1, 1}, 40.0 * double(rows) * double(len),

@@ -18,7 +18,6 @@
 #include <ctgrad/training/plot_data.hpp>
 
 #include "../task.hpp"
-#include "../variants/vit.hpp"
 
 namespace ctgrad::cli {
 namespace {
@@ -31,7 +30,8 @@ constexpr auto kHyperGraph = freeze<models::vit, models::kVitFast>();
 
 Schema vit_schema() {
   Schema s;
-  s.choice("size", "fast", {"fast", "small", "tiny"}, "preset: fast (4x4 patches of 7), small (7x7 of 4), tiny (tests)", Role::model)
+  s.choice("size", "fast", {"fast", "small", "tiny"}, "preset, a bundle of sizes any size key overrides: fast (4x4 patches of 7), small (7x7 of 4), tiny (tests)",
+           Role::model)
       .choice("pool", "cls", {"cls", "mean"}, "classify from the class token, or the mean of the patches", Role::model)
       .integer("epochs", 25, {.min = 1, .max = 100000}, "passes over the training images")
       .integer("batch", 128, {.min = 1, .max = 60000}, "images per step", Role::run)
@@ -42,6 +42,13 @@ Schema vit_schema() {
       .real("weight_decay", 0.05, {.min = 0, .max = 10}, "AdamW's decay (not on biases, norms, the class token and positions)")
       .flag("augment", false, "random shifts of up to 2 pixels and horizontal flips", Role::run);
   add_arch_keys(s, models::kVitFast.arch, false);
+  std::vector<PresetSizes> sizes;
+  for (const auto& [n, p] : {std::pair{"fast", models::kVitFast}, {"small", models::kVitSmall}, {"tiny", models::kVitTiny}})
+    sizes.push_back({n, p.d_model, p.n_layer, p.d_mlp / p.d_model});
+  add_size_keys(s, sizes);
+  s.integer("patch", 0, {.min = 0, .max = 28}, "architecture: the patches' side in pixels, dividing the images' 28 (0: the preset's: fast 7, small 4, tiny 7)",
+            Role::model);
+  s.added_later({"patch"});
   add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
@@ -79,12 +86,24 @@ bool prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>
       panels);
 }
 
-template <models::VitConfig P>
+// The config's model: a preset, its sizes and architecture overridden by the keys given.
+models::VitConfig vit_config(const Config& c) {
+  const models::VitConfig& p = c.text("size") == "tiny" ? models::kVitTiny : c.text("size") == "small" ? models::kVitSmall : models::kVitFast;
+  models::VitConfig m = p;
+  m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.heads = size_or(c, "heads", p.heads);
+  m.arch = arch_of(c, false);
+  m.d_mlp = ff_width(c, m.d_model, p.d_mlp / p.d_model, false);  // the block gates it for swiglu
+  m.patch = size_or(c, "patch", p.patch), m.mean_pool = c.text("pool") == "mean";
+  if (m.image % m.patch) throw config_error("patch " + std::to_string(m.patch) + " does not divide the images' side of " + std::to_string(m.image) + " pixels");
+  check_heads(m.d_model, m.heads, m.heads, false);
+  return m;
+}
+
 class VitSession : public Session {
  public:
   VitSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), programs_(find_variant<VitPrograms>("vit", "size=" + c.text("size"), c, vit_space<P>, P.heads)),
-        model_(programs_.train(program_options(c, ctx.threads, kHyperGraph))), opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .weight_decay = c.real("weight_decay")},
+      : c_(c), ctx_(ctx), config_(vit_config(c)), planned_(plan_model([this] { return models::vit(config_); })),
+        model_(std::make_unique<Program<run_time>>(planned_, program_options(c, ctx.threads, planned_->graph()))), opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .weight_decay = c.real("weight_decay")},
              {optim::no_decay_group({"cls", "pos"})}),
         batch_(c.integer("batch")), n_train_(c.integer("train_images")), seed_(data_seed(c)) {
     if (n_train_ < batch_) throw config_error("train_images (" + c.show("train_images") + ") must be at least batch (" + c.show("batch") + ")");
@@ -101,7 +120,7 @@ class VitSession : public Session {
     per_epoch_ = n_train_ / batch_;
     x_.resize(std::size_t(batch_ * 784));
     y_.resize(std::size_t(batch_));
-    const auto& v = programs_.config;
+    const auto& v = config_;
     std::printf("ctgrad train vit: %dx%d patches of %d, d_model %d, %d layers, %d heads, MLP %d, %s pooling (%s), %lld parameters, %d threads\n",
                 v.image / v.patch, v.image / v.patch, v.patch, v.d_model, v.n_layer, v.heads, v.d_mlp, v.mean_pool ? "mean" : "<cls>",
                 describe_arch(v.arch, false).c_str(), (long long)model_->parameter_count(), model_->threads());
@@ -227,7 +246,8 @@ class VitSession : public Session {
 
   Config c_;
   Context ctx_;
-  const VitPrograms& programs_;
+  models::VitConfig config_;
+  std::shared_ptr<const PlannedGraph> planned_;
   std::unique_ptr<Executor<float>> model_;
   optim::AdamW<float> opt_;
   std::int64_t batch_, n_train_, per_epoch_ = 1;
@@ -247,9 +267,7 @@ Task vit_task() {
   t.summary = "Vision Transformer on Fashion-MNIST: test accuracy, confusion matrix, prediction grid";
   t.schema = vit_schema();
   t.data_parallel = true;
-  t.open = open_presets("vit", "size",
-                        {{"size=tiny", &open_session<VitSession<models::kVitTiny>>} CTGRAD_UNLESS_SMOKE(
-                            , {"size=small", &open_session<VitSession<models::kVitSmall>>}, {"size=fast", &open_session<VitSession<models::kVitFast>>})});
+  t.open = &open_session<VitSession>;
   return t;
 }
 

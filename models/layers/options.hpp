@@ -15,8 +15,8 @@ enum class Mixer { attention, ssm };  // a block's token mixer: self-attention, 
 
 constexpr bool gated(Act a) { return a == Act::gated_gelu || a == Act::swiglu; }
 
-// The architecture choices an ablation study varies (models/variant_space.hpp), shared by the model
-// families' compile-time configs; each family's presets set its own.
+// The architecture choices an ablation study varies, shared by the model families' configs; each
+// family's presets set its own.
 struct Arch {
   Norm norm = Norm::pre;
   NormKind norm_kind = NormKind::layer;

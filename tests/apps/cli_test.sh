@@ -116,13 +116,17 @@ for f in enc_layer0.png dec_layer2.png cross_layer1.png; do check "heatmap $f" 0
 check "train on the whole dictionary with the game's dialogue, token batches" 0 "$ctgrad" train transformer --run translate_all --set data=ding+wesnoth --set phrase_weight=2 --set batch_tokens=600 --set steps=3 --set eval_every=3 --threads 2
 expect_text "says what it trains on" "dictionary phrases train (2.0 phrases per pair an epoch)"
 expect_text "and the game's test" "Wesnoth test"
-check "another vocabulary size (a compiled variant)" 0 "$ctgrad" train transformer --run translate_v4k --set vocab=4000 --set steps=2 --set eval_every=2 --set batch=16 --threads 2
+check "another vocabulary size" 0 "$ctgrad" train transformer --run translate_v4k --set vocab=4000 --set steps=2 --set eval_every=2 --set batch=16 --threads 2
 expect_text "trains its tokenizer to that size" "shared BPE vocabulary of 4000"
 check "its eval" 0 "$ctgrad" eval transformer --run translate_v4k --set eval_sentences=2 --set beam=2
-check "vocab of another size than small's" 2 "$ctgrad" train transformer --run nothing --set vocab=16000 --set size=base
-expect_text "names where it is compiled" "vocab=16000 is compiled for size=small only"
-check "vocab with an architecture variant" 2 "$ctgrad" train transformer --run nothing --set vocab=4000 --set act=gelu
-expect_text "says none of its variants are compiled" "compiles none of size=small vocab=4000's variants"
+check "vocab below its range" 2 "$ctgrad" train transformer --run nothing --set vocab=100
+expect_text "names the range" "must be in [256, 131072]"
+check "transformer: any sizes and three architecture keys" 0 "$ctgrad" train transformer --run tr_sizes --set d_model=48 --set heads=3 --set layers=1 --set d_ff=80 \
+  --set norm=pre --set act=gelu --set pos=learned --set vocab=1000 --set steps=2 --set eval_every=2 --set batch=8 --threads 2
+expect_text "says its sizes" "1+1 layers, d_model 48, 3 heads, d_ff 80 (pre-norm LayerNorm, gelu, learned positions"
+check "its eval decodes at those sizes" 0 "$ctgrad" eval transformer --run tr_sizes --set eval_sentences=2 --set beam=2
+check "transformer: learned positions fewer than max_len" 2 "$ctgrad" train transformer --run nothing --set pos=learned --set max_context=32
+expect_text "names both keys" "positions (max_context): max_len 64 is longer"
 check "translate a sentence" 0 "$ctgrad" translate transformer --run translate --text "Everything went without a hitch." --beam 2
 check "translate lines from standard input, batched" 0 bash -c "printf 'The house is small.\n\nI am going home.\n' | '$ctgrad' translate transformer --run translate --batch 2 --beam 2 > translate/out.txt && test \$(wc -l < translate/out.txt) -eq 3 && sed -n 2p translate/out.txt | grep -qx ''"
 printf 'The <b>house</b> is %%s small.\n\nI am going home.\n' > translate_in.txt
@@ -142,8 +146,10 @@ check "seq2seq eval with its attention heatmap" 0 "$ctgrad" eval seq2seq --run s
 expect_text "seq2seq eval prints BLEU for beam" "beam 2, a 0.6: BLEU = "
 check "its heatmap" 0 test -s s2s/att/attention.png
 check "seq2seq translate" 0 bash -c "printf 'The house is small.\n\nI am going home.\n' | '$ctgrad' translate seq2seq --run s2s --beam 2 > s2s/out.txt && test \$(wc -l < s2s/out.txt) -eq 3"
-check "seq2seq of a size not compiled" 2 "$ctgrad" train seq2seq --run nothing --set size=tiny --set vocab=16000
-expect_text "names what is compiled" "size=tiny vocab=16000 is not compiled"
+check "seq2seq of any size" 0 "$ctgrad" train seq2seq --run s2s_sizes --set size=tiny --set hidden=24 --set embed=16 --set layers=3 --set vocab=1000 \
+  --set steps=2 --set eval_every=2 --set batch=8 --threads 2
+expect_text "says its sizes" "3+3 layers, embedding 16, hidden 24"
+check "seq2seq: more layers than it stacks" 2 "$ctgrad" train seq2seq --run nothing --set layers=9
 # The ViT: a smoke run on a few hundred images, eval with a confusion matrix and a prediction grid.
 check "vit smoke" 0 "$ctgrad" train vit --run vit --set size=tiny --set epochs=2 --set train_images=512 --set batch=64 --threads 2
 expect_text "vit reports test accuracy per epoch" "epoch 2: train loss"
@@ -211,9 +217,9 @@ expect_text "names the tasks" "not one of: austen-novel"
 check "a GPT run as the pretrained BERT" 2 "$ctgrad" finetune bert --pretrained straight --run ft3 "${ft[@]}"
 expect_text "says it is not bert" "a checkpoint of model 'gpt', not bert"
 check "a pretrained run of another size" 2 "$ctgrad" finetune bert --pretrained bert --run ft3 "${ft[@]}" --set size=small
-expect_text "names the size" "was trained with size tiny: --set size=tiny"
+expect_text "names the size" "was trained with another model: --set size=tiny"
 check "a pre-norm pretrained run as a post-norm one" 2 "$ctgrad" finetune bert --pretrained bert_pre --run ft3 "${ft[@]}"
-expect_text "names the switch" "was trained with pre_norm=true: --set pre_norm=true"
+expect_text "names the switch" "was trained with another model: --set pre_norm=true"
 check "finetune from the pre-norm run" 0 "$ctgrad" finetune bert --pretrained bert_pre --run ft_pre "${ft[@]}" --set pre_norm=true --set steps=2
 expect_text "loads its final norm too" "loaded 39 encoder tensors"
 check "finetune reading the mean of the passage's vectors" 0 "$ctgrad" finetune bert --pretrained bert --run ft_mean "${ft[@]}" --set pool=mean --set steps=2
@@ -225,6 +231,11 @@ expect_text "says the vocabulary differs" "its vocabulary would not match the we
 check "a context longer than the pretraining's" 2 "$ctgrad" finetune bert --pretrained bert_wwm --run ft3 "${ft[@]}"
 expect_text "names both contexts" "longer than the pretrained run's 16"
 check "freezing more than the model has" 2 "$ctgrad" finetune bert --pretrained bert --run ft3 "${ft[@]}" --set freeze=9
+check "bert of any size" 0 "$ctgrad" train bert --run bert_sizes "${bert[@]}" --set d_model=48 --set heads=3 --set layers=3 --set d_ff=96 --set steps=2 --set eval_every=2
+expect_text "says its sizes" "3 layers, 3 heads, d_model 48, d_ff 96"
+check "its fine-tuning needs the same sizes" 2 "$ctgrad" finetune bert --pretrained bert_sizes --run ft3 "${ft[@]}"
+expect_text "names each key to set" "--set d_model=48 --set layers=3 --set heads=3 --set d_ff=96"
+check "finetune at its sizes" 0 "$ctgrad" finetune bert --pretrained bert_sizes --run ft_sizes "${ft[@]}" --set d_model=48 --set heads=3 --set layers=3 --set d_ff=96 --set steps=2
 
 # T5: span-corruption pretraining, span filling, text-to-text fine-tuning (one task, a mixture).
 t5=(--set size=tiny --set steps=20 --set eval_every=10 --set batch=8 --set eval_sequences=32 --threads 2)
@@ -236,6 +247,10 @@ expect_text "eval t5 prints the loss" "target-token accuracy"
 check "sample t5 fills two spans" 0 "$ctgrad" sample t5 --run t5 --fill "And God <extra_id_0> light: and there <extra_id_1>." --beam 2 --max-len 6
 expect_text "shows the beam's fill" "beam 2"
 check "train t5 with AdamW and the tied output" 0 "$ctgrad" train t5 --run t5_adamw "${t5[@]}" --set optimizer=adamw --set tied=true --set steps=4
+check "t5 of any size: 3 encoder layers, 1 decoder layer, 3 heads" 0 "$ctgrad" train t5 --run t5_sizes "${t5[@]}" --set layers=3 --set dec_layers=1 --set d_model=48 \
+  --set heads=3 --set vocab=600 --set steps=2
+expect_text "says its sizes" "3+1 layers, 3 heads, d_model 48"
+check "its span fill decodes at those sizes" 0 "$ctgrad" sample t5 --run t5_sizes --max-len 4
 check "a text without a sentinel" 2 "$ctgrad" sample t5 --run t5 --fill "In the beginning God created"
 expect_text "says there is nothing to fill" "has no sentinel to fill"
 check "sentinels out of order" 2 "$ctgrad" sample t5 --run t5 --fill "In <extra_id_1> beginning <extra_id_0> created"
@@ -255,7 +270,7 @@ check "an unknown task in a mixture" 2 "$ctgrad" finetune t5 --task mix:translat
 expect_text "names the unknown task" "names an unknown task 'summarize'"
 check "a mixture of one task" 2 "$ctgrad" finetune t5 --task mix:austen-novel --pretrained t5 --run t5ft_x "${t5ft[@]}"
 check "a pretrained T5 of another size" 2 "$ctgrad" finetune t5 --task austen-novel --pretrained t5 --run t5ft_x "${t5ft[@]}" --set size=small
-expect_text "names the size" "was trained with size=tiny"
+expect_text "names the size" "was trained with another model: --set size=tiny"
 
 # Ablation studies: a tiny grid of two architectures x 2 seeds end to end, its report, a rerun that
 # skips finished runs, a half-finished run continued, and the refusals.
@@ -284,8 +299,6 @@ check "ablate: a value out of range" 2 "$ctgrad" ablate gpt --grid lr=1e-3,0 --r
 expect_text "names the key" "lr"
 check "ablate: a value its model refuses" 2 "$ctgrad" ablate gpt --grid dropout=0,2 "${study[@]}" --run study_x
 expect_text "names the configuration" "dropout=2 cannot run"
-check "ablate: a ViT architecture this build has not compiled" 2 "$ctgrad" ablate vit --grid norm=pre,post --grid act=gelu,relu --set size=tiny --run study_x
-expect_text "names the order compiled" "changing at most 1"
 check "ablate: too many runs without --yes" 2 "$ctgrad" ablate gpt --grid lr=1e-3,2e-3,3e-3 --grid dropout=0,0.1,0.2,0.3 --seeds 5 --run study_x
 expect_text "asks for --yes" "add --yes"
 check "ablate: the seeds are the study's" 2 "$ctgrad" ablate gpt --grid lr=1e-3 --set seed=4 --run study_x
@@ -309,7 +322,7 @@ expect_text "says why" "a head width of 9: rotary positions pair features"
 check "a context longer than the preset's grows the model with it" 0 "$ctgrad" train gpt --set context=96 --set size=tiny --set steps=2 --set eval_every=2 \
   --set batch=2 --set eval_windows=2 --set sample_tokens=0 --run gpt_ctx --threads 2
 check "eval at a longer context than trained is refused" 2 "$ctgrad" eval gpt --run gpt_ctx --set context=128
-check "a Transformer variant trains and translates on the copy task" 0 "$ctgrad" train transformer --set task=copy --set pos=learned --set steps=30 --set batch=8 --set eval_every=30 --run copy_learned --threads 2
+check "a Transformer with learned positions trains and translates on the copy task" 0 "$ctgrad" train transformer --set task=copy --set pos=learned --set steps=30 --set batch=8 --set eval_every=30 --run copy_learned --threads 2
 check "its eval decodes with its own step graph" 0 "$ctgrad" eval transformer --run copy_learned
 # Checkpoint averaging (the paper's last 5): kept checkpoints, their mean, eval of it.
 check "train keeping the last 3 checkpoints" 0 "$ctgrad" train transformer --set task=copy --set steps=40 --set batch=8 --set eval_every=10 --set keep_checkpoints=3 --run kept --threads 2
@@ -322,7 +335,11 @@ expect_text "says how to keep them" "keep_checkpoints"
 check "average-checkpoints: another model's run" 2 "$ctgrad" average-checkpoints gpt --run kept
 check "average-checkpoints: over the run's own checkpoint" 2 "$ctgrad" average-checkpoints transformer --run kept --out checkpoint.safetensors
 check "eval: a missing --checkpoint file" 2 "$ctgrad" eval transformer --run kept --checkpoint nothing.safetensors
-check "a ViT variant trains" 0 "$ctgrad" train vit --set size=tiny --set norm=post --set epochs=1 --set train_images=64 --set batch=32 --run vit_post --threads 2
+check "a ViT of other sizes and architecture trains" 0 "$ctgrad" train vit --set size=tiny --set norm=post --set act=swiglu --set pool=mean --set d_model=24 \
+  --set heads=3 --set patch=4 --set layers=3 --set epochs=1 --set train_images=64 --set batch=32 --run vit_post --threads 2
+expect_text "says its sizes" "7x7 patches of 4, d_model 24, 3 layers, 3 heads"
+check "vit: a patch that does not divide the image" 2 "$ctgrad" train vit --set patch=5 --run nothing
+expect_text "says why" "patch 5 does not divide the images' side of 28 pixels"
 
 # What a user saved is kept: a run folder is not trained over, a swapped tokenizer is refused,
 # SIGTERM saves like Ctrl-C, a diverged run keeps its last good checkpoint, metrics have no

@@ -62,18 +62,6 @@ TEST_CASE("Llama: whole-model gradcheck in double precision", "[models][llama]")
   CHECK(r.ok);
 }
 
-TEST_CASE("Llama: the variant keys of a mixture of experts, and the preset's own dense MLP", "[models][llama][moe]") {
-  constexpr auto space = llama_variant_space(kLlamaSmall, 1);
-  constexpr VariantIndex<9> preset{}, top1{0, 0, 0, 0, 0, 0, 0, 1, 0}, moe{0, 0, 0, 0, 0, 0, 1, 0, 0}, wide{0, 0, 0, 0, 0, 0, 0, 0, 2};
-  STATIC_REQUIRE(variant_config(kLlamaSmall, space, preset).moe_experts == 0);
-  STATIC_REQUIRE(variant_config(kLlamaSmall, space, moe).moe_experts == 4);
-  STATIC_REQUIRE(variant_config(kLlamaSmall, space, moe).moe_top_k == 2);
-  STATIC_REQUIRE(variant_config(kLlamaSmall, space, top1).moe_experts == 4);  // moe_top_k=1 alone: four experts, top-1
-  STATIC_REQUIRE(variant_config(kLlamaSmall, space, top1).moe_top_k == 1);
-  STATIC_REQUIRE(variant_config(kLlamaSmall, space, wide).ffn_mult == 4);
-  STATIC_REQUIRE(variant_count(space) == 12);
-}
-
 TEST_CASE("Llama: a mixture of experts in every layer, its names, gradcheck and auxiliary terms", "[models][llama][moe]") {
   Program<kMicroMoeGraph> p(Options{.seed = 3});
   const auto shape = [&](const char* n) {

@@ -10,13 +10,8 @@ src=$1 work=$2 phase=${3:-all}
 case "$phase" in build | unit | command | all) ;; *) echo "run.sh: no phase '$phase' (build, unit, command, all)"; exit 2 ;; esac
 mkdir -p "$work"
 if [ "$phase" = build ] || [ "$phase" = all ]; then
-  # CTGRAD_VARIANT_ORDER=0: the command with each preset's own architecture only (the smoke runs
-  # below use no other); its ablation variants, compiled again under the sanitizers, were about a
-  # third of this test's time (docs/ablations.md: 6 minutes of CPU at -O3); the unsanitized unit
-  # tests build and run variants of their own. CTGRAD_PRESETS=smoke: each model's smallest preset
-  # only (the runs below use no other; the larger ones' graphs were ~40% of this build's CPU).
   cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCTGRAD_SANITIZE=address,undefined \
-    -DCTGRAD_VARIANT_ORDER=0 -DCTGRAD_PRESETS=smoke -DBUILD_TESTING=ON > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+    -DBUILD_TESTING=ON > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
   echo "+ building ctgrad_tests_core, ctgrad and its plug-ins with ASan+UBSan"
   cmake --build "$work/build" -j2 --target ctgrad_tests_core ctgrad-cli ctgrad-plugins > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
 fi

@@ -1,12 +1,10 @@
-// Architecture variants (models/variant_space.hpp): the tables of compiled variants, and each
-// architecture choice of the GPT, the Transformer and the ViT checked in the model: a double
+// Each architecture choice of the GPT, the Transformer and the ViT checked in the model: a double
 // precision gradcheck of the training graph, and the decoding graphs (key/value caches, positions
 // given per step) against the training graph's logits.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/base/random.hpp>
@@ -20,71 +18,6 @@ using layers::Act;
 using layers::Norm;
 using layers::NormKind;
 using layers::Pos;
-
-namespace {
-
-struct Toy {
-  int a = 0, b = 0, c = 0;
-};
-constexpr VariantAxis<Toy> toy_axis(std::string_view key, std::array<std::string_view, kMaxVariantValues> values, Toy (*f)(Toy, std::string_view)) {
-  return {key, values, f};
-}
-template <int Order>
-constexpr VariantSpace<Toy, 3> kToy{{{toy_axis("a", {"0", "1"}, [](Toy t, std::string_view v) { return t.a = parse_int(v), t; }),
-                                      toy_axis("b", {"0", "1", "2"}, [](Toy t, std::string_view v) { return t.b = parse_int(v), t; }),
-                                      toy_axis("c", {"0", "1"}, [](Toy t, std::string_view v) { return t.c = parse_int(v), t; })}},
-                                    Order};
-
-// b marked alone: it never combines with a or c.
-constexpr VariantSpace<Toy, 3> kToyAloneB{{{kToy<3>.axes[0], {"b", {"0", "1", "2"}, kToy<3>.axes[1].apply, true}, kToy<3>.axes[2]}}, 3};
-
-template <const auto& S>
-void check_table() {
-  constexpr auto t = variant_table<S>();
-  std::set<std::array<std::int8_t, 3>> seen;
-  for (const auto& v : t) {
-    CHECK(changed_keys(v) <= S.order);
-    CHECK(seen.insert(v).second);
-  }
-  CHECK(changed_keys(t[0]) == 0);  // the preset first
-}
-
-}  // namespace
-
-TEST_CASE("Variants: every combination changing at most `order` keys, the preset first", "[models][variants]") {
-  // 2 x 3 x 2 values: order 0 is the preset, 1 adds 1 + 2 + 1, 2 adds the pairs 2 + 1 + 2, 3 the last 2.
-  STATIC_REQUIRE(variant_count(kToy<0>) == 1);
-  STATIC_REQUIRE(variant_count(kToy<1>) == 5);
-  STATIC_REQUIRE(variant_count(kToy<2>) == 10);
-  STATIC_REQUIRE(variant_count(kToy<3>) == 12);
-  check_table<kToy<1>>();
-  check_table<kToy<2>>();
-  check_table<kToy<3>>();
-  constexpr auto t = variant_table<kToy<3>>();
-  constexpr Toy last = variant_config(Toy{}, kToy<3>, t.back());
-  STATIC_REQUIRE((last.a == 1 && last.b == 2 && last.c == 1));
-  CHECK(describe_variant(kToy<3>, t.back()) == "a=1, b=2, c=1");
-  CHECK(describe_variant(kToy<3>, t.front()) == "the preset");
-  // The GPT's six combining keys (2, 2, 4, 4, 3, 2 values): 1 + 11 variants of order 1, 48 pairs
-  // more; its four keys that change alone (kv_heads 3 values, qk_norm 2, bias 2, mixer 2) add 5 at any order.
-  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 1)) == 17);
-  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 2)) == 65);
-  STATIC_REQUIRE(variant_count(gpt_variant_space(kGptSmall, 9)) == 2 * 2 * 4 * 4 * 3 * 2 + 5);
-  constexpr auto gs = gpt_variant_space(kGptSmall, 2);
-  CHECK(gs.axes[6].key == "kv_heads");
-  CHECK((gs.axes[6].values[0] == "0" && gs.axes[6].values[1] == "2" && gs.axes[6].values[2] == "1" && gs.axes[6].size() == 3));
-  CHECK(gpt_variant_space(kGptTiny, 1).axes[6].size() == 2);  // 2 heads: "0", "1" (no repeat)
-  // A key marked `alone` never combines with another.
-  STATIC_REQUIRE(variant_count(kToyAloneB) == 2 * 2 + 2);
-  for (const auto& v : variant_table<kToyAloneB>()) CHECK((v[1] == 0 || changed_keys(v) == 1));
-  // The preset's own values come first, whatever they are.
-  constexpr auto tr = transformer_variant_space(kTransformerSmall, 1);
-  CHECK(tr.axes[0].values[0] == "post");
-  CHECK(tr.axes[2].values[0] == "relu");
-  CHECK(tr.axes[3].values[0] == "sinusoidal");
-  CHECK(tr.axes[4].values[0] == "4");
-  CHECK(tr.axes[4].values[2] == "8");
-}
 
 namespace {
 
@@ -155,14 +88,14 @@ double gpt_decoding_error() {
 
 }  // namespace
 
-TEST_CASE("Variants: the GPT's architecture choices, gradchecked in double precision", "[models][variants]") {
+TEST_CASE("Architectures: the GPT's architecture choices, gradchecked in double precision", "[models][architectures]") {
   gpt_gradcheck<kGptPostRmsRelu>();
   gpt_gradcheck<kGptSwigluNoPosUntied>();
   gpt_gradcheck<kGptGeluLearnedFourHeads>();
   gpt_gradcheck<kGptRopeMqaQkNormNoBias>();
 }
 
-TEST_CASE("Variants: the GPT's parameters follow its choices", "[models][variants]") {
+TEST_CASE("Architectures: the GPT's parameters follow its choices", "[models][architectures]") {
   static constexpr auto A = freeze<gpt, kGptPostRmsRelu>();
   static constexpr auto B = freeze<gpt, kGptSwigluNoPosUntied>();
   Program<A> a;
@@ -189,7 +122,7 @@ TEST_CASE("Variants: the GPT's parameters follow its choices", "[models][variant
   CHECK_FALSE(has(m, "h.0.attn.wq.bias"));
 }
 
-TEST_CASE("Variants: the GPT's decoder with caches gives the training graph's logits in every variant", "[models][variants]") {
+TEST_CASE("Architectures: the GPT's decoder with caches gives the training graph's logits in every variant", "[models][architectures]") {
   CHECK(gpt_decoding_error<kGptPostRmsRelu>() < 1e-5);
   CHECK(gpt_decoding_error<kGptSwigluNoPosUntied>() < 1e-5);
   CHECK(gpt_decoding_error<kGptGeluLearnedFourHeads>() < 1e-5);
@@ -277,14 +210,14 @@ double tr_decoding_error() {
 
 }  // namespace
 
-TEST_CASE("Variants: the Transformer's architecture choices, gradchecked, and decoding with caches", "[models][variants]") {
+TEST_CASE("Architectures: the Transformer's architecture choices, gradchecked, and decoding with caches", "[models][architectures]") {
   tr_gradcheck<kTrPreRmsLearned>();
   tr_gradcheck<kTrSwigluNoPosUntied>();
   CHECK(tr_decoding_error<kTrPreRmsLearned>() < 1e-5);
   CHECK(tr_decoding_error<kTrSwigluNoPosUntied>() < 1e-5);
 }
 
-TEST_CASE("Variants: the ViT's architecture choices, gradchecked", "[models][variants]") {
+TEST_CASE("Architectures: the ViT's architecture choices, gradchecked", "[models][architectures]") {
   static constexpr VitConfig base{.image = 8, .channels = 1, .patch = 4, .d_model = 8, .n_layer = 2, .heads = 2, .d_mlp = 12, .classes = 3};
   static constexpr VitConfig post = [] {
     VitConfig c = base;
