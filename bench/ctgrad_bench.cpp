@@ -260,7 +260,9 @@ int usage() {
                "usage: ctgrad-bench gemm|simd|decode [--threads N] [--reps N]\n"
                "       ctgrad-bench gpt|vit|transformer|llama|seq2seq [--config small|medium|mha|mqa|moe|dense2|recompute] [--peer libtorch] [--threads N]\n"
                "                    [--warmup N] [--steps N] [--rounds N] [--precision fp32|bf16|both]\n"
-               "                    [--profile-ops]   (ctgrad's time by op over the timed steps, on stderr)\n");
+               "                    [--profile-ops]   (ctgrad's time by op over the timed steps, on stderr)\n"
+               "                    [--run-time]      (also the model frozen at run time, Program<run_time>, rounds alternating)\n"
+               "       ctgrad-bench plan [--reps N]   (each preset's graphs frozen and planned at run time, as the command does once per run)\n");
   return 2;
 }
 
@@ -291,6 +293,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps" && i + 1 < argc) train.steps = std::atoi(argv[++i]);
     else if (a == "--rounds" && i + 1 < argc) train.rounds = std::atoi(argv[++i]);
     else if (a == "--profile-ops") train.profile_ops = true;
+    else if (a == "--run-time") train.run_time = true;
     else {
       std::fprintf(stderr, "ctgrad-bench: unknown option '%s'\n", a.c_str());
       return usage();
@@ -301,6 +304,7 @@ int main(int argc, char** argv) {
   if (cmd == "gemm") return gemm_bench(threads, reps);
   if (cmd == "simd") return simd_bench(reps);
   if (cmd == "decode") return decode_bench(threads, reps);
+  if (cmd == "plan") return plan_bench(reps);
   if (cmd == "gpt" || cmd == "vit" || cmd == "transformer" || cmd == "llama" || cmd == "seq2seq") {
     if (!train.peer.empty() && train.peer != "libtorch") {
       std::fprintf(stderr, "ctgrad-bench: unknown peer '%s' (peers: libtorch)\n", train.peer.c_str());

@@ -22,9 +22,11 @@
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/ops/detail/cpu.hpp>
 #include <ctgrad/ops/detail/gemm.hpp>
+#include <ctgrad/models/bert.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/llama.hpp>
 #include <ctgrad/models/seq2seq.hpp>
+#include <ctgrad/models/t5.hpp>
 #include <ctgrad/models/transformer.hpp>
 #include <ctgrad/models/vit.hpp>
 #include <ctgrad/optim/optimizers.hpp>
@@ -206,12 +208,26 @@ class Peer {
   FILE *in_ = nullptr, *out_ = nullptr;
 };
 
+// `build`: the same model's builder, frozen at run time for --run-time.
 template <class Model>
-int run(const bench::Shape& s, const TrainBenchOptions& o) {
+int run(const bench::Shape& s, const TrainBenchOptions& o, Builder (*build)()) {
   const double peak0 = bench::fma_peak_gflops(o.threads);  // before any worker pool exists
   bench::set_library_call(&kernel::inside_onednn_call);  // oneDNN's allocations per primitive run, counted apart
-  Model model(Options{.threads = o.threads, .seed = 1, .hypers = {{"dropout", 0.0}}, .profile_ops = o.profile_ops});
+  const Options opts{.threads = o.threads, .seed = 1, .hypers = {{"dropout", 0.0}}, .profile_ops = o.profile_ops};
+  Model model(opts);
   optim::AdamW<float> opt(model.parameters(), optim::AdamOptions{.lr = 3e-4, .weight_decay = 0.1}, {optim::no_decay_group()});
+  // The run-time path: the same function frozen and planned now, the same seed (the same weights).
+  double plan_ms = 0;
+  std::unique_ptr<Program<run_time>> rt;
+  std::unique_ptr<optim::AdamW<float>> rt_opt;
+  if (o.run_time) {
+    const double t0 = bench::now();
+    auto planned = std::make_shared<const PlannedGraph>(freeze(build()));
+    plan_ms = 1e3 * (bench::now() - t0);
+    rt = std::make_unique<Program<run_time>>(planned, opts);
+    rt_opt = std::make_unique<optim::AdamW<float>>(rt->parameters(), optim::AdamOptions{.lr = 3e-4, .weight_decay = 0.1},
+                                                   std::vector<optim::Group>{optim::no_decay_group()});
+  }
   const bench::Batches data(s, 8);
   std::printf("%s\n", json{{"bench", "machine"},
                            {"cpu", ctgrad::cpu::describe()},
@@ -230,7 +246,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
     if (!why.empty()) throw std::runtime_error("--precision " + o.precision + ": " + why);
   };
   set_precision(o.precision == "bf16");
-  Side mine, mine16, peer;
+  Side mine, mine16, peer, mine_rt;
   double peer_rss = 0;
   json peer_line;
   double peak = 0;
@@ -243,10 +259,16 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   // Warm-up, then rounds alternating the two sides; every step of a round is timed.
   Side discard;
   train_steps(model, opt, s, data, o.warmup, false, discard);
+  Side discard_rt;
+  if (rt) train_steps(*rt, *rt_opt, s, data, o.warmup, false, discard_rt);
   if (other && o.warmup > 0) peer.first_loss = other->steps(o.warmup)["loss_first"];
   model.reset_op_profile();  // the timed steps only
   for (int r = 0; r < o.rounds; ++r) {
     train_steps(model, opt, s, data, o.steps, true, mine);
+    if (rt) {
+      usleep(20000);
+      train_steps(*rt, *rt_opt, s, data, o.steps, true, mine_rt);
+    }
     if (both) {  // the same model on, alternately, fp32 and bf16 matmuls
       usleep(20000);
       set_precision(true);
@@ -265,7 +287,7 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
     }
     if (r == 0 || r == o.rounds - 1) measure_peak();
   }
-  if (o.warmup > 0) mine.first_loss = discard.first_loss;
+  if (o.warmup > 0) mine.first_loss = discard.first_loss, mine_rt.first_loss = discard_rt.first_loss;
   other.reset();
   if (o.profile_ops)
     std::fprintf(stderr, "ctgrad, time by op%s:\n%s", both ? " (fp32 and bf16 steps together)" : "",
@@ -276,6 +298,22 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   a["arena_mb"] = double(model.arena_bytes()) / (1 << 20);  // activations, gradients and scans' per-step values at this batch
   a["precision"] = both ? "fp32" : o.precision;
   std::printf("%s\n", a.dump().c_str());
+  if (rt) {  // the two paths side by side: step time, allocations, and the same losses (the same bits)
+    json r = report(s, "ctgrad run-time graph", mine_rt, bench::peak_rss_mb(), peak);
+    r["arena_mb"] = double(rt->arena_bytes()) / (1 << 20);
+    r["plan_ms"] = plan_ms;
+    std::printf("%s\n", r.dump().c_str());
+    std::printf("%s\n", json{{"bench", "train"},
+                             {"model", s.model},
+                             {"config", s.config},
+                             {"paths", "compile-time vs run-time graph"},
+                             {"run_time_over_compile_time", r["step_ms_median"].get<double>() / a["step_ms_median"].get<double>()},
+                             {"allocs_per_step", {a["allocs_per_step"], r["allocs_per_step"]}},
+                             {"same_losses", mine.first_loss == mine_rt.first_loss && mine.last_loss == mine_rt.last_loss},
+                             {"plan_ms", plan_ms}}
+                            .dump()
+                            .c_str());
+  }
   if (both) {
     json a16 = report(s, "ctgrad", mine16, bench::peak_rss_mb(), peak);
     a16["precision"] = "bf16";
@@ -310,7 +348,50 @@ int run(const bench::Shape& s, const TrainBenchOptions& o) {
   return 0;
 }
 
+// The model of function F at config C: frozen at compile time, and (--run-time) at run time.
+template <auto F, auto C>
+int run_model(const bench::Shape& s, const TrainBenchOptions& o) {
+  return run<Program<Frozen<F, C>::graph>>(s, o, [] { return F(C); });
+}
+
 }  // namespace
+
+int plan_bench(int reps) {
+  // Each row: a model's training graph (and decoding graphs) frozen and planned from its config,
+  // as `ctgrad train` does once per run; the best of `reps`.
+  struct Row {
+    const char *model, *config;
+    Builder (*build)();
+  };
+  const Row rows[] = {
+      {"gpt", "medium (training)", [] { return models::gpt(models::kGptMedium); }},
+      {"gpt", "medium (decoder)", [] { return models::gpt_decoder(models::kGptMedium); }},
+      {"llama", "medium (training)", [] { return models::llama(models::kLlamaMedium); }},
+      {"bert", "base (masked LM)", [] { return models::bert_mlm(models::kBertBase); }},
+      {"t5", "t5-small (training)", [] { return models::t5(models::kT5SmallOriginal); }},
+      {"t5", "t5-small (decoding step)", [] { return models::t5_step(models::kT5SmallOriginal); }},
+      {"transformer", "base (training)", [] { return models::transformer(models::kTransformerBase); }},
+      {"vit", "small (training)", [] { return models::vit(kVit); }},
+      {"seq2seq", "small (training)", [] { return models::seq2seq(kSeq2Seq); }},
+  };
+  for (const Row& r : rows) {
+    double best = 1e30, build_best = 1e30;
+    int nodes = 0;
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = bench::now();
+      Builder b = r.build();
+      const double t1 = bench::now();
+      const PlannedGraph p(freeze(std::move(b)));
+      best = std::min(best, bench::now() - t0), build_best = std::min(build_best, t1 - t0);
+      nodes = p.graph().size;
+    }
+    std::printf("%s\n", json{{"bench", "plan"}, {"model", r.model}, {"config", r.config}, {"nodes", nodes}, {"build_ms", 1e3 * build_best},
+                             {"build_freeze_plan_ms", 1e3 * best}}
+                            .dump()
+                            .c_str());
+  }
+  return 0;
+}
 
 int train_bench(const std::string& model, const TrainBenchOptions& o) {
   bench::Shape s;
@@ -320,20 +401,15 @@ int train_bench(const std::string& model, const TrainBenchOptions& o) {
                  o.config.c_str(), model.c_str());
     return 2;
   }
-  if (model == "gpt")
-    return o.config == "small" ? run<Program<Frozen<models::gpt, models::kGptSmall>::graph>>(s, o)
-                               : run<Program<Frozen<models::gpt, models::kGptMedium>::graph>>(s, o);
-  if (model == "vit") return run<Program<Frozen<models::vit, kVit>::graph>>(s, o);
-  if (model == "seq2seq")
-    return o.config == "recompute" ? run<Program<Frozen<models::seq2seq, kSeq2SeqRecompute>::graph>>(s, o)
-                                   : run<Program<Frozen<models::seq2seq, kSeq2Seq>::graph>>(s, o);
+  if (model == "gpt") return o.config == "small" ? run_model<models::gpt, models::kGptSmall>(s, o) : run_model<models::gpt, models::kGptMedium>(s, o);
+  if (model == "vit") return run_model<models::vit, kVit>(s, o);
+  if (model == "seq2seq") return o.config == "recompute" ? run_model<models::seq2seq, kSeq2SeqRecompute>(s, o) : run_model<models::seq2seq, kSeq2Seq>(s, o);
   if (model == "llama") {
-    if (o.config == "mha") return run<Program<Frozen<models::llama, llama_with(4, 0, 1)>::graph>>(s, o);
-    if (o.config == "mqa") return run<Program<Frozen<models::llama, llama_with(1, 0, 1)>::graph>>(s, o);
-    if (o.config == "moe") return run<Program<Frozen<models::llama, llama_with(2, 4, 1)>::graph>>(s, o);
-    if (o.config == "dense2") return run<Program<Frozen<models::llama, llama_with(2, 0, 2)>::graph>>(s, o);
-    return run<Program<Frozen<models::llama, llama_with(2, 0, 1)>::graph>>(s, o);
+    if (o.config == "mha") return run_model<models::llama, llama_with(4, 0, 1)>(s, o);
+    if (o.config == "mqa") return run_model<models::llama, llama_with(1, 0, 1)>(s, o);
+    if (o.config == "moe") return run_model<models::llama, llama_with(2, 4, 1)>(s, o);
+    if (o.config == "dense2") return run_model<models::llama, llama_with(2, 0, 2)>(s, o);
+    return run_model<models::llama, llama_with(2, 0, 1)>(s, o);
   }
-  return o.config == "small" ? run<Program<Frozen<models::transformer, kTransformerS>::graph>>(s, o)
-                             : run<Program<Frozen<models::transformer, kTransformerM>::graph>>(s, o);
+  return o.config == "small" ? run_model<models::transformer, kTransformerS>(s, o) : run_model<models::transformer, kTransformerM>(s, o);
 }

@@ -120,7 +120,7 @@ check "another vocabulary size" 0 "$ctgrad" train transformer --run translate_v4
 expect_text "trains its tokenizer to that size" "shared BPE vocabulary of 4000"
 check "its eval" 0 "$ctgrad" eval transformer --run translate_v4k --set eval_sentences=2 --set beam=2
 check "vocab below its range" 2 "$ctgrad" train transformer --run nothing --set vocab=100
-expect_text "names the range" "must be in [256, 131072]"
+expect_text "names the range" "must be an integer in [256, 131072]"
 check "transformer: any sizes and three architecture keys" 0 "$ctgrad" train transformer --run tr_sizes --set d_model=48 --set heads=3 --set layers=1 --set d_ff=80 \
   --set norm=pre --set act=gelu --set pos=learned --set vocab=1000 --set steps=2 --set eval_every=2 --set batch=8 --threads 2
 expect_text "says its sizes" "1+1 layers, d_model 48, 3 heads, d_ff 80 (pre-norm LayerNorm, gelu, learned positions"
