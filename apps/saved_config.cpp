@@ -15,7 +15,7 @@ Config saved_config(const Task& t, const std::filesystem::path& file, std::strin
   Config saved = t.schema.defaults();
   saved.merge_json(config->second, "the config in " + file.string());
   for (const training::Key& k : t.schema.keys()) {
-    if (saved.was_set(k.name)) continue;
+    if (saved.was_set(k.name) || k.stated_when_set) continue;  // (one at its default is not written)
     if (k.role == training::Role::model && !k.added_later)  // what the weights' shapes depend on must be stated
       throw config_error("the config in " + file.string() + " lacks '" + k.name + "': the checkpoint is damaged");
     if (defaulted) *defaulted += (defaulted->empty() ? "" : ", ") + k.name + "=" + saved.show(k.name);

@@ -272,9 +272,9 @@ void add_size_keys(Schema& s, const std::vector<PresetSizes>& presets) {
               "architecture: the longest context the model reads, learned positions' rows and decoding room (0: the preset's: " +
                   listed(&PresetSizes::context) + ")",
               Role::model);
-  s.added_later({"d_model", "layers", "d_ff"});
-  if (vocab) s.added_later({"vocab"});
-  if (context) s.added_later({"max_context"});
+  s.stated_when_set({"d_model", "layers", "d_ff"});
+  if (vocab) s.stated_when_set({"vocab"});
+  if (context) s.stated_when_set({"max_context"});
 }
 
 int ff_width(const Config& c, int d_model, int ff_mult, bool gated) {

@@ -140,6 +140,14 @@ Schema& Schema::flag(std::string name, bool value, std::string help, Role role) 
   return add({std::move(name), std::move(help), Kind::flag, role, value, {}, {}});
 }
 
+Schema& Schema::stated_when_set(std::initializer_list<std::string_view> names) {
+  added_later(names);
+  for (Key& k : keys_)
+    for (std::string_view n : names)
+      if (k.name == n) k.stated_when_set = true;
+  return *this;
+}
+
 Schema& Schema::added_later(std::initializer_list<std::string_view> names) {
   for (std::string_view n : names)
     for (Key& k : keys_)
@@ -328,6 +336,7 @@ std::string Config::to_json() const {
   json j = json::object();
   for (const Key& k : schema_->keys()) {
     const Value& v = values_.find(k.name)->second;
+    if (k.stated_when_set && v == k.default_value) continue;
     std::visit([&](const auto& x) { j[k.name] = x; }, v);
   }
   return j.dump();

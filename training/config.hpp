@@ -55,6 +55,10 @@ struct Key {
   // A model key added after checkpoints existed: one that lacks it was written before it, when
   // its default was the only behaviour, so the default is used (with a warning), not refused.
   bool added_later = false;
+  // Written into a saved config only when set away from its default (an added_later key whose
+  // default is what every config before it meant): a run that uses none of them saves the bytes
+  // an older version saved.
+  bool stated_when_set = false;
 };
 
 class Config;
@@ -69,6 +73,8 @@ class Schema {
 
   // Marks keys as added after checkpoints existed (Key::added_later).
   Schema& added_later(std::initializer_list<std::string_view> names);
+  // Marks keys as added later and stated only away from their defaults (Key::stated_when_set).
+  Schema& stated_when_set(std::initializer_list<std::string_view> names);
 
   const Key* find(std::string_view name) const;
   const Key& key(std::string_view name) const;  // throws config_error naming the closest key

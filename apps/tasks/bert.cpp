@@ -29,8 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The small preset's graph: its hyperparameters are every size's.
-constexpr auto kHyperGraph = freeze<models::bert_mlm, models::kBertSmall>();
+// The small preset's graph, frozen at run time: its hyperparameters are every size's.
+const RuntimeGraph kHyperGraph = freeze(models::bert_mlm(models::kBertSmall));
 
 const models::BertConfig& bert_preset(const std::string& size) {
   return size == "tiny" ? models::kBertTiny : size == "base" ? models::kBertBase : models::kBertSmall;
@@ -48,7 +48,7 @@ void add_bert_model_keys(Schema& s, const std::string& size_help, const std::str
   add_size_keys(s, sizes);
   s.integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 2, small 4, base 12)", Role::model)
       .flag("pre_norm", false, pre_norm_help, Role::model);
-  s.added_later({"heads"});
+  s.stated_when_set({"heads"});
 }
 
 models::BertConfig bert_config(const Config& c) {

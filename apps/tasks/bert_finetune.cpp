@@ -38,8 +38,8 @@ using corpus::kNovels;
 using corpus::Passage;
 using corpus::Passages;
 
-// The small preset's graph: its hyperparameters are every size's.
-constexpr auto kHyperGraph = freeze<models::bert_classifier, models::kBertSmall, kNovels>();
+// The small preset's graph, frozen at run time: its hyperparameters are every size's.
+const RuntimeGraph kHyperGraph = freeze(models::bert_classifier(models::kBertSmall, kNovels));
 
 Schema finetune_schema() {
   Schema s;

@@ -18,7 +18,10 @@ struct GptFamily {
   using Sampler = models::GptSampler;
   static constexpr const char* name = "gpt";
   // The preset's graph: the hyperparameters every GPT has, for the schema.
-  static constexpr auto hyper_graph = freeze<models::gpt, models::kGptSmall>();
+  static const RuntimeGraph& hyper_graph() {
+    static const RuntimeGraph g = freeze(models::gpt(models::kGptSmall));
+    return g;
+  }
   static ModelConfig model_config(const Config& c) {
     const ModelConfig& p = gpt_preset(c.text("size"));
     ModelConfig m = p;
@@ -66,7 +69,7 @@ Schema gpt_schema() {
               "architecture: each block's token mixer, self-attention or a selective state-space layer of about its parameters (Mamba's S6)", Role::model);
   s.added_later({"kv_heads", "qk_norm", "bias", "mixer"});  // runs trained before them had the defaults
   add_common_keys(s);
-  add_hyper_keys(s, GptFamily::hyper_graph);
+  add_hyper_keys(s, GptFamily::hyper_graph());
   return s;
 }
 

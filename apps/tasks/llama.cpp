@@ -17,7 +17,10 @@ struct LlamaFamily {
   using ModelConfig = models::LlamaConfig;
   using Sampler = models::LlamaSampler;
   static constexpr const char* name = "llama";
-  static constexpr auto hyper_graph = freeze<models::llama, models::kLlamaTiny>();
+  static const RuntimeGraph& hyper_graph() {
+    static const RuntimeGraph g = freeze(models::llama(models::kLlamaTiny));
+    return g;
+  }
   static ModelConfig model_config(const Config& c) {
     const ModelConfig& p = llama_preset(c.text("size"));
     ModelConfig m = p;
@@ -82,7 +85,7 @@ Schema llama_schema() {
       .real("moe_z_weight", 0.001, {.min = 0, .max = 100}, "a mixture of experts: the weight of the router z-loss (ST-MoE)");
   s.added_later({"heads", "moe_experts", "moe_top_k", "ffn_mult", "moe_balance_weight", "moe_z_weight"});
   add_common_keys(s);
-  add_hyper_keys(s, LlamaFamily::hyper_graph, {{"norm_eps", 1e-5}});
+  add_hyper_keys(s, LlamaFamily::hyper_graph(), {{"norm_eps", 1e-5}});
   return s;
 }
 

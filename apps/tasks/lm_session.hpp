@@ -276,7 +276,8 @@ class LmSession : public Session {
     models::check(so);
     const std::size_t start = ids.size();
     auto decoder = plan_model([&] { return F::decoder_graph(config_); });
-    typename F::Sampler gen(std::make_unique<Program<run_time>>(decoder, Options{.threads = ctx_.threads}), config_, model_->parameters());
+    typename F::Sampler gen(std::make_unique<Program<run_time>>(decoder, program_options(c_, ctx_.threads, decoder->graph())), config_,
+                            model_->parameters());  // the run's hyperparameters (norm_eps) too
     TextStream out(*tok_.tok, ids);
     gen.generate(ids, vocab_, so, [&](std::int32_t id) {
       out(id);

@@ -16,8 +16,8 @@ namespace {
 using namespace translation;
 namespace in = models::seq2seq_inputs;
 
-// The tiny preset's graph: its hyperparameters are every size's.
-constexpr auto kHyperGraph = freeze<models::seq2seq, models::Seq2SeqConfig{.vocab = 8000, .embed = 32, .hidden = 32, .layers = 2}>();
+// The tiny preset's graph, frozen at run time: its hyperparameters are every size's.
+const RuntimeGraph kHyperGraph = freeze(models::seq2seq(models::Seq2SeqConfig{.vocab = 8000, .embed = 32, .hidden = 32, .layers = 2}));
 
 // The model's graphs, built from its config at run time.
 struct Seq2SeqPrograms {
@@ -45,7 +45,7 @@ Schema seq2seq_schema() {
       .integer("hidden", 0, {.min = 0, .max = 1 << 16}, "architecture: the GRUs' and the attention's width (0: the preset's: tiny 32, small 256)", Role::model)
       .integer("layers", 0, {.min = 0, .max = models::kSeq2SeqMaxLayers}, "architecture: GRU layers of the encoder and of the decoder (0: the preset's: 2)",
                Role::model);
-  s.added_later({"embed", "hidden", "layers"});
+  s.stated_when_set({"embed", "hidden", "layers"});
   s.real("lr", 2e-3, {.min = 0, .max = 10, .min_open = true}, "Adam's peak learning rate (then a cosine decay to a tenth of it at the last step)")
       .integer("warmup", 200, {.min = 0}, "steps of linear warm-up")
       .real("clip", 1.0, {.min = 0}, "bound of the global gradient norm (d2l's 1; 0: none)");

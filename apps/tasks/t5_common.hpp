@@ -45,7 +45,7 @@ inline void add_model_keys(Schema& s) {
   add_size_keys(s, sizes);
   s.integer("dec_layers", 0, {.min = 0, .max = 1024}, "architecture: the decoder's blocks (0: layers)", Role::model)
       .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 2, small 4, t5-small 8)", Role::model);
-  s.added_later({"dec_layers", "heads"});
+  s.stated_when_set({"dec_layers", "heads"});
 }
 
 // The config's model: a preset, its sizes overridden by the keys given. vocab counts the 100

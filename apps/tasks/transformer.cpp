@@ -15,8 +15,8 @@ namespace {
 using namespace translation;
 namespace in = models::transformer_inputs;
 
-// The preset's graph: its hyperparameters are every variant's.
-constexpr auto kHyperGraph = freeze<models::transformer, models::kTransformerSmall>();
+// The preset's graph, frozen at run time: its hyperparameters are every size's.
+const RuntimeGraph kHyperGraph = freeze(models::transformer(models::kTransformerSmall));
 
 // The paper's recipe: Adam (0.9, 0.98, 1e-9), Noam schedule, label smoothing 0.1 and dropout 0.1
 // (hyperparameters of the model). Warm-up 4000 for base; shorter for the small runs on 2 cores,

@@ -25,8 +25,8 @@ namespace {
 namespace in = models::vit_inputs;
 namespace fs = std::filesystem;
 
-// The preset's graph: its hyperparameters are every variant's.
-constexpr auto kHyperGraph = freeze<models::vit, models::kVitFast>();
+// The preset's graph, frozen at run time: its hyperparameters are every size's.
+const RuntimeGraph kHyperGraph = freeze(models::vit(models::kVitFast));
 
 Schema vit_schema() {
   Schema s;
@@ -48,7 +48,7 @@ Schema vit_schema() {
   add_size_keys(s, sizes);
   s.integer("patch", 0, {.min = 0, .max = 28}, "architecture: the patches' side in pixels, dividing the images' 28 (0: the preset's: fast 7, small 4, tiny 7)",
             Role::model);
-  s.added_later({"patch"});
+  s.stated_when_set({"patch"});
   add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;

@@ -35,7 +35,9 @@ constexpr PooledAttention nadaraya_watson(const Scope& s, Value q, Value k, Valu
   qe[qe.rank++] = 1;                                   // [..., Q, 1]
   ke[ke.rank] = ke[ke.rank - 1], ke[ke.rank - 1] = 1, ++ke.rank;  // [..., 1, K]
   const Value w = s.param("w", {1}, w_init);  // an inverse width: a larger w, a sharper kernel
-  const Value d = (reshape(q, qe) - reshape(k, ke)) * w;
+  const Value qr = reshape(q, qe);  // one node per statement: the same order at compile and run time
+  const Value kr = reshape(k, ke);
+  const Value d = (qr - kr) * w;
   const Value weights = softmax(scale(d * d, -0.5));   // [..., Q, K]
   if (vs.rank == ks.rank) {
     Shape ve = vs;

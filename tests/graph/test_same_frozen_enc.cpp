@@ -22,6 +22,19 @@ struct Bert {
     require_same_frozen_graph<classifier, models::bert_classifier, C, 3>(name);
   }
 };
+// d2l 11.2's Nadaraya-Watson pooling, values [B, K] or [B, K, D] (layers/attention_pooling.hpp).
+constexpr Builder kernel_regression(int value_dims) {
+  Builder g;
+  Value q = g.input("queries", {Batch, Seq});
+  Value k = g.input("keys", {Batch, SeqKV});
+  Value v = value_dims == 1 ? g.input("values", {Batch, SeqKV}) : g.input("values", {Batch, SeqKV, 3});
+  const layers::PooledAttention a = layers::nadaraya_watson(g.scope("nw"), q, k, v, init::constant(1.0));
+  g.output(a.weights, "weights");
+  g.output(a.out, "predictions");
+  return g;
+}
+constexpr auto kKernelRegression1 = freeze<kernel_regression, 1>();
+constexpr auto kKernelRegression3 = freeze<kernel_regression, 3>();
 constexpr models::VitConfig kVitMeanPool = [] {
   models::VitConfig c = models::kVitTiny;
   c.mean_pool = true;
@@ -40,4 +53,9 @@ TEST_CASE("run-time freeze: BERT presets (masked LM and classifier) equal the co
   Bert<models::kBertTiny>::check("bert tiny");
   Bert<models::kBertSmall>::check("bert small");
   Bert<models::kBertBase>::check("bert base");
+}
+
+TEST_CASE("run-time freeze: Nadaraya-Watson attention pooling equals the compile-time one", "[graph][run_time]") {
+  require_same_frozen_graph<kKernelRegression1, kernel_regression, 1>("nadaraya_watson, values [B, K]");
+  require_same_frozen_graph<kKernelRegression3, kernel_regression, 3>("nadaraya_watson, values [B, K, D]");
 }
