@@ -262,7 +262,7 @@ int ablate(const std::vector<std::string>& rest) {
     throw config_error(e.what());
   }
   std::string also = "results.csv, results.json, results.html";
-  for (const char* png : {"curves.png", "final.png"})  // the plots drawn (not a link or a FIFO found at their names)
+  for (const char* png : {"curves.png", "final.png", "scaling.png"})  // the plots drawn (not a link or a FIFO found at their names)
     if (std::error_code ec; std::filesystem::is_regular_file(std::filesystem::symlink_status(o.dir / png, ec))) also += std::string(", ") + png;
   std::printf("%s\nreport: %s (also %s)\n", training::interrupted() ? "interrupted: rerun the same command to continue the study" : "",
               training::printable((o.dir / "results.md").string()).c_str(), also.c_str());

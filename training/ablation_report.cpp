@@ -1,4 +1,4 @@
-// A study's report: results.csv, results.json, results.md, results.html and the two plots, every
+// A study's report: results.csv, results.json, results.md, results.html and its plots, every
 // string through its language's escaping (training/escape.hpp).
 #include <ctgrad/training/ablation.hpp>
 #include <ctgrad/training/ablation_files.hpp>
@@ -198,9 +198,11 @@ void Study::report() const {
       }
       data += rows + "\n\n";
       const std::string title = gnuplot_quote(labels[c]);
+      // Eight colours, then the same colours dashed with other points: 16 configurations stay apart.
+      const std::string lc = std::to_string(c % 8 + 1), dt = std::to_string(c / 8 % 4 + 1), pt = std::to_string(7 - 2 * int(c / 8 % 3));
       plot += std::string(plot.empty() ? "plot " : ", ") + "$curves index " + std::to_string(block) + " using 1:3:4 with filledcurves fs transparent solid 0.2 lc " +
-              std::to_string(c + 1) + " notitle, $curves index " + std::to_string(block) + " using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc " +
-              std::to_string(c + 1) + " title " + title;
+              lc + " notitle, $curves index " + std::to_string(block) + " using 1:2 with linespoints lw 2 dt " + dt + " pt " + pt + " ps 0.6 lc " + lc +
+              " title " + title;
       ++block;
     }
     draw(plot.empty() ? std::string() : "set terminal pngcairo noenhanced size 900,520 font ',10'\nset output ARG1\n$curves << EOD\n" +
@@ -247,20 +249,51 @@ void Study::report() const {
       for (Series& x : scaling) x.law = fit_power_law(x.points);
       std::string data, plot;
       const bool one = scaling.size() == 1;
+      double x_lo = 1e300, x_hi = 0, y_lo = 1e300, y_hi = 0;
       for (std::size_t k = 0; k < scaling.size(); ++k) {
         Series& x = scaling[k];
         std::sort(x.points.begin(), x.points.end());
-        for (const auto& [n, v] : x.points) data += exact_number(n) + " " + exact_number(v) + "\n";
+        for (const auto& [n, v] : x.points) {
+          data += exact_number(n) + " " + exact_number(v) + "\n";
+          x_lo = std::min(x_lo, n), x_hi = std::max(x_hi, n), y_lo = std::min(y_lo, v), y_hi = std::max(y_hi, v);
+        }
         data += "\n\n";
+        // One key entry per series: its name and the fitted exponent; the fit is its dashed line.
         std::string label = one ? "runs (mean over seeds)" : x.name.empty() ? "all" : clipped(x.name, 40);
-        plot += std::string(plot.empty() ? "plot " : ", ") + "$points index " + std::to_string(k) + " using 1:2 with points pt 7 ps 1.2 lc " +
-                std::to_string(k + 1) + " title " + gnuplot_quote(label);
+        if (x.law.ok) label += ", exponent " + fixed(x.law.b, 3);
+        const std::string lc = std::to_string(k % 8 + 1), pt = std::to_string(7 - 2 * int(k / 8 % 3));
+        plot += std::string(plot.empty() ? "plot " : ", ") + "$points index " + std::to_string(k) + " using 1:2 with points pt " + pt + " ps 1.2 lc " + lc +
+                " title " + gnuplot_quote(label);
         if (x.law.ok)
-          plot += ", " + exact_number(x.law.a) + " * x ** (" + exact_number(x.law.b) + ") with lines lw 2 dt 2 lc " + std::to_string(k + 1) + " title " +
-                  gnuplot_quote("fit: exponent " + fixed(x.law.b, 3));
+          plot += ", [" + exact_number(x.points.front().first) + ":" + exact_number(x.points.back().first) + "] " + exact_number(x.law.a) + " * x ** (" +
+                  exact_number(x.law.b) + ") with lines lw 2 dt " + std::to_string(k / 8 % 4 + 2) + " lc " + lc + " notitle";
       }
-      draw("set terminal pngcairo noenhanced size 900,560 font ',10'\nset output ARG1\n$points << EOD\n" + data +
-               "EOD\nset logscale xy\nset key outside right\nset grid\nset xlabel 'non-embedding parameters'\nset ylabel " +
+      // The axes fit the points (a log axis would otherwise span whole decades around them), with
+      // a tic at each size and five along the metric (a narrow log range gets no decade tics).
+      std::string ranges = "set xrange [" + exact_number(x_lo / 1.25) + ":" + exact_number(x_hi * 1.25) + "]\nset yrange [" +
+                           exact_number(y_lo / 1.03) + ":" + exact_number(y_hi * 1.03) + "]\nset xtics (";
+      auto count = [](double n) {
+        char b[32];
+        std::snprintf(b, sizeof b, n >= 1e9 ? "%.3gG" : n >= 1e6 ? "%.3gM" : n >= 1e3 ? "%.3gk" : "%.3g", n >= 1e9 ? n / 1e9 : n >= 1e6 ? n / 1e6 : n >= 1e3 ? n / 1e3 : n);
+        return std::string(b);
+      };
+      std::set<double> all, xs;
+      for (const Series& x : scaling)
+        for (const auto& [n, v] : x.points) all.insert(n);
+      // Labels apart: a size within 30% of the last labelled one (swiglu's rounding) gets none.
+      const double apart = std::max(1.3, std::pow(x_hi / x_lo, 1.0 / 8));
+      for (double n : all)
+        if (xs.empty() || n > *xs.rbegin() * apart) xs.insert(n);
+      for (double n : xs) ranges += std::string(ranges.back() == '(' ? "" : ", ") + gnuplot_quote(count(n)) + " " + exact_number(n);
+      ranges += ")\nset ytics (";
+      for (int i = 0; i < 5; ++i) {
+        const double y = y_lo * std::pow(y_hi / y_lo, i / 4.0);
+        ranges += std::string(i ? ", " : "") + gnuplot_quote(fixed(y, 3)) + " " + exact_number(y);
+      }
+      ranges += ")\n";
+      draw("set terminal pngcairo noenhanced size 900," + std::to_string(540 + 16 * ((scaling.size() + 1) / 2)) +
+               " font ',10'\nset output ARG1\n$points << EOD\n" + data + "EOD\n" + ranges +
+               "set logscale xy\nset key below horizontal maxcols 2\nset grid\nset xlabel 'non-embedding parameters (dashed: the fitted power law)'\nset ylabel " +
                gnuplot_quote("final validation " + m) + "\nset title " + gnuplot_quote(clipped(o_.name, 60) + ": " + m + " against model size (log-log)") +
                "\n" + plot + "\n",
            dir / "scaling.png");
