@@ -27,7 +27,9 @@ struct LlamaFamily {
     m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.n_head = size_or(c, "heads", p.n_head);
     m.d_ff = ff_width(c, m.d_model, 4, true);  // SwiGLU's 2/3 of 4d, as the presets
     m.vocab = size_or(c, "vocab", p.vocab), m.context = size_or(c, "max_context", p.context);
-    m.kv_heads = int(c.integer("kv_heads")), m.rope_interleaved = c.text("rope") == "interleaved", m.qk_norm = c.flag("qk_norm");
+    // kv_heads 0: the preset's when they divide the heads (grouped-query attention), else one per head.
+    m.kv_heads = c.integer("kv_heads") ? int(c.integer("kv_heads")) : m.n_head % p.kv_heads == 0 ? p.kv_heads : m.n_head;
+    m.rope_interleaved = c.text("rope") == "interleaved", m.qk_norm = c.flag("qk_norm");
     m.window = int(c.integer("window")), m.bias = c.flag("bias"), m.tie = c.flag("tie_embeddings");
     m.moe_experts = int(c.integer("moe_experts")), m.moe_top_k = int(c.integer("moe_top_k")), m.ffn_mult = int(c.integer("ffn_mult"));
     check_heads(m.d_model, m.n_head, m.kv_heads, true);
@@ -70,7 +72,8 @@ Schema llama_schema() {
   }
   add_size_keys(s, sizes);
   s.integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 4, small 4, medium 8)", Role::model)
-      .integer("kv_heads", kLlamaSmall.kv_heads, {.min = 1, .max = 1024}, "architecture: key/value heads (grouped-query attention; 1: multi-query)",
+      .integer("kv_heads", 0, {.min = 0, .max = 1024},
+               "architecture: key/value heads (grouped-query attention; 1: multi-query; 0: the preset's, 2, when they divide the heads, else the heads)",
                Role::model)
       .choice("rope", "half", {"half", "interleaved"}, "architecture: RoPE pairs features (i, i + d/2) (Llama) or (2i, 2i+1) (GPT-J)", Role::model)
       .flag("qk_norm", false, "architecture: RMSNorm over each head's q and k (Qwen3)", Role::model)
