@@ -56,9 +56,12 @@ std::optional<std::size_t> training_pairs(const std::filesystem::path& dir) {
 }
 }  // namespace
 
+int data_tokenize_command(const std::vector<std::string>& rest);  // apps/data_tokenize.cpp
+
 int data_command(const std::vector<std::string>& rest) {
   namespace ende = data::ende;
-  if (rest.size() < 2 || rest[1] != "ende") throw config_error(kUsage);
+  if (rest.size() >= 2 && rest[1] == "tokenize") return data_tokenize_command(rest);
+  if (rest.size() < 2 || rest[1] != "ende") throw config_error(std::string(kUsage) + "\n   or: ctgrad data tokenize --data PATH --out DIR ... (ctgrad data tokenize --help)");
   std::filesystem::path dir = ende::ende_dir(), out;
   std::vector<std::string> sources(kSources.begin(), kSources.end());
   ende::SplitOptions split;

@@ -59,10 +59,8 @@ Options program_options_named(const Config& c, int threads, std::span<const std:
   return o;
 }
 
-namespace {
-// Memory the system can give now (MemAvailable), or the physical memory when that is unknown.
-// The memory this process can still use: the machine's available memory, bounded by a cgroup
-// limit (a container) and by the address-space limit (ulimit -v) when they are set.
+// Memory the system can give now (MemAvailable, or the physical memory when that is unknown),
+// bounded by the cgroup's and the address-space limits.
 double available_bytes() {
   double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   {
@@ -86,6 +84,8 @@ double available_bytes() {
   }
   return std::max(have, 0.0);
 }
+
+namespace {
 std::string gb(double bytes) {
   char b[48];
   const double g = bytes / 1e9;

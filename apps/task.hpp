@@ -212,6 +212,10 @@ void check_heads(int d_model, int heads, int kv_heads, bool rope);
 // longer than the preset's raises max_context with it when that is not given.
 std::function<void(Config&)> fit_context_to_model(std::function<int(const Config&)> preset_context);
 
+// The memory this process can still use: the machine's available memory, bounded by a cgroup
+// limit (a container) and by the address-space limit (ulimit -v) when they are set.
+double available_bytes();
+
 // Refuses (config_error) a config whose runtime dims would need more memory than the machine has,
 // or overflow: the training plan of `model` at these symbol values (Batch, Seq, SeqKV, ...), plus
 // `extra` bytes the task keeps per step (batches), against the memory available now. `what` says

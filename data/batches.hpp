@@ -4,6 +4,7 @@
 // the batches it would have seen.
 #pragma once
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -31,26 +32,65 @@ void fixed_subset(std::vector<T>& items, std::size_t n, std::string_view name) {
   items = std::move(kept);
 }
 
+// A run of token ids a window may not leave: a document of a corpus in memory (int32 ids), or a
+// memory-mapped token shard (uint16 or uint32 ids, data/token_shards.hpp).
+struct TokenPiece {
+  const void* ids = nullptr;
+  std::uint64_t size = 0;
+  int bytes = 4;  // 2 (uint16), 4 (int32 or uint32)
+  std::int32_t operator[](std::uint64_t i) const {
+    if (bytes == 2) {
+      std::uint16_t v;
+      std::memcpy(&v, static_cast<const unsigned char*>(ids) + 2 * i, 2);
+      return v;
+    }
+    std::int32_t v;
+    std::memcpy(&v, static_cast<const unsigned char*>(ids) + 4 * i, 4);
+    return v;
+  }
+};
+
+// The pieces of a stream of `tokens` whose documents start at `starts` (ascending, from 0).
+inline std::vector<TokenPiece> document_pieces(std::span<const std::int32_t> tokens, std::span<const std::size_t> starts) {
+  std::vector<TokenPiece> out;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const std::size_t end = i + 1 < starts.size() ? starts[i + 1] : tokens.size();
+    out.push_back({tokens.data() + starts[i], end - starts[i], 4});
+  }
+  return out;
+}
+
 class LmBatches {
  public:
   LmBatches(std::span<const std::int32_t> tokens, std::int64_t context, std::int64_t batch, std::uint64_t seed)
-      : tokens_(tokens), context_(context), batch_(batch), seed_(seed) {
+      : LmBatches(std::vector<TokenPiece>{{tokens.data(), tokens.size(), 4}}, context, batch, seed) {}
+  // Windows drawn uniformly over every start that keeps a window within one piece.
+  LmBatches(std::vector<TokenPiece> pieces, std::int64_t context, std::int64_t batch, std::uint64_t seed)
+      : pieces_(std::move(pieces)), context_(context), batch_(batch), seed_(seed) {
     if (context < 1 || batch < 1) throw std::invalid_argument("ctgrad: LmBatches needs context and batch >= 1");
-    if (std::int64_t(tokens.size()) < context + 1)
-      throw std::invalid_argument("ctgrad: " + std::to_string(tokens.size()) + " tokens are too few for a context of " +
-                                  std::to_string(context));
+    std::uint64_t total = 0, longest = 0;
+    for (const TokenPiece& p : pieces_) {
+      longest = std::max(longest, p.size);
+      if (p.size > std::uint64_t(context)) total += p.size - std::uint64_t(context);
+      ends_.push_back(total);
+    }
+    if (total == 0)
+      throw std::invalid_argument("ctgrad: " + std::to_string(longest) + " tokens" + (pieces_.size() > 1 ? " (the longest document)" : "") +
+                                  " are too few for a context of " + std::to_string(context));
     x_.resize(std::size_t(batch * context));
     y_.resize(std::size_t(batch * context));
   }
   // Fills x and y ([batch, context] each) with batch number n.
   void get(std::uint64_t n) {
-    const std::uint64_t span = tokens_.size() - std::size_t(context_);
     const std::uint64_t key = random::key(seed_, n, 0x62617463ull);
     for (std::int64_t b = 0; b < batch_; ++b) {
-      const std::uint64_t start = random::bits(key, std::uint64_t(b)) % span;
+      std::uint64_t start = random::bits(key, std::uint64_t(b)) % ends_.back();
+      const std::size_t k = std::size_t(std::upper_bound(ends_.begin(), ends_.end(), start) - ends_.begin());
+      if (k > 0) start -= ends_[k - 1];
+      const TokenPiece& p = pieces_[k];
       for (std::int64_t t = 0; t < context_; ++t) {
-        x_[std::size_t(b * context_ + t)] = tokens_[start + std::uint64_t(t)];
-        y_[std::size_t(b * context_ + t)] = tokens_[start + std::uint64_t(t) + 1];
+        x_[std::size_t(b * context_ + t)] = p[start + std::uint64_t(t)];
+        y_[std::size_t(b * context_ + t)] = p[start + std::uint64_t(t) + 1];
       }
     }
   }
@@ -58,11 +98,28 @@ class LmBatches {
   std::span<const std::int32_t> y() const { return y_; }
 
  private:
-  std::span<const std::int32_t> tokens_;
+  std::vector<TokenPiece> pieces_;
+  std::vector<std::uint64_t> ends_;  // cumulative window starts: piece k's are [ends_[k-1], ends_[k])
   std::int64_t context_, batch_;
   std::uint64_t seed_;
   std::vector<std::int32_t> x_, y_;
 };
+
+// Consecutive windows of `context` (+1 target) tokens over each piece, every position scored once
+// within a piece: validation's windows. At most `limit` (0: all).
+struct Window {
+  std::size_t piece;
+  std::uint64_t start;
+};
+inline std::vector<Window> consecutive_windows(std::span<const TokenPiece> pieces, std::int64_t context, std::uint64_t limit = 0) {
+  std::vector<Window> out;
+  for (std::size_t k = 0; k < pieces.size(); ++k)
+    for (std::uint64_t w = 0; pieces[k].size > 0 && w < (pieces[k].size - 1) / std::uint64_t(context); ++w) {
+      if (limit && out.size() >= limit) return out;
+      out.push_back({k, w * std::uint64_t(context)});
+    }
+  return out;
+}
 
 // Example batches (fine-tuning): the i-th example of an endless stream of epochs over n examples,
 // each epoch a permutation keyed by (seed, epoch, salt). A function of i alone, so a resumed run

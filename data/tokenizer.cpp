@@ -21,7 +21,7 @@
 
 namespace ctgrad::data {
 
-CharTokenizer CharTokenizer::train(const std::string& text) {
+CharTokenizer CharTokenizer::train(const std::string& text, bool unknown) {
   bool seen[256] = {};
   for (unsigned char c : text) seen[c] = true;
   CharTokenizer t;
@@ -32,6 +32,7 @@ CharTokenizer CharTokenizer::train(const std::string& text) {
       t.chars_.push_back(static_cast<unsigned char>(c));
     }
   if (t.chars_.empty()) throw data_error("ctgrad: cannot build a character vocabulary from empty text");
+  t.unknown_ = unknown;
   return t;
 }
 
@@ -48,6 +49,7 @@ CharTokenizer CharTokenizer::load(const std::filesystem::path& path) {
       t.index_[c] = std::int32_t(t.chars_.size());
       t.chars_.push_back(static_cast<unsigned char>(c));
     }
+    t.unknown_ = j.value("unknown", false);
     return t;
   } catch (const std::exception& e) {
     throw data_error("ctgrad: tokenizer file " + path.string() + " is not a character vocabulary: " + e.what());
@@ -58,6 +60,10 @@ std::vector<std::int32_t> CharTokenizer::encode(const std::string& text) const {
   std::vector<std::int32_t> ids(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     const std::int32_t id = index_[static_cast<unsigned char>(text[i])];
+    if (id < 0 && unknown_) {
+      ids[i] = std::int32_t(chars_.size());
+      continue;
+    }
     if (id < 0) {
       const unsigned char c = static_cast<unsigned char>(text[i]);
       std::ostringstream msg;
@@ -72,12 +78,14 @@ std::vector<std::int32_t> CharTokenizer::encode(const std::string& text) const {
 }
 
 std::string CharTokenizer::decode(const std::vector<std::int32_t>& ids) const {
-  std::string s(ids.size(), ' ');
+  std::string s;
+  s.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab_size())
       throw data_error("ctgrad: token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
                        " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
-    s[i] = char(chars_[std::size_t(ids[i])]);
+    if (std::size_t(ids[i]) == chars_.size()) s += "\xEF\xBF\xBD";  // the unknown id: U+FFFD
+    else s += char(chars_[std::size_t(ids[i])]);
   }
   return s;
 }
@@ -86,6 +94,7 @@ void CharTokenizer::save(const std::filesystem::path& path) const {
   nlohmann::json j;
   j["kind"] = "char";
   j["chars"] = std::vector<int>(chars_.begin(), chars_.end());
+  if (unknown_) j["unknown"] = true;
   try {
     checkpoint::write_atomically(path, j.dump());
   } catch (const std::runtime_error& e) {

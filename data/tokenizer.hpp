@@ -22,20 +22,23 @@ class Tokenizer {
   virtual void save(const std::filesystem::path& path) const = 0;
 };
 
-// One token per byte value seen in the training text, in byte order.
+// One token per byte value seen in the training text, in byte order; with `unknown`, one more id
+// (the last) for every byte not seen, decoded as U+FFFD, so any text encodes.
 class CharTokenizer : public Tokenizer {
  public:
-  static CharTokenizer train(const std::string& text);
+  static CharTokenizer train(const std::string& text, bool unknown = false);
   static CharTokenizer load(const std::filesystem::path& path);  // a JSON list of byte values
   std::vector<std::int32_t> encode(const std::string& text) const override;
   std::string decode(const std::vector<std::int32_t>& ids) const override;
-  std::int32_t vocab_size() const override { return std::int32_t(chars_.size()); }
+  std::int32_t vocab_size() const override { return std::int32_t(chars_.size()) + unknown_; }
   std::string kind() const override { return "char"; }
+  bool has_unknown() const { return unknown_; }
   void save(const std::filesystem::path& path) const override;
 
  private:
   std::vector<unsigned char> chars_;
   std::int32_t index_[256];
+  bool unknown_ = false;
 };
 
 struct SentencePieceOptions {

@@ -20,7 +20,7 @@ packages=(
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)
   libdnnl-dev                                # bf16 matmuls (--set precision=bf16), loaded at run time
   libsentencepiece-dev                       # tokenizers
-  nlohmann-json3-dev zlib1g-dev libxxhash-dev   # configs and checkpoints, compressed data, the data cache's keys
+  nlohmann-json3-dev zlib1g-dev libzstd-dev libxxhash-dev   # configs and checkpoints, compressed data, the data cache's keys
   gnuplot-nox                                # the loss plot of `ctgrad train`
   bible-kjv                                  # the main job's data (see ../shared/DATA.md)
 )

@@ -76,7 +76,7 @@ Schema gpt_schema() {
 Task gpt_task() {
   Task t;
   t.name = "gpt";
-  t.summary = "decoder-only LM (GPT-2 blocks) on the KJV Bible, characters or BPE";
+  t.summary = "decoder-only LM (GPT-2 blocks) on the KJV Bible or your text (--set data=PATH), characters or BPE";
   t.schema = gpt_schema();
   t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", lm_sample_options()});

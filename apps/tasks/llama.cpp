@@ -95,7 +95,7 @@ Schema llama_schema() {
 Task llama_task() {
   Task t;
   t.name = "llama";
-  t.summary = "decoder-only LM (Llama: RoPE, grouped-query attention, RMSNorm, SwiGLU) on the KJV Bible";
+  t.summary = "decoder-only LM (Llama: RoPE, grouped-query attention, RMSNorm, SwiGLU) on the KJV Bible or your text (--set data=PATH)";
   t.schema = llama_schema();
   t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", lm_sample_options()});

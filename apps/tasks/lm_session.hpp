@@ -21,7 +21,10 @@
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
 
+#include <ctgrad/training/escape.hpp>
+
 #include "../task.hpp"
+#include "lm_data.hpp"
 
 namespace ctgrad::cli {
 
@@ -46,6 +49,7 @@ inline Schema lm_schema(Schema s) {
       .integer("eval_every", 500, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_windows", 0, {.min = 0}, "validation windows (0: the whole validation split)")
       .integer("sample_tokens", 300, {.min = 0, .max = 1 << 20}, "tokens of the sample after training");
+  add_lm_data_keys(s);
   return s;
 }
 
@@ -108,44 +112,83 @@ class LmSession : public Session {
   optim::Optimizer<float>& optimizer() override { return opt_; }
 
   void prepare() override {
-    const std::string kind = c_.text("tokenizer");
-    split_ = data::split_text(data::kjv_text());
+    const std::string kind = c_.text("tokenizer"), data = c_.text("data");
+    const bool from_shards = is_shard_folder(data);
+    LmText text;
+    std::optional<ShardFolder> shards;
+    if (from_shards) shards = open_shard_folder(data);
+    else if (ctx_.command != "sample") text = read_lm_text(c_, ctx_.command == "train");
+    else if (!ctx_.from_checkpoint) text = read_lm_text(c_, true);
     if (ctx_.from_checkpoint) {
       tok_.file = kind == "char" ? "tokenizer.json" : "tokenizer.model";
       const auto path = ctx_.folder.file(tok_.file);
       if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
       if (kind == "char") tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(path));
       else tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(path));
-    } else if (kind == "char") {
-      tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::train(split_.train));
-      tok_.file = "tokenizer.json";
-      tok_.tok->save(ctx_.folder.file(tok_.file));
-    } else {  // SentencePiece writes <prefix>.model itself
-      tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
-          split_.train, ctx_.folder.file("tokenizer"), {.vocab_size = config_.vocab, .model_type = "bpe", .seed = data_seed(c_)}, ctx_.cache));
-      tok_.file = "tokenizer.model";
+      if (shards && data::file_xxh3(path) != shards->vocab_hash)
+        throw config_error("data " + data + ": its shards were tokenized with another tokenizer than this run's " + path.string());
+    } else if (shards) {  // the folder's tokenizer becomes the run's
+      tok_.file = shards->tokenizer.filename().string();
+      if ((tok_.file == "tokenizer.json") != (kind == "char"))
+        throw config_error("data " + data + " holds " + (kind == "char" ? "SentencePiece" : "character") + " tokens: --set tokenizer=" +
+                           (kind == "char" ? "bpe" : "char"));
+      if (kind == "char") tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(shards->tokenizer));
+      else tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(shards->tokenizer));
+    } else {
+      // The tokenizer learns from the training split (documents joined by line breaks).
+      std::string joined;
+      for (const std::string& d : text.train) joined += joined.empty() || joined.back() == '\n' ? d : "\n" + d;
+      if (kind == "char") {
+        tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::train(joined, data != "kjv"));  // a user's text may hold unseen characters
+        tok_.file = "tokenizer.json";
+        tok_.tok->save(ctx_.folder.file(tok_.file));
+      } else {  // SentencePiece writes <prefix>.model itself
+        data::SentencePieceOptions so{.vocab_size = config_.vocab, .model_type = "bpe", .seed = data_seed(c_)};
+        if (data != "kjv") so.input_sentence_size = 2'000'000;  // a sample of a large corpus's lines
+        tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(joined, ctx_.folder.file("tokenizer"), so, ctx_.cache));
+        tok_.file = "tokenizer.model";
+      }
     }
     vocab_ = tok_.tok->vocab_size();
     if (vocab_ > config_.vocab)
       throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than the model's vocabulary of " + std::to_string(config_.vocab) +
                          " (vocab)");
     if (ctx_.command == "sample") return;
-    // SentencePiece's ids of a split come from the data cache when a run encoded it before.
-    auto encode = [&](const std::string& text) {
-      if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(tok_.tok.get()))
-        return std::move(sp->encode_all(std::span(&text, 1), ctx_.cache)[0]);
-      return tok_.tok->encode(text);
-    };
-    val_ids_ = encode(split_.validation);
-    const std::int64_t all = std::int64_t(val_ids_.size() - 1) / context_;
-    windows_ = c_.integer("eval_windows") > 0 ? std::min(c_.integer("eval_windows"), all) : all;
+    const bool joined = c_.flag("span_documents");
+    if (shards) {
+      try {
+        val_.shards = data::open_shards(shards->dir, "val", shards->vocab_hash);
+        if (ctx_.command == "train") train_.shards = data::open_shards(shards->dir, "train", shards->vocab_hash);
+      } catch (const data::data_error& e) {
+        throw config_error(std::string(e.what()).substr(8));
+      }
+      if (val_.shards.empty()) throw config_error("data " + data + " has no validation shards (val_*.bin): tokenize it with a --val-fraction above 0");
+      if (ctx_.command == "train" && train_.shards.empty()) throw config_error("data " + data + " has no training shards (train_*.bin)");
+      for (const auto& s : val_.shards)
+        if (s.header().vocab_size > std::uint32_t(vocab_)) throw config_error("token shard " + s.file().string() + " has ids past the tokenizer's vocabulary");
+      text.name = data, text.split = "validation shards";
+      if (!ctx_.from_checkpoint) tok_.tok->save(ctx_.folder.file(tok_.file));  // the run's copy, once the shards are checked
+    } else {
+      val_ = encode_documents(*tok_.tok, std::move(text.validation), ctx_.cache, joined);
+    }
+    val_pieces_ = val_.pieces();
+    val_windows_ = data::consecutive_windows(val_pieces_, context_, std::uint64_t(c_.integer("eval_windows")));
+    windows_ = std::int64_t(val_windows_.size());
+    if (windows_ == 0)
+      throw config_error("the validation text of " + text.name + " holds no window of context " + c_.show("context") + " + 1 tokens" +
+                         (joined ? "" : " within a document (span_documents=true joins them)"));
     if (ctx_.command != "train") return;
-    train_ids_ = encode(split_.train);
-    batches_.emplace(train_ids_, context_, batch_, data_seed(c_));
+    if (!shards) train_ = encode_documents(*tok_.tok, std::move(text.train), ctx_.cache, joined);
+    try {
+      batches_.emplace(train_.pieces(), context_, batch_, data_seed(c_));
+    } catch (const std::invalid_argument& e) {
+      throw config_error("the training text of " + text.name + ": " + std::string(e.what()).substr(8) + (joined || shards ? "" : " (span_documents=true joins documents)"));
+    }
     std::printf("ctgrad train %s: size %s (%s), %lld parameters, %d threads\n", F::name, c_.text("size").c_str(), F::describe(config_).c_str(),
                 (long long)model_->parameter_count(), model_->threads());
-    std::printf("KJV Bible: %zu train / %zu validation tokens, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
-                train_ids_.size(), val_ids_.size(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
+    std::printf("%s: %llu train / %llu validation tokens%s, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
+                data == "kjv" ? "KJV Bible" : training::printable(text.name).c_str(), (unsigned long long)train_.tokens(), (unsigned long long)val_.tokens(),
+                data == "kjv" ? "" : (" (" + text.split + ")").c_str(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
                 (long long)c_.integer("steps"));
   }
 
@@ -179,7 +222,11 @@ class LmSession : public Session {
     const std::int64_t n = c_.integer("sample_tokens");
     if (n <= 0) return 0;
     // The model writes on from a prompt (key/value cache; past the context it re-reads its last half).
-    std::vector<std::int32_t> prompt = tok_.tok->encode("And God said");
+    // The prompt: the KJV's "And God said", or the first tokens of the validation text.
+    std::vector<std::int32_t> prompt;
+    if (c_.text("data") == "kjv") prompt = tok_.tok->encode("And God said");
+    else
+      for (std::int64_t t = 0; t < std::min<std::int64_t>(16, context_ / 2 + 1); ++t) prompt.push_back(val_pieces_[val_windows_[0].piece][val_windows_[0].start + std::uint64_t(t)]);
     if (std::int64_t(prompt.size()) > context_) prompt.erase(prompt.begin(), prompt.end() - context_);  // a tiny context
     std::printf("sample (temperature 0.8, seed 1):\n%s", tok_.tok->decode(prompt).c_str());
     std::fflush(stdout);
@@ -254,11 +301,14 @@ class LmSession : public Session {
     for (std::int64_t w0 = 0; w0 < windows_ && !training::interrupted(); w0 += batch_) {
       if (!shard.mine(w0 / batch_)) continue;
       const std::int64_t n = std::min(batch_, windows_ - w0);
-      for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t b = 0; b < n; ++b) {
+        const data::Window& w = val_windows_[std::size_t(w0 + b)];
+        const data::TokenPiece& p = val_pieces_[w.piece];
         for (std::int64_t t = 0; t < context_; ++t) {
-          vx[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t)];
-          vy[std::size_t(b * context_ + t)] = val_ids_[std::size_t((w0 + b) * context_ + t + 1)];
+          vx[std::size_t(b * context_ + t)] = p[w.start + std::uint64_t(t)];
+          vy[std::size_t(b * context_ + t)] = p[w.start + std::uint64_t(t) + 1];
         }
+      }
       model_->set_input(lm_inputs::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
       model_->set_input(lm_inputs::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});
       model_->forward(Mode::infer);
@@ -295,8 +345,9 @@ class LmSession : public Session {
   std::int64_t context_, batch_, windows_ = 0;
   AnyTokenizer tok_;
   std::int32_t vocab_ = 0;
-  data::TextSplit split_;
-  std::vector<std::int32_t> train_ids_, val_ids_;
+  TokenSplit train_, val_;
+  std::vector<data::TokenPiece> val_pieces_;
+  std::vector<data::Window> val_windows_;
   std::optional<data::LmBatches> batches_;
 };
 

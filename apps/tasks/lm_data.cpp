@@ -1,0 +1,115 @@
+#include "lm_data.hpp"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/text_source.hpp>
+#include <ctgrad/training/escape.hpp>
+
+#include "text_corpus.hpp"
+
+namespace ctgrad::cli {
+
+namespace fs = std::filesystem;
+
+void add_lm_data_keys(Schema& s) {
+  s.text("data", "kjv",
+         "the text: kjv (the King James Bible) or austen (Jane Austen's novels); or a file, a folder (its .txt, .md and .jsonl files, also .gz or .zst), "
+         "a glob, or a folder of token shards (ctgrad data tokenize)",
+         Role::run)
+      .text("val_data", "", "validation text (as data; empty: documents of data held out by val_fraction)", Role::run)
+      .real("val_fraction", 0.1, {.min = 0, .max = 0.5, .min_open = true}, "the share of documents held out, chosen by a hash of each", Role::run)
+      .text("text_field", "text", "the field of a JSON Lines record that holds its text", Role::run)
+      .flag("span_documents", false, "windows may run across documents (joined end to end); else each window lies within one", Role::run);
+  s.stated_when_set({"data", "val_data", "val_fraction", "text_field", "span_documents"});
+}
+
+bool is_shard_folder(const std::string& data) {
+  std::error_code ec;
+  return !data.empty() && fs::is_directory(data, ec) && fs::is_regular_file(fs::path(data) / "tokenize.json", ec);
+}
+
+ShardFolder open_shard_folder(const fs::path& dir) {
+  const fs::path manifest = dir / "tokenize.json";
+  std::ifstream in(manifest);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("complete") || !j.contains("tokenizer") || !j["tokenizer"].is_string())
+    throw config_error("data " + training::printable(dir.string()) + ": its tokenize.json is not ctgrad data tokenize's (damaged?)");
+  if (!j["complete"].is_boolean() || !j["complete"].get<bool>())
+    throw config_error("data " + training::printable(dir.string()) + ": its tokenization did not finish: run the same ctgrad data tokenize again to complete it");
+  ShardFolder f{dir, dir / j["tokenizer"].get<std::string>()};
+  if (f.tokenizer.filename() != "tokenizer.model" && f.tokenizer.filename() != "tokenizer.json")
+    throw config_error("data " + training::printable(dir.string()) + ": its tokenize.json names no tokenizer file it could hold");
+  if (!fs::is_regular_file(f.tokenizer)) throw config_error("data " + training::printable(dir.string()) + ": its tokenizer " + f.tokenizer.filename().string() + " is missing");
+  f.vocab_hash = data::file_xxh3(f.tokenizer);
+  return f;
+}
+
+LmText read_lm_text(const Config& c, bool need_train) {
+  const std::string data = c.text("data");
+  LmText t;
+  if (data == "kjv") {  // one document, its last tenth held out (cut at a line break)
+    data::TextSplit s = data::split_text(data::kjv_text());
+    t = {"KJV Bible", "the last 10% held out", {std::move(s.train)}, {std::move(s.validation)}};
+    return t;
+  }
+  if (data == "austen") {  // six documents, the last tenth of each held out
+    t.name = "Jane Austen's novels", t.split = "the last 10% of each novel held out";
+    for (const data::Book& b : data::austen_novels()) {
+      data::TextSplit s = data::split_text(b.text);
+      t.train.push_back(std::move(s.train)), t.validation.push_back(std::move(s.validation));
+    }
+    return t;
+  }
+  data::TextSourceOptions o{.text_field = c.text("text_field")};
+  // The text, its tokens (4 bytes each) and the tokenizer's copy must fit in memory.
+  o.max_total_bytes = std::size_t(std::max(available_bytes() / 8, 1e6));
+  try {
+    data::Corpus corpus = data::read_corpus(data, c.text("val_data"), c.real("val_fraction"), o);
+    t.name = data, t.split = corpus.split, t.validation = std::move(corpus.validation);
+    if (need_train) t.train = std::move(corpus.train);
+  } catch (const data::data_error& e) {
+    const std::string m = e.what();
+    throw config_error(m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m);
+  }
+  return t;
+}
+
+std::vector<data::TokenPiece> TokenSplit::pieces() const {
+  std::vector<data::TokenPiece> out;
+  if (!shards.empty()) {
+    for (const auto& s : shards) out.push_back({s.ids(), s.header().tokens, int(s.header().id_bytes)});
+    return out;
+  }
+  if (joined) return {{ids.data(), ids.size(), 4}};
+  return data::document_pieces(ids, starts);
+}
+
+std::uint64_t TokenSplit::tokens() const {
+  std::uint64_t n = ids.size();
+  for (const auto& s : shards) n += s.header().tokens;
+  return n;
+}
+
+TokenSplit encode_documents(const data::Tokenizer& tok, std::vector<std::string>&& docs, const data::DataCache& cache, bool joined) {
+  TokenSplit out;
+  out.joined = joined;
+  std::vector<std::vector<std::int32_t>> ids;
+  if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(&tok)) ids = sp->encode_all(docs, cache);
+  else
+    for (const std::string& d : docs) ids.push_back(tok.encode(d));
+  docs.clear();
+  std::size_t n = 0;
+  for (const auto& d : ids) n += d.size();
+  out.ids.reserve(n);
+  for (auto& d : ids) {
+    out.starts.push_back(out.ids.size());
+    out.ids.insert(out.ids.end(), d.begin(), d.end());
+    std::vector<std::int32_t>().swap(d);
+  }
+  return out;
+}
+
+}  // namespace ctgrad::cli

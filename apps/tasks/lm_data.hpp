@@ -1,0 +1,52 @@
+// The text a language model trains on (gpt, llama): the corpora ctgrad ships by name (kjv,
+// austen), a user's files, folders, globs and JSON Lines (data/text_source.hpp), or a folder of
+// token shards made by `ctgrad data tokenize` (data/token_shards.hpp), read memory-mapped.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/token_shards.hpp>
+#include <ctgrad/data/tokenizer.hpp>
+
+#include "../task.hpp"
+
+namespace ctgrad::cli {
+
+// data, val_data, val_fraction, text_field, span_documents: run keys, stated in a saved config
+// only when set (a run on the default data saves what it saved before they existed).
+void add_lm_data_keys(Schema& s);
+
+// A folder `ctgrad data tokenize` wrote: its tokenize.json names the tokenizer file beside the shards.
+struct ShardFolder {
+  std::filesystem::path dir, tokenizer;  // tokenizer: dir/tokenizer.model or dir/tokenizer.json
+  std::uint64_t vocab_hash = 0;          // XXH3 of the tokenizer file, as in every shard's header
+};
+// Whether `data` names a token-shard folder (a folder holding tokenize.json).
+bool is_shard_folder(const std::string& data);
+// The folder, refused (config_error naming it) while its tokenization is incomplete.
+ShardFolder open_shard_folder(const std::filesystem::path& dir);
+
+// A text corpus in memory, as documents.
+struct LmText {
+  std::string name;   // "KJV Bible", "notes/"
+  std::string split;  // how validation was chosen
+  std::vector<std::string> train, validation;
+};
+// The config's data (not a shard folder); only its validation side unless `need_train`.
+LmText read_lm_text(const Config& c, bool need_train);
+
+// Token ids of one split: documents encoded into one stream in memory, or shards mapped.
+struct TokenSplit {
+  std::vector<std::int32_t> ids;
+  std::vector<std::size_t> starts;  // where each document starts in ids
+  std::vector<data::MappedShard> shards;
+  bool joined = false;  // span_documents: windows may run across documents
+  std::vector<data::TokenPiece> pieces() const;
+  std::uint64_t tokens() const;
+};
+// Encodes documents (SentencePiece in parallel, through the data cache).
+TokenSplit encode_documents(const data::Tokenizer& tok, std::vector<std::string>&& docs, const data::DataCache& cache, bool joined);
+
+}  // namespace ctgrad::cli
