@@ -217,7 +217,7 @@ int tokenize(const std::vector<std::string>& rest) {
       tok->save(tok_file);
     } else {
       tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
-          sample, out / "tokenizer", {.vocab_size = std::int32_t(vocab), .model_type = model, .input_sentence_size = 2'000'000}));
+          sample, out / "tokenizer", {.vocab_size = std::int32_t(vocab), .model_type = model, .input_sentence_size = 2'000'000, .max_sentence_length = 1 << 16}));
       tok_file = out / "tokenizer.model";
     }
   }
@@ -261,7 +261,7 @@ int tokenize(const std::vector<std::string>& rest) {
     s.writer.emplace(out, s.name, have.size(), format, std::uint64_t(shard_tokens));
   }
   const std::uint64_t skip = std::min(splits[0].resume, splits[1].resume);
-  if (skip > 0) std::printf("resuming: the shards written hold documents up to %llu of %llu\n", (unsigned long long)std::max(splits[0].resume, splits[1].resume), (unsigned long long)documents);
+  if (kept_tokens > 0) std::printf("resuming: the shards written hold documents up to %llu of %llu\n", (unsigned long long)std::max(splits[0].resume, splits[1].resume), (unsigned long long)documents);
 
   // Pass 2: documents in batches of about 4 MB, encoded in parallel, written in reading order.
   const double t_start = seconds();

@@ -32,22 +32,22 @@ void fixed_subset(std::vector<T>& items, std::size_t n, std::string_view name) {
   items = std::move(kept);
 }
 
-// A run of token ids a window may not leave: a document of a corpus in memory (int32 ids), or a
-// memory-mapped token shard (uint16 or uint32 ids, data/token_shards.hpp).
+class ShardFile;  // data/token_shards.hpp
+
+// A run of token ids a window may not leave: a document of a corpus in memory, or a token shard
+// read from its file a window at a time (data/token_shards.hpp).
 struct TokenPiece {
-  const void* ids = nullptr;
+  const std::int32_t* ids = nullptr;  // in memory, or
+  const ShardFile* shard = nullptr;   // in a shard file
   std::uint64_t size = 0;
-  int bytes = 4;  // 2 (uint16), 4 (int32 or uint32)
-  std::int32_t operator[](std::uint64_t i) const {
-    if (bytes == 2) {
-      std::uint16_t v;
-      std::memcpy(&v, static_cast<const unsigned char*>(ids) + 2 * i, 2);
-      return v;
-    }
-    std::int32_t v;
-    std::memcpy(&v, static_cast<const unsigned char*>(ids) + 4 * i, 4);
-    return v;
+  // Ids [start, start + n) into out.
+  void read(std::uint64_t start, std::size_t n, std::int32_t* out) const {
+    if (shard) return read_shard(start, n, out);
+    std::memcpy(out, ids + start, n * sizeof(std::int32_t));
   }
+
+ private:
+  void read_shard(std::uint64_t start, std::size_t n, std::int32_t* out) const;  // data/token_shards.cpp
 };
 
 // The pieces of a stream of `tokens` whose documents start at `starts` (ascending, from 0).
@@ -55,7 +55,7 @@ inline std::vector<TokenPiece> document_pieces(std::span<const std::int32_t> tok
   std::vector<TokenPiece> out;
   for (std::size_t i = 0; i < starts.size(); ++i) {
     const std::size_t end = i + 1 < starts.size() ? starts[i + 1] : tokens.size();
-    out.push_back({tokens.data() + starts[i], end - starts[i], 4});
+    out.push_back({.ids = tokens.data() + starts[i], .size = end - starts[i]});
   }
   return out;
 }
@@ -63,7 +63,7 @@ inline std::vector<TokenPiece> document_pieces(std::span<const std::int32_t> tok
 class LmBatches {
  public:
   LmBatches(std::span<const std::int32_t> tokens, std::int64_t context, std::int64_t batch, std::uint64_t seed)
-      : LmBatches(std::vector<TokenPiece>{{tokens.data(), tokens.size(), 4}}, context, batch, seed) {}
+      : LmBatches(std::vector<TokenPiece>{{.ids = tokens.data(), .size = tokens.size()}}, context, batch, seed) {}
   // Windows drawn uniformly over every start that keeps a window within one piece.
   LmBatches(std::vector<TokenPiece> pieces, std::int64_t context, std::int64_t batch, std::uint64_t seed)
       : pieces_(std::move(pieces)), context_(context), batch_(batch), seed_(seed) {
@@ -79,6 +79,7 @@ class LmBatches {
                                   " are too few for a context of " + std::to_string(context));
     x_.resize(std::size_t(batch * context));
     y_.resize(std::size_t(batch * context));
+    window_.resize(std::size_t(context + 1));
   }
   // Fills x and y ([batch, context] each) with batch number n.
   void get(std::uint64_t n) {
@@ -87,11 +88,9 @@ class LmBatches {
       std::uint64_t start = random::bits(key, std::uint64_t(b)) % ends_.back();
       const std::size_t k = std::size_t(std::upper_bound(ends_.begin(), ends_.end(), start) - ends_.begin());
       if (k > 0) start -= ends_[k - 1];
-      const TokenPiece& p = pieces_[k];
-      for (std::int64_t t = 0; t < context_; ++t) {
-        x_[std::size_t(b * context_ + t)] = p[start + std::uint64_t(t)];
-        y_[std::size_t(b * context_ + t)] = p[start + std::uint64_t(t) + 1];
-      }
+      pieces_[k].read(start, window_.size(), window_.data());
+      std::copy(window_.begin(), window_.end() - 1, x_.begin() + b * context_);
+      std::copy(window_.begin() + 1, window_.end(), y_.begin() + b * context_);
     }
   }
   std::span<const std::int32_t> x() const { return x_; }
@@ -102,7 +101,7 @@ class LmBatches {
   std::vector<std::uint64_t> ends_;  // cumulative window starts: piece k's are [ends_[k-1], ends_[k])
   std::int64_t context_, batch_;
   std::uint64_t seed_;
-  std::vector<std::int32_t> x_, y_;
+  std::vector<std::int32_t> x_, y_, window_;
 };
 
 // Consecutive windows of `context` (+1 target) tokens over each piece, every position scored once

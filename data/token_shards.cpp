@@ -1,9 +1,9 @@
 #include <ctgrad/data/token_shards.hpp>
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/data/batches.hpp>
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,39 +144,45 @@ ShardHeader read_shard_header(const fs::path& file) {
   return decode_header(b, ec ? std::uint64_t(in.gcount()) : size, file);
 }
 
-MappedShard::MappedShard(const fs::path& file) : file_(file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw data_error("ctgrad: cannot open token shard " + file.string() + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw data_error("ctgrad: token shard " + file.string() + " is not a regular file");
-  }
-  bytes_ = std::size_t(st.st_size);
-  if (bytes_ < kShardHeaderBytes) {
-    ::close(fd);
-    decode_header(nullptr, bytes_, file);  // throws: too short
-  }
-  map_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    throw data_error("ctgrad: cannot map token shard " + file.string() + ": " + std::strerror(errno));
-  }
-  ::madvise(map_, bytes_, MADV_RANDOM);
+ShardFile::ShardFile(const fs::path& file) : file_(file) {
+  fd_ = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) throw data_error("ctgrad: cannot open token shard " + file.string() + ": " + std::strerror(errno));
   try {
-    header_ = decode_header(static_cast<const unsigned char*>(map_), bytes_, file);
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) throw data_error("ctgrad: token shard " + file.string() + " is not a regular file");
+    unsigned char b[kShardHeaderBytes] = {};
+    const ssize_t got = ::pread(fd_, b, sizeof b, 0);
+    header_ = decode_header(b, got < ssize_t(sizeof b) ? std::uint64_t(std::max<ssize_t>(got, 0)) : std::uint64_t(st.st_size), file);
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
   } catch (...) {
-    ::munmap(map_, bytes_);
+    ::close(fd_);
     throw;
   }
 }
 
-MappedShard::MappedShard(MappedShard&& o) noexcept : file_(std::move(o.file_)), header_(o.header_), map_(o.map_), bytes_(o.bytes_) { o.map_ = nullptr; }
+ShardFile::ShardFile(ShardFile&& o) noexcept : file_(std::move(o.file_)), header_(o.header_), fd_(o.fd_) { o.fd_ = -1; }
 
-MappedShard::~MappedShard() {
-  if (map_) ::munmap(map_, bytes_);
+ShardFile::~ShardFile() {
+  if (fd_ >= 0) ::close(fd_);
 }
+
+void ShardFile::read(std::uint64_t start, std::size_t n, std::int32_t* out) const {
+  if (start > header_.tokens || n > header_.tokens - start)
+    throw data_error("ctgrad: token shard " + file_.string() + ": ids " + std::to_string(start) + "+" + std::to_string(n) + " past its " + std::to_string(header_.tokens));
+  const std::size_t w = header_.id_bytes, bytes = n * w;
+  unsigned char buf[4096];
+  std::vector<unsigned char> big;
+  unsigned char* p = bytes <= sizeof buf ? buf : (big.resize(bytes), big.data());
+  for (std::size_t done = 0; done < bytes;) {
+    const ssize_t r = ::pread(fd_, p + done, bytes - done, off_t(kShardHeaderBytes + start * w + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw data_error("ctgrad: cannot read token shard " + file_.string() + (r < 0 ? ": " + std::string(std::strerror(errno)) : ": it was cut short"));
+    done += std::size_t(r);
+  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = w == 2 ? std::int32_t(get<std::uint16_t>(p + 2 * i)) : std::int32_t(get<std::uint32_t>(p + 4 * i));
+}
+
+void TokenPiece::read_shard(std::uint64_t start, std::size_t n, std::int32_t* out) const { shard->read(start, n, out); }
 
 std::vector<fs::path> shard_files(const fs::path& dir, const std::string& split) {
   std::map<std::size_t, fs::path> found;
@@ -197,10 +203,10 @@ std::vector<fs::path> shard_files(const fs::path& dir, const std::string& split)
   return out;
 }
 
-std::vector<MappedShard> open_shards(const fs::path& dir, const std::string& split, std::uint64_t vocab_hash) {
-  std::vector<MappedShard> out;
+std::vector<ShardFile> open_shards(const fs::path& dir, const std::string& split, std::uint64_t vocab_hash) {
+  std::vector<ShardFile> out;
   for (const fs::path& f : shard_files(dir, split)) {
-    MappedShard s(f);
+    ShardFile s(f);
     if (s.header().vocab_hash != vocab_hash)
       throw data_error("ctgrad: token shard " + f.string() + " was written with another tokenizer (its vocabulary hash differs from the tokenizer's)");
     if (!out.empty() && (s.header().id_bytes != out[0].header().id_bytes || s.header().separator != out[0].header().separator))

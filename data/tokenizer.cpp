@@ -241,6 +241,7 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
     for (const auto& u : o.user_defined_symbols) list += (list.empty() ? "" : ",") + u;
     flags["user_defined_symbols"] = list;
   }
+  if (o.max_sentence_length > 0) flags["max_sentence_length"] = std::to_string(o.max_sentence_length);
   if (o.input_sentence_size > 0) {
     flags["input_sentence_size"] = std::to_string(o.input_sentence_size);
     flags["shuffle_input_sentence"] = "true";

@@ -53,6 +53,8 @@ struct SentencePieceOptions {
   std::vector<std::string> user_defined_symbols = {};
   // Sentences (lines) sampled from the text to train on; 0: all of them.
   std::int64_t input_sentence_size = 0;
+  // Longer lines are left out of training (0: SentencePiece's 4192 bytes).
+  std::int64_t max_sentence_length = 0;
 };
 
 class SentencePieceTokenizer : public Tokenizer {

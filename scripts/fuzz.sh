@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Longer fuzzing of the readers of untrusted input (safetensors, configs, IDX) than CI's bounded run:
+# Longer fuzzing of the readers of untrusted input (safetensors, configs, IDX, text, token shards) than CI's bounded run:
 #   bash scripts/fuzz.sh [SECONDS per target, default 600] [WORK, default build/fuzz-long]
 # New interesting inputs stay in WORK/<target>/corpus; copy the small ones into tests/fuzz/corpus/.
 set -euo pipefail

@@ -80,7 +80,7 @@ Task gpt_task() {
   t.schema = gpt_schema();
   t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", lm_sample_options()});
-  t.dependent_defaults = fit_context_to_model([](const Config& c) { return gpt_preset(c.text("size")).context; });
+  t.dependent_defaults = with_shard_tokenizer(fit_context_to_model([](const Config& c) { return gpt_preset(c.text("size")).context; }));
   t.open = &open_session<LmSession<GptFamily>>;
   t.check_against_checkpoint = refuse_longer_context;
   return t;

@@ -99,7 +99,7 @@ Task llama_task() {
   t.schema = llama_schema();
   t.data_parallel = true;
   t.commands.push_back({"sample", "continue a prompt with the trained model (key/value cache)", lm_sample_options()});
-  t.dependent_defaults = fit_context_to_model([](const Config& c) { return llama_preset(c.text("size")).context; });
+  t.dependent_defaults = with_shard_tokenizer(fit_context_to_model([](const Config& c) { return llama_preset(c.text("size")).context; }));
   t.open = &open_session<LmSession<LlamaFamily>>;
   t.check_against_checkpoint = refuse_longer_context;
   return t;

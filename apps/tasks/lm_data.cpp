@@ -44,7 +44,22 @@ ShardFolder open_shard_folder(const fs::path& dir) {
     throw config_error("data " + training::printable(dir.string()) + ": its tokenize.json names no tokenizer file it could hold");
   if (!fs::is_regular_file(f.tokenizer)) throw config_error("data " + training::printable(dir.string()) + ": its tokenizer " + f.tokenizer.filename().string() + " is missing");
   f.vocab_hash = data::file_xxh3(f.tokenizer);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(f.vocab_hash));
+  if (j.value("settings", nlohmann::json::object()).value("vocab_hash", "") != hex)
+    throw config_error("data " + training::printable(dir.string()) + ": its " + f.tokenizer.filename().string() +
+                       " is not the tokenizer the shards were written with (it changed since)");
   return f;
+}
+
+std::function<void(Config&)> with_shard_tokenizer(std::function<void(Config&)> then) {
+  return [then = std::move(then)](Config& c) {
+    if (!c.was_set("tokenizer") && is_shard_folder(c.text("data"))) {
+      std::error_code ec;
+      c.set("tokenizer", fs::is_regular_file(fs::path(c.text("data")) / "tokenizer.model", ec) ? "bpe" : "char", "the shards' tokenizer");
+    }
+    if (then) then(c);
+  };
 }
 
 LmText read_lm_text(const Config& c, bool need_train) {
@@ -80,10 +95,10 @@ LmText read_lm_text(const Config& c, bool need_train) {
 std::vector<data::TokenPiece> TokenSplit::pieces() const {
   std::vector<data::TokenPiece> out;
   if (!shards.empty()) {
-    for (const auto& s : shards) out.push_back({s.ids(), s.header().tokens, int(s.header().id_bytes)});
+    for (const auto& s : shards) out.push_back({.shard = &s, .size = s.header().tokens});
     return out;
   }
-  if (joined) return {{ids.data(), ids.size(), 4}};
+  if (joined) return {{.ids = ids.data(), .size = ids.size()}};
   return data::document_pieces(ids, starts);
 }
 

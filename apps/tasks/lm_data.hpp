@@ -1,6 +1,6 @@
 // The text a language model trains on (gpt, llama): the corpora ctgrad ships by name (kjv,
 // austen), a user's files, folders, globs and JSON Lines (data/text_source.hpp), or a folder of
-// token shards made by `ctgrad data tokenize` (data/token_shards.hpp), read memory-mapped.
+// token shards made by `ctgrad data tokenize` (data/token_shards.hpp), read a window at a time.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -28,6 +28,10 @@ bool is_shard_folder(const std::string& data);
 // The folder, refused (config_error naming it) while its tokenization is incomplete.
 ShardFolder open_shard_folder(const std::filesystem::path& dir);
 
+// A task's dependent defaults, preceded by this one: with data a shard folder and no tokenizer
+// given, the tokenizer key names the folder's kind (bpe for tokenizer.model, else char).
+std::function<void(Config&)> with_shard_tokenizer(std::function<void(Config&)> then);
+
 // A text corpus in memory, as documents.
 struct LmText {
   std::string name;   // "KJV Bible", "notes/"
@@ -41,7 +45,7 @@ LmText read_lm_text(const Config& c, bool need_train);
 struct TokenSplit {
   std::vector<std::int32_t> ids;
   std::vector<std::size_t> starts;  // where each document starts in ids
-  std::vector<data::MappedShard> shards;
+  std::vector<data::ShardFile> shards;
   bool joined = false;  // span_documents: windows may run across documents
   std::vector<data::TokenPiece> pieces() const;
   std::uint64_t tokens() const;

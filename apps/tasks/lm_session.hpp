@@ -144,7 +144,7 @@ class LmSession : public Session {
         tok_.tok->save(ctx_.folder.file(tok_.file));
       } else {  // SentencePiece writes <prefix>.model itself
         data::SentencePieceOptions so{.vocab_size = config_.vocab, .model_type = "bpe", .seed = data_seed(c_)};
-        if (data != "kjv") so.input_sentence_size = 2'000'000;  // a sample of a large corpus's lines
+        if (data != "kjv") so.input_sentence_size = 2'000'000, so.max_sentence_length = 1 << 16;  // a sample of a large corpus's lines, long ones too
         tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(joined, ctx_.folder.file("tokenizer"), so, ctx_.cache));
         tok_.file = "tokenizer.model";
       }
@@ -226,7 +226,7 @@ class LmSession : public Session {
     std::vector<std::int32_t> prompt;
     if (c_.text("data") == "kjv") prompt = tok_.tok->encode("And God said");
     else
-      for (std::int64_t t = 0; t < std::min<std::int64_t>(16, context_ / 2 + 1); ++t) prompt.push_back(val_pieces_[val_windows_[0].piece][val_windows_[0].start + std::uint64_t(t)]);
+      prompt.resize(std::size_t(std::min<std::int64_t>(16, context_ / 2 + 1))), val_pieces_[val_windows_[0].piece].read(val_windows_[0].start, prompt.size(), prompt.data());
     if (std::int64_t(prompt.size()) > context_) prompt.erase(prompt.begin(), prompt.end() - context_);  // a tiny context
     std::printf("sample (temperature 0.8, seed 1):\n%s", tok_.tok->decode(prompt).c_str());
     std::fflush(stdout);
@@ -295,7 +295,7 @@ class LmSession : public Session {
   double validation_loss() { return validation_metrics().loss(); }
   training::Metrics validation_metrics() {
     const std::vector<const char*> aux = aux_outputs();
-    std::vector<std::int32_t> vx(std::size_t(batch_ * context_)), vy(vx.size());
+    std::vector<std::int32_t> vx(std::size_t(batch_ * context_)), vy(vx.size()), window(std::size_t(context_ + 1));
     std::vector<double> total(1 + aux.size(), 0.0);
     const EvalShard shard{ctx_.comm};
     for (std::int64_t w0 = 0; w0 < windows_ && !training::interrupted(); w0 += batch_) {
@@ -303,11 +303,9 @@ class LmSession : public Session {
       const std::int64_t n = std::min(batch_, windows_ - w0);
       for (std::int64_t b = 0; b < n; ++b) {
         const data::Window& w = val_windows_[std::size_t(w0 + b)];
-        const data::TokenPiece& p = val_pieces_[w.piece];
-        for (std::int64_t t = 0; t < context_; ++t) {
-          vx[std::size_t(b * context_ + t)] = p[w.start + std::uint64_t(t)];
-          vy[std::size_t(b * context_ + t)] = p[w.start + std::uint64_t(t) + 1];
-        }
+        val_pieces_[w.piece].read(w.start, window.size(), window.data());
+        std::copy(window.begin(), window.end() - 1, vx.begin() + b * context_);
+        std::copy(window.begin() + 1, window.end(), vy.begin() + b * context_);
       }
       model_->set_input(lm_inputs::ids, std::span<const std::int32_t>(vx).first(std::size_t(n * context_)), {n, context_});
       model_->set_input(lm_inputs::targets, std::span<const std::int32_t>(vy).first(std::size_t(n * context_)), {n, context_});

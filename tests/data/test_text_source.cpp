@@ -183,15 +183,17 @@ TEST_CASE("token shards: written whole, read mapped, refused when damaged", "[da
   const auto shards = open_shards(t.dir, "train", 0x1234);
   std::vector<std::int32_t> back;
   for (const auto& s : shards) {
-    const TokenPiece p{s.ids(), s.header().tokens, 2};
-    for (std::uint64_t i = 0; i < p.size; ++i) back.push_back(p[i]);
+    const TokenPiece p{.shard = &s, .size = s.header().tokens};
+    std::vector<std::int32_t> ids(p.size);
+    p.read(0, ids.size(), ids.data());
+    back.insert(back.end(), ids.begin(), ids.end());
   }
   CHECK(back == all);
   CHECK_THAT(error_of([&] { open_shards(t.dir, "train", 0x9999); }), Catch::Contains("another tokenizer"));
   fs::resize_file(files[1], fs::file_size(files[1]) - 1);
-  CHECK_THAT(error_of([&] { MappedShard s(files[1]); }), Catch::Contains("truncated or damaged"));
+  CHECK_THAT(error_of([&] { ShardFile s(files[1]); }), Catch::Contains("truncated or damaged"));
   { std::ofstream(files[2], std::ios::binary | std::ios::in) << "NOTMAGIC"; }
-  CHECK_THAT(error_of([&] { MappedShard s(files[2]); }), Catch::Contains("not a token shard"));
+  CHECK_THAT(error_of([&] { ShardFile s(files[2]); }), Catch::Contains("not a token shard"));
   fs::remove(files[0]);
   CHECK_THAT(error_of([&] { shard_files(t.dir, "train"); }), Catch::Contains("train_000000.bin is missing"));
   // A shard being written (its temporary name) is not a shard.
@@ -207,8 +209,10 @@ TEST_CASE("windows lie within one document; one piece draws the windows it alway
   std::vector<std::int32_t> tokens(1000);
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t(i);
   // One piece: the same windows as the span constructor's (the main job's data order).
-  LmBatches a(tokens, 16, 4, 7), b(std::vector<TokenPiece>{{tokens.data(), tokens.size(), 4}}, 16, 4, 7);
+  LmBatches a(tokens, 16, 4, 7), b(std::vector<TokenPiece>{{.ids = tokens.data(), .size = tokens.size()}}, 16, 4, 7);
   a.get(3), b.get(3);
+  for (std::uint64_t r = 0; r < 4; ++r)  // window r of batch n starts at bits(key(seed, n, "batc"), r) mod (tokens - context)
+    CHECK(a.x()[r * 16] == std::int32_t(ctgrad::random::bits(ctgrad::random::key(7, 3, 0x62617463ull), r) % (1000 - 16)));
   CHECK(std::vector<std::int32_t>(a.x().begin(), a.x().end()) == std::vector<std::int32_t>(b.x().begin(), b.x().end()));
   // Documents of 10, 300, 5 and 685 tokens: a window of 16 + 1 never crosses a start.
   const std::vector<std::size_t> starts{0, 10, 310, 315};
