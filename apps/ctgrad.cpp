@@ -4,8 +4,10 @@
 //   ctgrad <command> <model> [--run DIR] [options]      a model's own commands: sample, translate, ...
 //   ctgrad ablate <model> --grid key=a,b [--seeds N] ...  an ablation study (apps/ablate.cpp)
 //   ctgrad average-checkpoints <model> --run DIR [--last K]  checkpoint averaging (apps/average.cpp)
+//   ctgrad data tokenize|ende ...                       token shards, the EN-DE corpus (apps/data_*.cpp)
 //   ctgrad help [<model>]                               models, commands, config keys and options
-// The models are the tasks registered in apps/tasks/ (apps/task.hpp). Exit codes: 0 done, 1 a
+// The models are the tasks registered in apps/tasks/ (apps/task.hpp) and a program's own
+// (ctgrad::cli::main, apps/cli.hpp). Exit codes: 0 done, 1 a
 // runtime failure, 2 bad input (command line, config, run folder), 3 training diverged, 130
 // interrupted (Ctrl-C or SIGTERM, after saving), 124 a data-parallel rank that heard nothing from
 // the other ranks for CTGRAD_MPI_TIMEOUT seconds (one died or hangs).
@@ -97,6 +99,8 @@ int usage(const Task* t, FILE* out = stdout) {
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
               "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR] [--overwrite]\n"
               "                  the EN-DE corpus from Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
+              "  data tokenize   --data PATH --out DIR (--tokenizer RUN|FILE | --vocab N [--model bpe|unigram] | --chars) [--val-fraction F]\n"
+              "                  [--shard-tokens N] [--text-field F] [--overwrite]   a corpus into token shards: train with --set data=DIR\n"
               "  help [<model>]  this text, or a model's commands, config keys and options\n\n"
               "exit codes: 0 done, 1 a runtime failure (or an ablation study left incomplete), 2 bad input, 3 training diverged,\n"
               "  124 a data-parallel rank heard nothing from the others for CTGRAD_MPI_TIMEOUT seconds, 130 interrupted (after saving)\n\nmodels:\n");
@@ -466,10 +470,11 @@ int run(const Args& a) {
 }
 
 }  // namespace
-}  // namespace ctgrad::cli
 
-int main(int argc, char** argv) {
-  using namespace ctgrad::cli;
+extern const bool gpt_registered;  // tasks/gpt.cpp: the main job, linked into every program of the library
+
+int main(int argc, char** argv, std::vector<Task> models) {
+  (void)gpt_registered;
   // A standard descriptor the caller closed would be taken by the first file opened (a lock file,
   // metrics.jsonl), the command's output written into it: each is /dev/null instead, and a closed
   // standard output is a failed write, said at the end.
@@ -481,6 +486,13 @@ int main(int argc, char** argv) {
       stdout_closed = stdout_closed || fd == 1;
     }
   ctgrad::training::install_interrupt_handlers();  // first: a signal at any moment ends in an orderly way
+  for (Task& t : models) {                          // a program's own models (cli.hpp)
+    if (std::any_of(tasks().begin(), tasks().end(), [&](const Task& have) { return have.name == t.name; })) {
+      std::fprintf(stderr, "ctgrad: the model name '%s' is taken by a built-in model: name yours otherwise\n", printable(t.name).c_str());
+      return 2;
+    }
+    register_task(std::move(t));
+  }
   load_plugins();                                  // the models beyond the main job (apps/plugins.hpp)
   std::signal(SIGXFSZ, SIG_IGN);                   // a file-size limit fails the write with a message, not a kill
   catch_broken_pipe();                             // `| head -1` ends the command normally (standard_output.hpp)
@@ -541,3 +553,5 @@ int main(int argc, char** argv) {
   }
   return code;
 }
+
+}  // namespace ctgrad::cli

@@ -86,7 +86,9 @@ Task gpt_task() {
   return t;
 }
 
-const bool registered = register_task(gpt_task());
-
 }  // namespace
+
+extern const bool gpt_registered;
+const bool gpt_registered = register_task(gpt_task());
+
 }  // namespace ctgrad::cli

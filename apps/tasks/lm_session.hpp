@@ -94,8 +94,8 @@ struct TextStream {
 template <class F>
 class LmSession : public Session {
  public:
-  LmSession(const Config& c, const Context& ctx)
-      : c_(c), ctx_(ctx), config_(F::model_config(c)), planned_(plan_model([&] { return F::train_graph(config_); })),
+  LmSession(const Config& c, const Context& ctx, F family = {})
+      : family_(std::move(family)), c_(c), ctx_(ctx), config_(family_.model_config(c)), planned_(plan_model([&] { return family_.train_graph(config_); })),
         model_(std::make_unique<Program<run_time>>(planned_, program_options(c, ctx.threads, planned_->graph()))),
         opt_(model_->parameters(), optim::AdamOptions{.lr = c.real("lr"), .beta2 = c.real("beta2"), .weight_decay = c.real("weight_decay")},
              {optim::no_decay_group()}),
@@ -184,8 +184,10 @@ class LmSession : public Session {
     } catch (const std::invalid_argument& e) {
       throw config_error("the training text of " + text.name + ": " + std::string(e.what()).substr(8) + (joined || shards ? "" : " (span_documents=true joins documents)"));
     }
-    std::printf("ctgrad train %s: size %s (%s), %lld parameters, %d threads\n", F::name, c_.text("size").c_str(), F::describe(config_).c_str(),
-                (long long)model_->parameter_count(), model_->threads());
+    std::string title;  // "gpt: size small (6 layers, ...)"
+    if constexpr (requires { family_.title(c_, config_); }) title = family_.title(c_, config_);
+    else title = std::string(F::name) + ": size " + c_.text("size") + " (" + family_.describe(config_) + ")";
+    std::printf("ctgrad train %s, %lld parameters, %d threads\n", title.c_str(), (long long)model_->parameter_count(), model_->threads());
     std::printf("%s: %llu train / %llu validation tokens%s, %s tokenizer with %d tokens; batch %lld x context %lld, %lld steps\n",
                 data == "kjv" ? "KJV Bible" : training::printable(text.name).c_str(), (unsigned long long)train_.tokens(), (unsigned long long)val_.tokens(),
                 data == "kjv" ? "" : (" (" + text.split + ")").c_str(), kind.c_str(), vocab_, (long long)batch_, (long long)context_,
@@ -289,7 +291,7 @@ class LmSession : public Session {
   // A model with auxiliary loss terms (a mixture of experts) reports its cross-entropy "ce" as the
   // loss, and the terms beside it (means over the windows' batches, weighted by their rows).
   std::vector<const char*> aux_outputs() const {
-    if constexpr (requires { F::aux_outputs(config_); }) return F::aux_outputs(config_);
+    if constexpr (requires { family_.aux_outputs(config_); }) return family_.aux_outputs(config_);
     return {};
   }
   double validation_loss() { return validation_metrics().loss(); }
@@ -323,7 +325,7 @@ class LmSession : public Session {
   std::size_t generate(std::vector<std::int32_t> ids, const models::SamplingOptions& so) {
     models::check(so);
     const std::size_t start = ids.size();
-    auto decoder = plan_model([&] { return F::decoder_graph(config_); });
+    auto decoder = plan_model([&] { return family_.decoder_graph(config_); });
     typename F::Sampler gen(std::make_unique<Program<run_time>>(decoder, program_options(c_, ctx_.threads, decoder->graph())), config_,
                             model_->parameters());  // the run's hyperparameters (norm_eps) too
     TextStream out(*tok_.tok, ids);
@@ -334,6 +336,7 @@ class LmSession : public Session {
     return ids.size() - start;
   }
 
+  F family_;
   Config c_;
   Context ctx_;
   typename F::ModelConfig config_;
