@@ -387,7 +387,8 @@ int run(const Args& a) {
     }
   } else {
     std::vector<std::pair<std::string, std::filesystem::path>> inputs;
-    for (const std::string& k : t.input_folders) inputs.emplace_back("--set " + k, cfg.text(k));
+    for (const std::string& k : t.input_folders)  // (a value that names no path, data=kjv, is no folder)
+      if (std::error_code ec; std::filesystem::exists(cfg.text(k), ec)) inputs.emplace_back("--set " + k, cfg.text(k));
     ctx.folder.start_new(a.overwrite, inputs);
   }
   if (std::error_code ec; a.command == "train" && std::filesystem::is_directory(std::filesystem::symlink_status(ctx.folder.file("run.json"), ec)))
@@ -461,7 +462,7 @@ int run(const Args& a) {
   if (session->model().profiling_ops())  // CTGRAD_PROFILE_OPS=1
     std::printf("time by op, per training step (validation forwards included):\n%s",
                 format_op_profile(session->model().op_profile(), out.last - out.first + 1).c_str());
-  const bool plotted = training::plot_loss(ctx.folder.file("metrics.csv"), ctx.folder.file("loss.png"), loop.unit);
+  const bool plotted = !out.plot.empty();
   std::printf("done after %s of training: validation loss %.4f %s; checkpoint %s, metrics %s%s%s\n",
               training::format_duration(out.seconds).c_str(), out.last_validation.loss(), loop.unit.c_str(), printable(ctx.folder.checkpoint().string()).c_str(),
               printable(ctx.folder.file("metrics.jsonl").string()).c_str(), plotted ? ", plot " : "",
@@ -471,10 +472,10 @@ int run(const Args& a) {
 
 }  // namespace
 
-extern const bool gpt_registered;  // tasks/gpt.cpp: the main job, linked into every program of the library
+bool gpt_task_linked();  // tasks/gpt.cpp: the main job, in every program of the library
 
 int main(int argc, char** argv, std::vector<Task> models) {
-  (void)gpt_registered;
+  if (!gpt_task_linked()) return 1;  // a real reference: the static library's gpt.o, and its registration, are linked
   // A standard descriptor the caller closed would be taken by the first file opened (a lock file,
   // metrics.jsonl), the command's output written into it: each is /dev/null instead, and a closed
   // standard output is a failed write, said at the end.
@@ -488,7 +489,8 @@ int main(int argc, char** argv, std::vector<Task> models) {
   ctgrad::training::install_interrupt_handlers();  // first: a signal at any moment ends in an orderly way
   for (Task& t : models) {                          // a program's own models (cli.hpp)
     if (std::any_of(tasks().begin(), tasks().end(), [&](const Task& have) { return have.name == t.name; })) {
-      std::fprintf(stderr, "ctgrad: the model name '%s' is taken by a built-in model: name yours otherwise\n", printable(t.name).c_str());
+      std::fprintf(stderr, "ctgrad: the model name '%s' is taken (%s): name yours otherwise\n", printable(t.name).c_str(),
+                   t.name == "gpt" ? "a built-in model" : "two models of this program");
       return 2;
     }
     register_task(std::move(t));

@@ -1,7 +1,7 @@
 // ctgrad data tokenize --data PATH --out DIR (--tokenizer RUN|FILE | --vocab N [--model bpe|unigram] | --chars)
 //                      [--text-field F] [--val-fraction F] [--shard-tokens N] [--overwrite]
 // A corpus of any size into token shards (data/token_shards.hpp) that `ctgrad train gpt|llama
-// --set data=DIR` reads memory-mapped. The data is read twice: first every document is checked (so a
+// --set data=DIR` reads a window at a time. The data is read twice: first every document is checked (so a
 // bad byte anywhere stops the command before it writes anything) and counted, then tokenized in
 // parallel and written shard by shard, with a progress line. Interrupted (Ctrl-C, a kill), the same
 // command resumes after the last whole shard of each split.
@@ -166,36 +166,74 @@ int tokenize(const std::vector<std::string>& rest) {
       throw config_error("--out " + training::printable(out.string()) + " holds " + training::printable(e.path().filename().string()) +
                          ", not a token shard: give a new or empty folder");
   const training::FolderLock lock(out, ".lock", "the token-shard folder", "another ctgrad data tokenize");
+  const std::string where = "--out " + training::printable(out.string());
   const fs::path manifest_file = out / "tokenize.json";
-  nlohmann::json manifest;
-  if (fs::exists(manifest_file)) {
+  nlohmann::json manifest;  // null: none (a new folder)
+  if (fs::exists(fs::symlink_status(manifest_file, ec))) {
+    if (!fs::is_regular_file(fs::symlink_status(manifest_file, ec))) throw config_error(where + ": its tokenize.json is not a file");
     std::ifstream in(manifest_file);
     manifest = nlohmann::json::parse(in, nullptr, false);
-    if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("settings")) manifest = nlohmann::json();
+    const bool usable = !manifest.is_discarded() && manifest.is_object() && manifest.contains("settings") && manifest["settings"].is_object() &&
+                        manifest.contains("complete") && manifest["complete"].is_boolean() && manifest.contains("tokenizer") &&
+                        (manifest["tokenizer"] == "tokenizer.model" || manifest["tokenizer"] == "tokenizer.json") &&
+                        fs::is_regular_file(out / manifest["tokenizer"].get<std::string>(), ec);
+    if (!usable && !overwrite) throw config_error(where + ": its tokenize.json is damaged or its tokenizer is missing: add --overwrite to start again");
+    if (!usable) manifest = nlohmann::json();
+  } else if (!overwrite && (!data::shard_files(out, "train").empty() || !data::shard_files(out, "val").empty())) {
+    throw config_error(where + " holds shards but no tokenize.json: add --overwrite to replace them");
   }
-  auto clear = [&] {
+  auto clear = [&] {  // the folder's shards, manifest and tokenizer (nothing else is in it: checked above)
     for (const auto& e : fs::directory_iterator(out))
       if (const std::string n = e.path().filename().string(); is_ours(n) && n != ".lock") fs::remove(e.path());
     manifest = nlohmann::json();
   };
-  if (overwrite) clear();
 
-  // The tokenizer: kept from an unfinished run in this folder, copied in, or trained on a sample.
+  // What the tokenizer is to be: a given file (checked now), or one trained with these options.
+  fs::path given_file;
+  nlohmann::json tokenizer_source;
+  if (!tokenizer_given.empty()) {
+    given_file = tokenizer_file(tokenizer_given);
+    (void)load_tokenizer(given_file);  // a file that does not load is refused before anything changes
+    char h[17];
+    std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(data::file_xxh3(given_file)));
+    tokenizer_source = {{"file_xxh3", h}};
+  } else if (chars) {
+    tokenizer_source = "chars";
+  } else {
+    tokenizer_source = {{"vocab", vocab}, {"model", model}};
+  }
+  const nlohmann::json want_base = settings(spec, files, text_field, val_fraction, std::uint64_t(shard_tokens), 0);
+  auto same_run = [&](const nlohmann::json& m) {  // everything but the tokenizer's hash
+    nlohmann::json a = m["settings"], b = want_base;
+    a.erase("vocab_hash"), b.erase("vocab_hash");
+    return a.value("tokenizer_source", nlohmann::json()) == tokenizer_source && (a.erase("tokenizer_source"), a == b);
+  };
+  if (!manifest.is_null() && !overwrite) {
+    if (!same_run(manifest))
+      throw config_error(where + " holds the shards of other data or settings" +
+                         (manifest["settings"].value("files", nlohmann::json()) != want_base["files"] ? " (the data's files changed)" : "") +
+                         ": add --overwrite to replace them");
+    if (manifest["complete"].get<bool>()) {
+      std::printf("%s already holds these shards, complete: nothing to do\n", training::printable(out.string()).c_str());
+      return 0;
+    }
+  }
+  if (overwrite) manifest = nlohmann::json();
+
+  // The tokenizer: kept from an unfinished run in this folder, copied in, or trained on a sample
+  // (under another name until it is made: an --overwrite that fails keeps the old folder).
   std::unique_ptr<data::Tokenizer> tok;
   fs::path tok_file;
   if (!manifest.is_null()) {
-    tok_file = out / manifest.value("tokenizer", "");
-    if (!fs::is_regular_file(tok_file, ec)) clear();
-  }
-  if (!manifest.is_null()) {
+    tok_file = out / manifest["tokenizer"].get<std::string>();
     tok = load_tokenizer(tok_file);
-  } else if (!tokenizer_given.empty()) {
-    const fs::path from = tokenizer_file(tokenizer_given);
-    tok = load_tokenizer(from);
-    tok_file = out / (from.extension() == ".json" ? "tokenizer.json" : "tokenizer.model");
-    std::ifstream in(from, std::ios::binary);
+  } else if (!given_file.empty()) {
+    std::ifstream in(given_file, std::ios::binary);
     const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    clear();
+    tok_file = out / (given_file.extension() == ".json" ? "tokenizer.json" : "tokenizer.model");
     checkpoint::write_atomically(tok_file, b);
+    tok = load_tokenizer(tok_file);
   } else {
     std::string sample;
     std::size_t taken = 0;
@@ -213,29 +251,24 @@ int tokenize(const std::vector<std::string>& rest) {
     std::fflush(stdout);
     if (chars) {
       tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::train(sample, true));
+      clear();
       tok_file = out / "tokenizer.json";
       tok->save(tok_file);
     } else {
+      const fs::path pending = out / ".tokenizer.pending.model";
       tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(
-          sample, out / "tokenizer", {.vocab_size = std::int32_t(vocab), .model_type = model, .input_sentence_size = 2'000'000, .max_sentence_length = 1 << 16}));
+          sample, out / ".tokenizer.pending", {.vocab_size = std::int32_t(vocab), .model_type = model, .input_sentence_size = 2'000'000, .max_sentence_length = 1 << 16}));
+      clear();
       tok_file = out / "tokenizer.model";
+      fs::rename(pending, tok_file);
+      tok = load_tokenizer(tok_file);
     }
   }
-  if (vocab > 0 && tok->vocab_size() != vocab)
-    throw config_error("--out " + training::printable(out.string()) + " holds an unfinished tokenization with a vocabulary of " + std::to_string(tok->vocab_size()) +
-                       ", not --vocab " + std::to_string(vocab) + ": add --overwrite to start again");
   const std::uint64_t vocab_hash = data::file_xxh3(tok_file);
-  const nlohmann::json want = settings(spec, files, text_field, val_fraction, std::uint64_t(shard_tokens), vocab_hash);
-  if (!manifest.is_null() && manifest["settings"] != want) {
-    if (manifest.value("complete", false) || !tokenizer_given.empty() || vocab > 0 || chars)
-      throw config_error("--out " + training::printable(out.string()) + " holds the shards of other data or settings" +
-                         (manifest.value("settings", nlohmann::json::object()).value("files", nlohmann::json()) != want["files"] ? " (the data's files changed)" : "") +
-                         ": add --overwrite to replace them");
-  }
-  if (!manifest.is_null() && manifest.value("complete", false)) {
-    std::printf("%s already holds these shards, complete: nothing to do\n", training::printable(out.string()).c_str());
-    return 0;
-  }
+  nlohmann::json want = want_base;
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(vocab_hash));
+  want["vocab_hash"] = hash, want["tokenizer_source"] = tokenizer_source;
   manifest = {{"format", "ctgrad token shards"}, {"version", data::kShardVersion}, {"complete", false}, {"tokenizer", tok_file.filename().string()}, {"settings", want}};
   checkpoint::write_atomically(manifest_file, manifest.dump(1));
 
@@ -284,7 +317,18 @@ int tokenize(const std::vector<std::string>& rest) {
   };
   auto flush = [&] {
     std::vector<std::vector<std::int32_t>> ids(batch.size());
-    tbb::parallel_for(std::size_t(0), batch.size(), [&](std::size_t i) { ids[i] = tok->encode(batch[i].text); });
+    std::vector<std::string> failed(batch.size());
+    tbb::parallel_for(std::size_t(0), batch.size(), [&](std::size_t i) {
+      try {
+        ids[i] = tok->encode(batch[i].text);
+      } catch (const data::data_error& e) {
+        failed[i] = e.what();
+      }
+    });
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (!failed[i].empty())
+        throw data::data_error("ctgrad: data " + batch[i].source + ": the tokenizer cannot encode it (" + failed[i].substr(failed[i].rfind("ctgrad: ", 0) == 0 ? 8 : 0) +
+                               "; a character tokenizer without an unknown id, a KJV run's: use --chars)");
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Split& s = splits[data::held_out(batch[i].text, val_fraction)];
       if (batch_index[i] >= s.resume) s.writer->add(ids[i], batch_index[i]);

@@ -103,6 +103,7 @@ Task language_model(LanguageModel m) {
     return std::make_unique<LmSession<UserFamily>>(c, ctx, UserFamily{model});
   };
   t.check_against_checkpoint = refuse_longer_context;
+  t.input_folders = {"data", "val_data"};
   return t;
 }
 

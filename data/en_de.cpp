@@ -1,3 +1,4 @@
+#include <ctgrad/data/text_source.hpp>
 #include <ctgrad/base/utf8.hpp>
 #include <ctgrad/data/en_de.hpp>
 #include <ctgrad/data/ende/fetch.hpp>
@@ -85,7 +86,7 @@ EnDeCorpus with_debian(EnDeCorpus base, DebianSplits debian, bool train_base) {
   return c;
 }
 
-EnDeCorpus en_de_corpus(std::string_view data) {
+EnDeCorpus en_de_corpus(std::string_view data, const PairOptions& pair_options) {
   if (data == "debian" || data == "debian+ding+wesnoth") {
     DebianSplits d = read_debian_corpus(debian_corpus_dir());
     return with_debian(en_de_corpus("ding+wesnoth"), std::move(d), data != "debian");
@@ -96,8 +97,14 @@ EnDeCorpus en_de_corpus(std::string_view data) {
     c.train_sentences = std::move(s.train), c.validation = std::move(s.validation), c.test = std::move(s.test);
     return c;
   }
-  if (data != "ding" && data != "ding+wesnoth")
-    throw data_error("ctgrad: unknown EN-DE data '" + std::string(data) + "' (sentences, ding, ding+wesnoth, debian or debian+ding+wesnoth)");
+  if (data != "ding" && data != "ding+wesnoth") {  // a user's pairs (data/text_source.hpp)
+    PairSplit u = split_pairs(read_pairs(std::string(data), pair_options));
+    if (u.validation.empty() || u.test.empty())
+      throw data_error("ctgrad: data " + std::string(data) + " holds too few pairs (" + std::to_string(u.train.size() + u.validation.size() + u.test.size()) +
+                       ") to hold out validation and test pairs (5% each, by a hash of the source side)");
+    c.train_sentences = std::move(u.train), c.validation = std::move(u.validation), c.test = std::move(u.test);
+    return c;
+  }
   const std::vector<DingPair> pairs = ding_pairs();
   EntrySplit s = split_by_entry(pairs);
   c.train_sentences = std::move(s.train_sentences), c.train_phrases = std::move(s.train_phrases);

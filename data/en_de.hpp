@@ -1,6 +1,7 @@
 // The EN->DE corpus `ctgrad train transformer` trains on (its data key), split so that nothing of a
 // held-out sentence trains, whichever sources are mixed.
 #pragma once
+#include <ctgrad/data/text_source.hpp>
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -47,7 +48,8 @@ EnDeCorpus with_debian(EnDeCorpus base, DebianSplits debian, bool train_base);
 // with a side of any pair of a held-out dictionary line is dropped, and so is a game test pair with
 // a side that trains (the leakage test of tests/data checks both).
 // "debian", "debian+ding+wesnoth": with_debian of the corpus `ctgrad data ende` wrote and of
-// "ding+wesnoth", without or with the latter's training pairs.
-EnDeCorpus en_de_corpus(std::string_view data);
+// "ding+wesnoth", without or with the latter's training pairs. Anything else is a user's pairs
+// (read_pairs: a TSV or JSON Lines file, a glob, pairs:SOURCE,TARGET), split by split_pairs.
+EnDeCorpus en_de_corpus(std::string_view data, const PairOptions& pairs = {});
 
 }  // namespace ctgrad::data

@@ -84,6 +84,14 @@ class ByteSource {
       throw data_error("ctgrad: data " + quoted(path) + " is not a regular file (a FIFO, device or socket?)");
     }
     ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+    try {
+      start();
+    } catch (...) {
+      release();  // the constructor did not finish: no destructor runs
+      throw;
+    }
+  }
+  void start() {
     raw_.resize(1 << 16);
     fill();
     const auto* b = reinterpret_cast<const unsigned char*>(raw_.data() + raw_at_);
@@ -91,17 +99,21 @@ class ByteSource {
     if (have >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
       kind_ = Kind::gzip;
       zs_ = std::make_unique<z_stream>();
-      if (inflateInit2(zs_.get(), 16 + MAX_WBITS) != Z_OK) throw data_error("ctgrad: zlib cannot start on " + quoted(path));
+      if (inflateInit2(zs_.get(), 16 + MAX_WBITS) != Z_OK) {
+        zs_.reset();
+        throw data_error("ctgrad: zlib cannot start on " + quoted(path_));
+      }
     } else if (have >= 4 && b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f && b[3] == 0xfd) {
       kind_ = Kind::zstd;
       zd_ = ZSTD_createDStream();
-      if (!zd_) throw data_error("ctgrad: zstd cannot start on " + quoted(path));
+      if (!zd_) throw data_error("ctgrad: zstd cannot start on " + quoted(path_));
     }
   }
-  ~ByteSource() {
-    if (zs_) inflateEnd(zs_.get());
-    if (zd_) ZSTD_freeDStream(zd_);
-    if (fd_ >= 0) ::close(fd_);
+  ~ByteSource() { release(); }
+  void release() {
+    if (zs_) inflateEnd(zs_.get()), zs_.reset();
+    if (zd_) ZSTD_freeDStream(zd_), zd_ = nullptr;
+    if (fd_ >= 0) ::close(fd_), fd_ = -1;
   }
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
@@ -317,6 +329,80 @@ std::size_t for_each_document(const std::string& spec, const TextSourceOptions& 
     emit();
   }
   return documents;
+}
+
+void for_each_line(const fs::path& file, const TextSourceOptions& o, const std::function<void(std::string&, std::int64_t)>& fn) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  if (ec || !fs::exists(st)) throw data_error("ctgrad: data file " + quoted(file) + ": no such file");
+  if (!fs::is_regular_file(st)) throw data_error("ctgrad: data " + quoted(file) + " is " + (fs::is_directory(st) ? "a folder" : special_kind(st)) + ", not a file");
+  LineReader lines(file, o.max_line_bytes);
+  std::string line;
+  while (lines.next(line)) fn(line, lines.number());
+}
+
+std::vector<SentencePair> read_pairs(const std::string& spec, const PairOptions& o) {
+  const TextSourceOptions lines_o{.max_line_bytes = o.max_line_bytes};
+  std::vector<SentencePair> out;
+  auto blank = [](const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; };
+  if (spec.starts_with("pairs:")) {  // two line-aligned files
+    const std::string list = spec.substr(6);
+    const std::size_t comma = list.find(',');
+    if (comma == std::string::npos || list.find(',', comma + 1) != std::string::npos)
+      throw data_error("ctgrad: data " + spec + ": pairs:SOURCE,TARGET names two files, a comma between them");
+    const fs::path a = list.substr(0, comma), b = list.substr(comma + 1);
+    std::vector<std::string> left;
+    for_each_line(a, lines_o, [&](std::string& l, std::int64_t) { left.push_back(std::move(l)); });
+    std::size_t n = 0;
+    for_each_line(b, lines_o, [&](std::string& r, std::int64_t number) {
+      if (n >= left.size())
+        throw data_error("ctgrad: data " + spec + ": " + quoted(b) + " has more lines than " + quoted(a) + "'s " + std::to_string(left.size()) + " (line " + std::to_string(number) + ")");
+      std::string& l = left[n++];
+      if (blank(l) && blank(r)) return;
+      if (blank(l) || blank(r))
+        throw data_error("ctgrad: data " + spec + ": line " + std::to_string(number) + " of " + quoted(blank(l) ? a : b) + " is empty where " +
+                         quoted(blank(l) ? b : a) + " has text (a missing side)");
+      out.push_back({std::move(l), std::move(r)});
+    });
+    if (n < left.size())
+      throw data_error("ctgrad: data " + spec + ": " + quoted(b) + " has " + std::to_string(n) + " lines, " + quoted(a) + " " + std::to_string(left.size()));
+  } else {
+    std::error_code ec;
+    if (fs::is_directory(spec, ec))
+      throw data_error("ctgrad: data " + spec + " is a folder: pairs come from a .tsv or .jsonl file, a glob of them, or pairs:SOURCE,TARGET");
+    for (const fs::path& f : text_files(spec)) {
+      const bool jsonl = is_jsonl(f);
+      for_each_line(f, lines_o, [&](std::string& line, std::int64_t number) {
+        if (blank(line)) return;
+        const std::string where = "data file " + quoted(f) + ": line " + std::to_string(number);
+        if (jsonl) {
+          const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+          if (j.is_discarded() || !j.is_object()) throw data_error("ctgrad: " + where + " is not a JSON object");
+          const nlohmann::json& obj = !j.contains(o.source_field) && j.contains("translation") && j["translation"].is_object() ? j["translation"] : j;
+          std::string side[2];
+          for (int k = 0; k < 2; ++k) {
+            const std::string& field = k ? o.target_field : o.source_field;
+            const auto it = obj.find(field);
+            if (it == obj.end() || !it->is_string())
+              throw data_error("ctgrad: " + where + (it == obj.end() ? " has no field \"" + field + "\"" : ": field \"" + field + "\" is not a string") +
+                               " (source_field and target_field name the pair's fields)");
+            side[k] = it->get<std::string>();
+            if (blank(side[k])) throw data_error("ctgrad: " + where + ": field \"" + field + "\" is empty (a missing side)");
+          }
+          out.push_back({std::move(side[0]), std::move(side[1])});
+          return;
+        }
+        const std::size_t tab = line.find('\t');
+        if (tab == std::string::npos) throw data_error("ctgrad: " + where + " has no tab: a pair is source, a tab, target");
+        if (line.find('\t', tab + 1) != std::string::npos) throw data_error("ctgrad: " + where + " has more than two tab-separated fields");
+        SentencePair p{line.substr(0, tab), line.substr(tab + 1)};
+        if (blank(p.en) || blank(p.de)) throw data_error("ctgrad: " + where + ": its " + (blank(p.en) ? "source" : "target") + " is empty (a missing side)");
+        out.push_back(std::move(p));
+      });
+    }
+  }
+  if (out.empty()) throw data_error("ctgrad: data " + spec + " holds no pairs");
+  return out;
 }
 
 bool held_out(const std::string& text, double fraction) {

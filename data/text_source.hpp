@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <ctgrad/data/pairs.hpp>
 #include <ctgrad/data/text.hpp>
 
 namespace ctgrad::data {
@@ -51,6 +52,20 @@ struct Corpus {
 // chooses; when that leaves either side empty (one file, a few documents), the last `fraction` of
 // every document instead (cut at a line break). An empty corpus is refused.
 Corpus read_corpus(const std::string& spec, const std::string& val_spec, double fraction, const TextSourceOptions& o = {});
+
+// The lines of one file (plain, gzip or zstd), checked as for_each_document's: fn(line, its number from 1).
+void for_each_line(const std::filesystem::path& file, const TextSourceOptions& o, const std::function<void(std::string& line, std::int64_t number)>& fn);
+
+// Sentence pairs from a user's files: "pairs:SRC,TGT" (two line-aligned files, line n of each a
+// pair); a .jsonl file (two string fields of each line's object, or of its "translation" object,
+// as Hugging Face's datasets write them); any other file as TSV (source, a tab, target); a glob of
+// such files. Blank lines are skipped; a line with a side missing, a third field, or files of
+// different lengths are refused naming the file and line.
+struct PairOptions {
+  std::string source_field = "en", target_field = "de";
+  std::size_t max_line_bytes = std::size_t(1) << 20;
+};
+std::vector<SentencePair> read_pairs(const std::string& spec, const PairOptions& o = {});
 
 // A text's bytes that are not UTF-8: the offset of the first bad byte, or npos.
 std::size_t invalid_utf8_at(std::string_view s);

@@ -134,15 +134,7 @@ void ShardWriter::flush(std::uint64_t next_document) {
   pending_.clear();
 }
 
-ShardHeader read_shard_header(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw data_error("ctgrad: cannot read token shard " + file.string());
-  unsigned char b[kShardHeaderBytes] = {};
-  in.read(reinterpret_cast<char*>(b), sizeof b);
-  std::error_code ec;
-  const std::uint64_t size = fs::file_size(file, ec);
-  return decode_header(b, ec ? std::uint64_t(in.gcount()) : size, file);
-}
+ShardHeader read_shard_header(const fs::path& file) { return ShardFile(file).header(); }
 
 ShardFile::ShardFile(const fs::path& file) : file_(file) {
   fd_ = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -179,7 +171,13 @@ void ShardFile::read(std::uint64_t start, std::size_t n, std::int32_t* out) cons
     if (r <= 0) throw data_error("ctgrad: cannot read token shard " + file_.string() + (r < 0 ? ": " + std::string(std::strerror(errno)) : ": it was cut short"));
     done += std::size_t(r);
   }
-  for (std::size_t i = 0; i < n; ++i) out[i] = w == 2 ? std::int32_t(get<std::uint16_t>(p + 2 * i)) : std::int32_t(get<std::uint32_t>(p + 4 * i));
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t id = w == 2 ? get<std::uint16_t>(p + 2 * i) : get<std::uint32_t>(p + 4 * i);
+    if (id >= header_.vocab_size)
+      throw data_error("ctgrad: token shard " + file_.string() + ": id " + std::to_string(id) + " at position " + std::to_string(start + i) +
+                       " is outside its vocabulary of " + std::to_string(header_.vocab_size) + " (damaged)");
+    out[i] = std::int32_t(id);
+  }
 }
 
 void TokenPiece::read_shard(std::uint64_t start, std::size_t n, std::int32_t* out) const { shard->read(start, n, out); }

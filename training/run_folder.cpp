@@ -20,7 +20,7 @@ bool RunFolder::is_run_file(const std::string& name) {
   // Any *.safetensors: the checkpoint, kept ones (checkpoint-<step>) and averaged ones.
   return (name.size() > 12 && name.substr(name.size() - 12) == ".safetensors") || name == "metrics.jsonl" || name == "metrics.csv" || name == "loss.png" ||
          name == "epochs.jsonl" || name == "predictions.png" || name == "run.json" || name == "tokenizer.json" || name == "tokenizer.model" ||
-         name == "tokenizer.vocab";
+         name == "tokenizer.vocab" || name == "sample.txt";
 }
 
 RunFolder::RunFolder(fs::path dir) : dir_(std::move(dir)) {
@@ -55,6 +55,13 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
     if ((!ec2 && theirs == mine) || fs::equivalent(p, dir_, ec3))
       throw config_error("the run folder " + printable(dir_.string()) + " is the folder " + what + " names, which this run reads (" + printable(p.string()) +
                          "): a new run there would " + (overwrite ? "delete it" : "replace it") + "; choose another --run DIR");
+    // Nor inside a folder of data (--set data, val_data): the run's own files would be read as text.
+    if (!ec2 && what.ends_with("data") && fs::is_directory(theirs, ec3)) {
+      const auto [t_end, m_at] = std::mismatch(theirs.begin(), theirs.end(), mine.begin(), mine.end());
+      if (t_end == theirs.end())
+        throw config_error("the run folder " + printable(dir_.string()) + " lies inside the folder " + what + " names (" + printable(p.string()) +
+                           "), which this run reads: its files would be read too; choose a --run DIR outside it");
+    }
     // Its files too: one that is a link into this folder (or a hard link of one of its files).
     std::error_code ec4;
     if (!fs::is_directory(p, ec4)) continue;

@@ -35,7 +35,8 @@ class RunFolder {
   // is refused with a config_error naming it, unless `overwrite`, which deletes the run's files.
   // Temporaries of the run's files whose writer is gone go too (a run killed before its first
   // checkpoint leaves no checkpoint to say the folder is a run's).
-  // A folder the run reads from (`inputs`: what, path; a pretrained run) is refused in any case.
+  // A folder the run reads from (`inputs`: what, path; a pretrained run) is refused in any case,
+  // and so is one inside a folder of data (an input whose `what` ends with "data").
   void start_new(bool overwrite, const std::vector<std::pair<std::string, std::filesystem::path>>& inputs = {}) const;
   // For a run that is continued or read: the checkpoint must exist (config_error otherwise).
   // Temporaries of the run's files whose writer is gone go, in a folder holding its checkpoint.

@@ -1,5 +1,7 @@
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/training/trainer.hpp>
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/training/log.hpp>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -106,6 +108,7 @@ Outcome Trainer::fit(Run& run) {
   };
   auto finish = [&] {
     log.close();
+    if (leader && o_.plot && plot_loss(folder_.file("metrics.csv"), folder_.file("loss.png"), o_.unit)) out.plot = folder_.file("loss.png");
     out.seconds = log.seconds(), out.communication_seconds = comm.seconds() - comm0;
     if (reducer) out.gradient_seconds = reducer->sent(), out.communication_waited = reducer->waited(), out.buckets = reducer->buckets();
   };
@@ -186,6 +189,11 @@ Outcome Trainer::fit(Run& run) {
     }
   }
   finish();
+  if (leader && run.sample) {
+    out.sample = run.sample();
+    checkpoint::write_atomically(folder_.file("sample.txt"), out.sample);
+    std::printf("sample (%s):\n%s\n", folder_.file("sample.txt").c_str(), out.sample.c_str());
+  }
   return out;
 }
 

@@ -44,6 +44,9 @@ struct Run {
   // tokens); the ranks' gradients are weighted by it, so the step is the global batch's. Empty:
   // every shard's loss has the same number of terms (equal rows of equal length).
   std::function<double()> loss_terms = {};
+  // After a training that ran to its last step: what the model makes of a prompt (a language
+  // model's continuation), written to sample.txt in the run folder and printed. Empty: none.
+  std::function<std::string()> sample = {};
 };
 
 struct LoopOptions {
@@ -53,6 +56,7 @@ struct LoopOptions {
   std::string unit = "nats/token", items = "tok";
   checkpoint::Metadata metadata;            // stored with each checkpoint (the config, the model, ...)
   int keep_checkpoints = 0;                 // also keep the last k as checkpoint-<step>.safetensors (averaging)
+  bool plot = true;                         // draw loss.png from metrics.csv when the loop ends (gnuplot)
   // Data parallel over these ranks when there is more than one (the Run's feed then feeds this
   // rank's shard): gradients summed, rank 0 logs and saves. Null: one process.
   Communicator* comm = nullptr;
@@ -68,6 +72,8 @@ struct Outcome {
   double communication_waited = 0;   // of that, the training loop waited for (the rest overlapped the backward pass)
   int buckets = 0;                   // gradient buckets per step
   Metrics last_validation;
+  std::filesystem::path plot;  // loss.png when it was drawn
+  std::string sample;          // Run::sample's text, when it ran
 };
 
 class Trainer {

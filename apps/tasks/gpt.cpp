@@ -83,12 +83,15 @@ Task gpt_task() {
   t.dependent_defaults = with_shard_tokenizer(fit_context_to_model([](const Config& c) { return gpt_preset(c.text("size")).context; }));
   t.open = &open_session<LmSession<GptFamily>>;
   t.check_against_checkpoint = refuse_longer_context;
+  t.input_folders = {"data", "val_data"};
   return t;
 }
 
 }  // namespace
 
-extern const bool gpt_registered;
-const bool gpt_registered = register_task(gpt_task());
+namespace {
+const bool registered = register_task(gpt_task());
+}  // namespace
+bool gpt_task_linked() { return registered; }
 
 }  // namespace ctgrad::cli

@@ -102,6 +102,7 @@ Task llama_task() {
   t.dependent_defaults = with_shard_tokenizer(fit_context_to_model([](const Config& c) { return llama_preset(c.text("size")).context; }));
   t.open = &open_session<LmSession<LlamaFamily>>;
   t.check_against_checkpoint = refuse_longer_context;
+  t.input_folders = {"data", "val_data"};
   return t;
 }
 

@@ -32,23 +32,31 @@ bool is_shard_folder(const std::string& data) {
 }
 
 ShardFolder open_shard_folder(const fs::path& dir) {
+  const std::string name = "data " + training::printable(dir.string());
   const fs::path manifest = dir / "tokenize.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(manifest, ec)) throw config_error(name + ": its tokenize.json is not a file");
   std::ifstream in(manifest);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("complete") || !j.contains("tokenizer") || !j["tokenizer"].is_string())
-    throw config_error("data " + training::printable(dir.string()) + ": its tokenize.json is not ctgrad data tokenize's (damaged?)");
-  if (!j["complete"].is_boolean() || !j["complete"].get<bool>())
-    throw config_error("data " + training::printable(dir.string()) + ": its tokenization did not finish: run the same ctgrad data tokenize again to complete it");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  auto damaged = [&](const std::string& why) { return config_error(name + ": its tokenize.json is not ctgrad data tokenize's (" + why + ")"); };
+  if (j.is_discarded() || !j.is_object()) throw damaged("not a JSON object");
+  if (!j.contains("complete") || !j["complete"].is_boolean()) throw damaged("no \"complete\"");
+  if (!j["complete"].get<bool>()) throw config_error(name + ": its tokenization did not finish: run the same ctgrad data tokenize again to complete it");
+  if (!j.contains("tokenizer") || !j["tokenizer"].is_string() || (j["tokenizer"] != "tokenizer.model" && j["tokenizer"] != "tokenizer.json"))
+    throw damaged("its tokenizer is not tokenizer.model or tokenizer.json");
   ShardFolder f{dir, dir / j["tokenizer"].get<std::string>()};
-  if (f.tokenizer.filename() != "tokenizer.model" && f.tokenizer.filename() != "tokenizer.json")
-    throw config_error("data " + training::printable(dir.string()) + ": its tokenize.json names no tokenizer file it could hold");
-  if (!fs::is_regular_file(f.tokenizer)) throw config_error("data " + training::printable(dir.string()) + ": its tokenizer " + f.tokenizer.filename().string() + " is missing");
+  for (const char* split : {"train", "val"}) {
+    if (!j.contains(split) || !j[split].is_object() || !j[split].contains("shards") || !j[split]["shards"].is_number_unsigned())
+      throw damaged(std::string("no count of ") + split + " shards");
+    (std::string(split) == "train" ? f.train_shards : f.val_shards) = j[split]["shards"].get<std::size_t>();
+  }
+  if (!fs::is_regular_file(f.tokenizer, ec)) throw config_error(name + ": its tokenizer " + f.tokenizer.filename().string() + " is missing");
   f.vocab_hash = data::file_xxh3(f.tokenizer);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(f.vocab_hash));
-  if (j.value("settings", nlohmann::json::object()).value("vocab_hash", "") != hex)
-    throw config_error("data " + training::printable(dir.string()) + ": its " + f.tokenizer.filename().string() +
-                       " is not the tokenizer the shards were written with (it changed since)");
+  const nlohmann::json& settings = j.contains("settings") && j["settings"].is_object() ? j["settings"] : nlohmann::json::object();
+  if (!settings.contains("vocab_hash") || settings["vocab_hash"] != hex)
+    throw config_error(name + ": its " + f.tokenizer.filename().string() + " is not the tokenizer the shards were written with (it changed since)");
   return f;
 }
 
@@ -111,18 +119,30 @@ std::uint64_t TokenSplit::tokens() const {
 TokenSplit encode_documents(const data::Tokenizer& tok, std::vector<std::string>&& docs, const data::DataCache& cache, bool joined) {
   TokenSplit out;
   out.joined = joined;
-  std::vector<std::vector<std::int32_t>> ids;
-  if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(&tok)) ids = sp->encode_all(docs, cache);
-  else
-    for (const std::string& d : docs) ids.push_back(tok.encode(d));
-  docs.clear();
-  std::size_t n = 0;
-  for (const auto& d : ids) n += d.size();
-  out.ids.reserve(n);
-  for (auto& d : ids) {
-    out.starts.push_back(out.ids.size());
-    out.ids.insert(out.ids.end(), d.begin(), d.end());
-    std::vector<std::int32_t>().swap(d);
+  try {
+    if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(&tok)) {
+      std::vector<std::vector<std::int32_t>> ids = sp->encode_all(docs, cache);
+      docs.clear();
+      std::size_t n = 0;
+      for (const auto& d : ids) n += d.size();
+      out.ids.reserve(n);
+      for (auto& d : ids) {
+        out.starts.push_back(out.ids.size());
+        out.ids.insert(out.ids.end(), d.begin(), d.end());
+        std::vector<std::int32_t>().swap(d);
+      }
+      return out;
+    }
+    for (std::string& d : docs) {  // characters: one id per byte, appended as each is encoded
+      out.starts.push_back(out.ids.size());
+      const std::vector<std::int32_t> ids = tok.encode(d);
+      out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+      std::string().swap(d);
+    }
+  } catch (const data::data_error& e) {
+    const std::string m = e.what();
+    throw config_error("the run's tokenizer cannot encode this text (" + (m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m) +
+                       "): a character tokenizer trained on the KJV has no id for characters it never saw");
   }
   return out;
 }

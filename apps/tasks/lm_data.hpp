@@ -22,6 +22,7 @@ void add_lm_data_keys(Schema& s);
 struct ShardFolder {
   std::filesystem::path dir, tokenizer;  // tokenizer: dir/tokenizer.model or dir/tokenizer.json
   std::uint64_t vocab_hash = 0;          // XXH3 of the tokenizer file, as in every shard's header
+  std::size_t train_shards = 0, val_shards = 0;  // as tokenize.json counts them
 };
 // Whether `data` names a token-shard folder (a folder holding tokenize.json).
 bool is_shard_folder(const std::string& data);
@@ -41,7 +42,7 @@ struct LmText {
 // The config's data (not a shard folder); only its validation side unless `need_train`.
 LmText read_lm_text(const Config& c, bool need_train);
 
-// Token ids of one split: documents encoded into one stream in memory, or shards mapped.
+// Token ids of one split: documents encoded into one stream in memory, or shards read from their files.
 struct TokenSplit {
   std::vector<std::int32_t> ids;
   std::vector<std::size_t> starts;  // where each document starts in ids
@@ -50,7 +51,8 @@ struct TokenSplit {
   std::vector<data::TokenPiece> pieces() const;
   std::uint64_t tokens() const;
 };
-// Encodes documents (SentencePiece in parallel, through the data cache).
+// Encodes documents (SentencePiece in parallel, through the data cache); text the tokenizer cannot
+// encode (a character tokenizer without an unknown id) is a config_error saying so.
 TokenSplit encode_documents(const data::Tokenizer& tok, std::vector<std::string>&& docs, const data::DataCache& cache, bool joined);
 
 }  // namespace ctgrad::cli

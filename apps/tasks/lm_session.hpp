@@ -141,11 +141,11 @@ class LmSession : public Session {
       if (kind == "char") {
         tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::train(joined, data != "kjv"));  // a user's text may hold unseen characters
         tok_.file = "tokenizer.json";
-        tok_.tok->save(ctx_.folder.file(tok_.file));
-      } else {  // SentencePiece writes <prefix>.model itself
+      } else {  // SentencePiece writes <prefix>.model itself: under another name until the data is checked
         data::SentencePieceOptions so{.vocab_size = config_.vocab, .model_type = "bpe", .seed = data_seed(c_)};
         if (data != "kjv") so.input_sentence_size = 2'000'000, so.max_sentence_length = 1 << 16;  // a sample of a large corpus's lines, long ones too
-        tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(joined, ctx_.folder.file("tokenizer"), so, ctx_.cache));
+        pending_.path = ctx_.folder.file(".tokenizer.pending.model");
+        tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(joined, ctx_.folder.file(".tokenizer.pending"), so, ctx_.cache));
         tok_.file = "tokenizer.model";
       }
     }
@@ -164,10 +164,14 @@ class LmSession : public Session {
       }
       if (val_.shards.empty()) throw config_error("data " + data + " has no validation shards (val_*.bin): tokenize it with a --val-fraction above 0");
       if (ctx_.command == "train" && train_.shards.empty()) throw config_error("data " + data + " has no training shards (train_*.bin)");
-      for (const auto& s : val_.shards)
-        if (s.header().vocab_size > std::uint32_t(vocab_)) throw config_error("token shard " + s.file().string() + " has ids past the tokenizer's vocabulary");
+      for (const auto* split : {&val_.shards, &train_.shards})
+        for (const auto& s : *split)
+          if (s.header().vocab_size > std::uint32_t(vocab_)) throw config_error("token shard " + s.file().string() + " has ids past the tokenizer's vocabulary");
+      if (val_.shards.size() != shards->val_shards || (ctx_.command == "train" && train_.shards.size() != shards->train_shards))
+        throw config_error("data " + data + " holds " + std::to_string(train_.shards.size()) + " train and " + std::to_string(val_.shards.size()) +
+                           " val shards; its tokenize.json counts " + std::to_string(shards->train_shards) + " and " + std::to_string(shards->val_shards) +
+                           " (a shard is missing)");
       text.name = data, text.split = "validation shards";
-      if (!ctx_.from_checkpoint) tok_.tok->save(ctx_.folder.file(tok_.file));  // the run's copy, once the shards are checked
     } else {
       val_ = encode_documents(*tok_.tok, std::move(text.validation), ctx_.cache, joined);
     }
@@ -184,6 +188,9 @@ class LmSession : public Session {
     } catch (const std::invalid_argument& e) {
       throw config_error("the training text of " + text.name + ": " + std::string(e.what()).substr(8) + (joined || shards ? "" : " (span_documents=true joins documents)"));
     }
+    // The data is checked: the run's tokenizer is written (a refused start leaves none behind).
+    if (!pending_.path.empty()) std::filesystem::rename(pending_.path, ctx_.folder.file(tok_.file)), pending_.path.clear();
+    else if (!ctx_.from_checkpoint) tok_.tok->save(ctx_.folder.file(tok_.file));
     std::string title;  // "gpt: size small (6 layers, ...)"
     if constexpr (requires { family_.title(c_, config_); }) title = family_.title(c_, config_);
     else title = std::string(F::name) + ": size " + c_.text("size") + " (" + family_.describe(config_) + ")";
@@ -346,6 +353,13 @@ class LmSession : public Session {
   std::int64_t context_, batch_, windows_ = 0;
   AnyTokenizer tok_;
   std::int32_t vocab_ = 0;
+  struct PendingFile {  // removed unless it was renamed into place
+    std::filesystem::path path;
+    ~PendingFile() {
+      std::error_code ec;
+      if (!path.empty()) std::filesystem::remove(path, ec);
+    }
+  } pending_;
   TokenSplit train_, val_;
   std::vector<data::TokenPiece> val_pieces_;
   std::vector<data::Window> val_windows_;

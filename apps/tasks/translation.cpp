@@ -4,17 +4,24 @@
 #include <cstdio>
 #include <memory>
 
+#include <ctgrad/training/escape.hpp>
+
 #include "translation_session.hpp"
 
 namespace ctgrad::cli::translation {
 
 void add_translation_keys(Schema& s) {
-  s.choice("data", "sentences", {"sentences", "ding", "ding+wesnoth", "debian", "debian+ding+wesnoth"},
-           "sentences: the Ding dictionary's sentence pairs (split by sentence); ding: all its pairs, phrases too, split by entry; "
-           "ding+wesnoth: and the Battle for Wesnoth's dialogue (scripts/setup_wesnoth.sh); debian: the corpus of ctgrad data ende "
-           "(labels as phrases), the Ding and Wesnoth test splits scored apart; debian+ding+wesnoth: both train",
-           Role::model)
-      .integer("vocab", 8000, {.min = 256, .max = 1 << 17}, "architecture: pieces of the shared BPE vocabulary, the model's vocabulary", Role::model)
+  s.text("data", "sentences",
+         "sentences: the Ding dictionary's sentence pairs (split by sentence); ding: all its pairs, phrases too, split by entry; "
+         "ding+wesnoth: and the Battle for Wesnoth's dialogue (scripts/setup_wesnoth.sh); debian: the corpus of ctgrad data ende "
+         "(labels as phrases), the Ding and Wesnoth test splits scored apart; debian+ding+wesnoth: both train; or your pairs: a TSV file "
+         "(source, tab, target), a JSON Lines file (source_field, target_field), a glob of them, or pairs:SOURCE.txt,TARGET.txt "
+         "(line-aligned), 5% each held out for validation and test by a hash of the source side",
+         Role::model)
+      .text("source_field", "en", "JSON Lines pairs: the field of the source side (also inside a \"translation\" object)", Role::model)
+      .text("target_field", "de", "JSON Lines pairs: the field of the target side", Role::model);
+  s.stated_when_set({"source_field", "target_field"});  // a run on ctgrad's corpora saves what it saved before
+  s.integer("vocab", 8000, {.min = 256, .max = 1 << 17}, "architecture: pieces of the shared BPE vocabulary, the model's vocabulary", Role::model)
       .real("train_fraction", 1.0, {.min = 0, .max = 1, .min_open = true},
             "train on this fraction of the training sentences and of the phrases (a fixed random subset; its vocabulary too): the data-size curve",
             Role::run)
@@ -78,11 +85,16 @@ void TranslationSession::prepare() {
   if (!copy_) {
     std::string others;
     for (const auto& [name, set] : other_tests_) others += " + " + std::to_string(set.size()) + " " + name;
-    std::printf("EN->DE (data=%s): %lld sentence pairs and %lld %s train (%.1f phrases per pair an epoch) / %zu validation / "
-                "%zu test sentence pairs%s, shared BPE vocabulary of %d\n",
-                c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_),
-                c_.text("data").rfind("debian", 0) == 0 ? "phrases and labels" : "dictionary phrases", c_.real("phrase_weight"),
-                val_.size(), test_.size(), others.empty() ? "" : (" (" + others.substr(3) + ")").c_str(), vocab_);
+    const std::string& d = c_.text("data");
+    if (d != "sentences" && d != "ding" && d != "ding+wesnoth" && d != "debian" && d != "debian+ding+wesnoth")  // a user's pairs
+      std::printf("%s: %lld training / %zu validation / %zu test pairs, shared BPE vocabulary of %d\n", training::printable(c_.text("data")).c_str(),
+                  (long long)sentences_, val_.size(), test_.size(), vocab_);
+    else
+      std::printf("EN->DE (data=%s): %lld sentence pairs and %lld %s train (%.1f phrases per pair an epoch) / %zu validation / "
+                  "%zu test sentence pairs%s, shared BPE vocabulary of %d\n",
+                  c_.text("data").c_str(), (long long)sentences_, (long long)(std::int64_t(train_.size()) - sentences_),
+                  c_.text("data").rfind("debian", 0) == 0 ? "phrases and labels" : "dictionary phrases", c_.real("phrase_weight"),
+                  val_.size(), test_.size(), others.empty() ? "" : (" (" + others.substr(3) + ")").c_str(), vocab_);
     if (dropped_ > 0) std::printf("%zu pairs dropped: a side of theirs is a held-out pair's (or, of a game test pair, trains)\n", dropped_);
     if (c_.integer("batch_tokens") > 0) std::printf("batches of up to %lld tokens (rows x longest side)\n", (long long)c_.integer("batch_tokens"));
   }

@@ -47,7 +47,13 @@ void TranslationSession::load_translation_data() {
       throw config_error("the tokenizer " + model_file.string() + " does not match the model (vocabulary " + std::to_string(tok_->vocab_size()) + ")");
   };
   if (ctx_.command == "translate") return load_tokenizer();  // the user's text, not the corpus
-  data::EnDeCorpus corpus = data::en_de_corpus(c_.text("data"));
+  data::EnDeCorpus corpus;
+  try {
+    corpus = data::en_de_corpus(c_.text("data"), {.source_field = c_.text("source_field"), .target_field = c_.text("target_field")});
+  } catch (const data::data_error& e) {  // a user's pairs: bad input, one line
+    const std::string m = e.what();
+    throw config_error(m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m);
+  }
   if (const double f = c_.real("train_fraction"); f < 1) {  // the same subset for every seed
     auto part = [f](std::size_t n) { return std::size_t(std::ceil(f * double(n))); };
     data::fixed_subset(corpus.train_sentences, part(corpus.train_sentences.size()), "train_fraction sentences");

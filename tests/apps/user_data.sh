@@ -79,7 +79,34 @@ check "a run's tokenizer tokenizes other text" 0 "$ctgrad" data tokenize --data 
 check "character shards" 0 "$ctgrad" data tokenize --data notes --out shards3 --chars --val-fraction 0.2
 check "train on character shards" 0 "$ctgrad" train gpt --run r7 --set data=shards3 "${tiny[@]}"
 
-# 3. Bad input: one line naming the file and where; nothing written.
+# 3. Sentence pairs for translation (transformer, seq2seq): TSV, JSON Lines, two line-aligned files.
+# 400 pairs of made-up words (a vocabulary of 256 pieces needs that variety), each word's "German" its reverse.
+awk 'BEGIN { srand(7); for (i = 0; i < 400; i++) { en = "the"; de = "das";
+  for (w = 0; w < 4; w++) { word = ""; n = 3 + int(rand() * 5); for (k = 0; k < n; k++) word = word sprintf("%c", 97 + int(rand() * 26));
+    rev = ""; for (k = length(word); k > 0; k--) rev = rev substr(word, k, 1); en = en " " word; de = de " " rev }
+  print en "\t" de > "pairs.tsv"; print en > "en.txt"; print de > "de.txt";
+  printf "{\"translation\": {\"en\": \"%s\", \"de\": \"%s\"}}\n", en, de > "pairs.jsonl" } }'
+if "$ctgrad" help transformer > /dev/null 2>&1; then
+  small=(--set d_model=32 --set layers=1 --set heads=2 --set vocab=256 --set batch=16 --set steps=6 --set eval_every=3 --set eval_sentences=8 --set beam=1 --threads 1)
+  check "translate a TSV file" 0 "$ctgrad" train transformer --run t1 --set data=pairs.tsv "${small[@]}"
+  expect_text "trains on the pairs" "step 6/6"
+  check "eval: BLEU on its test pairs" 0 "$ctgrad" eval transformer --run t1 --set eval_sentences=8 --set beam=1
+  expect_text "BLEU" "BLEU"
+  check "two line-aligned files" 0 "$ctgrad" train transformer --run t2 --set data=pairs:en.txt,de.txt "${small[@]}"
+  check "JSON Lines in Hugging Face's layout" 0 "$ctgrad" train transformer --run t3 --set data=pairs.jsonl "${small[@]}"
+  head -n 9 pairs.tsv > cut.tsv && printf 'only a source side\n' >> cut.tsv
+  check "a pair with a side missing" 2 "$ctgrad" train transformer --run t4 --set data=cut.tsv "${small[@]}"
+  expect_text "names the file and line" "cut.tsv: line"
+  one_line "one line"
+  head -n 5 en.txt > en5.txt
+  check "files of different lengths" 2 "$ctgrad" train transformer --run t5 --set data=pairs:en5.txt,de.txt "${small[@]}"
+  expect_text "says so" "has more lines than"
+  no_file "nothing written" t5/tokenizer.model
+else
+  echo "skipped the translation checks: the transformer plug-in is not built"
+fi
+
+# 4. Bad input: one line naming the file and where; nothing written.
 mkdir -p empty && echo x > empty/picture.png
 printf 'good line\nbad \xff byte\n' > bad.txt
 printf 'text\0binary' > binary.txt

@@ -471,7 +471,7 @@ TEST_CASE("the EN-DE corpus of the dictionary and the game: nothing of a held-ou
   for (const auto* part : {&c.test, &c.validation, &c.other_tests[0].pairs})
     for (const auto& p : *part) leaks += train_en.count(p.en) + train_de.count(p.de);
   CHECK(leaks == 0);
-  CHECK_THROWS_WITH(en_de_corpus("wmt"), Catch::Matchers::Contains("unknown EN-DE data 'wmt'"));
+  CHECK_THROWS_WITH(en_de_corpus("wmt"), Catch::Matchers::Contains("data wmt: no such file or folder"));  // not a source: a user's file
 }
 
 // Debian's corpus mixed with the dictionary's and the game's: no side of a held-out pair of any

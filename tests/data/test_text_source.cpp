@@ -163,7 +163,7 @@ TEST_CASE("validation is held out by document hash, or the tail of each document
   CHECK_THAT(error_of([&] { read_corpus((t.dir / "docs").string(), "", 0.1, {.max_total_bytes = 100}); }), Catch::Contains("ctgrad data tokenize"));
 }
 
-TEST_CASE("token shards: written whole, read mapped, refused when damaged", "[data][shards]") {
+TEST_CASE("token shards: written whole, read back, refused when damaged", "[data][shards]") {
   TempDir t;
   ShardHeader f;
   f.vocab_size = 300, f.id_bytes = 2, f.separator = 299, f.vocab_hash = 0x1234;
@@ -199,13 +199,28 @@ TEST_CASE("token shards: written whole, read mapped, refused when damaged", "[da
   // A shard being written (its temporary name) is not a shard.
   t.write(".val_000000.bin.tmp.1.0", "partial");
   CHECK(shard_files(t.dir, "val").empty());
+  // An id past the header's vocabulary is refused when read, naming where.
+  {
+    ShardHeader g = f;
+    g.vocab_size = 20, g.separator = -1;
+    ShardWriter small(t.dir / "small", "train", 0, g, 100);
+    fs::create_directories(t.dir / "small");
+    const std::vector<std::int32_t> ok{1, 2, 3};
+    small.add(ok, 0);
+    small.finish(1);
+    const auto file = t.dir / "small" / "train_000000.bin";
+    { std::fstream(file, std::ios::binary | std::ios::in | std::ios::out).seekp(256 + 2 * 2).write("\x30\x00", 2); }  // position 2: id 48
+    ShardFile s(file);
+    std::vector<std::int32_t> ids(3);
+    CHECK_THAT(error_of([&] { s.read(0, 3, ids.data()); }), Catch::Contains("id 48 at position 2 is outside its vocabulary of 20"));
+  }
   // Ids past the vocabulary are refused when written.
   ShardWriter bad(t.dir, "val", 0, f, 10);
   const std::vector<std::int32_t> out_of_range{300};
   CHECK_THAT(error_of([&] { bad.add(out_of_range, 0); }), Catch::Contains("outside the vocabulary"));
 }
 
-TEST_CASE("windows lie within one document; one piece draws the windows it always drew", "[data][batches]") {
+TEST_CASE("windows lie within one document, and one piece draws the windows it always drew", "[data][batches]") {
   std::vector<std::int32_t> tokens(1000);
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t(i);
   // One piece: the same windows as the span constructor's (the main job's data order).
@@ -244,4 +259,32 @@ TEST_CASE("the character tokenizer's unknown id encodes any text", "[data][token
   CHECK(CharTokenizer::load(t.dir / "tok.json").encode("zzc") == std::vector<std::int32_t>{3, 3, 2});
   plain.save(t.dir / "plain.json");
   CHECK_THROWS_AS(CharTokenizer::load(t.dir / "plain.json").encode("z"), data_error);
+}
+
+TEST_CASE("sentence pairs from TSV, JSON Lines and two line-aligned files, a missing side named", "[data][text]") {
+  TempDir t;
+  const auto pairs = [](const std::string& spec, PairOptions o = {}) { return read_pairs(spec, o); };
+  const auto tsv = pairs(t.write("a.tsv", "Hello.\tHallo.\n\nGood night.\tGute Nacht.\r\n").string());
+  REQUIRE(tsv.size() == 2);
+  CHECK(tsv[1].en == "Good night.");
+  CHECK(tsv[1].de == "Gute Nacht.");
+  const auto jl = pairs(t.write("b.jsonl", "{\"en\": \"Yes.\", \"de\": \"Ja.\"}\n{\"translation\": {\"en\": \"No.\", \"de\": \"Nein.\"}}\n").string());
+  REQUIRE(jl.size() == 2);
+  CHECK(jl[1].de == "Nein.");
+  CHECK(pairs(t.write("c.jsonl", "{\"src\": \"x\", \"tgt\": \"y\"}\n").string(), {.source_field = "src", .target_field = "tgt"})[0].de == "y");
+  const auto two = pairs("pairs:" + t.write("en.txt", "one\ntwo\n\nfour\n").string() + "," + t.write("de.txt", "eins\nzwei\n\nvier\n").string());
+  REQUIRE(two.size() == 3);
+  CHECK(two[2].en == "four");
+  CHECK(two[2].de == "vier");
+  CHECK(pairs((t.dir / "*.tsv").string()).size() == 2);
+  const auto bad = [&](const std::string& spec) { return error_of([&] { read_pairs(spec); }); };
+  CHECK_THAT(bad(t.write("d.tsv", "ok\tgut\nno tab here\n").string()), Catch::Contains("d.tsv: line 2 has no tab"));
+  CHECK_THAT(bad(t.write("e.tsv", "ok\t\n").string()), Catch::Contains("line 1: its target is empty (a missing side)"));
+  CHECK_THAT(bad(t.write("f.tsv", "a\tb\tc\n").string()), Catch::Contains("more than two tab-separated fields"));
+  CHECK_THAT(bad(t.write("g.jsonl", "{\"en\": \"x\"}\n").string()), Catch::Contains("line 1 has no field \"de\""));
+  CHECK_THAT(bad("pairs:" + t.write("l.txt", "a\nb\n").string() + "," + t.write("r.txt", "x\n\n").string()), Catch::Contains("line 2 of"));
+  CHECK_THAT(bad("pairs:" + t.write("l2.txt", "a\nb\nc\n").string() + "," + t.write("r2.txt", "x\ny\n").string()), Catch::Contains("has 2 lines"));
+  CHECK_THAT(bad("pairs:" + (t.dir / "en.txt").string()), Catch::Contains("names two files"));
+  CHECK_THAT(bad(t.dir.string()), Catch::Contains("is a folder"));
+  CHECK_THAT(bad(t.write("h.tsv", "\n\n").string()), Catch::Contains("holds no pairs"));
 }

@@ -164,6 +164,38 @@ TEST_CASE("Trainer: a non-finite loss stops training before its step is applied,
     for (std::int64_t i = 0; i < p.value.numel; ++i) REQUIRE(std::isfinite(p.value.data[i]));
 }
 
+TEST_CASE("Trainer from a program: the loss plot and a sample are written as the command writes them", "[training]") {
+  Setup s;
+  const training::RunFolder folder(testing::scratch("trainer_plot_sample"));
+  folder.start_new(true);
+  training::Trainer t(folder, loop_options());
+  training::Run r = s.run();
+  r.sample = [&] { return "weights after " + std::to_string(s.opt.steps()) + " steps"; };
+  const auto out = t.fit(r);
+  CHECK(out.sample == "weights after 20 steps");
+  CHECK(read_text(folder.file("sample.txt")) == out.sample);
+  if (std::filesystem::exists("/usr/bin/gnuplot")) {  // the plot needs gnuplot (scripts/setup.sh installs it)
+    CHECK(out.plot == folder.file("loss.png"));
+    CHECK(std::filesystem::file_size(out.plot) > 1000);
+  }
+  // Not drawn when asked not to; no sample after an interrupted run.
+  const training::RunFolder quiet(testing::scratch("trainer_no_plot"));
+  quiet.start_new(true);
+  Setup s2;
+  s2.interrupt_at = 10;
+  auto o = loop_options();
+  o.plot = false;
+  training::Trainer t2(quiet, o);
+  training::Run r2 = s2.run();
+  r2.sample = [] { return std::string("never"); };
+  const auto out2 = t2.fit(r2);
+  training::clear_interrupted();
+  CHECK(out2.interrupted);
+  CHECK(out2.plot.empty());
+  CHECK_FALSE(std::filesystem::exists(quiet.file("loss.png")));
+  CHECK_FALSE(std::filesystem::exists(quiet.file("sample.txt")));
+}
+
 TEST_CASE("TrainingLog on resume: the jsonl keeps the valid records before the step, the CSV is rebuilt from them", "[training]") {
   const auto dir = testing::scratch("log_cut_back");
   std::filesystem::create_directories(dir);
