@@ -405,6 +405,44 @@ std::vector<SentencePair> read_pairs(const std::string& spec, const PairOptions&
   return out;
 }
 
+std::vector<LabelledText> read_labelled(const std::string& spec, const LabelOptions& o) {
+  const TextSourceOptions lines_o{.max_line_bytes = o.max_line_bytes};
+  std::vector<LabelledText> out;
+  auto blank = [](const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; };
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) throw data_error("ctgrad: data " + spec + " is a folder: labelled text comes from a .tsv or .jsonl file, or a glob of them");
+  for (const fs::path& f : text_files(spec)) {
+    const bool jsonl = is_jsonl(f);
+    for_each_line(f, lines_o, [&](std::string& line, std::int64_t number) {
+      if (blank(line)) return;
+      const std::string where = "data file " + quoted(f) + ": line " + std::to_string(number);
+      LabelledText t;
+      if (jsonl) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) throw data_error("ctgrad: " + where + " is not a JSON object");
+        const auto text = j.find(o.text_field), label = j.find(o.label_field);
+        if (text == j.end() || !text->is_string())
+          throw data_error("ctgrad: " + where + (text == j.end() ? " has no field \"" : ": not a string in \"") + o.text_field + "\" (text_field names it)");
+        if (label == j.end() || !(label->is_string() || label->is_number_integer()))
+          throw data_error("ctgrad: " + where + (label == j.end() ? " has no field \"" : ": neither a string nor an integer in \"") + o.label_field +
+                           "\" (label_field names it)");
+        t.text = text->get<std::string>();
+        t.label = label->is_string() ? label->get<std::string>() : std::to_string(label->get<std::int64_t>());
+      } else {
+        const std::size_t tab = line.rfind('\t');
+        if (tab == std::string::npos) throw data_error("ctgrad: " + where + " has no tab: a labelled line is text, a tab, its label");
+        t.text = line.substr(0, tab), t.label = line.substr(tab + 1);
+        if (number == 1 && t.label == o.label_field) return;  // a header
+      }
+      if (blank(t.text)) throw data_error("ctgrad: " + where + ": its text is empty");
+      if (blank(t.label)) throw data_error("ctgrad: " + where + ": its label is empty");
+      out.push_back(std::move(t));
+    });
+  }
+  if (out.empty()) throw data_error("ctgrad: data " + spec + " holds no labelled text");
+  return out;
+}
+
 bool held_out(const std::string& text, double fraction) {
   return double(XXH3_64bits(text.data(), text.size()) >> 11) * 0x1p-53 < fraction;
 }

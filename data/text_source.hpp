@@ -67,6 +67,19 @@ struct PairOptions {
 };
 std::vector<SentencePair> read_pairs(const std::string& spec, const PairOptions& o = {});
 
+// Labelled texts for classification: a .jsonl file (text_field, and label_field, a string or an
+// integer) or any other file as TSV (text, a tab, the label: the last field; a first line whose label
+// is label_field is a header), or a glob of such files. Blank lines skipped; a missing text or label
+// refused naming the file and line.
+struct LabelledText {
+  std::string text, label;
+};
+struct LabelOptions {
+  std::string text_field = "text", label_field = "label";
+  std::size_t max_line_bytes = std::size_t(1) << 20;
+};
+std::vector<LabelledText> read_labelled(const std::string& spec, const LabelOptions& o = {});
+
 // A text's bytes that are not UTF-8: the offset of the first bad byte, or npos.
 std::size_t invalid_utf8_at(std::string_view s);
 

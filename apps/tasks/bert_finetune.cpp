@@ -1,9 +1,10 @@
 // ctgrad finetune bert --task austen-novel (= ctgrad train bert-finetune): sentence classification
 // from the <cls> vector (pooler dense + tanh, dropout, linear), d2l's fine-tuning recipe. The
 // encoder starts from a pretrained `ctgrad train bert` run, loaded by name (or, for the
-// comparison, from scratch with the same tokenizer); the head starts new. Task: which of Austen's
+// comparison, from scratch with the same tokenizer); the head starts new. Tasks: which of Austen's
 // six novels a passage of 1-3 sentences comes from, held-out passages from the novels' last tenth
-// (which pretraining held out too).
+// (which pretraining held out too); or a user's labelled text (task=labels, data=FILE), its label
+// set read from the data and saved in the checkpoint.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,11 +13,16 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/data/batches.hpp>
 #include <ctgrad/data/text.hpp>
+#include <ctgrad/data/text_source.hpp>
 #include <ctgrad/data/tokenizer.hpp>
+#include <ctgrad/training/escape.hpp>
+
+#include <nlohmann/json.hpp>
 #include <ctgrad/base/random.hpp>
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/optim/optimizers.hpp>
@@ -44,7 +50,13 @@ const RuntimeGraph kHyperGraph = freeze(models::bert_classifier(models::kBertSma
 Schema finetune_schema() {
   Schema s;
   bert::add_bert_model_keys(s, "preset: the pretrained run's", "pre-norm encoder layers: the pretrained run's");
-  s.choice("task", "austen-novel", {"austen-novel"}, "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from", Role::model)
+  s.choice("task", "austen-novel", {"austen-novel", "labels"},
+           "austen-novel: which of Austen's six novels a passage of 1-3 sentences is from; labels: your labelled text (data=FILE)", Role::model)
+      .text("data", "", "task=labels: a TSV file (text, a tab, the label) or JSON Lines (text_field, label_field), or a glob of them", Role::run)
+      .text("val_data", "", "task=labels: validation text as data (empty: the texts held out by val_fraction, by a hash of each)", Role::run)
+      .real("val_fraction", 0.1, {.min = 0, .max = 0.5, .min_open = true}, "task=labels: the share of texts held out", Role::run)
+      .text("text_field", "text", "task=labels, JSON Lines: the field of the text", Role::run)
+      .text("label_field", "label", "task=labels, JSON Lines: the field of the label (a string or an integer)", Role::run)
       .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch", Role::run)
       .choice("init", "pretrained", {"pretrained", "scratch"}, "the encoder's start: the pretrained weights, or BERT's random init", Role::run)
       .choice("pool", "cls", {"cls", "mean"}, "the classifier reads the <cls> vector (BERT), or the mean of the row's vectors ([CLS] passage [SEP])", Role::model)
@@ -59,15 +71,45 @@ Schema finetune_schema() {
       .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
       .integer("eval_every", 200, {.min = 1}, "steps between validations and checkpoints")
       .integer("train_passages", 0, {.min = 0}, "N > 0: train on N labelled passages only (a fixed random subset): the label budget", Role::run);
+  s.stated_when_set({"data", "val_data", "val_fraction", "text_field", "label_field"});
   add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
 }
 
+// task=labels: the labelled texts of a config (data, or val_data), bad input one line.
+std::vector<data::LabelledText> labelled(const Config& c, const std::string& key) {
+  try {
+    return data::read_labelled(c.text(key), {.text_field = c.text("text_field"), .label_field = c.text("label_field")});
+  } catch (const data::data_error& e) {
+    throw config_error(std::string(e.what()).substr(8));
+  }
+}
+
+// The classes: the novels; a checkpoint's label set (eval, resume); or the training data's labels, sorted.
+std::vector<std::string> class_names(const Config& c, const Context& ctx) {
+  if (c.text("task") != "labels") return {};  // the novels' titles come with their passages
+  if (c.text("data").empty()) throw config_error("task=labels needs --set data=FILE (a TSV or JSON Lines file of labelled text)");
+  if (ctx.from_checkpoint) {
+    const checkpoint::File f(ctx.folder.checkpoint());
+    const auto it = f.metadata().find("labels");
+    const nlohmann::json j = it == f.metadata().end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
+    if (!j.is_array() || j.size() < 2 || !std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) { return v.is_string(); }))
+      throw config_error("the checkpoint " + ctx.folder.checkpoint().string() + " records no label set (\"labels\")");
+    return j.get<std::vector<std::string>>();
+  }
+  std::set<std::string> seen;
+  for (const auto& t : labelled(c, "data")) seen.insert(t.label);
+  if (seen.size() < 2) throw config_error("data " + training::printable(c.text("data")) + " has " + std::to_string(seen.size()) + " label: a classifier needs two or more");
+  if (seen.size() > 10000) throw config_error("data " + training::printable(c.text("data")) + " has " + std::to_string(seen.size()) + " labels, more than 10000");
+  return {seen.begin(), seen.end()};
+}
+
 class FinetuneSession : public Session {
  public:
   FinetuneSession(const Config& c, const Context& ctx)
-      : P(bert::bert_config(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::bert_classifier(P, kNovels); })),
+      : P(bert::bert_config(c)), c_(c), ctx_(ctx), classes_(class_names(c, ctx)), n_(classes_.empty() ? kNovels : int(classes_.size())),
+        planned_(plan_model([this] { return models::bert_classifier(P, n_); })),
         model_(planned_, program_options(c, ctx.threads, planned_->graph())), opt_(model_.parameters(), adam_options(c), bert::finetune_groups(c)),
         context_(c.integer("context")), batch_(c.integer("batch")) {
     if (context_ > P.context)
@@ -81,6 +123,12 @@ class FinetuneSession : public Session {
   optim::Optimizer<float>& optimizer() override { return opt_; }
 
   void prepare() override {
+    // The data first: a refused start writes nothing (the pretrained tokenizer is copied last).
+    Passages p = c_.text("task") == "labels" ? labelled_passages() : austen_passages(ctx_.cache);
+    if (p.validation.empty())
+      throw config_error("no validation text: none of the labelled texts is held out by val_fraction (a text and its duplicates share a side): "
+                         "give val_data, or more distinct texts");
+    if (p.train.empty() && ctx_.command == "train") throw config_error("no training text: every labelled text is held out");
     const fs::path own = ctx_.folder.file("tokenizer.model");
     if (ctx_.from_checkpoint) {
       tok_.emplace(data::SentencePieceTokenizer::load(own));
@@ -90,20 +138,19 @@ class FinetuneSession : public Session {
     if (tok_->vocab_size() > P.vocab || tok_->piece(bert::kSpecials.cls) != "[CLS]" || tok_->piece(bert::kSpecials.sep) != "[SEP]")
       throw config_error(own.string() + " is not a BERT vocabulary of size " + c_.text("size") + " ([PAD] [UNK] [CLS] [SEP] [MASK] first, at most " +
                          std::to_string(P.vocab) + " tokens)");
-    Passages p = austen_passages(ctx_.cache);
     titles_ = p.titles;
     if (const std::int64_t n = c_.integer("train_passages"); n > 0)  // the same subset for every seed and init
       data::fixed_subset(p.train, std::size_t(n), "train_passages");
     train_ = encode(p.train), val_ = encode(p.validation);
     order_ = data::EpochOrder(train_.size(), data_seed(c_), 11);
-    std::printf("ctgrad finetune bert: task austen-novel, size %s, encoder %s, %lld parameters, %d threads\n", c_.text("size").c_str(),
+    std::printf("ctgrad finetune bert: task %s, size %s, encoder %s, %lld parameters, %d threads\n", c_.text("task").c_str(), c_.text("size").c_str(),
                 c_.text("init") == "scratch" ? "from scratch" : ("from " + c_.text("pretrained")).c_str(), (long long)model_.parameter_count(),
                 model_.threads());
-    std::printf("passages of 1-3 sentences (train / validation):\n");
-    std::array<std::int64_t, kNovels> tr{}, va{};
+    std::printf("%s (train / validation):\n", classes_.empty() ? "passages of 1-3 sentences" : ("labelled texts of " + training::printable(c_.text("data"))).c_str());
+    std::vector<std::int64_t> tr(static_cast<std::size_t>(n_)), va(static_cast<std::size_t>(n_));
     for (const auto& e : train_) ++tr[std::size_t(e.label)];
     for (const auto& e : val_) ++va[std::size_t(e.label)];
-    for (int k = 0; k < kNovels; ++k)
+    for (int k = 0; k < std::min(n_, 50); ++k)
       std::printf("  %-22s %6lld (%4.1f%%) / %5lld (%4.1f%%)\n", titles_[std::size_t(k)].c_str(), (long long)tr[std::size_t(k)],
                   100.0 * double(tr[std::size_t(k)]) / double(train_.size()), (long long)va[std::size_t(k)],
                   100.0 * double(va[std::size_t(k)]) / double(val_.size()));
@@ -112,7 +159,11 @@ class FinetuneSession : public Session {
     std::printf("majority-class baseline on validation: accuracy %.4f (always %s)\n", majority_, titles_[std::size_t(majority - va.begin())].c_str());
   }
 
-  checkpoint::Metadata metadata() override { return tokenizer_metadata(ctx_.folder); }
+  checkpoint::Metadata metadata() override {
+    checkpoint::Metadata m = tokenizer_metadata(ctx_.folder);
+    if (!classes_.empty()) m["labels"] = nlohmann::json(classes_).dump();  // the class of each output, for eval and resume
+    return m;
+  }
 
   std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
   training::LoopOptions loop() override {
@@ -139,14 +190,15 @@ class FinetuneSession : public Session {
     if (training::interrupted()) return 130;
     std::printf("validation: accuracy %.4f (majority-class baseline %.4f), loss %.4f nats/passage (%zu passages, %.1f s)\n\n", s.accuracy,
                 majority_, s.loss, val_.size(), time.seconds());
-    std::printf("confusion matrix (rows: true novel, columns: predicted)\n%-22s", "");
-    for (int k = 0; k < kNovels; ++k) std::printf(" %6d", k);
+    if (n_ > 20) return 0;  // a confusion matrix of more classes would not be read
+    std::printf("confusion matrix (rows: true %s, columns: predicted)\n%-22s", classes_.empty() ? "novel" : "label", "");
+    for (int k = 0; k < n_; ++k) std::printf(" %6d", k);
     std::printf("  accuracy\n");
-    for (int r = 0; r < kNovels; ++r) {
+    for (int r = 0; r < n_; ++r) {
       std::int64_t n = 0;
-      std::printf("%d %-20.20s", r, titles_[std::size_t(r)].c_str());
-      for (int k = 0; k < kNovels; ++k) std::printf(" %6lld", (long long)s.confusion[std::size_t(r * kNovels + k)]), n += s.confusion[std::size_t(r * kNovels + k)];
-      std::printf("  %.4f\n", double(s.confusion[std::size_t(r * kNovels + r)]) / double(std::max<std::int64_t>(n, 1)));
+      std::printf("%d %-20.20s", r, training::printable(titles_[std::size_t(r)]).c_str());
+      for (int k = 0; k < n_; ++k) std::printf(" %6lld", (long long)s.confusion[std::size_t(r * n_ + k)]), n += s.confusion[std::size_t(r * n_ + k)];
+      std::printf("  %.4f\n", double(s.confusion[std::size_t(r * n_ + r)]) / double(std::max<std::int64_t>(n, 1)));
     }
     return 0;
   }
@@ -158,10 +210,32 @@ class FinetuneSession : public Session {
   };
   struct Scores {
     double loss = 0, accuracy = 0;
-    std::vector<std::int64_t> confusion = std::vector<std::int64_t>(kNovels * kNovels);
+    std::vector<std::int64_t> confusion;
   };
 
   static optim::AdamOptions adam_options(const Config& c) { return {.lr = c.real("lr"), .weight_decay = c.real("weight_decay")}; }
+
+  // task=labels: the data's texts, held out by a hash of each (or val_data), labelled by classes_.
+  Passages labelled_passages() const {
+    Passages p;
+    p.titles = classes_;
+    auto label_of = [&](const data::LabelledText& t) {
+      const auto it = std::lower_bound(classes_.begin(), classes_.end(), t.label);
+      if (it == classes_.end() || *it != t.label)
+        throw config_error("the label '" + training::printable(t.label) + "' is not one of the run's " + std::to_string(classes_.size()) + " labels");
+      return int(it - classes_.begin());
+    };
+    const bool by_hash = c_.text("val_data").empty();
+    if (ctx_.command == "train" || by_hash)
+      for (auto& t : labelled(c_, "data")) {
+        const bool held = by_hash && data::held_out(t.text, c_.real("val_fraction"));
+        if (!held && ctx_.command != "train") continue;
+        (held ? p.validation : p.train).push_back({std::move(t.text), label_of(t)});
+      }
+    if (!by_hash)
+      for (auto& t : labelled(c_, "val_data")) p.validation.push_back({std::move(t.text), label_of(t)});
+    return p;
+  }
 
   std::vector<Example> encode(const std::vector<Passage>& ps) {
     std::vector<Example> out;
@@ -205,6 +279,7 @@ class FinetuneSession : public Session {
 
   Scores validate() {
     Scores s;
+    s.confusion.assign(std::size_t(n_ * n_), 0);
     std::int64_t right = 0;
     for (std::size_t first = 0; first < val_.size() && !training::interrupted(); first += std::size_t(batch_)) {
       std::vector<std::size_t> rows(std::min(std::size_t(batch_), val_.size() - first));
@@ -214,10 +289,10 @@ class FinetuneSession : public Session {
       s.loss += double(model_.loss()) * double(rows.size());
       const auto logits = model_.output("logits");
       for (std::size_t j = 0; j < rows.size(); ++j) {
-        const float* row = logits.data + std::int64_t(j) * kNovels;
-        const int pred = int(std::max_element(row, row + kNovels) - row), truth = val_[rows[j]].label;
+        const float* row = logits.data + std::int64_t(j) * n_;
+        const int pred = int(std::max_element(row, row + n_) - row), truth = val_[rows[j]].label;
         right += pred == truth;
-        ++s.confusion[std::size_t(truth * kNovels + pred)];
+        ++s.confusion[std::size_t(truth * n_ + pred)];
       }
     }
     s.loss /= double(std::max<std::size_t>(val_.size(), 1));
@@ -228,6 +303,8 @@ class FinetuneSession : public Session {
   models::BertConfig P;
   Config c_;
   Context ctx_;
+  std::vector<std::string> classes_;  // task=labels: the labels, sorted (output k is classes_[k])
+  int n_;                             // classes
   std::shared_ptr<const PlannedGraph> planned_;
   Program<run_time> model_;
   optim::AdamW<float> opt_;
@@ -244,7 +321,7 @@ class FinetuneSession : public Session {
 Task finetune_task() {
   Task t;
   t.name = "bert-finetune";
-  t.summary = "BERT fine-tuned from a pretrained `train bert` run: which Austen novel a passage is from (= ctgrad finetune bert)";
+  t.summary = "BERT fine-tuned from a pretrained `train bert` run: which Austen novel a passage is from, or your labels (= ctgrad finetune bert)";
   t.schema = finetune_schema();
   t.input_folders = {"pretrained"};
   t.dependent_defaults = bert::fit_bert_context;

@@ -106,7 +106,35 @@ else
   echo "skipped the translation checks: the transformer plug-in is not built"
 fi
 
-# 4. Bad input: one line naming the file and where; nothing written.
+# 4. Labelled text for classification (finetune bert --task labels): the label set from the data,
+# saved in the checkpoint, used by eval.
+if "$ctgrad" help bert > /dev/null 2>&1; then
+  awk 'BEGIN { srand(3); for (i = 0; i < 300; i++) { pos = (rand() < 0.5); w = pos ? "wonderful great lovely" : "awful dreadful poor"; split(w, a, " ");
+    print "on day " i " the weather was " a[1 + int(rand() * 3)] " and " a[1 + int(rand() * 3)] "\t" (pos ? "positive" : "negative") } }' > reviews.tsv
+  awk -F'\t' '{ printf "{\"body\": \"%s\", \"stars\": %d}\n", $1, ($2 == "positive") ? 5 : 1 }' reviews.tsv > reviews.jsonl
+  check "pretrain a tiny BERT" 0 "$ctgrad" train bert --run bert_pre --set size=tiny --set steps=10 --set eval_every=10 --threads 1
+  ft=(--pretrained bert_pre --set size=tiny --set steps=200 --set eval_every=100 --set batch=16 --set lr=2e-3 --set warmup=20 --threads 1)
+  check "fine-tune on a TSV of labelled text" 0 "$ctgrad" finetune bert --task labels --run ft1 --set data=reviews.tsv "${ft[@]}"
+  expect_text "reads the label set" "negative"
+  expect_text "learns it" "accuracy 1"
+  check "eval with the run's label set" 0 "$ctgrad" eval bert-finetune --run ft1
+  expect_text "a confusion matrix by label" "1 positive"
+  check "JSON Lines with integer labels" 0 "$ctgrad" finetune bert --task labels --run ft2 --set data=reviews.jsonl --set text_field=body --set label_field=stars "${ft[@]}" --set steps=10
+  expect_text "labels 1 and 5" "5 "
+  printf 'no tab in this line\n' > nolabel.tsv
+  check "a line without a label" 2 "$ctgrad" finetune bert --task labels --run ft3 --set data=nolabel.tsv "${ft[@]}"
+  expect_text "names the file and line" "nolabel.tsv: line 1 has no tab"
+  no_file "nothing written" ft3/tokenizer.model
+  printf 'a\tone\nb\tone\n' > onelabel.tsv
+  check "one label only" 2 "$ctgrad" finetune bert --task labels --run ft4 --set data=onelabel.tsv "${ft[@]}"
+  expect_text "says so" "a classifier needs two or more"
+  check "an unknown label at eval" 2 "$ctgrad" eval bert-finetune --run ft1 --set val_data=onelabel.tsv
+  expect_text "names it" "the label 'one' is not one of the run's 2 labels"
+else
+  echo "skipped the classification checks: the bert plug-in is not built"
+fi
+
+# 5. Bad input: one line naming the file and where; nothing written.
 mkdir -p empty && echo x > empty/picture.png
 printf 'good line\nbad \xff byte\n' > bad.txt
 printf 'text\0binary' > binary.txt
