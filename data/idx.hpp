@@ -19,8 +19,8 @@ IdxArray read_idx_gz(const std::filesystem::path& path);
 IdxArray parse_idx(std::span<const std::uint8_t> raw, const std::string& where);
 
 struct ImageSet {
-  std::int64_t count = 0, rows = 0, cols = 0;
-  std::vector<std::uint8_t> pixels;  // count * rows * cols
+  std::int64_t count = 0, rows = 0, cols = 0, channels = 1;
+  std::vector<std::uint8_t> pixels;  // count * channels * rows * cols (planar)
   std::vector<std::int32_t> labels;  // count
 };
 // split: "train" (60,000) or "test" (10,000).

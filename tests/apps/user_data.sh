@@ -7,6 +7,7 @@
 set -u
 source "$(dirname "$0")/checks.sh"  # check, expect_text
 ctgrad=$(realpath "$1")
+images=$([ -n "${2:-}" ] && realpath "$2" || echo "")  # tests/data/make_images.cpp: synthetic image folders
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -134,7 +135,33 @@ else
   echo "skipped the classification checks: the bert plug-in is not built"
 fi
 
-# 5. Bad input: one line naming the file and where; nothing written.
+# 5. Image folders for ViT (data=images:DIR, one subfolder per class), PNG and JPEG of any size.
+if [ -n "$images" ] && "$ctgrad" help vit > /dev/null 2>&1; then
+  "$images" shapes 40 && "$images" more_shapes 8
+  vit=(--set size=tiny --set epochs=3 --set batch=16 --set image=24 --set patch=6 --set lr=3e-3 --threads 1)
+  check "train vit on an image folder" 0 "$ctgrad" train vit --run v1 --set data=images:shapes "${vit[@]}"
+  expect_text "reads its classes and images" "3 classes, 24x24 RGB"
+  expect_text "tests on the held-out images" "test accuracy"
+  check "eval on other images, the run's classes" 0 "$ctgrad" eval vit --run v1 --set val_data=images:more_shapes
+  expect_text "a confusion matrix by class" "stripes"
+  check "the prediction grid" 0 test -s v1/predictions.png
+  check "grey images" 0 "$ctgrad" train vit --run v2 --set data=images:shapes "${vit[@]}" --set channels=1 --set epochs=1
+  expect_text "grey" "24x24 grey"
+  cp -r shapes broken && printf 'not a png' > broken/disc/0.png
+  check "an image that does not decode" 2 "$ctgrad" train vit --run v3 --set data=images:broken "${vit[@]}"
+  expect_text "names it" "broken/disc/0.png is neither PNG nor JPEG"
+  one_line "one line"
+  no_file "nothing written" v3/checkpoint.safetensors
+  mkdir -p broken2/disc broken2/empty && cp shapes/disc/0.png broken2/disc/
+  check "a class folder without images" 2 "$ctgrad" train vit --run v4 --set data=images:broken2 "${vit[@]}"
+  expect_text "names it" "broken2/empty has no PNG or JPEG images"
+  check "a patch that does not divide the image" 2 "$ctgrad" train vit --run v5 --set data=images:shapes "${vit[@]}" --set patch=5
+  expect_text "says so" "does not divide"
+else
+  echo "skipped the image checks: the vit plug-in or ctgrad-test-images is not built"
+fi
+
+# 6. Bad input: one line naming the file and where; nothing written.
 mkdir -p empty && echo x > empty/picture.png
 printf 'good line\nbad \xff byte\n' > bad.txt
 printf 'text\0binary' > binary.txt
