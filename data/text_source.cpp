@@ -9,6 +9,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <csv.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -405,6 +407,68 @@ std::vector<SentencePair> read_pairs(const std::string& spec, const PairOptions&
   return out;
 }
 
+namespace {
+// A CSV file of labelled text (RFC 4180, through libcsv in strict mode: quoted fields may hold
+// commas, quotes as "" and line breaks): a header row names the columns, text_field and label_field
+// pick two of them.
+void read_csv_labelled(const fs::path& f, const LabelOptions& o, const TextSourceOptions& lines_o, std::vector<LabelledText>& out) {
+  struct State {
+    std::vector<std::string> fields;
+    std::vector<std::vector<std::string>> records;
+    std::vector<std::int64_t> record_lines;
+    std::int64_t line = 0;
+  } st;
+  csv_parser p{};
+  if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI) != 0) throw data_error("ctgrad: libcsv cannot start");
+  auto on_field = [](void* s, std::size_t n, void* d) { static_cast<State*>(d)->fields.emplace_back(static_cast<const char*>(s), n); };
+  auto on_record = [](int, void* d) {
+    auto* x = static_cast<State*>(d);
+    x->records.push_back(std::move(x->fields)), x->record_lines.push_back(x->line), x->fields.clear();
+  };
+  std::size_t text_col = 0, label_col = 0;
+  bool header = false;
+  auto take = [&] {  // the records parsed so far
+    for (std::size_t r = 0; r < st.records.size(); ++r) {
+      auto& rec = st.records[r];
+      const std::string where = "data file " + quoted(f) + ": line " + std::to_string(st.record_lines[r]);
+      if (rec.size() == 1 && rec[0].find_first_not_of(" \t") == std::string::npos) continue;  // a blank line
+      if (!header) {
+        const auto col = [&](const std::string& name) {
+          const auto it = std::find(rec.begin(), rec.end(), name);
+          if (it == rec.end()) throw data_error("ctgrad: " + where + ": the header has no column \"" + name + "\" (text_field and label_field name the columns)");
+          return std::size_t(it - rec.begin());
+        };
+        text_col = col(o.text_field), label_col = col(o.label_field), header = true;
+        continue;
+      }
+      if (std::max(text_col, label_col) >= rec.size())
+        throw data_error("ctgrad: " + where + " has " + std::to_string(rec.size()) + " fields; the header names " + std::to_string(std::max(text_col, label_col) + 1) + " or more");
+      LabelledText t{std::move(rec[text_col]), std::move(rec[label_col])};
+      if (t.text.find_first_not_of(" \t\n") == std::string::npos) throw data_error("ctgrad: " + where + ": its text is empty");
+      if (t.label.find_first_not_of(" \t") == std::string::npos) throw data_error("ctgrad: " + where + ": its label is empty");
+      out.push_back(std::move(t));
+    }
+    st.records.clear(), st.record_lines.clear();
+  };
+  try {
+    for_each_line(f, lines_o, [&](std::string& line, std::int64_t number) {
+      st.line = number;
+      line += '\n';
+      if (csv_parse(&p, line.data(), line.size(), on_field, on_record, &st) != line.size())
+        throw data_error("ctgrad: data file " + quoted(f) + ": line " + std::to_string(number) + " is not CSV (" + csv_strerror(csv_error(&p)) + ")");
+      take();
+    });
+    if (csv_fini(&p, on_field, on_record, &st) != 0)
+      throw data_error("ctgrad: data file " + quoted(f) + " ends inside a quoted field (" + csv_strerror(csv_error(&p)) + ")");
+    take();
+  } catch (...) {
+    csv_free(&p);
+    throw;
+  }
+  csv_free(&p);
+}
+}  // namespace
+
 std::vector<LabelledText> read_labelled(const std::string& spec, const LabelOptions& o) {
   const TextSourceOptions lines_o{.max_line_bytes = o.max_line_bytes};
   std::vector<LabelledText> out;
@@ -413,6 +477,13 @@ std::vector<LabelledText> read_labelled(const std::string& spec, const LabelOpti
   if (fs::is_directory(spec, ec)) throw data_error("ctgrad: data " + spec + " is a folder: labelled text comes from a .tsv or .jsonl file, or a glob of them");
   for (const fs::path& f : text_files(spec)) {
     const bool jsonl = is_jsonl(f);
+    std::string name = f.filename().string();
+    for (const char* z : {".gz", ".zst"})
+      if (name.ends_with(z)) name.resize(name.size() - std::strlen(z));
+    if (name.ends_with(".csv")) {
+      read_csv_labelled(f, o, lines_o, out);
+      continue;
+    }
     for_each_line(f, lines_o, [&](std::string& line, std::int64_t number) {
       if (blank(line)) return;
       const std::string where = "data file " + quoted(f) + ": line " + std::to_string(number);

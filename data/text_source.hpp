@@ -68,8 +68,9 @@ struct PairOptions {
 std::vector<SentencePair> read_pairs(const std::string& spec, const PairOptions& o = {});
 
 // Labelled texts for classification: a .jsonl file (text_field, and label_field, a string or an
-// integer) or any other file as TSV (text, a tab, the label: the last field; a first line whose label
-// is label_field is a header), or a glob of such files. Blank lines skipped; a missing text or label
+// integer); a .csv file (RFC 4180, a header row naming the columns text_field and label_field); or any
+// other file as TSV (text, a tab, the label: the last field; a first line whose label is label_field
+// is a header); or a glob of such files. Blank lines skipped; a missing text or label
 // refused naming the file and line.
 struct LabelledText {
   std::string text, label;

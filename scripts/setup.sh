@@ -21,7 +21,7 @@ packages=(
   libdnnl-dev                                # bf16 matmuls (--set precision=bf16), loaded at run time
   libsentencepiece-dev                       # tokenizers
   nlohmann-json3-dev zlib1g-dev libzstd-dev libxxhash-dev   # configs and checkpoints, compressed data, the data cache's keys
-  libpng-dev libjpeg-dev                     # image folders (PNG, JPEG: libjpeg-turbo)
+  libpng-dev libjpeg-dev libcsv-dev          # image folders (PNG, JPEG: libjpeg-turbo), labelled text in CSV
   gnuplot-nox                                # the loss plot of `ctgrad train`
   bible-kjv                                  # the main job's data (see ../shared/DATA.md)
 )

@@ -37,8 +37,17 @@ using namespace t5;
 Schema finetune_schema() {
   Schema s;
   add_model_keys(s);
-  s.text("task", "translate-en-de", "translate-en-de, translate-de-en, austen-novel, or a mixture mix:a,b,... (one minibatch holds several tasks)",
+  s.text("task", "translate-en-de",
+         "translate-en-de, translate-de-en, austen-novel, pairs (your text pairs: data=FILE), labels (your labelled text: data=FILE), or a mixture "
+         "mix:a,b,... (one minibatch holds several tasks)",
          Role::model)
+      .text("data", "", "task pairs: a TSV or JSON Lines file of text pairs, or pairs:SOURCE,TARGET; task labels: TSV, CSV or JSON Lines of labelled text",
+            Role::run)
+      .text("prefix", "", "tasks pairs and labels: the text put before each input (T5's task prefix, \"summarize: \")", Role::model)
+      .text("source_field", "en", "task pairs, JSON Lines: the source's field", Role::run)
+      .text("target_field", "de", "task pairs, JSON Lines: the target's field", Role::run)
+      .text("text_field", "text", "task labels, JSON Lines or CSV: the text's field", Role::run)
+      .text("label_field", "label", "task labels, JSON Lines or CSV: the label's field", Role::run)
       .text("pretrained", "runs/t5", "a `ctgrad train t5` run folder: its tokenizer, and its weights unless init=scratch", Role::run)
       .choice("init", "pretrained", {"pretrained", "scratch"}, "the model's start: the pretrained weights, or T5's random init", Role::run)
       .integer("context", 96, {.min = 4, .max = 1 << 16}, "input tokens at most (prefix and </s> included; longer inputs are cut)", Role::run)
@@ -49,6 +58,7 @@ Schema finetune_schema() {
       .integer("eval_examples", 500, {.min = 0}, "test examples per task for BLEU and accuracy (0: all)")
       .integer("beam", 4, {.min = 1, .max = 1000}, "beam width of the evaluation's beam search")
       .real("alpha", 0.6, {.min = 0, .max = 10}, "length penalty of the beam search");
+  s.stated_when_set({"data", "prefix", "source_field", "target_field", "text_field", "label_field"});
   add_optimizer_keys(s, {.lr_help = "0: the optimizer's default (Adafactor: a constant 0.01, scaled by each weight's RMS; AdamW: 3e-4 peak)"});
   add_common_keys(s);
   add_hyper_keys(s, hyper_graph());  // dropout 0.1: T5 v1.1 fine-tunes with it
@@ -68,14 +78,14 @@ class FinetuneSession : public Session {
   optim::Optimizer<float>& optimizer() override { return *opt_; }
 
   void prepare() override {
+    // The tasks' text first: bad data is refused before the pretrained tokenizer is copied in.
+    for (std::size_t i = 0; i < names_.size(); ++i) tasks_.push_back(load_task(names_[i], int(i), ctx_.cache, c_));
     const fs::path own = ctx_.folder.file("tokenizer.model");
     if (ctx_.from_checkpoint) tok_.emplace(data::SentencePieceTokenizer::load(own));
     else start_from_pretrained(own);
     check_vocabulary(*tok_, P.vocab, own);
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      tasks_.push_back(load_task(names_[i], int(i), ctx_.cache));
-      for (auto* set : {&tasks_.back().train, &tasks_.back().validation, &tasks_.back().test}) tokenize(*set);
-    }
+    for (auto& t : tasks_)
+      for (auto* set : {&t.train, &t.validation, &t.test}) tokenize(*set);
     for (const auto& t : tasks_) {
       train_.insert(train_.end(), t.train.begin(), t.train.end());
       // Validation loss on up to 500 examples of each task.
@@ -140,7 +150,7 @@ class FinetuneSession : public Session {
           right += greedy[i] == refs[i];
           other += std::find(t.labels.begin(), t.labels.end(), greedy[i]) == t.labels.end();
         }
-        std::printf("%s: accuracy %.4f on %zu test passages (majority class %.4f; %zu answers not a title; greedy, %.1f s)\n", t.name.c_str(),
+        std::printf("%s: accuracy %.4f on %zu test examples (majority class %.4f; %zu answers not a label; greedy, %.1f s)\n", t.name.c_str(),
                     double(right) / double(std::max<std::size_t>(n, 1)), n, t.majority, other, secs);
       } else {
         std::printf("%s: %zu test sentences, greedy %s; beam %d: %s (%.1f s)\n", t.name.c_str(), n, metrics::corpus_bleu(greedy, refs).str().c_str(),

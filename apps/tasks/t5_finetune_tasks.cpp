@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include <ctgrad/data/pairs.hpp>
+#include <ctgrad/data/text.hpp>
+#include <ctgrad/data/text_source.hpp>
 #include <ctgrad/training/escape.hpp>
 
 #include "../task.hpp"
@@ -11,7 +13,7 @@
 namespace ctgrad::cli::t5 {
 namespace {
 
-const std::vector<std::string> kTasks{"translate-en-de", "translate-de-en", "austen-novel"};
+const std::vector<std::string> kTasks{"translate-en-de", "translate-de-en", "austen-novel", "pairs", "labels"};
 
 // An example's texts, not yet encoded: tokenize() encodes a whole set of them at once.
 Example example(const std::string& prefix, const std::string& source, const std::string& target, int task) {
@@ -45,9 +47,53 @@ std::vector<std::string> parse_tasks(const std::string& spec) {
   return out;
 }
 
-TaskSet load_task(const std::string& name, int index, const data::DataCache& cache) {
+// A user's data: bad input is one line (exit 2) naming the file and line.
+template <class F>
+auto user_data(F&& read) {
+  try {
+    return read();
+  } catch (const data::data_error& e) {
+    throw config_error(std::string(e.what()).substr(8));
+  }
+}
+
+TaskSet load_task(const std::string& name, int index, const data::DataCache& cache, const training::Config& c) {
   TaskSet t;
   t.name = name;
+  if (name == "pairs" || name == "labels") {
+    if (c.text("data").empty()) throw config_error("task " + name + " needs --set data=FILE (your " + (name == "pairs" ? "text pairs" : "labelled text") + ")");
+    const std::string prefix = c.text("prefix");
+    if (name == "pairs") {  // text to text: 5% each validate and test, by a hash of the source
+      const data::PairSplit split = data::split_pairs(user_data([&] {
+        return data::read_pairs(c.text("data"), {.source_field = c.text("source_field"), .target_field = c.text("target_field")});
+      }));
+      for (const auto& [from, to] : {std::pair{&split.train, &t.train}, {&split.validation, &t.validation}, {&split.test, &t.test}})
+        for (const auto& p : *from) to->push_back(example(prefix, p.en, p.de, index));
+    } else {  // classification as text: the target is the label; held out by a hash of the text, half validates, half tests
+      const auto texts = user_data([&] { return data::read_labelled(c.text("data"), {.text_field = c.text("text_field"), .label_field = c.text("label_field")}); });
+      std::vector<std::string> labels;
+      for (const auto& x : texts) labels.push_back(x.label);
+      std::sort(labels.begin(), labels.end());
+      labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+      if (labels.size() < 2) throw config_error("data " + training::printable(c.text("data")) + " has one label: a classifier needs two or more");
+      t.classification = true, t.labels = labels;
+      std::vector<std::int64_t> per_class(labels.size());
+      std::size_t held = 0;
+      for (const auto& x : texts) {
+        if (!data::held_out(x.text, 0.1)) {
+          t.train.push_back(example(prefix, x.text, x.label, index));
+          continue;
+        }
+        (held++ % 2 ? t.test : t.validation).push_back(example(prefix, x.text, x.label, index));
+        if (held % 2 == 0) ++per_class[std::size_t(std::lower_bound(labels.begin(), labels.end(), x.label) - labels.begin())];
+      }
+      t.majority = double(*std::max_element(per_class.begin(), per_class.end())) / double(std::max<std::size_t>(t.test.size(), 1));
+    }
+    if (t.validation.empty() || t.test.empty())
+      throw config_error("data " + training::printable(c.text("data")) + " is too small to hold out validation and test examples (" + std::to_string(t.train.size()) +
+                         " train)");
+    return t;
+  }
   if (name == "austen-novel") {
     const corpus::Passages p = corpus::austen_passages(cache);
     t.classification = true, t.labels = p.titles;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ctgrad/data/cache.hpp>
+#include <ctgrad/training/config.hpp>
 
 namespace ctgrad::cli::t5 {
 
@@ -24,7 +25,8 @@ struct TaskSet {
 
 // The tasks of a --task spec, in its order; an unknown one or a repeat is an error naming it.
 std::vector<std::string> parse_tasks(const std::string& spec);
-// A task's train, validation and test examples (the session tokenizes them).
-TaskSet load_task(const std::string& name, int index, const data::DataCache& cache);
+// A task's train, validation and test examples (the session tokenizes them). The tasks of a user's
+// data, "pairs" and "labels", read the config's data, prefix and field keys.
+TaskSet load_task(const std::string& name, int index, const data::DataCache& cache, const training::Config& c);
 
 }  // namespace ctgrad::cli::t5

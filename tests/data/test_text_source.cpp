@@ -288,3 +288,27 @@ TEST_CASE("sentence pairs from TSV, JSON Lines and two line-aligned files, a mis
   CHECK_THAT(bad(t.dir.string()), Catch::Contains("is a folder"));
   CHECK_THAT(bad(t.write("h.tsv", "\n\n").string()), Catch::Contains("holds no pairs"));
 }
+
+TEST_CASE("labelled text from TSV, CSV and JSON Lines, a missing label or column named", "[data][text]") {
+  TempDir t;
+  const auto tsv = read_labelled(t.write("a.tsv", "text\tlabel\ngood film\tpos\nwith\ta tab\tneg\n").string());
+  REQUIRE(tsv.size() == 2);  // the header skipped; the label is the last field
+  CHECK(tsv[1].text == "with\ta tab");
+  CHECK(tsv[1].label == "neg");
+  const auto csv = read_labelled(t.write("b.csv", "id,label,text\n1,pos,\"a \"\"quoted\"\", comma\"\n2,neg,\"two\nlines\"\n").string());
+  REQUIRE(csv.size() == 2);
+  CHECK(csv[0].text == "a \"quoted\", comma");
+  CHECK(csv[1].text == "two\nlines");
+  CHECK(csv[1].label == "neg");
+  const auto jl = read_labelled(t.write("c.jsonl", "{\"body\": \"x\", \"stars\": 5}\n").string(), {.text_field = "body", .label_field = "stars"});
+  CHECK(jl[0].label == "5");
+  const auto bad = [&](const std::string& name, const std::string& bytes) { return error_of([&] { read_labelled(t.write(name, bytes).string()); }); };
+  CHECK_THAT(bad("d.tsv", "no tab\n"), Catch::Contains("d.tsv: line 1 has no tab"));
+  CHECK_THAT(bad("e.tsv", "text\t\n"), Catch::Contains("line 1: its label is empty"));
+  CHECK_THAT(bad("f.csv", "words,label\nx,y\n"), Catch::Contains("f.csv: line 1: the header has no column \"text\""));
+  CHECK_THAT(bad("g.csv", "text,label\nonly text\n"), Catch::Contains("g.csv: line 2 has 1 fields"));
+  CHECK_THAT(bad("h.csv", "text,label\n\"open quote,x\n"), Catch::Contains("ends inside a quoted field"));
+  CHECK_THAT(bad("i.csv", "text,label\na\"b,x\n"), Catch::Contains("line 2 is not CSV"));
+  CHECK_THAT(bad("j.jsonl", "{\"text\": \"x\", \"label\": 1.5}\n"), Catch::Contains("neither a string nor an integer"));
+  CHECK_THAT(bad("k.tsv", "\n\n"), Catch::Contains("holds no labelled text"));
+}
