@@ -35,5 +35,17 @@ check "ablate over its own key and a command key" 0 "$own" ablate alternating --
   --set data=notes --set steps=10 --set d_model=32 --set layers=2 --set heads=2 --set batch=4 --set context=32 --set eval_every=10 --set sample_tokens=0
 expect_text "reports" "report"
 check "the study's report" 0 test -s study/results.md
+if command -v mpirun > /dev/null; then  # data-parallel: the same losses as one process (within float reassociation)
+  mpirun=(mpirun --oversubscribe -np 2)
+  [ "$(id -u)" -eq 0 ] && mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
+  check "one process, for the comparison" 0 "$own" train alternating --run one --set data=notes --set steps=10 "${tiny[@]}" --set sample_tokens=0
+  check "mpirun, 2 ranks" 0 "${mpirun[@]}" "$own" train alternating --run two --set data=notes --set steps=10 "${tiny[@]}" --set sample_tokens=0
+  expect_text "data-parallel" "communication"
+  check "the same validation loss" 0 /usr/bin/python3 -c "
+import json, sys
+a, b = ([json.loads(l) for l in open(d + '/metrics.jsonl') if 'val_loss' in l] for d in ('one', 'two'))
+assert a and len(a) == len(b), (len(a), len(b))
+assert abs(a[-1]['val_loss'] - b[-1]['val_loss']) < 1e-4 * abs(a[-1]['val_loss']), (a[-1], b[-1])"
+fi
 echo "own_model: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
