@@ -357,6 +357,15 @@ int run(const Args& a) {
     const std::string why = kernel::set_gemm_precision(cfg.text("precision") == "bf16" ? kernel::Precision::bf16 : kernel::Precision::fp32);
     if (!why.empty()) std::fprintf(stderr, "ctgrad: warning: %s\n", why.c_str());
   }
+  // What a new run reads (a pretrained run, its data): the run folder may not be it or lie inside it,
+  // refused before the folder is made.
+  std::vector<std::pair<std::string, std::filesystem::path>> inputs;
+  for (const std::string& k : t.input_folders) {  // a value that names no path (data=kjv) is no folder; scheme:PATH (images:DIR) names PATH
+    std::string v = cfg.text(k);
+    if (std::error_code ec; !std::filesystem::exists(v, ec) && v.find(':') != std::string::npos) v = v.substr(v.find(':') + 1);
+    if (std::error_code ec; std::filesystem::exists(v, ec)) inputs.emplace_back("--set " + k, v);
+  }
+  if (a.command == "train" && !ctx.from_checkpoint && !follower) ctx.folder.check_inputs(a.overwrite, inputs);
   std::unique_ptr<Session> session = t.open(cfg, ctx);
   // One training at a time in a run folder (rank 0's, under a launcher): a second `train` there,
   // a resume while a study's run trains, would write the same checkpoint and metrics.
@@ -386,9 +395,6 @@ int run(const Args& a) {
                            " was trained with (its hash differs): restore it, or train a new run");
     }
   } else {
-    std::vector<std::pair<std::string, std::filesystem::path>> inputs;
-    for (const std::string& k : t.input_folders)  // (a value that names no path, data=kjv, is no folder)
-      if (std::error_code ec; std::filesystem::exists(cfg.text(k), ec)) inputs.emplace_back("--set " + k, cfg.text(k));
     ctx.folder.start_new(a.overwrite, inputs);
   }
   if (std::error_code ec; a.command == "train" && std::filesystem::is_directory(std::filesystem::symlink_status(ctx.folder.file("run.json"), ec)))

@@ -99,7 +99,12 @@ int jpeg_into(const std::vector<std::uint8_t>& bytes, int channels, std::int64_t
     jpeg_read_scanlines(&cinfo, &row, 1);
   }
   jpeg_finish_decompress(&cinfo);
+  const long warnings = err.mgr.num_warnings;  // a truncated or corrupt stream decodes with warnings: refused
   jpeg_destroy_decompress(&cinfo);
+  if (warnings > 0) {
+    std::snprintf(message, JMSG_LENGTH_MAX, "%s", "the data is truncated or corrupt");
+    return 1;
+  }
   return 0;
 }
 
@@ -117,11 +122,19 @@ DecodedImage decode_jpeg(const std::vector<std::uint8_t>& bytes, const std::stri
 
 }  // namespace
 
+// Grey is computed here from RGB for both formats (Rec. 601 luma of the stored values), so a picture
+// is the same pixels whether it came as PNG or JPEG (libpng's own grey is gamma-corrected, libjpeg's not).
 DecodedImage decode_image_bytes(const std::vector<std::uint8_t>& bytes, const std::string& name, int channels, std::int64_t max_pixels) {
   if (channels != 1 && channels != 3) throw data_error("ctgrad: images have 1 (grey) or 3 (RGB) channels, not " + std::to_string(channels));
-  if (bytes.size() >= 8 && png_sig_cmp(bytes.data(), 0, 8) == 0) return decode_png(bytes, name, channels, max_pixels);
-  if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) return decode_jpeg(bytes, name, channels, max_pixels);
-  throw data_error("ctgrad: image " + name + " is neither PNG nor JPEG (" + (bytes.empty() ? "empty" : "by its first bytes") + ")");
+  DecodedImage rgb;
+  if (bytes.size() >= 8 && png_sig_cmp(bytes.data(), 0, 8) == 0) rgb = decode_png(bytes, name, 3, max_pixels);
+  else if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) rgb = decode_jpeg(bytes, name, 3, max_pixels);
+  else throw data_error("ctgrad: image " + name + " is neither PNG nor JPEG (" + (bytes.empty() ? "empty" : "by its first bytes") + ")");
+  if (channels == 3) return rgb;
+  DecodedImage grey{rgb.width, rgb.height, 1, std::vector<std::uint8_t>(std::size_t(rgb.width) * std::size_t(rgb.height))};
+  for (std::size_t i = 0; i < grey.pixels.size(); ++i)
+    grey.pixels[i] = std::uint8_t(std::lround(0.299 * rgb.pixels[3 * i] + 0.587 * rgb.pixels[3 * i + 1] + 0.114 * rgb.pixels[3 * i + 2]));
+  return grey;
 }
 
 DecodedImage decode_image(const fs::path& file, int channels, std::int64_t max_pixels) {
@@ -169,8 +182,15 @@ ImageFolder read_image_folder(const fs::path& dir, const ImageFolderOptions& o, 
     const std::string n = e.path().filename().string();
     if (n.starts_with(".") || !e.is_directory(ec)) continue;
     auto& list = found[n];
-    for (const auto& f : fs::recursive_directory_iterator(e.path(), fs::directory_options::skip_permission_denied, ec))
-      if (!f.path().filename().string().starts_with(".") && is_image_name(f.path()) && !f.is_directory(ec)) list.push_back(f.path());
+    fs::recursive_directory_iterator it(e.path(), fs::directory_options::skip_permission_denied, ec), end;
+    for (; it != end; it.increment(ec)) {
+      const fs::path& f = it->path();
+      if (f.filename().string().starts_with(".")) {
+        if (it->is_directory(ec)) it.disable_recursion_pending();  // .thumbnails, .ipynb_checkpoints
+        continue;
+      }
+      if (is_image_name(f) && !it->is_directory(ec)) list.push_back(f);
+    }
     std::sort(list.begin(), list.end());
   }
   if (ec) throw data_error("ctgrad: image folder " + dir.string() + " cannot be read: " + ec.message());

@@ -408,6 +408,11 @@ std::vector<SentencePair> read_pairs(const std::string& spec, const PairOptions&
 }
 
 namespace {
+void trim(std::string& s) {
+  const std::size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+  s = a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
 // A CSV file of labelled text (RFC 4180, through libcsv in strict mode: quoted fields may hold
 // commas, quotes as "" and line breaks): a header row names the columns, text_field and label_field
 // pick two of them.
@@ -443,7 +448,8 @@ void read_csv_labelled(const fs::path& f, const LabelOptions& o, const TextSourc
       }
       if (std::max(text_col, label_col) >= rec.size())
         throw data_error("ctgrad: " + where + " has " + std::to_string(rec.size()) + " fields; the header names " + std::to_string(std::max(text_col, label_col) + 1) + " or more");
-      LabelledText t{std::move(rec[text_col]), std::move(rec[label_col])};
+      LabelledText t{rec[text_col], rec[label_col]};
+      trim(t.label);
       if (t.text.find_first_not_of(" \t\n") == std::string::npos) throw data_error("ctgrad: " + where + ": its text is empty");
       if (t.label.find_first_not_of(" \t") == std::string::npos) throw data_error("ctgrad: " + where + ": its label is empty");
       out.push_back(std::move(t));
@@ -470,6 +476,7 @@ void read_csv_labelled(const fs::path& f, const LabelOptions& o, const TextSourc
 }  // namespace
 
 std::vector<LabelledText> read_labelled(const std::string& spec, const LabelOptions& o) {
+  if (o.text_field == o.label_field) throw data_error("ctgrad: text_field and label_field are both \"" + o.text_field + "\": name two fields");
   const TextSourceOptions lines_o{.max_line_bytes = o.max_line_bytes};
   std::vector<LabelledText> out;
   auto blank = [](const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; };
@@ -505,6 +512,7 @@ std::vector<LabelledText> read_labelled(const std::string& spec, const LabelOpti
         t.text = line.substr(0, tab), t.label = line.substr(tab + 1);
         if (number == 1 && t.label == o.label_field) return;  // a header
       }
+      trim(t.label);  // "pos" and "pos " are one class
       if (blank(t.text)) throw data_error("ctgrad: " + where + ": its text is empty");
       if (blank(t.label)) throw data_error("ctgrad: " + where + ": its label is empty");
       out.push_back(std::move(t));

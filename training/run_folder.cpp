@@ -43,6 +43,11 @@ RunFolder::RunFolder(fs::path dir) : dir_(std::move(dir)) {
 }
 
 void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::string, fs::path>>& inputs) const {
+  check_inputs(overwrite, inputs);
+  start_checked(overwrite);
+}
+
+void RunFolder::check_inputs(bool overwrite, const std::vector<std::pair<std::string, fs::path>>& inputs) const {
   std::error_code ec;
   // A folder this run reads from (a pretrained run) is never this run's: --overwrite would delete
   // what it is about to read. Compared as real paths (X, X/../X, a symlink to X are one folder).
@@ -77,6 +82,10 @@ void RunFolder::start_new(bool overwrite, const std::vector<std::pair<std::strin
                            "; choose another --run DIR");
     }
   }
+}
+
+void RunFolder::start_checked(bool overwrite) const {
+  std::error_code ec;
   if (fs::exists(dir_) && !fs::is_directory(dir_)) throw config_error("the run folder " + dir_.string() + " is a file");
   std::vector<fs::path> held;
   if (fs::is_directory(dir_))

@@ -38,6 +38,8 @@ class RunFolder {
   // A folder the run reads from (`inputs`: what, path; a pretrained run) is refused in any case,
   // and so is one inside a folder of data (an input whose `what` ends with "data").
   void start_new(bool overwrite, const std::vector<std::pair<std::string, std::filesystem::path>>& inputs = {}) const;
+  // start_new's refusals of `inputs` alone, before anything is made (the folder, its lock).
+  void check_inputs(bool overwrite, const std::vector<std::pair<std::string, std::filesystem::path>>& inputs) const;
   // For a run that is continued or read: the checkpoint must exist (config_error otherwise).
   // Temporaries of the run's files whose writer is gone go, in a folder holding its checkpoint.
   void require_checkpoint() const;
@@ -46,6 +48,7 @@ class RunFolder {
   // Removes the run's own files' temporaries (`.<name>.tmp.<pid>.<n>`) whose writer is gone (a
   // kill -9 mid-save).
   int remove_dead_writers_temporaries() const;
+  void start_checked(bool overwrite) const;  // start_new once its inputs are checked
 
   std::filesystem::path dir_, checkpoint_;
 };

@@ -86,6 +86,7 @@ Schema bert_schema() {
       .flag("next_sentence", false, "also next-sentence prediction on [CLS] A [SEP] B [SEP] pairs (BERT; off: RoBERTa)", Role::model)
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
+  corpus::add_corpus_keys(s);
   add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
@@ -125,7 +126,7 @@ void BertSession::prepare() {
   if (ctx_.from_checkpoint) {
     tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
   } else {
-    corpus = load_corpus(ctx_.cache);
+    corpus = corpus::corpus_of(c_, ctx_.cache);
     std::string text;
     for (const auto& u : corpus.train) text += u + "\n";
     tok_.emplace(data::SentencePieceTokenizer::train(text, ctx_.folder.file("tokenizer"),
@@ -142,7 +143,7 @@ void BertSession::prepare() {
   specials_ = kSpecials;
   specials_.vocab = vocab_;
   if (ctx_.command == "fill-mask") return;
-  if (corpus.train.empty()) corpus = load_corpus(ctx_.cache);
+  if (corpus.train.empty()) corpus = corpus::corpus_of(c_, ctx_.cache);
   word_starts_.assign(std::size_t(vocab_), 0);
   for (std::int32_t id = 0; id < vocab_; ++id) word_starts_[std::size_t(id)] = tok_->starts_word(id);
   // Units packed whole into sequences, document by document; with next-sentence prediction each
@@ -269,7 +270,8 @@ namespace {
 Task bert_task() {
   Task t;
   t.name = "bert";
-  t.summary = "encoder-only masked LM (BERT) on the KJV Bible and Jane Austen, fill-mask";
+  t.summary = "encoder-only masked LM (BERT) on the KJV Bible and Jane Austen or your text (--set data=PATH), fill-mask";
+  t.input_folders = {"data", "val_data"};
   t.schema = bert_schema();
   t.data_parallel = true;
   t.commands.push_back({"fill-mask", "the top-k tokens, with probabilities, for each [MASK] of a text", fill_mask_options()});

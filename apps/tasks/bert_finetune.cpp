@@ -96,7 +96,10 @@ std::vector<std::string> class_names(const Config& c, const Context& ctx) {
     const nlohmann::json j = it == f.metadata().end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
     if (!j.is_array() || j.size() < 2 || !std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) { return v.is_string(); }))
       throw config_error("the checkpoint " + ctx.folder.checkpoint().string() + " records no label set (\"labels\")");
-    return j.get<std::vector<std::string>>();
+    auto labels = j.get<std::vector<std::string>>();
+    if (!std::is_sorted(labels.begin(), labels.end()) || std::adjacent_find(labels.begin(), labels.end()) != labels.end())
+      throw config_error("the checkpoint " + ctx.folder.checkpoint().string() + " records a label set that is not sorted and distinct");
+    return labels;
   }
   std::set<std::string> seen;
   for (const auto& t : labelled(c, "data")) seen.insert(t.label);
@@ -151,12 +154,12 @@ class FinetuneSession : public Session {
     for (const auto& e : train_) ++tr[std::size_t(e.label)];
     for (const auto& e : val_) ++va[std::size_t(e.label)];
     for (int k = 0; k < std::min(n_, 50); ++k)
-      std::printf("  %-22s %6lld (%4.1f%%) / %5lld (%4.1f%%)\n", titles_[std::size_t(k)].c_str(), (long long)tr[std::size_t(k)],
-                  100.0 * double(tr[std::size_t(k)]) / double(train_.size()), (long long)va[std::size_t(k)],
+      std::printf("  %-22s %6lld (%4.1f%%) / %5lld (%4.1f%%)\n", training::printable(titles_[std::size_t(k)]).c_str(), (long long)tr[std::size_t(k)],
+                  100.0 * double(tr[std::size_t(k)]) / double(std::max<std::size_t>(train_.size(), 1)), (long long)va[std::size_t(k)],
                   100.0 * double(va[std::size_t(k)]) / double(val_.size()));
     const auto majority = std::max_element(va.begin(), va.end());
     majority_ = double(*majority) / double(val_.size());
-    std::printf("majority-class baseline on validation: accuracy %.4f (always %s)\n", majority_, titles_[std::size_t(majority - va.begin())].c_str());
+    std::printf("majority-class baseline on validation: accuracy %.4f (always %s)\n", majority_, training::printable(titles_[std::size_t(majority - va.begin())]).c_str());
   }
 
   checkpoint::Metadata metadata() override {

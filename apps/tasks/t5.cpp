@@ -38,6 +38,7 @@ Schema t5_schema() {
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
   add_optimizer_keys(s, {.lr_help = "0: the optimizer's default (Adafactor: 0.01, scaled by each weight's RMS; AdamW: 1e-3 peak)"});
+  corpus::add_corpus_keys(s);
   add_common_keys(s);
   add_hyper_keys(s, hyper_graph(), {{"dropout", 0.0}});  // T5 v1.1 pretrains without dropout
   return s;
@@ -82,12 +83,12 @@ class T5Session : public Session {
     if (ctx_.from_checkpoint) {
       tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
     } else {
-      text = corpus::load_corpus(ctx_.cache);
+      text = corpus::corpus_of(c_, ctx_.cache);
       tok_.emplace(train_tokenizer(text, ctx_.folder.file("tokenizer"), P.vocab - models::kT5Sentinels, data_seed(c_), ctx_.cache));
     }
     vocab_ = check_vocabulary(*tok_, P.vocab, tok_file);
     if (ctx_.command == "sample") return;
-    if (text.train.empty()) text = corpus::load_corpus(ctx_.cache);
+    if (text.train.empty()) text = corpus::corpus_of(c_, ctx_.cache);
     // Units packed whole into sequences of at most `tokens` raw tokens, document by document.
     auto sequences = [&](const std::vector<std::string>& units, const std::vector<std::size_t>& docs) {
       std::vector<std::vector<std::int32_t>> out, all;
@@ -295,7 +296,8 @@ Task t5_task() {
   Task t;
   t.name = "t5";
   t.data_parallel = true;
-  t.summary = "encoder-decoder T5 (v1.1) pretrained by span corruption on the KJV Bible and Jane Austen, span filling";
+  t.summary = "encoder-decoder T5 (v1.1) pretrained by span corruption on the KJV Bible and Jane Austen or your text (--set data=PATH), span filling";
+  t.input_folders = {"data", "val_data"};
   t.schema = t5_schema();
   t.commands.push_back({"sample", "the spans a pretrained T5 writes for the sentinels of a text (greedy and beam)", sample_options()});
   Schema exp;

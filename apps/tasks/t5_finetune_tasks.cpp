@@ -43,6 +43,8 @@ std::vector<std::string> parse_tasks(const std::string& spec) {
     out.push_back(t);
     at = comma + 1;
   }
+  if (std::count(out.begin(), out.end(), "pairs") + std::count(out.begin(), out.end(), "labels") > 1)
+    throw config_error("the mixture " + shown + " has pairs and labels: both would read the one data file");
   if (out.size() < 2) throw config_error("a mixture needs two tasks or more: " + shown + " (a single task is --task " + (out.empty() ? "..." : out[0]) + ")");
   return out;
 }

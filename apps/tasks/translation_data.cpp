@@ -96,6 +96,7 @@ void TranslationSession::load_translation_data() {
     return out;
   };
   val_ = encode(validation, true);
+  if (val_.empty()) throw config_error("no validation sentence pair fits in max_len " + c_.show("max_len") + " tokens: raise --set max_len");
   test_ = encode(test, false);  // every test sentence counts for BLEU
   for (const data::NamedPairs& t : corpus.other_tests) other_tests_.emplace_back(t.name, encode(t.pairs, false));
   if (ctx_.command != "train" && ctx_.command != "export-batches") return;  // the training pairs: for training only

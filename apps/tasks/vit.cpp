@@ -7,10 +7,13 @@
 #include <iostream>
 #include <sstream>
 #include <memory>
+#include <numeric>
 
+#include <ctgrad/data/batches.hpp>
 #include <ctgrad/data/idx.hpp>
 #include <ctgrad/data/image_folder.hpp>
 #include <ctgrad/data/text.hpp>
+#include <ctgrad/data/text_source.hpp>
 #include <ctgrad/training/escape.hpp>
 
 #include <nlohmann/json.hpp>
@@ -57,7 +60,7 @@ Schema vit_schema() {
   add_size_keys(s, sizes);
   s.integer("patch", 0, {.min = 0, .max = 4096}, "architecture: the patches' side in pixels, dividing the image's (0: the preset's: fast 7, small 4, tiny 7)",
             Role::model)
-      .integer("image", 0, {.min = 0, .max = 4096}, "architecture: the images' side in pixels, each scaled and centre-cropped to it (0: 28 for Fashion-MNIST, 32 for a folder)",
+      .integer("image", 0, {.min = 0, .max = 4096}, "architecture: the images' side in pixels, each scaled and centre-cropped to it (0: 28, Fashion-MNIST's)",
                Role::model)
       .integer("channels", 0, {.min = 0, .max = 3}, "architecture: 1 (grey) or 3 (RGB) (0: 1 for Fashion-MNIST, 3 for a folder)", Role::model);
   s.stated_when_set({"patch", "image", "channels", "data", "val_data", "val_fraction"});
@@ -125,7 +128,11 @@ bool prediction_grid(const data::ImageSet& test, const std::vector<std::int32_t>
 // subfolders, sorted (read_image_folder checks them).
 std::vector<std::string> vit_classes(const Config& c, const Context& ctx) {
   const std::string dir = image_dir(c);
-  if (dir.empty()) return kFashionClasses;
+  if (dir.empty()) {
+    if (ctx.from_checkpoint && checkpoint::File(ctx.folder.checkpoint()).metadata().count("classes"))
+      throw config_error("the run " + ctx.folder.dir().string() + " was trained on an image folder: data=fashion-mnist has other classes");
+    return kFashionClasses;
+  }
   if (ctx.from_checkpoint) {
     const checkpoint::File f(ctx.folder.checkpoint());
     const auto it = f.metadata().find("classes");
@@ -138,7 +145,12 @@ std::vector<std::string> vit_classes(const Config& c, const Context& ctx) {
   if (!fs::is_directory(dir, ec)) throw config_error("data " + training::printable(c.text("data")) + ": no such folder");
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (!e.path().filename().string().starts_with(".") && e.is_directory(ec)) out.push_back(e.path().filename().string());
+    if (!e.path().filename().string().starts_with(".") && e.is_directory(ec)) {
+      const std::string name = e.path().filename().string();
+      if (data::invalid_utf8_at(name) != std::string::npos)
+        throw config_error("class folder " + training::printable(e.path().string()) + ": its name is not UTF-8 (a class is named by its folder)");
+      out.push_back(name);
+    }
   std::sort(out.begin(), out.end());
   if (out.size() < 2) throw config_error("data " + training::printable(c.text("data")) + " has " + std::to_string(out.size()) + " class folder: a classifier needs two or more");
   return out;
@@ -149,7 +161,7 @@ models::VitConfig vit_config(const Config& c, int classes) {
   const models::VitConfig& p = c.text("size") == "tiny" ? models::kVitTiny : c.text("size") == "small" ? models::kVitSmall : models::kVitFast;
   models::VitConfig m = p;
   const bool fashion = image_dir(c).empty();
-  m.image = size_or(c, "image", fashion ? 28 : 32), m.channels = size_or(c, "channels", fashion ? 1 : 3), m.classes = classes;
+  m.image = size_or(c, "image", 28), m.channels = size_or(c, "channels", fashion ? 1 : 3), m.classes = classes;  // 28: every preset's patch divides it
   if (fashion && (m.image != 28 || m.channels != 1)) throw config_error("Fashion-MNIST's images are 28 x 28 grey: image 28, channels 1");
   if (m.channels == 2) throw config_error("channels 2: 1 (grey) or 3 (RGB)");
   m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.heads = size_or(c, "heads", p.heads);
@@ -194,6 +206,18 @@ class VitSession : public Session {
       if (ctx_.command == "train" && train_.count == 0) throw config_error("no training images: every image is held out");
     }
     if (ctx_.command != "train") return;
+    if (!dir.empty() && n_train_ < train_.count) {  // a folder's images come class by class: a fixed random subset, not the first n
+      std::vector<std::int64_t> keep(static_cast<std::size_t>(train_.count));
+      std::iota(keep.begin(), keep.end(), std::int64_t(0));
+      data::fixed_subset(keep, std::size_t(n_train_), "train_images");
+      data::ImageSet kept{.count = n_train_, .rows = train_.rows, .cols = train_.cols, .channels = train_.channels};
+      const std::size_t px = std::size_t(train_.channels * train_.rows * train_.cols);
+      for (std::int64_t i : keep) {
+        kept.pixels.insert(kept.pixels.end(), train_.pixels.begin() + std::ptrdiff_t(std::size_t(i) * px), train_.pixels.begin() + std::ptrdiff_t(std::size_t(i + 1) * px));
+        kept.labels.push_back(train_.labels[std::size_t(i)]);
+      }
+      train_ = std::move(kept);
+    }
     n_train_ = std::min(n_train_, train_.count);
     if (n_train_ < batch_) throw config_error("the " + std::to_string(n_train_) + " training images are fewer than batch " + c_.show("batch"));
     per_epoch_ = n_train_ / batch_;

@@ -114,6 +114,8 @@ if "$ctgrad" help bert > /dev/null 2>&1; then
     print "on day " i " the weather was " a[1 + int(rand() * 3)] " and " a[1 + int(rand() * 3)] "\t" (pos ? "positive" : "negative") } }' > reviews.tsv
   awk -F'\t' '{ printf "{\"body\": \"%s\", \"stars\": %d}\n", $1, ($2 == "positive") ? 5 : 1 }' reviews.tsv > reviews.jsonl
   check "pretrain a tiny BERT" 0 "$ctgrad" train bert --run bert_pre --set size=tiny --set steps=10 --set eval_every=10 --threads 1
+  check "pretrain BERT on a folder of text" 0 "$ctgrad" train bert --run bert_notes --set data=notes --set size=tiny --set steps=10 --set eval_every=10 --threads 1
+  expect_text "trains" "step 10/10"
   ft=(--pretrained bert_pre --set size=tiny --set steps=200 --set eval_every=100 --set batch=16 --set lr=2e-3 --set warmup=20 --threads 1)
   check "fine-tune on a TSV of labelled text" 0 "$ctgrad" finetune bert --task labels --run ft1 --set data=reviews.tsv "${ft[@]}"
   expect_text "reads the label set" "negative"
@@ -140,6 +142,8 @@ fi
 # T5: text to text on the user's pairs, classification as text on the user's labels.
 if "$ctgrad" help t5 > /dev/null 2>&1; then
   check "pretrain a tiny T5" 0 "$ctgrad" train t5 --run t5_pre --set size=tiny --set steps=10 --set eval_every=10 --threads 1
+  check "pretrain T5 on JSON Lines" 0 "$ctgrad" train t5 --run t5_records --set data=body.jsonl --set text_field=body --set size=tiny --set steps=10 --set eval_every=10 --threads 1
+  expect_text "trains" "step 10/10"
   t5=(--pretrained t5_pre --set size=tiny --set steps=10 --set eval_every=10 --set eval_examples=8 --set beam=1 --threads 1)
   check "fine-tune T5 on text pairs" 0 "$ctgrad" finetune t5 --task pairs --run t5_pairs --set data=pairs.tsv --set prefix="reverse: " "${t5[@]}"
   expect_text "scores them" "BLEU"
@@ -165,6 +169,11 @@ if [ -n "$images" ] && "$ctgrad" help vit > /dev/null 2>&1; then
   check "the prediction grid" 0 test -s v1/predictions.png
   check "grey images" 0 "$ctgrad" train vit --run v2 --set data=images:shapes "${vit[@]}" --set channels=1 --set epochs=1
   expect_text "grey" "24x24 grey"
+  check "the defaults: 28 x 28 RGB, the preset's patch" 0 "$ctgrad" train vit --run v6 --set data=images:shapes --set size=tiny --set epochs=1 --set batch=16 --threads 1
+  expect_text "at 28" "28x28 RGB"
+  check "a run folder inside the image folder is refused" 2 "$ctgrad" train vit --run shapes/run --set data=images:shapes --set size=tiny --set epochs=1 --set batch=16
+  expect_text "says why" "lies inside the folder"
+  no_file "and not made" shapes/run
   cp -r shapes broken && printf 'not a png' > broken/disc/0.png
   check "an image that does not decode" 2 "$ctgrad" train vit --run v3 --set data=images:broken "${vit[@]}"
   expect_text "names it" "broken/disc/0.png is neither PNG nor JPEG"
