@@ -262,7 +262,14 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& text, co
   Lines lines(text);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train({flags.begin(), flags.end()}, &lines, &model);
-  if (!status.ok()) throw data_error("ctgrad: SentencePiece training failed: " + status.ToString());
+  if (!status.ok()) {
+    // "Vocabulary size too high (N). Please set it to a value <= M.": the text has too few distinct pieces.
+    const std::string m = status.ToString();
+    if (const std::size_t at = m.find("Please set it to a value <= "); at != std::string::npos)
+      throw data_error("ctgrad: the training text has too few distinct pieces for a SentencePiece vocabulary of " + std::to_string(o.vocab_size) +
+                       ": at most " + m.substr(at + 28, m.find_first_not_of("0123456789", at + 28) - at - 28) + " (a smaller vocab, or more text)");
+    throw data_error("ctgrad: SentencePiece training failed: " + m);
+  }
   write_model(model_file, model);
   SentencePieceTokenizer out = load(model_file);
   cache.write(key, "sentencepiece-model", model);

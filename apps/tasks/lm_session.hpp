@@ -36,7 +36,7 @@ inline constexpr InputName targets{"targets", DType::index};  // [Batch, Seq]
 
 // The keys every family shares, after its preset key "size": the main job's recipe.
 inline Schema lm_schema(Schema s) {
-  s.choice("tokenizer", "char", {"char", "bpe"}, "characters, or SentencePiece BPE trained on the training split", Role::model)
+  s.choice("tokenizer", "char", {"char", "bpe", "unigram"}, "characters, or SentencePiece BPE or unigram trained on the training split", Role::model)
       .integer("context", 64, {.min = 2, .max = 1 << 20}, "tokens per window (at most max_context; a longer one, max_context not given, grows the model with it)", Role::run)
       .integer("batch", 12, {.min = 1, .max = 1 << 16}, "windows per step", Role::run)
       .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
@@ -142,10 +142,14 @@ class LmSession : public Session {
         tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::train(joined, data != "kjv"));  // a user's text may hold unseen characters
         tok_.file = "tokenizer.json";
       } else {  // SentencePiece writes <prefix>.model itself: under another name until the data is checked
-        data::SentencePieceOptions so{.vocab_size = config_.vocab, .model_type = "bpe", .seed = data_seed(c_)};
+        data::SentencePieceOptions so{.vocab_size = config_.vocab, .model_type = kind, .seed = data_seed(c_)};
         if (data != "kjv") so.input_sentence_size = 2'000'000, so.max_sentence_length = 1 << 16;  // a sample of a large corpus's lines, long ones too
         pending_.path = ctx_.folder.file(".tokenizer.pending.model");
-        tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(joined, ctx_.folder.file(".tokenizer.pending"), so, ctx_.cache));
+        try {
+          tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(joined, ctx_.folder.file(".tokenizer.pending"), so, ctx_.cache));
+        } catch (const data::data_error& e) {  // too little text for the vocabulary: bad input
+          throw config_error(std::string(e.what()).substr(8));
+        }
         tok_.file = "tokenizer.model";
       }
     }
