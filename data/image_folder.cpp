@@ -51,9 +51,12 @@ DecodedImage decode_png(const std::vector<std::uint8_t>& bytes, const std::strin
     throw data_error("ctgrad: image " + name + " is " + std::to_string(im.width) + " x " + std::to_string(im.height) + " pixels, more than the bound of " +
                      std::to_string(max_pixels));
   }
-  im.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;  // alpha composited on black
+  im.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   DecodedImage d{int(im.width), int(im.height), channels, std::vector<std::uint8_t>(PNG_IMAGE_SIZE(im))};
-  if (!png_image_finish_read(&im, nullptr, d.pixels.data(), 0, nullptr))
+  // Transparency composited onto white: an icon's dark glyph on a transparent field stays visible
+  // (onto black, Adwaita's symbolic icons all but vanish).
+  const png_color white{255, 255, 255};
+  if (!png_image_finish_read(&im, &white, d.pixels.data(), 0, nullptr))
     throw data_error("ctgrad: image " + name + " does not decode as PNG (" + im.message + ")");
   return d;
 }

@@ -65,6 +65,19 @@ TEST_CASE("image folders: PNG and JPEG decoded, scaled to the size, centre-cropp
   const auto held = read_image_folder(dir, {.size = 4, .channels = 1, .val_fraction = 0.5}, &yes);
   const auto kept = read_image_folder(dir, {.size = 4, .channels = 1, .val_fraction = 0.5}, &no);
   CHECK(held.images.count + kept.images.count == 2);
+  // Transparency is composited onto white.
+  {
+    const fs::path alpha = testing::scratch("image_alpha");
+    fs::create_directories(alpha / "x"), fs::create_directories(alpha / "y");
+    png_image im{};
+    im.version = PNG_IMAGE_VERSION, im.width = 2, im.height = 2, im.format = PNG_FORMAT_RGBA;
+    const std::uint8_t px[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 0, 0, 0, 255};  // top row transparent, bottom row opaque black
+    REQUIRE(png_image_write_to_file(&im, (alpha / "x" / "a.png").c_str(), 0, px, 0, nullptr));
+    fs::copy_file(alpha / "x" / "a.png", alpha / "y" / "a.png");
+    const ImageFolder a = read_image_folder(alpha, {.size = 2, .channels = 3});
+    CHECK(a.images.pixels[0] == 255);  // red plane, top-left: transparent -> white
+    CHECK(a.images.pixels[2] == 0);    // bottom-left: opaque black
+  }
   // A run's classes: a folder of another class is refused.
   CHECK_THAT(error_of([&] { read_image_folder(dir, {.size = 4, .channels = 1, .classes = {"a", "c"}}); }), Catch::Contains("is not one of the run's 2 classes"));
 }
