@@ -24,6 +24,7 @@
 
 #include "option_text.hpp"
 #include "task.hpp"
+#include "tasks/lm_data.hpp"
 
 namespace ctgrad::cli {
 
@@ -64,11 +65,6 @@ nlohmann::json settings(const std::string& spec, const std::vector<fs::path>& fi
   return {{"data", spec}, {"files", f}, {"text_field", field}, {"val_fraction", val_fraction}, {"shard_tokens", shard_tokens}, {"vocab_hash", hash}};
 }
 
-std::unique_ptr<data::Tokenizer> load_tokenizer(const fs::path& file) {
-  if (file.extension() == ".json") return std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(file));
-  return std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(file));
-}
-
 // The tokenizer file --tokenizer names: a file, or a run folder's tokenizer.
 fs::path tokenizer_file(const fs::path& given) {
   std::error_code ec;
@@ -99,8 +95,7 @@ int data_tokenize_command(const std::vector<std::string>& rest) {
   try {
     return tokenize(rest);
   } catch (const data::data_error& e) {
-    const std::string m = e.what();
-    throw config_error(m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m);
+    throw config_error(message_of(e));
   } catch (const Interrupted&) {
     std::fprintf(stderr, "\nctgrad: interrupted: the whole shards written are kept; the same command resumes\n");
     return 130;

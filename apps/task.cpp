@@ -1,5 +1,7 @@
 #include "task.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/training/escape.hpp>
 
@@ -107,6 +109,22 @@ void check_shards(const Context& ctx, std::int64_t rows, const std::string& key)
   if (ctx.shard.count > 1 && rows % ctx.shard.count != 0)
     throw config_error(key + " " + std::to_string(rows) + " does not split into " + std::to_string(ctx.shard.count) +
                        " equal shards: give a multiple of the " + std::to_string(ctx.shard.count) + " ranks");
+}
+
+std::string message_of(const std::exception& e) {
+  const std::string m = e.what();
+  return m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m;
+}
+
+std::string names_metadata(const std::vector<std::string>& names) { return nlohmann::json(names).dump(); }
+
+std::vector<std::string> names_from_checkpoint(const std::filesystem::path& checkpoint, const std::string& key) {
+  const checkpoint::File f(checkpoint);
+  const auto it = f.metadata().find(key);
+  const nlohmann::json j = it == f.metadata().end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
+  if (!j.is_array() || j.size() < 2 || !std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) { return v.is_string(); }))
+    throw config_error("the checkpoint " + checkpoint.string() + " records no " + key + " (two or more names)");
+  return j.get<std::vector<std::string>>();
 }
 
 std::string file_hash(const std::filesystem::path& file) {

@@ -226,6 +226,15 @@ void check_fits(const Executor<float>& model, std::array<std::int64_t, kMaxSymbo
 // that each rank's dropout masks are the ones of its rows in a one-process run.
 void check_shards(const Context& ctx, std::int64_t rows, const std::string& key);
 
+// A library error's message without its "ctgrad: " prefix: the command's message prefix is its own.
+std::string message_of(const std::exception& e);
+
+// A list of names a run stores in its checkpoint's metadata under `key` (a classifier's labels,
+// an image folder's classes): written as a JSON array, read back refusing anything but two or more
+// strings (config_error naming the checkpoint).
+std::string names_metadata(const std::vector<std::string>& names);
+std::vector<std::string> names_from_checkpoint(const std::filesystem::path& checkpoint, const std::string& key);
+
 // A 64-bit FNV-1a hash of a file's bytes, as hex: recorded in a checkpoint so that a tokenizer
 // swapped or edited after training is refused, not silently used.
 std::string file_hash(const std::filesystem::path& file);

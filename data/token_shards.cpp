@@ -161,17 +161,17 @@ ShardFile::~ShardFile() {
 void ShardFile::read(std::uint64_t start, std::size_t n, std::int32_t* out) const {
   if (start > header_.tokens || n > header_.tokens - start)
     throw data_error("ctgrad: token shard " + file_.string() + ": ids " + std::to_string(start) + "+" + std::to_string(n) + " past its " + std::to_string(header_.tokens));
+  // Read into out itself (n ids of w <= 4 bytes fit in its 4n), then widened from the last id down:
+  // id i's 4 bytes land where only ids >= i were read, so no step allocates.
   const std::size_t w = header_.id_bytes, bytes = n * w;
-  unsigned char buf[4096];
-  std::vector<unsigned char> big;
-  unsigned char* p = bytes <= sizeof buf ? buf : (big.resize(bytes), big.data());
+  unsigned char* p = reinterpret_cast<unsigned char*>(out);
   for (std::size_t done = 0; done < bytes;) {
     const ssize_t r = ::pread(fd_, p + done, bytes - done, off_t(kShardHeaderBytes + start * w + done));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) throw data_error("ctgrad: cannot read token shard " + file_.string() + (r < 0 ? ": " + std::string(std::strerror(errno)) : ": it was cut short"));
     done += std::size_t(r);
   }
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = n; i-- > 0;) {
     const std::uint32_t id = w == 2 ? get<std::uint16_t>(p + 2 * i) : get<std::uint32_t>(p + 4 * i);
     if (id >= header_.vocab_size)
       throw data_error("ctgrad: token shard " + file_.string() + ": id " + std::to_string(id) + " at position " + std::to_string(start + i) +

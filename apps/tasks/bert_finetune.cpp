@@ -22,7 +22,6 @@
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/training/escape.hpp>
 
-#include <nlohmann/json.hpp>
 #include <ctgrad/base/random.hpp>
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/optim/optimizers.hpp>
@@ -82,7 +81,7 @@ std::vector<data::LabelledText> labelled(const Config& c, const std::string& key
   try {
     return data::read_labelled(c.text(key), {.text_field = c.text("text_field"), .label_field = c.text("label_field")});
   } catch (const data::data_error& e) {
-    throw config_error(std::string(e.what()).substr(8));
+    throw config_error(message_of(e));
   }
 }
 
@@ -91,12 +90,7 @@ std::vector<std::string> class_names(const Config& c, const Context& ctx) {
   if (c.text("task") != "labels") return {};  // the novels' titles come with their passages
   if (c.text("data").empty()) throw config_error("task=labels needs --set data=FILE (a TSV or JSON Lines file of labelled text)");
   if (ctx.from_checkpoint) {
-    const checkpoint::File f(ctx.folder.checkpoint());
-    const auto it = f.metadata().find("labels");
-    const nlohmann::json j = it == f.metadata().end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
-    if (!j.is_array() || j.size() < 2 || !std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) { return v.is_string(); }))
-      throw config_error("the checkpoint " + ctx.folder.checkpoint().string() + " records no label set (\"labels\")");
-    auto labels = j.get<std::vector<std::string>>();
+    auto labels = names_from_checkpoint(ctx.folder.checkpoint(), "labels");
     if (!std::is_sorted(labels.begin(), labels.end()) || std::adjacent_find(labels.begin(), labels.end()) != labels.end())
       throw config_error("the checkpoint " + ctx.folder.checkpoint().string() + " records a label set that is not sorted and distinct");
     return labels;
@@ -164,7 +158,7 @@ class FinetuneSession : public Session {
 
   checkpoint::Metadata metadata() override {
     checkpoint::Metadata m = tokenizer_metadata(ctx_.folder);
-    if (!classes_.empty()) m["labels"] = nlohmann::json(classes_).dump();  // the class of each output, for eval and resume
+    if (!classes_.empty()) m["labels"] = names_metadata(classes_);  // the class of each output, for eval and resume
     return m;
   }
 

@@ -14,16 +14,33 @@ namespace ctgrad::cli {
 
 namespace fs = std::filesystem;
 
-void add_lm_data_keys(Schema& s) {
-  s.text("data", "kjv",
-         "the text: kjv (the King James Bible) or austen (Jane Austen's novels); or a file, a folder (its .txt, .md and .jsonl files, also .gz or .zst), "
-         "a glob, or a folder of token shards (ctgrad data tokenize)",
-         Role::run)
+void add_text_data_keys(Schema& s, const std::string& default_data, const std::string& named) {
+  s.text("data", default_data, "the text: " + named + "; or a file, a folder (its .txt, .md and .jsonl files, also .gz or .zst), or a glob", Role::run)
       .text("val_data", "", "validation text (as data; empty: documents of data held out by val_fraction)", Role::run)
       .real("val_fraction", 0.1, {.min = 0, .max = 0.5, .min_open = true}, "the share of documents held out, chosen by a hash of each", Role::run)
-      .text("text_field", "text", "the field of a JSON Lines record that holds its text", Role::run)
-      .flag("span_documents", false, "windows may run across documents (joined end to end); else each window lies within one", Role::run);
-  s.stated_when_set({"data", "val_data", "val_fraction", "text_field", "span_documents"});
+      .text("text_field", "text", "the field of a JSON Lines record that holds its text", Role::run);
+  s.stated_when_set({"data", "val_data", "val_fraction", "text_field"});
+}
+
+void add_lm_data_keys(Schema& s) {
+  add_text_data_keys(s, "kjv", "kjv (the King James Bible) or austen (Jane Austen's novels), or a folder of token shards (ctgrad data tokenize)");
+  s.flag("span_documents", false, "windows may run across documents (joined end to end); else each window lies within one", Role::run);
+  s.stated_when_set({"span_documents"});
+}
+
+data::Corpus read_user_text(const Config& c) {
+  data::TextSourceOptions o{.text_field = c.text("text_field")};
+  o.max_total_bytes = std::size_t(std::max(available_bytes() / 8, 1e6));  // the text, its ids (4 bytes each) and the tokenizer's copy
+  try {
+    return data::read_corpus(c.text("data"), c.text("val_data"), c.real("val_fraction"), o);
+  } catch (const data::data_error& e) {
+    throw config_error(message_of(e));
+  }
+}
+
+std::unique_ptr<data::Tokenizer> load_tokenizer(const fs::path& file) {
+  if (file.extension() == ".json") return std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(file));
+  return std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(file));
 }
 
 bool is_shard_folder(const std::string& data) {
@@ -86,17 +103,9 @@ LmText read_lm_text(const Config& c, bool need_train) {
     }
     return t;
   }
-  data::TextSourceOptions o{.text_field = c.text("text_field")};
-  // The text, its tokens (4 bytes each) and the tokenizer's copy must fit in memory.
-  o.max_total_bytes = std::size_t(std::max(available_bytes() / 8, 1e6));
-  try {
-    data::Corpus corpus = data::read_corpus(data, c.text("val_data"), c.real("val_fraction"), o);
-    t.name = data, t.split = corpus.split, t.validation = std::move(corpus.validation);
-    if (need_train) t.train = std::move(corpus.train);
-  } catch (const data::data_error& e) {
-    const std::string m = e.what();
-    throw config_error(m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m);
-  }
+  data::Corpus corpus = read_user_text(c);
+  t.name = data, t.split = corpus.split, t.validation = std::move(corpus.validation);
+  if (need_train) t.train = std::move(corpus.train);
   return t;
 }
 
@@ -140,8 +149,7 @@ TokenSplit encode_documents(const data::Tokenizer& tok, std::vector<std::string>
       std::string().swap(d);
     }
   } catch (const data::data_error& e) {
-    const std::string m = e.what();
-    throw config_error("the run's tokenizer cannot encode this text (" + (m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m) +
+    throw config_error("the run's tokenizer cannot encode this text (" + message_of(e) +
                        "): a character tokenizer trained on the KJV has no id for characters it never saw");
   }
   return out;

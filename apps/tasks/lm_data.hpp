@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/text_source.hpp>
 #include <ctgrad/data/token_shards.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 
@@ -14,9 +15,17 @@
 
 namespace ctgrad::cli {
 
-// data, val_data, val_fraction, text_field, span_documents: run keys, stated in a saved config
-// only when set (a run on the default data saves what it saved before they existed).
+// data, val_data, val_fraction, text_field: run keys, stated in a saved config only when set (a run
+// on the default data saves what it saved before they existed). `named`: the named sources, for
+// the help ("kjv (the King James Bible) or austen (...)").
+void add_text_data_keys(Schema& s, const std::string& default_data, const std::string& named);
+// Those with data=kjv, and span_documents: a language model's.
 void add_lm_data_keys(Schema& s);
+// The text a config's data, val_data, val_fraction and text_field name (data/text_source.hpp),
+// bounded by the memory available; bad data is a config_error.
+data::Corpus read_user_text(const Config& c);
+// A run's or a shard folder's tokenizer file: tokenizer.json (characters) or a SentencePiece model.
+std::unique_ptr<data::Tokenizer> load_tokenizer(const std::filesystem::path& file);
 
 // A folder `ctgrad data tokenize` wrote: its tokenize.json names the tokenizer file beside the shards.
 struct ShardFolder {

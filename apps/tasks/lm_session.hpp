@@ -123,8 +123,7 @@ class LmSession : public Session {
       tok_.file = kind == "char" ? "tokenizer.json" : "tokenizer.model";
       const auto path = ctx_.folder.file(tok_.file);
       if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
-      if (kind == "char") tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(path));
-      else tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(path));
+      tok_.tok = load_tokenizer(path);
       if (shards && data::file_xxh3(path) != shards->vocab_hash)
         throw config_error("data " + data + ": its shards were tokenized with another tokenizer than this run's " + path.string());
     } else if (shards) {  // the folder's tokenizer becomes the run's
@@ -132,8 +131,7 @@ class LmSession : public Session {
       if ((tok_.file == "tokenizer.json") != (kind == "char"))
         throw config_error("data " + data + " holds " + (kind == "char" ? "SentencePiece" : "character") + " tokens: --set tokenizer=" +
                            (kind == "char" ? "bpe" : "char"));
-      if (kind == "char") tok_.tok = std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(shards->tokenizer));
-      else tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(shards->tokenizer));
+      tok_.tok = load_tokenizer(shards->tokenizer);
     } else {
       // The tokenizer learns from the training split (documents joined by line breaks).
       std::string joined;
@@ -148,7 +146,7 @@ class LmSession : public Session {
         try {
           tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::train(joined, ctx_.folder.file(".tokenizer.pending"), so, ctx_.cache));
         } catch (const data::data_error& e) {  // too little text for the vocabulary: bad input
-          throw config_error(std::string(e.what()).substr(8));
+          throw config_error(message_of(e));
         }
         tok_.file = "tokenizer.model";
       }
@@ -164,7 +162,7 @@ class LmSession : public Session {
         val_.shards = data::open_shards(shards->dir, "val", shards->vocab_hash);
         if (ctx_.command == "train") train_.shards = data::open_shards(shards->dir, "train", shards->vocab_hash);
       } catch (const data::data_error& e) {
-        throw config_error(std::string(e.what()).substr(8));
+        throw config_error(message_of(e));
       }
       if (val_.shards.empty()) throw config_error("data " + data + " has no validation shards (val_*.bin): tokenize it with a --val-fraction above 0");
       if (ctx_.command == "train" && train_.shards.empty()) throw config_error("data " + data + " has no training shards (train_*.bin)");
@@ -190,7 +188,7 @@ class LmSession : public Session {
     try {
       batches_.emplace(train_.pieces(), context_, batch_, data_seed(c_));
     } catch (const std::invalid_argument& e) {
-      throw config_error("the training text of " + text.name + ": " + std::string(e.what()).substr(8) + (joined || shards ? "" : " (span_documents=true joins documents)"));
+      throw config_error("the training text of " + text.name + ": " + message_of(e) + (joined || shards ? "" : " (span_documents=true joins documents)"));
     }
     // The data is checked: the run's tokenizer is written (a refused start leaves none behind).
     if (!pending_.path.empty()) std::filesystem::rename(pending_.path, ctx_.folder.file(tok_.file)), pending_.path.clear();

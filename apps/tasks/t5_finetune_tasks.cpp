@@ -55,7 +55,7 @@ auto user_data(F&& read) {
   try {
     return read();
   } catch (const data::data_error& e) {
-    throw config_error(std::string(e.what()).substr(8));
+    throw config_error(message_of(e));
   }
 }
 

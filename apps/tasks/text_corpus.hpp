@@ -15,6 +15,7 @@
 #include <ctgrad/training/escape.hpp>
 
 #include "../task.hpp"
+#include "lm_data.hpp"
 
 namespace ctgrad::cli::corpus {
 
@@ -70,27 +71,13 @@ inline Corpus load_corpus(const data::DataCache& cache = {}) {
 // The pretraining text keys of BERT and T5: data (kjv+austen, or a user's text), val_data,
 // val_fraction, text_field; stated in a saved config only when set.
 inline void add_corpus_keys(Schema& s) {
-  s.text("data", "kjv+austen",
-         "kjv+austen (the KJV's verses and Austen's paragraphs), or your text: a file, a folder (its .txt, .md and .jsonl files, also .gz or .zst), "
-         "or a glob; each line a unit, documents held out by hash",
-         Role::run)
-      .text("val_data", "", "validation text (as data; empty: documents of data held out by val_fraction)", Role::run)
-      .real("val_fraction", 0.1, {.min = 0, .max = 0.5, .min_open = true}, "the share of documents held out, chosen by a hash of each", Role::run)
-      .text("text_field", "text", "the field of a JSON Lines record that holds its text", Role::run);
-  s.stated_when_set({"data", "val_data", "val_fraction", "text_field"});
+  add_text_data_keys(s, "kjv+austen", "kjv+austen (the KJV's verses and Austen's paragraphs; of your text, each line is a unit)");
 }
 
 // A user's text (data/text_source.hpp) as units: each line of a document (blank lines dropped),
 // documents held out as data::read_corpus holds them out.
 inline Corpus load_user_corpus(const Config& c) {
-  data::Corpus docs;
-  try {
-    data::TextSourceOptions o{.text_field = c.text("text_field")};
-    o.max_total_bytes = std::size_t(std::max(available_bytes() / 8, 1e6));
-    docs = data::read_corpus(c.text("data"), c.text("val_data"), c.real("val_fraction"), o);
-  } catch (const data::data_error& e) {
-    throw config_error(std::string(e.what()).substr(8));
-  }
+  data::Corpus docs = read_user_text(c);
   Corpus out;
   auto add = [](std::vector<std::string>& documents, std::vector<std::string>& units, std::vector<std::size_t>& starts) {
     for (std::string& d : documents) {

@@ -51,8 +51,7 @@ void TranslationSession::load_translation_data() {
   try {
     corpus = data::en_de_corpus(c_.text("data"), {.source_field = c_.text("source_field"), .target_field = c_.text("target_field")});
   } catch (const data::data_error& e) {  // a user's pairs: bad input, one line
-    const std::string m = e.what();
-    throw config_error(m.rfind("ctgrad: ", 0) == 0 ? m.substr(8) : m);
+    throw config_error(message_of(e));
   }
   if (const double f = c_.real("train_fraction"); f < 1) {  // the same subset for every seed
     auto part = [f](std::size_t n) { return std::size_t(std::ceil(f * double(n))); };

@@ -16,7 +16,6 @@
 #include <ctgrad/data/text_source.hpp>
 #include <ctgrad/training/escape.hpp>
 
-#include <nlohmann/json.hpp>
 #include <ctgrad/data/pairs.hpp>
 #include <ctgrad/base/random.hpp>
 #include <ctgrad/models/vit.hpp>
@@ -133,14 +132,7 @@ std::vector<std::string> vit_classes(const Config& c, const Context& ctx) {
       throw config_error("the run " + ctx.folder.dir().string() + " was trained on an image folder: data=fashion-mnist has other classes");
     return kFashionClasses;
   }
-  if (ctx.from_checkpoint) {
-    const checkpoint::File f(ctx.folder.checkpoint());
-    const auto it = f.metadata().find("classes");
-    const nlohmann::json j = it == f.metadata().end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
-    if (!j.is_array() || j.size() < 2 || !std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) { return v.is_string(); }))
-      throw config_error("the checkpoint " + ctx.folder.checkpoint().string() + " records no classes");
-    return j.get<std::vector<std::string>>();
-  }
+  if (ctx.from_checkpoint) return names_from_checkpoint(ctx.folder.checkpoint(), "classes");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw config_error("data " + training::printable(c.text("data")) + ": no such folder");
   std::vector<std::string> out;
@@ -200,7 +192,7 @@ class VitSession : public Session {
         test_ = (val.empty() ? data::read_image_folder(dir, o, &held) : data::read_image_folder(val, o)).images;
         if (ctx_.command == "train") train_ = data::read_image_folder(dir, o, val.empty() ? &kept : nullptr).images;
       } catch (const data::data_error& e) {
-        throw config_error(std::string(e.what()).substr(8));
+        throw config_error(message_of(e));
       }
       if (test_.count == 0) throw config_error("no test images: none is held out by val_fraction: give val_data=images:DIR or more images");
       if (ctx_.command == "train" && train_.count == 0) throw config_error("no training images: every image is held out");
@@ -235,7 +227,7 @@ class VitSession : public Session {
   std::vector<std::string> metrics() const override { return {"error", "accuracy"}; }
   checkpoint::Metadata metadata() override {
     if (image_dir(c_).empty()) return {};
-    return {{"classes", nlohmann::json(classes_).dump()}};  // output k is classes_[k], for eval and resume
+    return {{"classes", names_metadata(classes_)}};  // output k is classes_[k], for eval and resume
   }
   training::LoopOptions loop() override {
     const std::int64_t steps = c_.integer("epochs") * per_epoch_;

@@ -7,6 +7,8 @@
 
 #include <fstream>
 
+#include "data_errors.hpp"
+
 #include "../scratch.hpp"
 #include "image_writer.hpp"
 
@@ -15,14 +17,7 @@ using namespace ctgrad::data;
 namespace fs = std::filesystem;
 
 namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const data_error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ctgrad::testing::error_of;
 // w x h RGB: red where x < w / 2, blue elsewhere.
 std::vector<std::uint8_t> halves(int w, int h) {
   std::vector<std::uint8_t> px(std::size_t(w * h * 3), 0);

@@ -14,6 +14,8 @@
 
 #include <fstream>
 
+#include "data_errors.hpp"
+
 using namespace ctgrad::data;
 namespace fs = std::filesystem;
 
@@ -57,14 +59,7 @@ std::vector<Document> read_all(const std::string& spec, TextSourceOptions o = {}
   return d;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const data_error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ctgrad::testing::error_of;
 }  // namespace
 
 TEST_CASE("a folder's text files are read recursively in path order, plain, gzip or zstd", "[data][text]") {
