@@ -17,13 +17,17 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <atomic>
 
 #include <ctgrad/training/ablation.hpp>
 #include <ctgrad/training/escape.hpp>
+#include <ctgrad/training/log.hpp>
 #include <ctgrad/training/plot_data.hpp>
 
 #include "git_commit.h"
 
+#include "ablate_slurm.hpp"
+#include "ablate_status.hpp"
 #include "option_text.hpp"
 #include "plugins.hpp"
 #include "saved_config.hpp"
@@ -76,9 +80,16 @@ std::vector<std::string> run_environment() {
 // Ctrl-C reaches the child through the terminal; a SIGTERM to the study is passed on to it; and
 // when the study dies (kill -9), the kernel sends the child SIGTERM (PR_SET_PDEATHSIG): it saves
 // a checkpoint and stops, and the next `ctgrad ablate` continues it.
-int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunContext& ctx) {
-  std::vector<std::string> args{"ctgrad", "train", model, "--run", r.dir.string(), ctx.resume ? "--resume" : "--overwrite", "--threads",
+// `launcher`: the program that starts the ranks of a data-parallel run (srun and its options), or
+// empty for one process.
+int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunContext& ctx, const std::vector<std::string>& launcher = {}) {
+  std::error_code exe_error;
+  const std::string exe = launcher.empty() ? "/proc/self/exe" : std::filesystem::read_symlink("/proc/self/exe", exe_error).string();
+  std::vector<std::string> args = launcher;
+  args.push_back(launcher.empty() ? "ctgrad" : exe);
+  std::vector<std::string> own{"train", model, "--run", r.dir.string(), ctx.resume ? "--resume" : "--overwrite", "--threads",
                                 std::to_string(ctx.threads)};
+  args.insert(args.end(), own.begin(), own.end());
   for (const auto& [k, v] : r.sets) args.insert(args.end(), {"--set", k + "=" + v});
   args.insert(args.end(), {"--set", "seed=" + std::to_string(r.seed)});
   std::vector<char*> argv;
@@ -100,7 +111,8 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
     if (::getppid() != parent) ::_exit(130);  // the study died before the line above
     ::dup2(out, 1);
     ::dup2(out, 2);
-    ::execve("/proc/self/exe", argv.data(), envp.data());
+    if (launcher.empty()) ::execve("/proc/self/exe", argv.data(), envp.data());
+    else ::execvpe(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   const int err = errno;
@@ -139,9 +151,94 @@ void check_resumable(const Task& t, const ab::RunSpec& r) {
                      " (move the folder out of the study to keep it; without it, the run starts afresh)");
 }
 
+// Slurm's warning before a time limit (sbatch --signal=B:USR1@120): save, stop, and requeue the task.
+std::atomic<bool> g_time_limit{false};
+extern "C" void on_time_limit(int) {
+  g_time_limit = true;
+  training::set_interrupted();
+}
+
+// `ctgrad ablate --slurm-task ARRAY_FILE`: one task of a study's job array (apps/ablate_slurm.hpp).
+// Runs its run as a local study runs each (result.json or failed.json after); stopped by SIGTERM
+// (scancel, preemption, `scontrol requeue`) the run saves a checkpoint and the task exits 130, and
+// a requeued task continues it; warned of the time limit, it saves and requeues itself.
+int slurm_task(const std::vector<std::string>& rest) {
+  if (rest.size() != 3) throw config_error("usage: ctgrad ablate --slurm-task ARRAY_FILE (a task of a study's Slurm job array; ctgrad ablate --launcher slurm submits it)");
+  const slurm::Task st = slurm::task_of(rest[2]);
+  ab::StudyOptions o;
+  try {
+    o = ab::Study::saved_options(st.study_dir);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  o.seeds = st.seeds, o.commit = build_commit(), o.yes = true, o.retry_failed = true;
+  const Task& t = find_model(o.model);
+  std::optional<ab::Study> study;
+  try {
+    study.emplace(o);
+    study->verify();
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  const ab::RunSpec* run = nullptr;
+  for (const ab::RunSpec& r : study->runs())
+    if (r.dir == st.run_dir) run = &r;
+  if (!run) throw config_error("the study in " + training::printable(st.study_dir.string()) + " has no run " + training::printable(st.run_dir.string()));
+  const char* job = std::getenv("SLURM_ARRAY_JOB_ID");
+  const char* task = std::getenv("SLURM_ARRAY_TASK_ID");
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  std::printf("study %s: run %s seed %d, Slurm task %s_%s%s\n", training::printable(o.name).c_str(), training::printable(run->config).c_str(), run->seed,
+              job ? job : "?", task ? task : "?", restarts ? (std::string(", restart ") + restarts).c_str() : "");
+  std::fflush(stdout);
+  if (study->succeeded(*run)) {
+    std::printf("its result is there already: nothing to run\n");
+    return 0;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_time_limit;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, nullptr);
+  std::vector<std::string> launcher;
+  if (st.ranks > 1)  // a data-parallel run: its ranks started by srun within the task's allocation
+    launcher = {"srun", "--ntasks=" + std::to_string(st.ranks), "--cpus-per-task=" + std::to_string(st.cpus), "--kill-on-bad-exit=1"};
+  const ab::RunOutcome out = study->run_one(*run, [&](const ab::RunSpec& r, const ab::RunContext& ctx) {
+    if (ctx.resume) check_resumable(t, r);
+    return train_child(t.name, r, ctx, launcher);
+  }, st.cpus);
+  if (out.stopped) {
+    if (g_time_limit) {
+      const bool requeued = slurm::requeue_self();
+      std::printf("the time limit is near: checkpoint saved; %s\n", requeued ? "the task is requeued and continues the run" : "requeueing failed: rerun the study's command to continue it");
+    } else {
+      std::printf("stopped: checkpoint saved; a requeued task (or the study's command, rerun) continues the run\n");
+    }
+    return 130;
+  }
+  if (!out.refused.empty()) std::fprintf(stderr, "ctgrad: study run %s seed %d failed: %s\n", training::printable(run->config).c_str(), run->seed, out.refused.c_str());
+  std::printf("%s (exit %d): %s\n", out.exit_code == 0 ? "done" : "failed", out.exit_code,
+              training::printable((run->dir / (out.exit_code == 0 ? "result.json" : "failed.json")).string()).c_str());
+  return out.exit_code;
+}
+
+// `ctgrad ablate --run DIR --status`.
+int status_command(const std::vector<std::string>& rest) {
+  std::string dir;
+  bool status = false;
+  for (std::size_t i = 1; i < rest.size(); ++i) {
+    if (rest[i] == "--run" && i + 1 < rest.size() && dir.empty()) dir = one_line("--run", rest[++i]);
+    else if (rest[i] == "--status" && !status) status = true;
+    else throw config_error("usage: ctgrad ablate --run DIR --status (or ctgrad ablate <model> --grid ...): '" + training::printable(rest[i]) + "' is not expected here");
+  }
+  if (!status || dir.empty()) throw config_error("usage: ctgrad ablate --run DIR --status (or ctgrad ablate <model> --grid ...)");
+  return ablate_status(dir);
+}
+
 }  // namespace
 
 int ablate(const std::vector<std::string>& rest) {
+  if (rest.size() >= 2 && rest[1] == "--slurm-task") return slurm_task(rest);
+  if (rest.size() >= 2 && (rest[1] == "--run" || rest[1] == "--status")) return status_command(rest);
   if (rest.size() < 2 || rest[1].rfind("--", 0) == 0)
     throw config_error("usage: ctgrad ablate <model> --grid key=a,b [--grid ...] | --vary key=a,b [--vary ...] [--seeds N] [--set key=value ...] [--jobs J] [--run DIR] [--yes]");
   const Task& t = find_model(rest[1]);
@@ -151,6 +248,9 @@ int ablate(const std::vector<std::string>& rest) {
   o.dir = "studies/" + t.name;
   o.commit = build_commit();
   std::string name;
+  std::string launcher = "local";
+  slurm::Launch launch;
+  bool wait = false;
   std::set<std::string> given;
   for (std::size_t i = 2; i < rest.size(); ++i) {
     const std::string& a = rest[i];
@@ -160,7 +260,8 @@ int ablate(const std::vector<std::string>& rest) {
     };
     // An option of one value given twice is a mistake, not "the last wins" (train refuses it too);
     // --grid and --set repeat by design, and a key set twice is refused below.
-    static const std::set<std::string> once{"--seeds", "--jobs", "--threads", "--max-runs", "--run", "--metric", "--name", "--yes", "--retry-failed"};
+    static const std::set<std::string> once{"--seeds", "--jobs", "--threads", "--max-runs", "--run", "--metric", "--name", "--yes", "--retry-failed",
+                                            "--launcher", "--cpus-per-run", "--ranks-per-run", "--wait", "--shared-fs"};
     if (once.count(a) && !given.insert(a).second) throw config_error(a + " is given twice");
     if (a == "--grid" || a == "--vary") {
       if (!o.grid.empty() && o.one_at_a_time != (a == "--vary"))
@@ -196,10 +297,27 @@ int ablate(const std::vector<std::string>& rest) {
     else if (a == "--name") name = one_line("--name", value());
     else if (a == "--yes") o.yes = true;
     else if (a == "--retry-failed") o.retry_failed = true;
+    else if (a == "--launcher") {
+      launcher = value();
+      if (launcher != "local" && launcher != "slurm") throw config_error("--launcher " + training::printable(launcher) + ": local or slurm");
+    } else if (a.rfind("--slurm-arg=", 0) == 0) launch.sbatch_args.push_back(one_line("--slurm-arg", a.substr(12)));
+    else if (a == "--slurm-arg") launch.sbatch_args.push_back(one_line(a, value()));
+    else if (a == "--cpus-per-run") launch.cpus = int(training::parse_integer(value(), a, {.min = 1, .max = 4096}));
+    else if (a == "--ranks-per-run") launch.ranks = int(training::parse_integer(value(), a, {.min = 1, .max = 4096}));
+    else if (a == "--wait") wait = true;
+    else if (a == "--shared-fs") launch.shared_fs = true;
     else
       throw config_error("unknown option '" + training::printable(a) + "' for ctgrad ablate (options: --grid, --vary, --seeds, --set, --jobs, --threads, --run, --metric, --name, " +
-                         "--max-runs, --yes, --retry-failed)");
+                         "--max-runs, --yes, --retry-failed, --launcher, --slurm-arg, --cpus-per-run, --ranks-per-run, --wait, --shared-fs; " +
+                         "ctgrad ablate --run DIR --status)");
   }
+  if (launcher == "local")
+    for (const char* only : {"--slurm-arg", "--cpus-per-run", "--ranks-per-run", "--wait", "--shared-fs"})
+      if (given.count(only) || (std::string(only) == "--slurm-arg" && !launch.sbatch_args.empty()))
+        throw config_error(std::string(only) + " is for a study on Slurm: add --launcher slurm");
+  if (launcher == "slurm" && given.count("--threads"))
+    throw config_error("--threads divides this machine's cores between local runs: on Slurm give each run's cores with --cpus-per-run");
+  if (launcher == "slurm" && given.count("--jobs")) launch.throttle = o.jobs;
   if (o.grid.empty()) throw config_error("ctgrad ablate " + t.name + " needs a grid: --grid key=a,b or --vary key=a,b (keys: ctgrad help " + t.name + ")");
   for (std::size_t i = 0; i < o.fixed.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
@@ -247,15 +365,66 @@ int ablate(const std::vector<std::string>& rest) {
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
-  std::size_t todo = 0;
-  for (const auto& r : study->runs()) todo += !study->finished(r);
-  std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to run), %d at a time, in %s\n", t.name.c_str(),
-              study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo, o.jobs, o.dir.c_str());
-  std::fflush(stdout);
-  const int failed = study->run([&](const ab::RunSpec& r, const ab::RunContext& ctx) {
-    if (ctx.resume) check_resumable(t, r);
-    return train_child(t.name, r, ctx);
-  });
+  // Runs that Slurm holds (submitted by an earlier call) are neither run here nor submitted again.
+  const auto held = slurm::queued(o.dir);
+  if (launcher == "local" && !held.empty())
+    throw config_error("the study's runs are in Slurm's queue (" + std::to_string(held.size()) + " runs, job " + held.begin()->second.job.substr(0, held.begin()->second.job.find('_')) +
+                       "): collect them with the same command and --launcher slurm (add --wait), or scancel the job first");
+  std::vector<const ab::RunSpec*> todo;
+  for (const auto& r : study->runs())
+    if (!study->finished(r) && !held.count(r.dir)) todo.push_back(&r);
+  int failed = 0;
+  if (launcher == "local") {
+    std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to run), %d at a time, in %s\n", t.name.c_str(),
+                study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo.size(), o.jobs, o.dir.c_str());
+    std::fflush(stdout);
+    failed = study->run([&](const ab::RunSpec& r, const ab::RunContext& ctx) {
+      if (ctx.resume) check_resumable(t, r);
+      return train_child(t.name, r, ctx);
+    });
+  } else if (!todo.empty() || !held.empty()) {
+    slurm::check_cluster(std::filesystem::absolute(o.dir), launch);
+    std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to submit, %zu in Slurm's queue), in %s\n", t.name.c_str(),
+                study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo.size(), held.size(), o.dir.c_str());
+    if (!todo.empty()) {
+      const std::vector<std::string> jobs = slurm::submit(*study, todo, launch);
+      std::string list;
+      for (const auto& j : jobs) list += (list.empty() ? "" : ", ") + j;
+      std::printf("submitted to Slurm as job %s: %zu array tasks, %d CPU%s and %d rank%s each%s\n", list.c_str(), todo.size(), launch.cpus,
+                  launch.cpus == 1 ? "" : "s", launch.ranks, launch.ranks == 1 ? "" : "s",
+                  launch.throttle > 0 ? (", at most " + std::to_string(launch.throttle) + " at once").c_str() : "");
+    }
+    const std::string status = "ctgrad ablate --run " + training::shell_quote(o.dir.string()) + " --status";
+    if (!wait) {
+      std::printf("%s shows each run; run this command again (or with --wait) for the report once they have ended\n", status.c_str());
+      return 0;
+    }
+    // --wait: until no run of the study is in the queue, a progress line from the run folders and squeue.
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      const auto queue = slurm::queued(o.dir);
+      const auto states = run_states(*study, queue, {});
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "\rstudy %s on Slurm: %s; waited %s   ", training::printable(o.name).c_str(), state_counts(states).c_str(),
+                   training::format_duration(secs).c_str());
+      std::fflush(stderr);
+      if (queue.empty()) break;
+      for (int i = 0; i < 20 + std::min(int(secs / 6), 100) && !training::interrupted(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (training::interrupted()) {
+        std::fprintf(stderr, "\nstopped waiting: the runs go on in Slurm; %s shows them, and this command collects them\n", status.c_str());
+        return 130;
+      }
+    }
+    std::fprintf(stderr, "\n");
+    std::size_t ended = 0;
+    for (const auto& r : study->runs()) ended += !study->finished(r);
+    if (ended > 0)
+      std::fprintf(stderr, "ctgrad: %zu runs left Slurm's queue without a result (cancelled, or their node lost; %s says how far each got): "
+                           "run this command again to submit them again; they continue from their checkpoints\n", ended, status.c_str());
+  } else {
+    std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (0 to run), in %s\n", t.name.c_str(), study->runs().size() / std::size_t(o.seeds),
+                o.seeds, study->runs().size(), o.dir.c_str());
+  }
   try {
     study->report();
   } catch (const std::invalid_argument& e) {
@@ -275,14 +444,22 @@ int ablate(const std::vector<std::string>& rest) {
                        " damaged (above): delete each damaged result.json and rerun the same command to run it again");
   // A study is complete when every run has its result; failed runs (failed.json) are kept and not
   // retried by the same command, since a diverged run is a result too, but the exit code says so.
-  std::size_t unfinished = 0;
-  for (const auto& r : study->runs()) unfinished += !study->succeeded(r);
+  std::size_t unfinished = 0, without_outcome = 0;
+  for (const auto& r : study->runs()) {
+    unfinished += !study->succeeded(r);
+    without_outcome += !study->succeeded(r) && !std::filesystem::is_regular_file(r.dir / "failed.json");
+  }
   if (unfinished > 0) {
     std::string again = "ctgrad";
     for (const std::string& w : rest) again += " " + training::shell_quote(w);
-    if (!o.retry_failed) again += " --retry-failed";
-    std::fprintf(stderr, "ctgrad: the study is incomplete: %zu of %zu runs failed (%d in this call; each run's failed.json and train.log say why); "
-                         "to run them again: %s\n", unfinished, study->runs().size(), failed, again.c_str());
+    if (unfinished == without_outcome)
+      std::fprintf(stderr, "ctgrad: the study is incomplete: %zu of %zu runs have no result yet; to run them: %s\n", unfinished, study->runs().size(), again.c_str());
+    else {
+      if (!o.retry_failed) again += " --retry-failed";
+      std::fprintf(stderr, "ctgrad: the study is incomplete: %zu of %zu runs failed (%d in this call; each run's failed.json and train.log say why)%s; "
+                           "to run them again: %s\n", unfinished - without_outcome, study->runs().size(), failed,
+                   without_outcome ? (" and " + std::to_string(without_outcome) + " have no result yet").c_str() : "", again.c_str());
+    }
     return 1;
   }
   return 0;

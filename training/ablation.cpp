@@ -140,6 +140,57 @@ void Study::lock() const {
   if (!lock_) lock_ = std::make_shared<FolderLock>(o_.dir, "study.lock", "the study folder", "another ctgrad ablate");
 }
 
+namespace {
+// Refuses a study.json that is not this study's (a folder holding something else, or another study).
+void check_study_file(const fs::path& dir, const fs::path& file, const json& mine) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))  // a FIFO would block the read
+    throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a regular file: this folder holds something else; use another --run folder");
+  const json theirs = read_json(file);
+  if (theirs.is_discarded() || !theirs.is_object() || !theirs.contains("format"))
+    throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote: this folder holds something else; " +
+                                "use another --run folder");
+  auto same_fixed_order = [](json j) {  // fixed settings are a set: `--set a --set b` is `--set b --set a`
+    if (j.is_object() && j.contains("fixed") && j["fixed"].is_array()) std::sort(j["fixed"].begin(), j["fixed"].end());
+    return j;
+  };
+  if (same_fixed_order(theirs) != same_fixed_order(mine))
+    throw std::invalid_argument("ctgrad: " + printable(dir.string()) + " holds another study (" + printable(file.string()) + " differs: model, grid or fixed " +
+                                "settings): use another --run folder");
+}
+}  // namespace
+
+void Study::verify() const {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(o_.dir / "study.json", ec)))
+    throw std::invalid_argument("ctgrad: " + printable(o_.dir.string()) + " holds no study (no study.json)");
+  check_study_file(o_.dir, o_.dir / "study.json", study_json(o_));
+}
+
+StudyOptions Study::saved_options(const fs::path& dir) {
+  const fs::path file = dir / "study.json";
+  std::error_code ec;
+  std::string why;
+  const json j = fs::is_regular_file(file, ec) ? read_json(file, &why) : json(json::value_t::discarded);
+  if (j.is_discarded())
+    throw std::invalid_argument("ctgrad: " + printable(dir.string()) + " holds no study: " + printable(file.string()) + " " +
+                                (why.empty() ? "is missing or not a file" : why));
+  StudyOptions o;
+  o.dir = dir;
+  try {
+    if (j.at("format") != "ctgrad-study-1") throw std::invalid_argument("an unknown format");
+    o.model = j.at("model").get<std::string>();
+    for (const json& a : j.at("grid")) o.grid.push_back({a.at("key").get<std::string>(), a.at("values").get<std::vector<std::string>>()});
+    for (const json& f : j.at("fixed")) o.fixed.emplace_back(f.at(0).get<std::string>(), f.at(1).get<std::string>());
+    o.one_at_a_time = j.value("design", "") == "one_at_a_time";
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote (" + printable(e.what()) + ")");
+  }
+  o.name = o.model + ":";
+  for (const Axis& a : o.grid) o.name += " " + a.key;
+  return o;
+}
+
 void Study::prepare() const {
   std::error_code ec;
   fs::create_directories(o_.dir, ec);
@@ -149,19 +200,7 @@ void Study::prepare() const {
   const fs::path file = o_.dir / "study.json";
   const json mine = study_json(o_);
   if (fs::exists(fs::symlink_status(file, ec))) {
-    if (!fs::is_regular_file(file, ec))  // a FIFO would block the read
-      throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a regular file: this folder holds something else; use another --run folder");
-    const json theirs = read_json(file);
-    if (theirs.is_discarded() || !theirs.is_object() || !theirs.contains("format"))
-      throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote: this folder holds something else; " +
-                                  "use another --run folder");
-    auto same_fixed_order = [](json j) {  // fixed settings are a set: `--set a --set b` is `--set b --set a`
-      if (j.is_object() && j.contains("fixed") && j["fixed"].is_array()) std::sort(j["fixed"].begin(), j["fixed"].end());
-      return j;
-    };
-    if (same_fixed_order(theirs) != same_fixed_order(mine))
-      throw std::invalid_argument("ctgrad: " + o_.dir.string() + " holds another study (" + file.string() + " differs: model, grid or fixed " +
-                                  "settings): use another --run folder");
+    check_study_file(o_.dir, file, mine);
     // This study's folder: its own files' temporaries a killed study left (its runs' folders clean their own).
     checkpoint::remove_stale_temporaries(o_.dir, [](const std::string& of) {
       for (const char* own : {"study.json", "results.md", "results.html", "results.csv", "results.json", "curves.png", "final.png"})
@@ -282,6 +321,54 @@ bool lower_is_better(const std::string& m) {
 }
 bool Study::lower_is_better() const { return ablation::lower_is_better(metric()); }
 
+RunOutcome Study::run_one(const RunSpec& run, const RunFn& f, int threads) const {
+  const RunSpec* r = &run;
+  RunOutcome out;
+  std::error_code ec;
+  fs::create_directories(r->dir, ec);
+  if (ec || !fs::is_directory(r->dir, ec)) {
+    // Name what is in the way: a file, a dangling or looping link, rather than errno's "File exists".
+    std::string why = ec ? ec.message() : "a file is in the way";
+    for (fs::path p = r->dir; !p.empty() && p != o_.dir && p != p.parent_path(); p = p.parent_path()) {
+      std::error_code e2;
+      const auto st = fs::symlink_status(p, e2);
+      if (fs::is_symlink(st) && !fs::is_directory(fs::status(p, e2))) why = printable(p.string()) + " is a symbolic link that leads to no folder";
+      else if (fs::exists(st) && !fs::is_directory(st) && !fs::is_symlink(st)) why = printable(p.string()) + " is a file, in the way";
+    }
+    throw std::runtime_error("cannot make the run folder " + printable(r->dir.string()) + ": " + why);
+  }
+  // One process at a time runs a run: a local study beside a Slurm task of the same study, or a
+  // task Slurm started again while the one it requeued still saves, is refused, naming the holder.
+  const FolderLock run_lock(r->dir, "run.lock", "the run folder", "another process of the study");
+  const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
+  const auto s0 = std::chrono::steady_clock::now();
+  try {
+    out.exit_code = f(*r, RunContext{threads, resume});
+  } catch (const std::exception& e) {
+    out.exit_code = 1;
+    out.refused = printable(e.what());
+  }
+  // The outcome, kept with the run's settings: its final validation, or how it failed (a diverged
+  // or refused run is a result of the study: reported, and not retried unless asked).
+  const Curve c = read_curve(r->dir / "metrics.jsonl");
+  json sets = json::object();
+  for (const auto& [k, v] : r->sets) sets[k] = v;
+  json last = json::object();
+  if (!c.values.empty())
+    for (const auto& [k, v] : c.values.back()) last[k] = v;
+  out.stopped = interrupted() && out.exit_code != 0;  // Ctrl-C, SIGTERM: neither a result nor a failure; the run continues next time
+  if (out.stopped) return out;
+  const int rc = out.exit_code;
+  json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
+               {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
+               {"train_seconds", c.seconds}, {"exit_code", rc},
+               {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
+  if (!out.refused.empty()) outcome["refused"] = out.refused;
+  checkpoint::write_atomically(r->dir / (rc == 0 ? "result.json" : "failed.json"), outcome.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  if (rc == 0) fs::remove(r->dir / "failed.json", ec);
+  return out;
+}
+
 int Study::run(const RunFn& f) const {
   prepare();
   std::vector<const RunSpec*> todo;
@@ -318,50 +405,12 @@ int Study::run(const RunFn& f) const {
         ++running;
         progress();
       }
-      int rc = 1;
-      bool stopped = false;
-      std::string refused;  // why the run function refused the run, rather than running it
+      RunOutcome out;
       try {
-        std::error_code ec;
-        fs::create_directories(r->dir, ec);
-        if (ec || !fs::is_directory(r->dir, ec)) {
-          // Name what is in the way: a file, a dangling or looping link, rather than errno's "File exists".
-          std::string why = ec ? ec.message() : "a file is in the way";
-          for (fs::path p = r->dir; !p.empty() && p != o_.dir && p != p.parent_path(); p = p.parent_path()) {
-            std::error_code e2;
-            const auto st = fs::symlink_status(p, e2);
-            if (fs::is_symlink(st) && !fs::is_directory(fs::status(p, e2))) why = printable(p.string()) + " is a symbolic link that leads to no folder";
-            else if (fs::exists(st) && !fs::is_directory(st) && !fs::is_symlink(st)) why = printable(p.string()) + " is a file, in the way";
-          }
-          throw std::runtime_error("cannot make the run folder " + printable(r->dir.string()) + ": " + why);
-        }
-        const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
-        const auto s0 = std::chrono::steady_clock::now();
-        try {
-          rc = f(*r, RunContext{threads, resume});
-        } catch (const std::exception& e) {
-          refused = printable(e.what());
+        out = run_one(*r, f, threads);
+        if (!out.refused.empty()) {
           std::lock_guard<std::mutex> lock(m);
-          std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", printable(r->config).c_str(), r->seed, refused.c_str());
-        }
-        // The outcome, kept with the run's settings: its final validation, or how it failed (a
-        // diverged or refused run is a result of the study: reported, and not retried unless asked).
-        const Curve c = read_curve(r->dir / "metrics.jsonl");
-        json sets = json::object();
-        for (const auto& [k, v] : r->sets) sets[k] = v;
-        json last = json::object();
-        if (!c.values.empty())
-          for (const auto& [k, v] : c.values.back()) last[k] = v;
-        stopped = interrupted() && rc != 0;  // Ctrl-C: neither a result nor a failure; the run continues next time
-        if (!stopped) {
-          json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
-                       {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
-                       {"train_seconds", c.seconds}, {"exit_code", rc},
-                       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
-          if (!refused.empty()) outcome["refused"] = refused;
-          checkpoint::write_atomically(r->dir / (rc == 0 ? "result.json" : "failed.json"),
-                                       outcome.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-          if (rc == 0) fs::remove(r->dir / "failed.json", ec);
+          std::fprintf(stderr, "\nctgrad: study run %s seed %d failed: %s\n", printable(r->config).c_str(), r->seed, out.refused.c_str());
         }
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(m);
@@ -372,12 +421,14 @@ int Study::run(const RunFn& f) const {
                   printable(why.rfind("ctgrad: ", 0) == 0 ? why.substr(8) : why);
         return;
       }
+      const int rc = out.exit_code;
+      const bool stopped = out.stopped;
       std::lock_guard<std::mutex> lock(m);
       --running;
       done += !stopped;  // an interrupted run is left: the next call continues it
       if (rc != 0 && !stopped) {
         ++failed;
-        if (refused.empty())
+        if (out.refused.empty())
           std::fprintf(stderr, "\nctgrad: study run %s seed %d exited %d%s (its folder: %s)\n", printable(r->config).c_str(), r->seed, rc,
                        rc == 3 ? ": training diverged" : "", printable(r->dir.string()).c_str());
       }

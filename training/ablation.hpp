@@ -82,6 +82,13 @@ struct RunContext {
 
 using RunFn = std::function<int(const RunSpec&, const RunContext&)>;
 
+// What became of one run (Study::run_one).
+struct RunOutcome {
+  int exit_code = 1;
+  bool stopped = false;     // interrupted (Ctrl-C, SIGTERM): neither result nor failure recorded; the next call continues it
+  std::string refused;      // why the run function threw rather than ran, if it did
+};
+
 struct Summary {
   std::string config;
   std::vector<std::pair<std::string, std::string>> values;  // the grid's values of this configuration
@@ -106,9 +113,19 @@ class Study {
   const std::vector<RunSpec>& runs() const { return runs_; }
   // Creates the folder and study.json, or checks that the one there is this study.
   void prepare() const;
+  // Checks that the folder holds this study, without making it or taking its lock: for a task a
+  // launcher started (a Slurm array task runs one run beside the command that submitted it).
+  void verify() const;
+  // The options a study folder's study.json records (model, grid, fixed settings, design; seeds,
+  // jobs and the rest at their defaults); std::invalid_argument naming the file when it holds none.
+  static StudyOptions saved_options(const std::filesystem::path& dir);
   // Runs every run that is not finished, options().jobs at a time, with a one-line progress view
   // (done / running / left, ETA). Returns how many failed. Stops starting new runs on Ctrl-C.
   int run(const RunFn& f) const;
+  // One run as run() runs each: makes its folder, calls f (ctx.resume when it holds a checkpoint)
+  // and records result.json or failed.json (nothing when interrupted). std::runtime_error when the
+  // folder cannot be made or the outcome written.
+  RunOutcome run_one(const RunSpec& r, const RunFn& f, int threads) const;
   // Per configuration, from the run folders (finished runs only): the final value of `metric`
   // (empty: metric()).
   std::vector<Summary> summarize(const std::string& metric = "") const;

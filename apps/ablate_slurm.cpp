@@ -1,0 +1,362 @@
+#include "ablate_slurm.hpp"
+
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/data/ende/process.hpp>
+#include <ctgrad/training/config.hpp>
+#include <ctgrad/training/escape.hpp>
+
+namespace ctgrad::cli::slurm {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using training::config_error;
+using training::printable;
+
+namespace {
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string d; std::getline(dirs, d, ':');)
+    if (!d.empty() && ::access((fs::path(d) / program).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+data::ende::Ran run(const std::vector<std::string>& argv) { return data::ende::run_program(argv); }
+
+std::string first_line(const std::string& s) {
+  std::string t = data::ende::output_tail(s);
+  return t.empty() ? "no output" : t;
+}
+
+// The study's array files, by number: slurm/array-K.json.
+std::vector<std::pair<int, fs::path>> array_files(const fs::path& study_dir) {
+  std::vector<std::pair<int, fs::path>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(study_dir / "slurm", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("array-", 0) != 0 || n.size() < 12 || n.substr(n.size() - 5) != ".json") continue;
+    const std::string k = n.substr(6, n.size() - 11);
+    if (k.empty() || k.size() > 6 || k.find_first_not_of("0123456789") != std::string::npos) continue;
+    out.emplace_back(std::stoi(k), e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json read_array(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec) || fs::file_size(file, ec) > (std::uintmax_t(64) << 20))
+    throw config_error(printable(file.string()) + " is not a regular file of ctgrad's (an array of the study's Slurm jobs)");
+  std::ifstream f(file);
+  const json j = json::parse(f, nullptr, false);
+  if (!j.is_object() || j.value("format", "") != "ctgrad-slurm-array-1" || !j.contains("runs") || !j["runs"].is_array())
+    throw config_error(printable(file.string()) + " is not an array file ctgrad wrote (damaged?): move it out of the study folder");
+  for (const json& r : j["runs"])
+    if (!r.is_string() || r.get<std::string>().rfind("runs/", 0) != 0 || r.get<std::string>().find("..") != std::string::npos)
+      throw config_error(printable(file.string()) + " names a run outside the study's runs/ folder: not a file ctgrad wrote");
+  return j;
+}
+
+// Every submitted array: job id -> its runs' folders (by array index).
+std::map<std::string, std::vector<fs::path>> submitted(const fs::path& study_dir) {
+  std::map<std::string, std::vector<fs::path>> out;
+  for (const auto& [k, file] : array_files(study_dir)) {
+    const json j = read_array(file);
+    if (!j.contains("job") || !j["job"].is_string()) continue;  // sbatch refused it
+    std::vector<fs::path> runs;
+    for (const json& r : j["runs"]) runs.push_back(study_dir / r.get<std::string>());
+    out[j["job"].get<std::string>()] = std::move(runs);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// Linux's magic numbers (statfs(2)) of the file systems that nodes share.
+std::string shared_kind(long type) {
+  switch (static_cast<unsigned long>(type) & 0xffffffffUL) {
+    case 0x6969: return "NFS";
+    case 0x517B: return "SMB";
+    case 0xFF534D42: return "CIFS";
+    case 0xFE534D42: return "SMB2";
+    case 0x0BD00BD0: return "Lustre";
+    case 0x47504653: return "GPFS";
+    case 0x19830326: return "BeeGFS";
+    case 0x00C36400: return "CephFS";
+    case 0x5346414F: return "AFS";
+    case 0x7461636F: return "OCFS2";
+    case 0x01161970: return "GFS2";
+    case 0xAAD7AAEA: return "PanFS";
+    case 0x65735546: return "FUSE";  // sshfs, GlusterFS, JuiceFS...: network file systems as a rule
+    default: return "";
+  }
+}
+
+std::string local_kind(long type) {
+  switch (static_cast<unsigned long>(type) & 0xffffffffUL) {
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "XFS";
+    case 0x9123683E: return "Btrfs";
+    case 0x01021994: return "tmpfs";
+    case 0x794C7630: return "overlayfs";
+    case 0x2FC12FC1: return "ZFS";
+    case 0xF2F52010: return "F2FS";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "type 0x%lx", static_cast<unsigned long>(type) & 0xffffffffUL);
+      return hex;
+    }
+  }
+}
+
+// The partition the user's sbatch arguments name (-p P, --partition=P, --partition P); "" for the default.
+std::string partition_of(const std::vector<std::string>& args) {
+  std::string p;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--partition=", 0) == 0) p = a.substr(12);
+    else if ((a == "--partition" || a == "-p") && i + 1 < args.size()) p = args[++i];
+    else if (a.rfind("-p", 0) == 0 && a.size() > 2) p = a.substr(2);
+  }
+  return p;
+}
+
+// The nodes of a partition (its hostnames, expanded), or of the default partition.
+std::vector<std::string> partition_nodes(const std::string& partition) {
+  std::vector<std::string> cmd{"sinfo", "-h", "-o", "%P %N"};
+  if (!partition.empty()) cmd.insert(cmd.end(), {"-p", partition});
+  const auto r = run(cmd);
+  if (r.status != 0) throw config_error("--launcher slurm: sinfo failed (" + first_line(r.output) + "): is Slurm's controller reachable from here?");
+  std::string list;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    const std::string name = line.substr(0, sp);
+    if (partition.empty() ? name.back() == '*' : true) list += (list.empty() ? "" : ",") + line.substr(sp + 1);
+  }
+  if (list.empty())
+    throw config_error("--launcher slurm: " + (partition.empty() ? std::string("Slurm names no default partition: give one with --slurm-arg=--partition=P")
+                                                                 : "Slurm knows no partition '" + printable(partition) + "' (sinfo lists none)"));
+  const auto h = run({"scontrol", "show", "hostnames", list});
+  if (h.status != 0) throw config_error("--launcher slurm: scontrol show hostnames failed: " + first_line(h.output));
+  std::vector<std::string> nodes;
+  std::istringstream names(h.output);
+  for (std::string n; names >> n;) nodes.push_back(n);
+  return nodes;
+}
+
+std::string short_host() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  std::string h = name;
+  return h.substr(0, h.find('.'));
+}
+
+// Whether the nodes see `path` (a folder or file of this machine), or why not.
+void check_shared(const fs::path& path, const std::string& what, const Launch& launch, std::vector<std::string>& nodes, bool& nodes_read) {
+  if (launch.shared_fs) return;
+  struct statfs st {};
+  if (::statfs(path.c_str(), &st) != 0) throw config_error("--launcher slurm: cannot read the file system of " + printable(path.string()));
+  if (!shared_kind(st.f_type).empty()) return;
+  if (!nodes_read) nodes = partition_nodes(partition_of(launch.sbatch_args)), nodes_read = true;
+  const std::string me = short_host();
+  std::vector<std::string> others;
+  for (const auto& n : nodes)
+    if (n.substr(0, n.find('.')) != me) others.push_back(n);
+  if (others.empty()) return;  // the partition is this machine: its own disk is the nodes' disk
+  std::string shown = joined(std::vector<std::string>(others.begin(), others.begin() + long(std::min<std::size_t>(others.size(), 4))), ", ");
+  if (others.size() > 4) shown += " and " + std::to_string(others.size() - 4) + " more";
+  throw config_error("--launcher slurm: " + what + " " + printable(path.string()) + " is on " + local_kind(st.f_type) +
+                     ", a file system of this machine (" + me + ") by its statfs type, and the partition's nodes include other machines (" +
+                     printable(shown) + "): put it on a file system the nodes share (NFS, Lustre, GPFS, BeeGFS, CephFS), or add --shared-fs if they do see it");
+}
+
+int max_array_size() {
+  const auto r = run({"scontrol", "show", "config"});
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("MaxArraySize", 0) == 0 && line.find('=') != std::string::npos) {
+      const int n = std::atoi(line.substr(line.find('=') + 1).c_str());
+      if (n > 1) return n;
+    }
+  return 1001;  // Slurm's default
+}
+
+}  // namespace
+
+void check_cluster(const fs::path& study_dir, const Launch& launch) {
+  for (const char* p : {"sbatch", "squeue", "scontrol"})
+    if (!on_path(p))
+      throw config_error(std::string("--launcher slurm: ") + p + " is not on PATH: run the study from a machine of the Slurm cluster (a login node)");
+  for (const std::string& a : launch.sbatch_args)
+    for (const char* ours : {"--array", "-a", "--parsable", "--wrap", "--output", "-o", "--error", "-e", "--ntasks", "-n", "--cpus-per-task", "-c", "--signal",
+                             "--open-mode", "--requeue", "--no-requeue"})
+      if (a == ours || a.rfind(std::string(ours) + (std::string(ours).size() == 2 ? "" : "="), 0) == 0)
+        throw config_error("--slurm-arg=" + printable(a) + ": ctgrad sets " + ours +
+                           " itself (--cpus-per-run, --ranks-per-run and --jobs set the resources and the throttle)");
+  std::vector<std::string> nodes;
+  bool read = false;
+  check_shared(study_dir, "the study folder", launch, nodes, read);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) check_shared(exe, "this program", launch, nodes, read);
+}
+
+std::map<fs::path, Queued> queued(const fs::path& study_dir) {
+  std::map<fs::path, Queued> out;
+  const auto jobs = submitted(study_dir);
+  if (jobs.empty() || !on_path("squeue")) return out;
+  for (const auto& [job, runs] : jobs) {
+    // One call per array: squeue refuses a list in which one job has left its memory (MinJobAge).
+    const auto r = run({"squeue", "-h", "-r", "-j", job, "-o", "%K|%T|%r"});
+    if (r.status != 0) {
+      if (r.output.find("Invalid job id") != std::string::npos) continue;  // ended long ago
+      throw config_error("cannot ask Slurm about the study's job " + job + ": squeue: " + first_line(r.output));
+    }
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) {
+      const auto a = line.find('|'), b = line.find('|', a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      const std::string task = line.substr(0, a);
+      if (task.empty() || task.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::size_t i = std::stoul(task);
+      if (i >= runs.size()) continue;
+      out[runs[i]] = Queued{job + "_" + task, line.substr(a + 1, b - a - 1), line.substr(b + 1)};
+    }
+  }
+  return out;
+}
+
+std::map<fs::path, std::string> accounting(const fs::path& study_dir) {
+  std::map<fs::path, std::string> out;
+  const auto jobs = submitted(study_dir);
+  if (jobs.empty() || !on_path("sacct")) return out;
+  std::vector<std::string> ids;
+  for (const auto& [job, runs] : jobs) ids.push_back(job);
+  const auto r = run({"sacct", "-n", "-P", "-X", "-j", joined(ids, ","), "-o", "JobID,State"});
+  if (r.status != 0) return out;  // accounting disabled ("Slurm accounting storage is disabled")
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto bar = line.find('|'), under = line.find('_');
+    if (bar == std::string::npos || under == std::string::npos || under > bar) continue;
+    const std::string job = line.substr(0, under), task = line.substr(under + 1, bar - under - 1);
+    const auto it = jobs.find(job);
+    if (it == jobs.end() || task.empty() || task.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::size_t i = std::stoul(task);
+    if (i < it->second.size()) out[it->second[i]] = line.substr(bar + 1);  // the last record wins (a requeued task's)
+  }
+  return out;
+}
+
+std::vector<std::string> submit(const ab::Study& study, const std::vector<const ab::RunSpec*>& todo, const Launch& launch) {
+  const fs::path dir = fs::absolute(study.options().dir);
+  std::error_code ec;
+  fs::create_directories(dir / "slurm" / "logs", ec);
+  if (ec) throw config_error("cannot make " + printable((dir / "slurm" / "logs").string()) + ": " + ec.message());
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw config_error("cannot find this program's file (/proc/self/exe): " + ec.message());
+  const auto files = array_files(dir);
+  int k = files.empty() ? 0 : files.back().first;
+  const std::size_t chunk = std::size_t(max_array_size());
+  std::vector<std::string> jobs;
+  for (std::size_t from = 0; from < todo.size(); from += chunk) {
+    const std::size_t n = std::min(chunk, todo.size() - from);
+    ++k;
+    const fs::path file = dir / "slurm" / ("array-" + std::to_string(k) + ".json");
+    const fs::path script = dir / "slurm" / ("array-" + std::to_string(k) + ".sh");
+    json runs = json::array();
+    for (std::size_t i = from; i < from + n; ++i) runs.push_back(fs::relative(fs::absolute(todo[i]->dir), dir).string());
+    json j{{"format", "ctgrad-slurm-array-1"}, {"seeds", study.options().seeds}, {"cpus", launch.cpus}, {"ranks", launch.ranks}, {"runs", runs}};
+    checkpoint::write_atomically(file, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    checkpoint::write_atomically(script, "#!/bin/sh\n# A task of the study's job array (ctgrad ablate --launcher slurm): the run at index $SLURM_ARRAY_TASK_ID of " +
+                                             file.filename().string() + "'s runs.\nexec " + training::shell_quote(exe.string()) +
+                                             " ablate --slurm-task " + training::shell_quote(file.string()) + "\n");
+    std::vector<std::string> cmd{"sbatch", "--parsable", "--job-name=ctgrad-ablate",
+                                 "--array=0-" + std::to_string(n - 1) + (launch.throttle > 0 ? "%" + std::to_string(launch.throttle) : ""),
+                                 "--requeue", "--signal=B:USR1@120", "--open-mode=append",
+                                 "--output=" + (dir / "slurm" / "logs" / "%A_%a.log").string(),
+                                 "--ntasks=" + std::to_string(launch.ranks), "--cpus-per-task=" + std::to_string(launch.cpus)};
+    cmd.insert(cmd.end(), launch.sbatch_args.begin(), launch.sbatch_args.end());
+    cmd.push_back(script.string());
+    const auto r = run(cmd);
+    std::string id;
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) {
+      const std::string head = line.substr(0, line.find(';'));
+      if (!head.empty() && head.find_first_not_of("0123456789") == std::string::npos) id = head;
+    }
+    if (r.status != 0 || id.empty()) {
+      fs::remove(file, ec), fs::remove(script, ec);
+      throw config_error("sbatch refused the study's array (" + first_line(r.output) + ")" +
+                         (jobs.empty() ? "" : "; jobs " + joined(jobs, ", ") + " were submitted before it"));
+    }
+    j["job"] = id;
+    j["sbatch"] = cmd;
+    checkpoint::write_atomically(file, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    jobs.push_back(id);
+  }
+  return jobs;
+}
+
+Task task_of(const fs::path& array_file) {
+  const fs::path file = fs::absolute(array_file);
+  const json j = read_array(file);
+  const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
+  if (!id || !*id || std::string(id).find_first_not_of("0123456789") != std::string::npos)
+    throw config_error("--slurm-task runs as a task of the study's Slurm job array (SLURM_ARRAY_TASK_ID is not set): ctgrad ablate --launcher slurm submits it");
+  const std::size_t i = std::stoul(id);
+  if (i >= j["runs"].size())
+    throw config_error("array task " + std::string(id) + " of " + printable(file.string()) + ", which lists " + std::to_string(j["runs"].size()) + " runs");
+  Task t;
+  t.study_dir = file.parent_path().parent_path();
+  t.run_dir = t.study_dir / j["runs"][i].get<std::string>();
+  auto positive = [&](const char* key) {
+    if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int>() < 1)
+      throw config_error(printable(file.string()) + ": '" + key + "' is not a positive count");
+    return j[key].get<int>();
+  };
+  t.seeds = positive("seeds"), t.cpus = positive("cpus"), t.ranks = positive("ranks");
+  return t;
+}
+
+int seeds_of(const fs::path& study_dir) {
+  int seeds = 1;
+  for (const auto& [k, file] : array_files(study_dir)) {
+    const json j = read_array(file);
+    if (j.contains("seeds") && j["seeds"].is_number_integer()) seeds = std::max(seeds, j["seeds"].get<int>());
+  }
+  std::error_code ec;
+  for (const auto& config : fs::directory_iterator(study_dir / "runs", ec))
+    for (const auto& run : fs::directory_iterator(config.path(), ec)) {
+      const std::string n = run.path().filename().string();
+      if (n.rfind("seed", 0) == 0 && n.size() > 4 && n.size() < 8 && n.find_first_not_of("0123456789", 4) == std::string::npos)
+        seeds = std::max(seeds, std::stoi(n.substr(4)));
+    }
+  return seeds;
+}
+
+bool requeue_self() {
+  const char* job = std::getenv("SLURM_ARRAY_JOB_ID");
+  const char* task = std::getenv("SLURM_ARRAY_TASK_ID");
+  if (!job || !task) return false;
+  return run({"scontrol", "requeue", std::string(job) + "_" + task}).status == 0;
+}
+
+}  // namespace ctgrad::cli::slurm
