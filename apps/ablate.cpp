@@ -200,8 +200,10 @@ int slurm_task(const std::vector<std::string>& rest) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGUSR1, &sa, nullptr);
   std::vector<std::string> launcher;
-  if (st.ranks > 1)  // a data-parallel run: its ranks started by srun within the task's allocation
+  if (st.ranks > 1) {  // a data-parallel run: its ranks started by srun within the task's allocation, joined by PMIx
     launcher = {"srun", "--ntasks=" + std::to_string(st.ranks), "--cpus-per-task=" + std::to_string(st.cpus), "--kill-on-bad-exit=1"};
+    if (!std::getenv("SLURM_MPI_TYPE")) launcher.push_back("--mpi=pmix");  // (the user's choice, when the environment makes one)
+  }
   const ab::RunOutcome out = study->run_one(*run, [&](const ab::RunSpec& r, const ab::RunContext& ctx) {
     if (ctx.resume) check_resumable(t, r);
     return train_child(t.name, r, ctx, launcher);
@@ -360,6 +362,7 @@ int ablate(const std::vector<std::string>& rest) {
                          "' (it reports: " + list + ")");
     }
   }
+  if (launcher == "slurm") slurm::check_cluster(std::filesystem::absolute(o.dir), launch);  // before the study folder is made
   try {
     study->prepare();
   } catch (const std::invalid_argument& e) {
@@ -383,7 +386,6 @@ int ablate(const std::vector<std::string>& rest) {
       return train_child(t.name, r, ctx);
     });
   } else if (!todo.empty() || !held.empty()) {
-    slurm::check_cluster(std::filesystem::absolute(o.dir), launch);
     std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to submit, %zu in Slurm's queue), in %s\n", t.name.c_str(),
                 study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo.size(), held.size(), o.dir.c_str());
     if (!todo.empty()) {

@@ -172,8 +172,11 @@ std::string short_host() {
 // Whether the nodes see `path` (a folder or file of this machine), or why not.
 void check_shared(const fs::path& path, const std::string& what, const Launch& launch, std::vector<std::string>& nodes, bool& nodes_read) {
   if (launch.shared_fs) return;
+  fs::path at = fs::absolute(path);  // (a study folder not made yet: the folder it will be made in)
+  std::error_code ec;
+  while (!fs::exists(at, ec) && at.has_parent_path() && at != at.parent_path()) at = at.parent_path();
   struct statfs st {};
-  if (::statfs(path.c_str(), &st) != 0) throw config_error("--launcher slurm: cannot read the file system of " + printable(path.string()));
+  if (::statfs(at.c_str(), &st) != 0) throw config_error("--launcher slurm: cannot read the file system of " + printable(path.string()));
   if (!shared_kind(st.f_type).empty()) return;
   if (!nodes_read) nodes = partition_nodes(partition_of(launch.sbatch_args)), nodes_read = true;
   const std::string me = short_host();

@@ -38,6 +38,7 @@ test_packages=(
   libopenblas0-openmp                        # a reference point for ctgrad-bench gemm
   libtorch-dev                               # the libtorch peer of ctgrad-bench gpt|vit|transformer
   libopenmpi-dev openmpi-bin                 # data-parallel training (mpirun -np N ctgrad train ...)
+  slurmctld slurmd slurm-client munge        # a whole Slurm on this machine for the tests of ablate --launcher slurm
 )
 [ "$tests" -eq 1 ] && packages+=("${test_packages[@]}")
 tier=$([ "$tests" -eq 1 ] && echo "the build and the tests" || echo "the main job")

@@ -11,14 +11,17 @@ cmd=${1:?start|stop}
 dir=${2:?the cluster folder}
 
 stop() {
+  local pids=()
   for f in slurmd slurmctld munged; do
-    [ -s "$dir/$f.pid" ] || continue
-    pid=$(cat "$dir/$f.pid")
-    kill "$pid" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null
+    [ -s "$dir/$f.pid" ] && pids+=("$(cat "$dir/$f.pid")") && kill "${pids[-1]}" 2>/dev/null
     rm -f "$dir/$f.pid"
   done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null
+  done
+  [ -s "$dir/munge_dir" ] && rm -rf "$(cat "$dir/munge_dir")" "$dir/munge_dir"
+  return 0
 }
 
 if [ "$cmd" = stop ]; then stop; exit 0; fi
@@ -87,7 +90,10 @@ InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=30
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=1024 State=UNKNOWN
+# A machine that is not this one (never up): a partition that holds it is not this machine alone.
+NodeName=ghost NodeAddr=127.0.0.2 CPUs=1 RealMemory=100 State=DOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=remote Nodes=$host,ghost MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -c >> "$dir/slurmctld.log" 2>&1 || unavailable "slurmctld did not start: $(tail -1 "$dir/slurmctld.log")"
