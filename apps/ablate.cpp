@@ -124,7 +124,8 @@ int train_child(const std::string& model, const ab::RunSpec& r, const ab::RunCon
     const pid_t w = ::waitpid(child, &status, WNOHANG);
     if (w == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (w < 0 && errno != EINTR) return 1;
-    if (training::interrupted() && !passed_on) ::kill(child, SIGTERM), passed_on = true;  // it saves a checkpoint and stops
+    // It saves a checkpoint and stops; srun is sent USR2, which it forwards as it is (SIGTERM it would make SIGKILL).
+    if (training::interrupted() && !passed_on) ::kill(child, launcher.empty() ? SIGTERM : SIGUSR2), passed_on = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
@@ -171,12 +172,11 @@ int slurm_task(const std::vector<std::string>& rest) {
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
-  o.seeds = st.seeds, o.commit = build_commit(), o.yes = true, o.retry_failed = true;
+  o.seeds = std::max(o.seeds, st.seeds), o.commit = build_commit(), o.yes = true, o.retry_failed = true;
   const Task& t = find_model(o.model);
   std::optional<ab::Study> study;
   try {
     study.emplace(o);
-    study->verify();
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
@@ -210,8 +210,9 @@ int slurm_task(const std::vector<std::string>& rest) {
   }, st.cpus);
   if (out.stopped) {
     if (g_time_limit) {
-      const bool requeued = slurm::requeue_self();
-      std::printf("the time limit is near: checkpoint saved; %s\n", requeued ? "the task is requeued and continues the run" : "requeueing failed: rerun the study's command to continue it");
+      const std::string why = slurm::requeue_self();
+      std::printf("the time limit is near: checkpoint saved; %s\n",
+                  why.empty() ? "the task is requeued and continues the run" : ("it could not be requeued (" + why + "): the study's command, rerun, continues it").c_str());
     } else {
       std::printf("stopped: checkpoint saved; a requeued task (or the study's command, rerun) continues the run\n");
     }
@@ -234,6 +235,49 @@ int status_command(const std::vector<std::string>& rest) {
   }
   if (!status || dir.empty()) throw config_error("usage: ctgrad ablate --run DIR --status (or ctgrad ablate <model> --grid ...)");
   return ablate_status(dir);
+}
+
+// --wait: until no run of the study is in Slurm's queue, a progress line from the run folders and
+// squeue. Slurm unreachable for a while is waited out (10 minutes); runs that Slurm holds and will
+// not start by itself (held by a user or an administrator, or after a failed launch) end the wait.
+int wait_for_queue(const ab::Study& study, const std::string& status) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto unreachable_since = t0;
+  bool reachable = true;
+  for (;;) {
+    std::map<std::filesystem::path, slurm::Queued> queue;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    try {
+      queue = slurm::queued(study.options().dir);
+      reachable = true;
+    } catch (const config_error& e) {
+      if (reachable) unreachable_since = std::chrono::steady_clock::now(), reachable = false;
+      if (std::chrono::steady_clock::now() - unreachable_since > std::chrono::minutes(10)) throw;
+      std::fprintf(stderr, "\rctgrad: %s; asking again   ", message_of(e).c_str());
+    }
+    if (reachable) {
+      std::fprintf(stderr, "\rstudy %s on Slurm: %s; waited %s   ", training::printable(study.options().name).c_str(), state_counts(run_states(study, queue, {})).c_str(),
+                   training::format_duration(secs).c_str());
+      if (queue.empty()) break;
+      std::string stuck;
+      std::size_t held = 0;
+      for (const auto& [dir, q] : queue)
+        if (slurm::held(q)) ++held, stuck = q.job + " (" + (q.reason.empty() || q.reason == "None" ? q.state : q.reason) + ")";
+      if (held == queue.size()) {
+        std::fprintf(stderr, "\n");
+        throw config_error("Slurm holds the study's " + std::to_string(held) + " queued run" + (held == 1 ? "" : "s") + " and will not start them by itself (e.g. " +
+                           training::printable(stuck) + "): release them (scontrol release JOB) or cancel them (scancel JOB), then run this command again");
+      }
+    }
+    std::fflush(stderr);
+    for (int i = 0; i < 20 + std::min(int(secs / 6), 100) && !training::interrupted(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (training::interrupted()) {
+      std::fprintf(stderr, "\nstopped waiting: the runs go on in Slurm; %s shows them, and this command collects them\n", status.c_str());
+      return 130;
+    }
+  }
+  std::fprintf(stderr, "\n");
+  return 0;
 }
 
 }  // namespace
@@ -341,6 +385,7 @@ int ablate(const std::vector<std::string>& rest) {
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
+  if (launcher == "slurm") judge_memory_elsewhere();  // the nodes' memory is not this login node's
   // Every configuration is opened once before anything runs (its model built, its hyperparameters
   // checked by the ops, its memory checked, the folders its runs write fitting the file system's
   // limits, the compared metric one it reports): a value no run could train is refused up front.
@@ -376,18 +421,19 @@ int ablate(const std::vector<std::string>& rest) {
   std::vector<const ab::RunSpec*> todo;
   for (const auto& r : study->runs())
     if (!study->finished(r) && !held.count(r.dir)) todo.push_back(&r);
+  const std::string at_once = launcher == "local" ? ", " + std::to_string(o.jobs) + " at a time" : "";
+  const std::string queue_part = launcher == "local" ? "" : ", " + std::to_string(held.size()) + " in Slurm's queue";
+  std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to %s%s)%s, in %s\n", t.name.c_str(), study->runs().size() / std::size_t(o.seeds),
+              o.seeds, study->runs().size(), todo.size(), launcher == "local" ? "run" : "submit", queue_part.c_str(), at_once.c_str(),
+              training::printable(o.dir.string()).c_str());
+  std::fflush(stdout);
   int failed = 0;
   if (launcher == "local") {
-    std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to run), %d at a time, in %s\n", t.name.c_str(),
-                study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo.size(), o.jobs, o.dir.c_str());
-    std::fflush(stdout);
     failed = study->run([&](const ab::RunSpec& r, const ab::RunContext& ctx) {
       if (ctx.resume) check_resumable(t, r);
       return train_child(t.name, r, ctx);
     });
   } else if (!todo.empty() || !held.empty()) {
-    std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (%zu to submit, %zu in Slurm's queue), in %s\n", t.name.c_str(),
-                study->runs().size() / std::size_t(o.seeds), o.seeds, study->runs().size(), todo.size(), held.size(), o.dir.c_str());
     if (!todo.empty()) {
       const std::vector<std::string> jobs = slurm::submit(*study, todo, launch);
       std::string list;
@@ -401,31 +447,13 @@ int ablate(const std::vector<std::string>& rest) {
       std::printf("%s shows each run; run this command again (or with --wait) for the report once they have ended\n", status.c_str());
       return 0;
     }
-    // --wait: until no run of the study is in the queue, a progress line from the run folders and squeue.
-    const auto t0 = std::chrono::steady_clock::now();
-    for (;;) {
-      const auto queue = slurm::queued(o.dir);
-      const auto states = run_states(*study, queue, {});
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "\rstudy %s on Slurm: %s; waited %s   ", training::printable(o.name).c_str(), state_counts(states).c_str(),
-                   training::format_duration(secs).c_str());
-      std::fflush(stderr);
-      if (queue.empty()) break;
-      for (int i = 0; i < 20 + std::min(int(secs / 6), 100) && !training::interrupted(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (training::interrupted()) {
-        std::fprintf(stderr, "\nstopped waiting: the runs go on in Slurm; %s shows them, and this command collects them\n", status.c_str());
-        return 130;
-      }
-    }
-    std::fprintf(stderr, "\n");
+    if (const int rc = wait_for_queue(*study, status); rc != 0) return rc;
     std::size_t ended = 0;
     for (const auto& r : study->runs()) ended += !study->finished(r);
     if (ended > 0)
-      std::fprintf(stderr, "ctgrad: %zu runs left Slurm's queue without a result (cancelled, or their node lost; %s says how far each got): "
-                           "run this command again to submit them again; they continue from their checkpoints\n", ended, status.c_str());
-  } else {
-    std::printf("ctgrad ablate %s: %zu configurations x %d seeds = %zu runs (0 to run), in %s\n", t.name.c_str(), study->runs().size() / std::size_t(o.seeds),
-                o.seeds, study->runs().size(), o.dir.c_str());
+      std::fprintf(stderr, "ctgrad: %zu runs left Slurm's queue without a result (cancelled, their node lost, or their task failed before the run: %s says "
+                           "how far each got and names its task's log): run this command again to submit them again; they continue from their checkpoints\n",
+                   ended, status.c_str());
   }
   try {
     study->report();
@@ -458,9 +486,10 @@ int ablate(const std::vector<std::string>& rest) {
       std::fprintf(stderr, "ctgrad: the study is incomplete: %zu of %zu runs have no result yet; to run them: %s\n", unfinished, study->runs().size(), again.c_str());
     else {
       if (!o.retry_failed) again += " --retry-failed";
-      std::fprintf(stderr, "ctgrad: the study is incomplete: %zu of %zu runs failed (%d in this call; each run's failed.json and train.log say why)%s; "
-                           "to run them again: %s\n", unfinished - without_outcome, study->runs().size(), failed,
-                   without_outcome ? (" and " + std::to_string(without_outcome) + " have no result yet").c_str() : "", again.c_str());
+      const std::string here = launcher == "local" ? " (" + std::to_string(failed) + " in this call)" : "";
+      std::fprintf(stderr, "ctgrad: the study is incomplete: %zu of %zu runs failed%s; each run's failed.json and train.log say why%s; "
+                           "to run them again: %s\n", unfinished - without_outcome, study->runs().size(), here.c_str(),
+                   without_outcome ? ("; " + std::to_string(without_outcome) + " have no result yet").c_str() : "", again.c_str());
     }
     return 1;
   }

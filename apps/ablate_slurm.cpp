@@ -33,10 +33,18 @@ bool on_path(const std::string& program) {
   return false;
 }
 
-data::ende::Ran run(const std::vector<std::string>& argv) { return data::ende::run_program(argv); }
+// A Slurm client under a deadline: an unresponsive controller makes it wait (MessageTimeout) and
+// retry; a minute is past any of that. Exit 124: it did not answer.
+data::ende::Ran run(const std::vector<std::string>& argv) {
+  std::vector<std::string> bounded{"timeout", "-k", "5", "60"};
+  bounded.insert(bounded.end(), argv.begin(), argv.end());
+  auto r = data::ende::run_program(bounded);
+  if (r.status == 124) r.output = argv[0] + " did not answer within 60 s (is Slurm's controller up?)";
+  return r;
+}
 
-std::string first_line(const std::string& s) {
-  std::string t = data::ende::output_tail(s);
+std::string tail_of(const std::string& output) {
+  std::string t = data::ende::output_tail(output);
   return t.empty() ? "no output" : t;
 }
 
@@ -63,9 +71,13 @@ json read_array(const fs::path& file) {
   const json j = json::parse(f, nullptr, false);
   if (!j.is_object() || j.value("format", "") != "ctgrad-slurm-array-1" || !j.contains("runs") || !j["runs"].is_array())
     throw config_error(printable(file.string()) + " is not an array file ctgrad wrote (damaged?): move it out of the study folder");
-  for (const json& r : j["runs"])
-    if (!r.is_string() || r.get<std::string>().rfind("runs/", 0) != 0 || r.get<std::string>().find("..") != std::string::npos)
-      throw config_error(printable(file.string()) + " names a run outside the study's runs/ folder: not a file ctgrad wrote");
+  for (const json& r : j["runs"]) {
+    bool inside = r.is_string() && fs::path(r.get<std::string>()).is_relative();
+    std::size_t n = 0;
+    for (const fs::path& part : inside ? fs::path(r.get<std::string>()) : fs::path())
+      inside = inside && part != ".." && part != "." && !part.empty() && (n++ > 0 || part == "runs");
+    if (!inside || n != 3) throw config_error(printable(file.string()) + " names a run outside the study's runs/ folder: not a file ctgrad wrote");
+  }
   return j;
 }
 
@@ -74,7 +86,8 @@ std::map<std::string, std::vector<fs::path>> submitted(const fs::path& study_dir
   std::map<std::string, std::vector<fs::path>> out;
   for (const auto& [k, file] : array_files(study_dir)) {
     const json j = read_array(file);
-    if (!j.contains("job") || !j["job"].is_string()) continue;  // sbatch refused it
+    if (!j.contains("job") || !j["job"].is_string() || j["job"].get<std::string>().find_first_not_of("0123456789") != std::string::npos)
+      continue;  // sbatch refused it
     std::vector<fs::path> runs;
     for (const json& r : j["runs"]) runs.push_back(study_dir / r.get<std::string>());
     out[j["job"].get<std::string>()] = std::move(runs);
@@ -125,9 +138,11 @@ std::string local_kind(long type) {
   }
 }
 
-// The partition the user's sbatch arguments name (-p P, --partition=P, --partition P); "" for the default.
+// The partition the user's sbatch arguments name (-p P, --partition=P, --partition P), else
+// SBATCH_PARTITION's; "" for the default.
 std::string partition_of(const std::vector<std::string>& args) {
-  std::string p;
+  const char* env = std::getenv("SBATCH_PARTITION");
+  std::string p = env ? env : "";
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("--partition=", 0) == 0) p = a.substr(12);
@@ -140,14 +155,15 @@ std::string partition_of(const std::vector<std::string>& args) {
 // The nodes of a partition (its hostnames, expanded), or of the default partition.
 std::vector<std::string> partition_nodes(const std::string& partition) {
   std::vector<std::string> cmd{"sinfo", "-h", "-o", "%P %N"};
-  if (!partition.empty()) cmd.insert(cmd.end(), {"-p", partition});
+  if (partition.empty()) cmd.push_back("-a");  // hidden partitions too (sinfo refuses -a beside -p)
+  else cmd.insert(cmd.end(), {"-p", partition});
   const auto r = run(cmd);
-  if (r.status != 0) throw config_error("--launcher slurm: sinfo failed (" + first_line(r.output) + "): is Slurm's controller reachable from here?");
+  if (r.status != 0) throw config_error("--launcher slurm: sinfo failed (" + tail_of(r.output) + "): is Slurm's controller reachable from here?");
   std::string list;
   std::istringstream lines(r.output);
   for (std::string line; std::getline(lines, line);) {
     const auto sp = line.find(' ');
-    if (sp == std::string::npos) continue;
+    if (sp == std::string::npos || sp == 0) continue;
     const std::string name = line.substr(0, sp);
     if (partition.empty() ? name.back() == '*' : true) list += (list.empty() ? "" : ",") + line.substr(sp + 1);
   }
@@ -155,7 +171,7 @@ std::vector<std::string> partition_nodes(const std::string& partition) {
     throw config_error("--launcher slurm: " + (partition.empty() ? std::string("Slurm names no default partition: give one with --slurm-arg=--partition=P")
                                                                  : "Slurm knows no partition '" + printable(partition) + "' (sinfo lists none)"));
   const auto h = run({"scontrol", "show", "hostnames", list});
-  if (h.status != 0) throw config_error("--launcher slurm: scontrol show hostnames failed: " + first_line(h.output));
+  if (h.status != 0) throw config_error("--launcher slurm: scontrol show hostnames failed: " + tail_of(h.output));
   std::vector<std::string> nodes;
   std::istringstream names(h.output);
   for (std::string n; names >> n;) nodes.push_back(n);
@@ -191,6 +207,13 @@ void check_shared(const fs::path& path, const std::string& what, const Launch& l
                      printable(shown) + "): put it on a file system the nodes share (NFS, Lustre, GPFS, BeeGFS, CephFS), or add --shared-fs if they do see it");
 }
 
+// A path in sbatch's --output, where % starts a replacement (%j, %x, %A).
+std::string percent_escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '%' ? std::string("%%") : std::string(1, c);
+  return out;
+}
+
 int max_array_size() {
   const auto r = run({"scontrol", "show", "config"});
   std::istringstream lines(r.output);
@@ -205,33 +228,41 @@ int max_array_size() {
 }  // namespace
 
 void check_cluster(const fs::path& study_dir, const Launch& launch) {
-  for (const char* p : {"sbatch", "squeue", "scontrol"})
+  for (const char* p : {"sbatch", "squeue", "sinfo", "scontrol", "timeout"})
     if (!on_path(p))
       throw config_error(std::string("--launcher slurm: ") + p + " is not on PATH: run the study from a machine of the Slurm cluster (a login node)");
   for (const std::string& a : launch.sbatch_args)
     for (const char* ours : {"--array", "-a", "--parsable", "--wrap", "--output", "-o", "--error", "-e", "--ntasks", "-n", "--cpus-per-task", "-c", "--signal",
-                             "--open-mode", "--requeue", "--no-requeue"})
+                             "--open-mode", "--requeue", "--no-requeue", "--clusters", "-M"})
       if (a == ours || a.rfind(std::string(ours) + (std::string(ours).size() == 2 ? "" : "="), 0) == 0)
-        throw config_error("--slurm-arg=" + printable(a) + ": ctgrad sets " + ours +
-                           " itself (--cpus-per-run, --ranks-per-run and --jobs set the resources and the throttle)");
+        throw config_error("--slurm-arg=" + printable(a) + ": " + (std::string(ours) == "-M" || std::string(ours) == "--clusters"
+                                                                      ? std::string("a study is submitted to the cluster of this login node, which its status asks")
+                                                                      : "ctgrad sets " + std::string(ours) + " itself (--cpus-per-run, --ranks-per-run and --jobs set the resources and the throttle)"));
+  if (fs::absolute(study_dir).string().find('\\') != std::string::npos)  // (sbatch's --output would read it as an escape)
+    throw config_error("--launcher slurm: the study folder's path " + printable(fs::absolute(study_dir).string()) + " holds a backslash: choose another --run");
   std::vector<std::string> nodes;
   bool read = false;
   check_shared(study_dir, "the study folder", launch, nodes, read);
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) check_shared(exe, "this program", launch, nodes, read);
+  check_shared(fs::current_path(ec), "the working folder (the tasks start in it; relative paths in --set are read from it)", launch, nodes, read);
 }
 
 std::map<fs::path, Queued> queued(const fs::path& study_dir) {
   std::map<fs::path, Queued> out;
   const auto jobs = submitted(study_dir);
-  if (jobs.empty() || !on_path("squeue")) return out;
+  if (jobs.empty()) return out;
+  if (!on_path("squeue") || !on_path("timeout"))
+    throw config_error("cannot tell whether Slurm still runs the study's runs (job " + jobs.rbegin()->first +
+                       "): squeue is not on PATH here; ask from a machine of the cluster (or remove " + printable((study_dir / "slurm").string()) +
+                       " once its jobs have ended)");
   for (const auto& [job, runs] : jobs) {
     // One call per array: squeue refuses a list in which one job has left its memory (MinJobAge).
     const auto r = run({"squeue", "-h", "-r", "-j", job, "-o", "%K|%T|%r"});
     if (r.status != 0) {
       if (r.output.find("Invalid job id") != std::string::npos) continue;  // ended long ago
-      throw config_error("cannot ask Slurm about the study's job " + job + ": squeue: " + first_line(r.output));
+      throw config_error("cannot ask Slurm about the study's job " + job + ": squeue: " + tail_of(r.output));
     }
     std::istringstream lines(r.output);
     for (std::string line; std::getline(lines, line);) {
@@ -268,6 +299,18 @@ std::map<fs::path, std::string> accounting(const fs::path& study_dir) {
   return out;
 }
 
+std::map<fs::path, std::string> last_tasks(const fs::path& study_dir) {
+  std::map<fs::path, std::string> out;
+  for (const auto& [job, runs] : submitted(study_dir))  // (by job id: later arrays' ids are larger, and win)
+    for (std::size_t i = 0; i < runs.size(); ++i) out[runs[i]] = job + "_" + std::to_string(i);
+  return out;
+}
+
+bool held(const Queued& q) {
+  return q.state == "REQUEUE_HOLD" || q.state == "SPECIAL_EXIT" || q.reason.find("Held") != std::string::npos ||
+         q.reason.find("held") != std::string::npos;
+}
+
 std::vector<std::string> submit(const ab::Study& study, const std::vector<const ab::RunSpec*>& todo, const Launch& launch) {
   const fs::path dir = fs::absolute(study.options().dir);
   std::error_code ec;
@@ -285,7 +328,7 @@ std::vector<std::string> submit(const ab::Study& study, const std::vector<const 
     const fs::path file = dir / "slurm" / ("array-" + std::to_string(k) + ".json");
     const fs::path script = dir / "slurm" / ("array-" + std::to_string(k) + ".sh");
     json runs = json::array();
-    for (std::size_t i = from; i < from + n; ++i) runs.push_back(fs::relative(fs::absolute(todo[i]->dir), dir).string());
+    for (std::size_t i = from; i < from + n; ++i) runs.push_back(todo[i]->dir.lexically_relative(study.options().dir).generic_string());
     json j{{"format", "ctgrad-slurm-array-1"}, {"seeds", study.options().seeds}, {"cpus", launch.cpus}, {"ranks", launch.ranks}, {"runs", runs}};
     checkpoint::write_atomically(file, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
     checkpoint::write_atomically(script, "#!/bin/sh\n# A task of the study's job array (ctgrad ablate --launcher slurm): the run at index $SLURM_ARRAY_TASK_ID of " +
@@ -294,7 +337,7 @@ std::vector<std::string> submit(const ab::Study& study, const std::vector<const 
     std::vector<std::string> cmd{"sbatch", "--parsable", "--job-name=ctgrad-ablate",
                                  "--array=0-" + std::to_string(n - 1) + (launch.throttle > 0 ? "%" + std::to_string(launch.throttle) : ""),
                                  "--requeue", "--signal=B:USR1@120", "--open-mode=append",
-                                 "--output=" + (dir / "slurm" / "logs" / "%A_%a.log").string(),
+                                 "--output=" + percent_escaped((dir / "slurm" / "logs").string()) + "/%A_%a.log",
                                  "--ntasks=" + std::to_string(launch.ranks), "--cpus-per-task=" + std::to_string(launch.cpus)};
     cmd.insert(cmd.end(), launch.sbatch_args.begin(), launch.sbatch_args.end());
     cmd.push_back(script.string());
@@ -305,9 +348,10 @@ std::vector<std::string> submit(const ab::Study& study, const std::vector<const 
       const std::string head = line.substr(0, line.find(';'));
       if (!head.empty() && head.find_first_not_of("0123456789") == std::string::npos) id = head;
     }
-    if (r.status != 0 || id.empty()) {
-      fs::remove(file, ec), fs::remove(script, ec);
-      throw config_error("sbatch refused the study's array (" + first_line(r.output) + ")" +
+    if (r.status != 0 || id.empty()) {  // the file stays, marked, so that its number is never another array's
+      j["refused"] = tail_of(r.output);
+      checkpoint::write_atomically(file, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+      throw config_error("sbatch refused the study's array (" + tail_of(r.output) + ")" +
                          (jobs.empty() ? "" : "; jobs " + joined(jobs, ", ") + " were submitted before it"));
     }
     j["job"] = id;
@@ -324,6 +368,9 @@ Task task_of(const fs::path& array_file) {
   const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
   if (!id || !*id || std::string(id).find_first_not_of("0123456789") != std::string::npos)
     throw config_error("--slurm-task runs as a task of the study's Slurm job array (SLURM_ARRAY_TASK_ID is not set): ctgrad ablate --launcher slurm submits it");
+  const char* job = std::getenv("SLURM_ARRAY_JOB_ID");
+  if (j.contains("job") && job && j["job"] != job)  // a job the study lost track of (its array file was not written): not this file's
+    throw config_error("array job " + std::string(job) + " is not the job of " + printable(file.string()) + " (" + printable(j["job"].dump()) + "): nothing to run");
   const std::size_t i = std::stoul(id);
   if (i >= j["runs"].size())
     throw config_error("array task " + std::string(id) + " of " + printable(file.string()) + ", which lists " + std::to_string(j["runs"].size()) + " runs");
@@ -355,11 +402,16 @@ int seeds_of(const fs::path& study_dir) {
   return seeds;
 }
 
-bool requeue_self() {
+std::string requeue_self() {
   const char* job = std::getenv("SLURM_ARRAY_JOB_ID");
   const char* task = std::getenv("SLURM_ARRAY_TASK_ID");
-  if (!job || !task) return false;
-  return run({"scontrol", "requeue", std::string(job) + "_" + task}).status == 0;
+  if (!job || !task) return "not an array task";
+  const std::string me = std::string(job) + "_" + task;
+  const auto r = run({"scontrol", "requeue", me});
+  if (r.status == 0) return "";
+  // The requeue's own SIGTERM may end scontrol before it reads the answer: ask the queue.
+  const auto q = run({"squeue", "-h", "-j", me, "-o", "%T"});
+  return q.output.find("PENDING") != std::string::npos || q.output.find("REQUEUE") != std::string::npos ? "" : "scontrol requeue: " + tail_of(r.output);
 }
 
 }  // namespace ctgrad::cli::slurm

@@ -42,7 +42,8 @@ struct Queued {
 void check_cluster(const std::filesystem::path& study_dir, const Launch& launch);
 
 // The runs of the study (by folder) that the study's array jobs still hold in Slurm's queue.
-// Empty when no job was submitted, or when squeue is not found.
+// Empty when no job was submitted; config_error when Slurm cannot be asked (squeue absent, or
+// no answer within a minute).
 std::map<std::filesystem::path, Queued> queued(const std::filesystem::path& study_dir);
 
 // Submits `todo` as job arrays (split at Slurm's MaxArraySize); returns the job ids.
@@ -63,7 +64,15 @@ Task task_of(const std::filesystem::path& array_file);
 // The seed count of a study folder: the most any submission or run folder used.
 int seeds_of(const std::filesystem::path& study_dir);
 
-// Asks Slurm to requeue this array task (after it saved its checkpoint at the time limit's warning).
-bool requeue_self();
+// Asks Slurm to requeue this array task (after it saved its checkpoint at the time limit's warning);
+// "" when it is requeued, else why not.
+std::string requeue_self();
+
+// Each run's last array task ("123_4"), for the way to its log (slurm/logs/123_4.log).
+std::map<std::filesystem::path, std::string> last_tasks(const std::filesystem::path& study_dir);
+
+// Whether Slurm holds a queued task and will not start it by itself (held by a user or an
+// administrator, or requeued held after a failed launch).
+bool held(const Queued& q);
 
 }  // namespace ctgrad::cli::slurm

@@ -1,12 +1,20 @@
 #include "ablate_status.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include <ctgrad/training/ablation_files.hpp>
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/escape.hpp>
+
+#include "task.hpp"
 
 namespace ctgrad::cli {
 
@@ -17,14 +25,7 @@ using training::printable;
 
 namespace {
 
-json small_json(const fs::path& p) {
-  std::error_code ec;
-  if (!fs::is_regular_file(p, ec) || fs::file_size(p, ec) > (1u << 20)) return json(json::value_t::discarded);
-  std::ifstream f(p);
-  return json::parse(f, nullptr, false);
-}
-
-// The last step a run validated at (its metrics.jsonl), or -1.
+// The last step a run logged (its metrics.jsonl), or -1.
 long long last_step(const fs::path& run_dir) {
   std::error_code ec;
   const fs::path log = run_dir / "metrics.jsonl";
@@ -41,6 +42,15 @@ long long last_step(const fs::path& run_dir) {
   return step;
 }
 
+// Whether a process holds the run's lock now (Study::run_one takes it while the run trains).
+bool in_progress(const fs::path& run_dir) {
+  const int fd = ::open((run_dir / "run.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  const bool busy = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return busy;
+}
+
 std::string number(double v) {
   char s[32];
   std::snprintf(s, sizeof s, "%.4g", v);
@@ -49,7 +59,8 @@ std::string number(double v) {
 
 }  // namespace
 
-std::vector<RunState> run_states(const ab::Study& study, const std::map<fs::path, slurm::Queued>& queue, const std::map<fs::path, std::string>& accounting) {
+std::vector<RunState> run_states(const ab::Study& study, const std::map<fs::path, slurm::Queued>& queue, const std::map<fs::path, std::string>& accounting,
+                                 const std::map<fs::path, std::string>& tasks) {
   std::vector<RunState> out;
   std::error_code ec;
   for (const ab::RunSpec& r : study.runs()) {
@@ -59,7 +70,7 @@ std::vector<RunState> run_states(const ab::Study& study, const std::map<fs::path
     const long long step = last_step(r.dir);
     if (fs::is_regular_file(r.dir / "result.json", ec)) {
       s.state = "done";
-      const json j = small_json(r.dir / "result.json");
+      const json j = ab::files::read_json(r.dir / "result.json");
       if (j.is_object() && j.contains("metric") && j["metric"].is_string() && j.contains("final") && j["final"].is_object() &&
           j["final"].contains(j["metric"].get<std::string>()) && j["final"][j["metric"].get<std::string>()].is_number())
         s.detail = printable(j["metric"].get<std::string>()) + " " + number(j["final"][j["metric"].get<std::string>()].get<double>()) +
@@ -69,21 +80,27 @@ std::vector<RunState> run_states(const ab::Study& study, const std::map<fs::path
       s.state = running ? "running" : "pending";
       s.detail = "Slurm job " + q->second.job + (running || q->second.state == "PENDING" ? "" : " " + printable(q->second.state)) +
                  (running || q->second.reason.empty() || q->second.reason == "None" ? "" : " (" + printable(q->second.reason) + ")");
-      if (step >= 0) s.detail += ", validated at step " + std::to_string(step);
+      if (step >= 0) s.detail += ", at step " + std::to_string(step);
+    } else if (in_progress(r.dir)) {  // a local study's run, or a task squeue no longer lists that still ends
+      s.state = "running";
+      s.detail = step >= 0 ? "at step " + std::to_string(step) : "starting";
     } else if (fs::is_regular_file(r.dir / "failed.json", ec)) {
       s.state = "failed";
-      const json j = small_json(r.dir / "failed.json");
+      const json j = ab::files::read_json(r.dir / "failed.json");
       const int rc = j.is_object() && j.contains("exit_code") && j["exit_code"].is_number_integer() ? j["exit_code"].get<int>() : -1;
       s.detail = "exit " + std::to_string(rc) + (rc == 3 ? " (training diverged)" : "");
       if (j.is_object() && j.contains("refused") && j["refused"].is_string()) s.detail += ": " + training::shortened(j["refused"].get<std::string>(), 160);
       s.detail += "; see its train.log; --retry-failed runs it again";
     } else if (fs::is_regular_file(r.dir / "checkpoint.safetensors", ec)) {
       s.state = "stopped";
-      s.detail = "a checkpoint" + (step >= 0 ? ", validated at step " + std::to_string(step) : std::string()) + "; the study's command continues it";
+      s.detail = "a checkpoint" + (step >= 0 ? " (its log reaches step " + std::to_string(step) + ")" : std::string()) + "; the study's command continues it";
     } else {
       s.state = "not started";
     }
-    if (acct != accounting.end() && (s.state == "stopped" || s.state == "not started")) s.detail += (s.detail.empty() ? "" : "; ") + std::string("Slurm: ") + printable(acct->second);
+    if (s.state == "stopped" || s.state == "not started") {  // how its task ended, where Slurm keeps accounting, and the task's log
+      if (acct != accounting.end()) s.detail += (s.detail.empty() ? "" : "; ") + std::string("Slurm: ") + printable(acct->second);
+      if (const auto task = tasks.find(r.dir); task != tasks.end()) s.detail += (s.detail.empty() ? "" : "; ") + std::string("its last task's log: slurm/logs/") + task->second + ".log";
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -106,11 +123,19 @@ int ablate_status(const fs::path& dir) {
   } catch (const std::invalid_argument& e) {
     throw training::config_error(e.what());
   }
-  o.seeds = slurm::seeds_of(dir);
+  o.seeds = std::max(o.seeds, slurm::seeds_of(dir));
   o.yes = true;
   const ab::Study study(o);
-  const auto states = run_states(study, slurm::queued(dir), slurm::accounting(dir));
+  std::map<fs::path, slurm::Queued> queue;
+  std::string unreachable;
+  try {
+    queue = slurm::queued(dir);
+  } catch (const training::config_error& e) {
+    unreachable = message_of(e);  // the folders' states still say much
+  }
+  const auto states = run_states(study, queue, slurm::accounting(dir), slurm::last_tasks(dir));
   std::printf("study %s in %s: %zu runs: %s\n", printable(o.name).c_str(), printable(dir.string()).c_str(), states.size(), state_counts(states).c_str());
+  if (!unreachable.empty()) std::printf("  (without Slurm's queue: %s)\n", unreachable.c_str());
   std::size_t width = 0;
   for (const auto& s : states) width = std::max(width, fs::relative(s.run->dir, dir / "runs").string().size());
   for (const auto& s : states)

@@ -18,8 +18,10 @@ struct RunState {
   std::string detail;  // the final metric, the exit code, the Slurm job, the step reached
 };
 
+// `accounting`: sacct's state of each run's last task; `tasks`: each run's last array task ("12_3").
 std::vector<RunState> run_states(const training::ablation::Study& study, const std::map<std::filesystem::path, slurm::Queued>& queue,
-                                 const std::map<std::filesystem::path, std::string>& accounting);
+                                 const std::map<std::filesystem::path, std::string>& accounting = {},
+                                 const std::map<std::filesystem::path, std::string>& tasks = {});
 
 // "3 done, 2 running, 3 pending" (the states that occur, in a fixed order).
 std::string state_counts(const std::vector<RunState>& states);

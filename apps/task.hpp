@@ -216,6 +216,10 @@ std::function<void(Config&)> fit_context_to_model(std::function<int(const Config
 // limit (a container) and by the address-space limit (ulimit -v) when they are set.
 double available_bytes();
 
+// From now on check_fits passes whatever the memory here: a study submitted to a cluster from a
+// login node, whose runs the nodes' memory holds (each run checks again where it trains).
+void judge_memory_elsewhere();
+
 // Refuses (config_error) a config whose runtime dims would need more memory than the machine has,
 // or overflow: the training plan of `model` at these symbol values (Batch, Seq, SeqKV, ...), plus
 // `extra` bytes the task keeps per step (batches), against the memory available now. `what` says

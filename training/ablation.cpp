@@ -142,7 +142,8 @@ void Study::lock() const {
 
 namespace {
 // Refuses a study.json that is not this study's (a folder holding something else, or another study).
-void check_study_file(const fs::path& dir, const fs::path& file, const json& mine) {
+// Returns the seed count it records (0: none, a file of an older ctgrad).
+int check_study_file(const fs::path& dir, const fs::path& file, const json& mine) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))  // a FIFO would block the read
     throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a regular file: this folder holds something else; use another --run folder");
@@ -150,22 +151,17 @@ void check_study_file(const fs::path& dir, const fs::path& file, const json& min
   if (theirs.is_discarded() || !theirs.is_object() || !theirs.contains("format"))
     throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote: this folder holds something else; " +
                                 "use another --run folder");
-  auto same_fixed_order = [](json j) {  // fixed settings are a set: `--set a --set b` is `--set b --set a`
+  auto same_fixed_order = [](json j) {  // fixed settings are a set: `--set a --set b` is `--set b --set a`; more seeds are the same study
     if (j.is_object() && j.contains("fixed") && j["fixed"].is_array()) std::sort(j["fixed"].begin(), j["fixed"].end());
+    if (j.is_object()) j.erase("seeds");
     return j;
   };
   if (same_fixed_order(theirs) != same_fixed_order(mine))
     throw std::invalid_argument("ctgrad: " + printable(dir.string()) + " holds another study (" + printable(file.string()) + " differs: model, grid or fixed " +
                                 "settings): use another --run folder");
+  return theirs.contains("seeds") && theirs["seeds"].is_number_integer() ? theirs["seeds"].get<int>() : 0;
 }
 }  // namespace
-
-void Study::verify() const {
-  std::error_code ec;
-  if (!fs::exists(fs::symlink_status(o_.dir / "study.json", ec)))
-    throw std::invalid_argument("ctgrad: " + printable(o_.dir.string()) + " holds no study (no study.json)");
-  check_study_file(o_.dir, o_.dir / "study.json", study_json(o_));
-}
 
 StudyOptions Study::saved_options(const fs::path& dir) {
   const fs::path file = dir / "study.json";
@@ -183,6 +179,8 @@ StudyOptions Study::saved_options(const fs::path& dir) {
     for (const json& a : j.at("grid")) o.grid.push_back({a.at("key").get<std::string>(), a.at("values").get<std::vector<std::string>>()});
     for (const json& f : j.at("fixed")) o.fixed.emplace_back(f.at(0).get<std::string>(), f.at(1).get<std::string>());
     o.one_at_a_time = j.value("design", "") == "one_at_a_time";
+    if (j.contains("seeds")) o.seeds = j.at("seeds").get<int>();
+    if (o.seeds < 1 || o.seeds > 100) throw std::invalid_argument("'seeds' is not 1 to 100");
   } catch (const std::exception& e) {
     throw std::invalid_argument("ctgrad: " + printable(file.string()) + " is not a study file ctgrad wrote (" + printable(e.what()) + ")");
   }
@@ -200,7 +198,8 @@ void Study::prepare() const {
   const fs::path file = o_.dir / "study.json";
   const json mine = study_json(o_);
   if (fs::exists(fs::symlink_status(file, ec))) {
-    check_study_file(o_.dir, file, mine);
+    if (check_study_file(o_.dir, file, mine) < o_.seeds)  // (the most seeds any call asked for: --status lists them all)
+      checkpoint::write_atomically(file, mine.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
     // This study's folder: its own files' temporaries a killed study left (its runs' folders clean their own).
     checkpoint::remove_stale_temporaries(o_.dir, [](const std::string& of) {
       for (const char* own : {"study.json", "results.md", "results.html", "results.csv", "results.json", "curves.png", "final.png"})
@@ -340,6 +339,7 @@ RunOutcome Study::run_one(const RunSpec& run, const RunFn& f, int threads) const
   // One process at a time runs a run: a local study beside a Slurm task of the same study, or a
   // task Slurm started again while the one it requeued still saves, is refused, naming the holder.
   const FolderLock run_lock(r->dir, "run.lock", "the run folder", "another process of the study");
+  if (fs::is_regular_file(r->dir / "result.json", ec)) return RunOutcome{0, false, ""};  // finished by another process since the caller looked
   const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
   const auto s0 = std::chrono::steady_clock::now();
   try {

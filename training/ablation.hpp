@@ -113,11 +113,9 @@ class Study {
   const std::vector<RunSpec>& runs() const { return runs_; }
   // Creates the folder and study.json, or checks that the one there is this study.
   void prepare() const;
-  // Checks that the folder holds this study, without making it or taking its lock: for a task a
-  // launcher started (a Slurm array task runs one run beside the command that submitted it).
-  void verify() const;
-  // The options a study folder's study.json records (model, grid, fixed settings, design; seeds,
-  // jobs and the rest at their defaults); std::invalid_argument naming the file when it holds none.
+  // The options a study folder's study.json records (model, grid, fixed settings, design, the most
+  // seeds asked for; jobs and the rest at their defaults); std::invalid_argument naming the file
+  // when it holds none. For a launcher's task and --status, which run beside the study's command.
   static StudyOptions saved_options(const std::filesystem::path& dir);
   // Runs every run that is not finished, options().jobs at a time, with a one-line progress view
   // (done / running / left, ETA). Returns how many failed. Stops starting new runs on Ctrl-C.

@@ -71,7 +71,7 @@ json study_json(const StudyOptions& o) {
   for (const Axis& a : o.grid) grid.push_back({{"key", a.key}, {"values", a.values}});
   json fixed = json::array();
   for (const auto& [k, v] : o.fixed) fixed.push_back({k, v});
-  json j{{"format", "ctgrad-study-1"}, {"model", o.model}, {"grid", grid}, {"fixed", fixed}};
+  json j{{"format", "ctgrad-study-1"}, {"model", o.model}, {"grid", grid}, {"fixed", fixed}, {"seeds", o.seeds}};
   if (o.one_at_a_time) j["design"] = "one_at_a_time";  // (grid studies' files stay as they were)
   return j;
 }

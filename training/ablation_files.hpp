@@ -38,7 +38,8 @@ std::optional<std::int64_t> parameter_count(const json& v);
 // key, is another run's, or its folder was trained again since; empty when it is sound.
 std::vector<std::string> result_damage(const RunSpec& r, const std::string& compared_metric);
 
-// What study.json holds: the model, the grid and the fixed settings (a rerun must match it).
+// What study.json holds: the model, the grid and the fixed settings (a rerun must match them), and
+// the seed count (a rerun may raise it).
 json study_json(const StudyOptions& o);
 
 }  // namespace ctgrad::training::ablation::files

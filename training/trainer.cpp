@@ -29,6 +29,7 @@ void install_interrupt_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, nullptr);  // what a study's Slurm task sends through srun, which would turn a SIGTERM into SIGKILL
 }
 bool interrupted() { return g_interrupted; }
 void set_interrupted() { g_interrupted = true; }

@@ -95,7 +95,7 @@ class Trainer {
   LoopOptions o_;
 };
 
-// Ctrl-C (SIGINT) and SIGTERM set a flag instead of killing the process; long loops (training,
+// Ctrl-C (SIGINT), SIGTERM and SIGUSR2 (srun forwards it unchanged) set a flag instead of killing the process; long loops (training,
 // validation, sampling) check it and stop cleanly. Installed once, for the whole process.
 void install_interrupt_handlers();
 bool interrupted();

@@ -26,9 +26,9 @@ wait_for() {
   for _ in $(seq $((secs * 5))); do "$@" > /dev/null 2>&1 && return 0; sleep 0.2; done
   return 1
 }
-# The highest step a run has validated at (0 before the first).
-validated_step() { [ -s "$1/metrics.jsonl" ] && tail -1 "$1/metrics.jsonl" | sed -n 's/.*"step":\([0-9]*\).*/\1/p' || echo 0; }
-step_at_least() { [ "$(validated_step "$1")" -ge "$2" ] 2>/dev/null; }
+# The last step a run has logged (0 before the first).
+logged_step() { [ -s "$1/metrics.jsonl" ] && tail -1 "$1/metrics.jsonl" | sed -n 's/.*"step":\([0-9]*\).*/\1/p' || echo 0; }
+step_at_least() { [ "$(logged_step "$1")" -ge "$2" ] 2>/dev/null; }
 queue_empty() { [ -z "$(squeue -h -j "$1" 2>/dev/null)" ]; }
 job_of() { sed -n 's/^submitted to Slurm as job \([0-9]*\).*/\1/p' "$work/out.txt"; }
 # results.csv without its training-time column (wall time differs between any two runs).
@@ -48,6 +48,7 @@ expect_text "says how to collect" "run this command again (or with --wait)"
 check "the array is one job of 8 tasks" 0 grep -q -- '--array=0-7' cluster/slurm/array-1.json
 check "status at once" 0 "$ctgrad" ablate --run cluster --status
 expect_text "status counts the runs" "8 runs:"
+expect_text "status names the tasks" "Slurm job "
 check "collected with --wait" 0 "$ctgrad" ablate "${grid[@]}" --run cluster --launcher slurm --wait
 expect_text "writes the report" "report: cluster/results.md"
 check "the same numbers as the local study" 0 cmp <(numbers local/results.csv) <(numbers cluster/results.csv)
@@ -57,7 +58,7 @@ done
 check "status when done" 0 "$ctgrad" ablate --run cluster --status
 expect_text "all done" "8 runs: 8 done"
 check "again: nothing to submit" 0 "$ctgrad" ablate "${grid[@]}" --run cluster --launcher slurm
-expect_text "reports at once" "(0 to run)"
+expect_text "reports at once" "(0 to submit, 0 in Slurm's queue)"
 
 # 2. Three runs, one at a time (the array's throttle): --status while pending and running; a local
 # study refused while Slurm holds the runs; scancel mid-study keeps the finished run and the
@@ -68,7 +69,7 @@ check "three runs, one at a time" 0 "$ctgrad" ablate "${three[@]}" --run cancel 
 expect_text "throttled" "at most 1 at once"
 job=$(job_of)
 check "the first run ends" 0 wait_for 120 test -s cancel/runs/000_norm_pre/seed1/result.json
-check "the second has validated" 0 wait_for 60 step_at_least cancel/runs/000_norm_pre/seed2 200
+check "the second is training" 0 wait_for 60 step_at_least cancel/runs/000_norm_pre/seed2 200
 check "status while running" 0 "$ctgrad" ablate --run cancel --status
 expect_text "one done" "1 done"
 expect_text "one running" "1 running"
@@ -104,17 +105,53 @@ check "status: all done" 0 "$ctgrad" ablate --run cancel --status
 expect_text "three done" "3 runs: 3 done"
 
 # 3. A task requeued mid-run (as preemption requeues it) saves, exits, starts again and continues:
-# the same checkpoint as one uninterrupted run.
+# the same checkpoint as one uninterrupted run; and one warned of its time limit requeues itself.
 check "a long run submitted" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run requeue --launcher slurm
 job=$(job_of)
 run=requeue/runs/000_norm_post/seed1
-check "it has validated" 0 wait_for 120 step_at_least "$run" 300
+check "it is training" 0 wait_for 120 step_at_least "$run" 300
 check "scontrol requeue" 0 scontrol requeue "${job}_0"
 check "collected" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run requeue --launcher slurm --wait
 check "the task ran again" 0 grep -q "restart 1" requeue/slurm/logs/${job}_0.log
 check "it saved when stopped" 0 grep -q "stopped: checkpoint saved" requeue/slurm/logs/${job}_0.log
 check "uninterrupted, locally" 0 "$ctgrad" train gpt --run straight "${long[@]}" --set norm=post --set seed=1 --threads 2
 check "byte-identical checkpoint" 0 cmp "$run/checkpoint.safetensors" straight/checkpoint.safetensors
+# Near a time limit Slurm sends the task USR1 (sbatch --signal=B:USR1@120); scancel sends it now.
+check "another long run" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run timelimit --launcher slurm
+job=$(job_of)
+check "it is training too" 0 wait_for 120 step_at_least timelimit/runs/000_norm_post/seed1 300
+check "the time limit's warning" 0 scancel --batch --signal=USR1 "${job}_0"
+check "collected after it" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run timelimit --launcher slurm --wait
+check "it saved and requeued itself" 0 grep -q "the time limit is near: checkpoint saved; the task is requeued" timelimit/slurm/logs/${job}_0.log
+check "and ran again" 0 grep -q "restart 1" timelimit/slurm/logs/${job}_0.log
+check "byte-identical after the time limit" 0 cmp timelimit/runs/000_norm_post/seed1/checkpoint.safetensors straight/checkpoint.safetensors
+# A node lost mid-run: its processes die at once, without a word (kill -9 of the task and its run);
+# the run keeps the checkpoint of its last validation, and the same command submits it again.
+check "a run on a node about to be lost" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run lost --launcher slurm
+job=$(job_of)
+check "it is training before the loss" 0 wait_for 120 step_at_least lost/runs/000_norm_post/seed1 300
+check "the node's processes killed" 0 kill -9 $(pgrep -f "$work/lost/")
+check "the task leaves the queue" 0 wait_for 60 queue_empty "$job"
+no_file "no outcome recorded" lost/runs/000_norm_post/seed1/failed.json
+check "status: stopped, with a checkpoint" 0 "$ctgrad" ablate --run lost --status
+expect_text "stopped" "stopped      a checkpoint"
+expect_text "names its task's log" "its last task's log: slurm/logs/${job}_0.log"
+check "the same command submits it again" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run lost --launcher slurm --wait
+expect_text "one to submit" "(1 to submit, 0 in Slurm's queue)"
+check "the lost run continued to the same checkpoint" 0 cmp lost/runs/000_norm_post/seed1/checkpoint.safetensors straight/checkpoint.safetensors
+
+# A data-parallel run of 2 ranks (srun within the task) warned of its time limit: srun passes the
+# stop on to the ranks (as USR2: a SIGTERM it would turn into SIGKILL), they save, and it continues.
+check "a run of 2 ranks" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run ranks --launcher slurm --ranks-per-run 2
+job=$(job_of)
+check "it is training on 2 ranks" 0 wait_for 120 step_at_least ranks/runs/000_norm_post/seed1 300
+check "its time limit's warning" 0 scancel --batch --signal=USR1 "${job}_0"
+check "collected after it too" 0 "$ctgrad" ablate gpt --grid norm=post --seeds 1 "${long[@]}" --run ranks --launcher slurm --ranks-per-run 2 --wait
+check "it trained data-parallel" 0 grep -q "data parallel: 2 ranks" ranks/runs/000_norm_post/seed1/train.log
+check "its ranks saved, and it requeued itself" 0 grep -q "the time limit is near: checkpoint saved; the task is requeued" ranks/slurm/logs/${job}_0.log
+check "the 2-rank run continued" 0 grep -q "resuming at step" ranks/runs/000_norm_post/seed1/train.log
+check "uninterrupted, 2 ranks under srun" 0 srun --mpi=pmix --ntasks=2 "$ctgrad" train gpt --run "$work/straight2" "${long[@]}" --set norm=post --set seed=1 --threads 1
+check "the uninterrupted 2-rank checkpoint" 0 cmp ranks/runs/000_norm_post/seed1/checkpoint.safetensors straight2/checkpoint.safetensors
 
 # 4. A failed run: named in the status, and run again with --retry-failed.
 check "a diverging learning rate" 1 "$ctgrad" ablate gpt --grid init_std=0.02,1e30 --seeds 1 "${study[@]}" --run diverge --launcher slurm --wait
@@ -125,6 +162,8 @@ expect_text "failed, diverged" "exit 3 (training diverged)"
 check "retried on Slurm" 1 "$ctgrad" ablate gpt --grid init_std=0.02,1e30 --seeds 1 "${study[@]}" --run diverge --launcher slurm --wait --retry-failed
 expect_text "submits it again" "(1 to submit, 0 in Slurm's queue)"
 check "a second array" 0 test -s diverge/slurm/array-2.json
+retry_job=$(sed -n 's/.*"job": "\([0-9]*\)".*/\1/p' diverge/slurm/array-2.json)
+check "the retried task ran, and failed again" 0 grep -q "failed (exit 3)" "diverge/slurm/logs/${retry_job}_0.log"
 
 # 5. Refusals, one line each, nothing submitted.
 check "sbatch absent" 2 env PATH=/nonexistent "$ctgrad" ablate "${grid[@]}" --run x1 --launcher slurm
@@ -133,11 +172,21 @@ check "a partition of other machines, a local disk" 2 "$ctgrad" ablate "${grid[@
 expect_text "says how it judged" "by its statfs type"
 expect_text "names the other machine" "ghost"
 check "--threads on Slurm" 2 "$ctgrad" ablate "${grid[@]}" --run x3 --launcher slurm --threads 2
+expect_text "names --cpus-per-run" "on Slurm give each run's cores with --cpus-per-run"
 check "--array is ctgrad's" 2 "$ctgrad" ablate "${grid[@]}" --run x4 --launcher slurm --slurm-arg=--array=0-3
+expect_text "says ctgrad sets it" "--slurm-arg=--array=0-3: ctgrad sets --array itself"
+check "another cluster" 2 "$ctgrad" ablate "${grid[@]}" --run x4 --launcher slurm --slurm-arg=-M --slurm-arg=other
+expect_text "says why" "submitted to the cluster of this login node"
 check "--wait without Slurm" 2 "$ctgrad" ablate "${grid[@]}" --run x5 --wait
+expect_text "says to add the launcher" "--wait is for a study on Slurm: add --launcher slurm"
 check "an unknown launcher" 2 "$ctgrad" ablate "${grid[@]}" --run x6 --launcher pbs
+expect_text "names the choices" "--launcher pbs: local or slurm"
 check "status of no study" 2 "$ctgrad" ablate --run nowhere --status
+expect_text "says there is none" "nowhere holds no study"
 check "a task outside Slurm" 2 env -u SLURM_ARRAY_TASK_ID "$ctgrad" ablate --slurm-task cluster/slurm/array-1.json
+expect_text "says what it is for" "SLURM_ARRAY_TASK_ID is not set"
+check "a task of another job" 2 env SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=999999 "$ctgrad" ablate --slurm-task cluster/slurm/array-1.json
+expect_text "refuses it" "is not the job of"
 for d in x1 x2 x3 x4 x5 x6; do no_file "nothing made for $d" "$d"; done
 
 echo "$pass passed, $fail failed"
