@@ -57,6 +57,7 @@ std::size_t dtype_size(DType d) {
     case DType::F32: case DType::I32: return 4;
     case DType::F64: case DType::I64: return 8;
     case DType::U8: return 1;
+    case DType::F16: case DType::BF16: return 2;
   }
   return 0;
 }
@@ -67,12 +68,14 @@ const char* dtype_name(DType d) {
     case DType::I32: return "I32";
     case DType::I64: return "I64";
     case DType::U8: return "U8";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
   }
   return "?";
 }
 namespace {
 DType parse_dtype(const std::string& s, const std::string& where) {
-  for (DType d : {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8})
+  for (DType d : {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8, DType::F16, DType::BF16})
     if (s == dtype_name(d)) return d;
   throw format_error(where + ": unsupported dtype '" + s + "'");
 }
@@ -271,22 +274,70 @@ std::vector<std::string> File::names() const {
   return r;
 }
 
+namespace {
+std::string shape_text(std::span<const std::int64_t> s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+// IEEE 754 binary16 to binary32, exactly (every half is a float): subnormals, infinities, NaN.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exponent == 0x1f) bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN (payload kept)
+  else if (exponent != 0) bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  else if (mantissa == 0) bits = sign;  // +-0
+  else {  // subnormal: normalise
+    int e = -1;
+    std::uint32_t m = mantissa;
+    do ++e, m <<= 1; while ((m & 0x400u) == 0);
+    bits = sign | (std::uint32_t(112 - e) << 23) | ((m & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+}  // namespace
+
 template <class T>
 void File::read(const std::string& name, std::span<T> out, std::span<const std::int64_t> shape) const {
   const TensorView& t = tensor(name);
   const DType want = view_of<T>("", std::span<const T>(), {}).dtype;
   const std::string at = "ctgrad: checkpoint " + path_.string() + ": tensor '" + name + "'";
   if (t.dtype != want) throw format_error(at + " has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(want));
-  if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end())) {
-    auto fmt = [](auto s) {
-      std::string r = "[";
-      for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-      return r + "]";
-    };
-    throw format_error(at + " has shape " + fmt(t.shape) + ", expected " + fmt(std::vector<std::int64_t>(shape.begin(), shape.end())));
-  }
+  if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()))
+    throw format_error(at + " has shape " + shape_text(t.shape) + ", expected " + shape_text(shape));
   if (out.size_bytes() != t.data.size()) throw format_error(at + ": destination holds " + std::to_string(out.size()) + " values");
   std::memcpy(out.data(), t.data.data(), t.data.size());
+}
+
+void File::read_float(const std::string& name, std::span<float> out, std::span<const std::int64_t> shape) const {
+  const TensorView& t = tensor(name);
+  const std::string at = "ctgrad: checkpoint " + path_.string() + ": tensor '" + name + "'";
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && t.dtype != DType::F64)
+    throw format_error(at + " has dtype " + dtype_name(t.dtype) + ", not a floating-point one (F32, F16, BF16, F64)");
+  if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()))
+    throw format_error(at + " has shape " + shape_text(t.shape) + ", expected " + shape_text(shape));
+  const std::size_t n = t.data.size() / dtype_size(t.dtype);
+  if (out.size() != n) throw format_error(at + ": destination holds " + std::to_string(out.size()) + " values, the tensor " + std::to_string(n));
+  const std::byte* in = t.data.data();
+  for (std::size_t i = 0; i < n; ++i) {  // (the data is little-endian, as this host: ctgrad runs on x86-64)
+    if (t.dtype == DType::F32) std::memcpy(&out[i], in + 4 * i, 4);
+    else if (t.dtype == DType::F64) {
+      double d;
+      std::memcpy(&d, in + 8 * i, 8);
+      out[i] = float(d);
+    } else {
+      std::uint16_t h;
+      std::memcpy(&h, in + 2 * i, 2);
+      if (t.dtype == DType::F16) out[i] = half_to_float(h);
+      else {
+        const std::uint32_t bits = std::uint32_t(h) << 16;  // bfloat16 is a float's upper half
+        std::memcpy(&out[i], &bits, 4);
+      }
+    }
+  }
 }
 
 template void File::read<float>(const std::string&, std::span<float>, std::span<const std::int64_t>) const;

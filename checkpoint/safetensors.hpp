@@ -26,7 +26,8 @@ struct format_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class DType { F32, F64, I32, I64, U8 };
+// F16 and BF16: the storage of most pretrained checkpoints (read, converted, by read_float).
+enum class DType { F32, F64, I32, I64, U8, F16, BF16 };
 std::size_t dtype_size(DType d);
 const char* dtype_name(DType d);
 
@@ -63,6 +64,9 @@ class File {
   // Copies a tensor out, checking dtype and shape; errors name the file and the tensor.
   template <class T>
   void read(const std::string& name, std::span<T> out, std::span<const std::int64_t> shape) const;
+  // Copies a floating-point tensor out as float, whatever its storage (F32, F16, BF16, F64:
+  // rounded to nearest); checks the shape as read does, refuses an integer tensor naming its dtype.
+  void read_float(const std::string& name, std::span<float> out, std::span<const std::int64_t> shape) const;
   const std::filesystem::path& path() const { return path_; }
   // Whether the file carried a checksum (it matched, or the constructor threw).
   bool checksummed() const { return checksummed_; }

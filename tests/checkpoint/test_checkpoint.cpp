@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -72,6 +74,45 @@ TEST_CASE("safetensors round trip with metadata", "[checkpoint]") {
   std::vector<std::int64_t> wrong = {3, 2};
   CHECK_THROWS_WITH(f.read<float>("a", a2, wrong), Contains("tensor 'a' has shape [2,3], expected [3,2]"));
   CHECK_THROWS_WITH(f.tensor("zzz"), Contains("no tensor 'zzz'"));
+}
+
+TEST_CASE("F16 and BF16 tensors (pretrained checkpoints' storage) read as float, every half exactly", "[checkpoint]") {
+  // All 65536 halves, against the format's definition: (-1)^s 2^(e-15) (1 + m/1024), subnormal 2^-14 m/1024.
+  std::vector<std::uint16_t> halves(65536);
+  for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = std::uint16_t(i);
+  const std::vector<std::uint16_t> bf16 = {0x3F80, 0x4049, 0xFF80, 0x0001, 0x7F7F, 0x8000};  // 1, 3.140625, -inf, least subnormal, largest, -0
+  const std::vector<std::int32_t> ints = {1, 2};
+  const fs::path p = scratch("halves.safetensors");
+  std::vector<checkpoint::TensorView> t = {{"h", checkpoint::DType::F16, {256, 256}, std::as_bytes(std::span<const std::uint16_t>(halves))},
+                                           {"b", checkpoint::DType::BF16, {6}, std::as_bytes(std::span<const std::uint16_t>(bf16))},
+                                           checkpoint::view_of<std::int32_t>("i", ints, {2})};
+  checkpoint::save(p, t);
+  const checkpoint::File f(p);
+  CHECK(f.tensor("h").dtype == checkpoint::DType::F16);
+  std::vector<float> h(65536);
+  const std::vector<std::int64_t> hs = {256, 256};
+  f.read_float("h", h, hs);
+  for (std::size_t i = 0; i < halves.size(); ++i) {
+    const int s = int(i >> 15), e = int(i >> 10) & 31, m = int(i) & 1023;
+    const double magnitude = e == 31 ? (m ? std::nan("") : INFINITY) : e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+    const double want = s ? -magnitude : magnitude;
+    if (std::isnan(want)) REQUIRE(std::isnan(h[i]));
+    else REQUIRE((double(h[i]) == want && std::signbit(h[i]) == bool(s)));
+  }
+  std::vector<float> b(6);
+  const std::vector<std::int64_t> bs = {6};
+  f.read_float("b", b, bs);
+  CHECK(b[0] == 1.0f);
+  CHECK(b[1] == 3.140625f);
+  CHECK((std::isinf(b[2]) && b[2] < 0));
+  CHECK(b[3] == std::ldexp(1.0f, -133));
+  CHECK(b[4] == std::ldexp(1.9921875f, 127));  // bfloat16's largest
+  CHECK((b[5] == 0.0f && std::signbit(b[5])));
+  // F32 through read_float is read's copy; integers and the exact-dtype read are refused, naming the dtype.
+  std::vector<float> two(2);
+  CHECK_THROWS_WITH(f.read_float("i", two, std::vector<std::int64_t>{2}), Contains("tensor 'i' has dtype I32, not a floating-point one"));
+  CHECK_THROWS_WITH(f.read<float>("b", b, bs), Contains("tensor 'b' has dtype BF16, expected F32"));
+  CHECK_THROWS_WITH(f.read_float("b", b, std::vector<std::int64_t>{3, 2}), Contains("tensor 'b' has shape [6], expected [3,2]"));
 }
 
 TEST_CASE("truncated or corrupt checkpoints give one clear error", "[checkpoint][errors]") {
