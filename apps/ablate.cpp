@@ -165,6 +165,12 @@ extern "C" void on_time_limit(int) {
 // a requeued task continues it; warned of the time limit, it saves and requeues itself.
 int slurm_task(const std::vector<std::string>& rest) {
   if (rest.size() != 3) throw config_error("usage: ctgrad ablate --slurm-task ARRAY_FILE (a task of a study's Slurm job array; ctgrad ablate --launcher slurm submits it)");
+  // First: a warning that comes while the task starts must not end it (USR1's default action).
+  struct sigaction sa {};
+  sa.sa_handler = on_time_limit;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, nullptr);
   const slurm::Task st = slurm::task_of(rest[2]);
   ab::StudyOptions o;
   try {
@@ -194,11 +200,6 @@ int slurm_task(const std::vector<std::string>& rest) {
     std::printf("its result is there already: nothing to run\n");
     return 0;
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_time_limit;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, nullptr);
   std::vector<std::string> launcher;
   if (st.ranks > 1) {  // a data-parallel run: its ranks started by srun within the task's allocation, joined by PMIx
     launcher = {"srun", "--ntasks=" + std::to_string(st.ranks), "--cpus-per-task=" + std::to_string(st.cpus), "--kill-on-bad-exit=1"};

@@ -81,9 +81,13 @@ json read_array(const fs::path& file) {
   return j;
 }
 
-// Every submitted array: job id -> its runs' folders (by array index).
-std::map<std::string, std::vector<fs::path>> submitted(const fs::path& study_dir) {
-  std::map<std::string, std::vector<fs::path>> out;
+// Every submitted array: job id -> its runs' folders (by array index), the latest last.
+// Job ids in submission order: as numbers (digits only), not as text ("99" before "100").
+struct ByNumber {
+  bool operator()(const std::string& a, const std::string& b) const { return a.size() != b.size() ? a.size() < b.size() : a < b; }
+};
+std::map<std::string, std::vector<fs::path>, ByNumber> submitted(const fs::path& study_dir) {
+  std::map<std::string, std::vector<fs::path>, ByNumber> out;
   for (const auto& [k, file] : array_files(study_dir)) {
     const json j = read_array(file);
     if (!j.contains("job") || !j["job"].is_string() || j["job"].get<std::string>().find_first_not_of("0123456789") != std::string::npos)
@@ -301,7 +305,7 @@ std::map<fs::path, std::string> accounting(const fs::path& study_dir) {
 
 std::map<fs::path, std::string> last_tasks(const fs::path& study_dir) {
   std::map<fs::path, std::string> out;
-  for (const auto& [job, runs] : submitted(study_dir))  // (by job id: later arrays' ids are larger, and win)
+  for (const auto& [job, runs] : submitted(study_dir))  // (the latest array last: it wins)
     for (std::size_t i = 0; i < runs.size(); ++i) out[runs[i]] = job + "_" + std::to_string(i);
   return out;
 }

@@ -64,7 +64,8 @@ expect_text "reports at once" "(0 to submit, 0 in Slurm's queue)"
 # study refused while Slurm holds the runs; scancel mid-study keeps the finished run and the
 # stopped one's checkpoint; the same command then submits the rest, which continue.
 long=(--set size=tiny --set steps=1500 --set eval_every=100 --set context=64 --set batch=16 --set eval_windows=16 --set sample_tokens=0)
-three=(gpt --grid norm=pre --seeds 3 "${long[@]}")
+# (runs of 3000 steps: the checks between "the second is training" and scancel need seconds of it)
+three=(gpt --grid norm=pre --seeds 3 --set size=tiny --set steps=3000 --set eval_every=100 --set context=64 --set batch=16 --set eval_windows=16 --set sample_tokens=0)
 check "three runs, one at a time" 0 "$ctgrad" ablate "${three[@]}" --run cancel --launcher slurm --jobs 1
 expect_text "throttled" "at most 1 at once"
 job=$(job_of)
