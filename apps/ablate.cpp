@@ -358,10 +358,11 @@ int ablate(const std::vector<std::string>& rest) {
                          "--max-runs, --yes, --retry-failed, --launcher, --slurm-arg, --cpus-per-run, --ranks-per-run, --wait, --shared-fs; " +
                          "ctgrad ablate --run DIR --status)");
   }
-  if (launcher == "local")
+  if (launcher == "local") {
+    if (!launch.sbatch_args.empty()) given.insert("--slurm-arg");
     for (const char* only : {"--slurm-arg", "--cpus-per-run", "--ranks-per-run", "--wait", "--shared-fs"})
-      if (given.count(only) || (std::string(only) == "--slurm-arg" && !launch.sbatch_args.empty()))
-        throw config_error(std::string(only) + " is for a study on Slurm: add --launcher slurm");
+      if (given.count(only)) throw config_error(std::string(only) + " is for a study on Slurm: add --launcher slurm");
+  }
   if (launcher == "slurm" && given.count("--threads"))
     throw config_error("--threads divides this machine's cores between local runs: on Slurm give each run's cores with --cpus-per-run");
   if (launcher == "slurm" && given.count("--jobs")) launch.throttle = o.jobs;

@@ -105,41 +105,25 @@ std::string joined(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
-// Linux's magic numbers (statfs(2)) of the file systems that nodes share.
-std::string shared_kind(long type) {
-  switch (static_cast<unsigned long>(type) & 0xffffffffUL) {
-    case 0x6969: return "NFS";
-    case 0x517B: return "SMB";
-    case 0xFF534D42: return "CIFS";
-    case 0xFE534D42: return "SMB2";
-    case 0x0BD00BD0: return "Lustre";
-    case 0x47504653: return "GPFS";
-    case 0x19830326: return "BeeGFS";
-    case 0x00C36400: return "CephFS";
-    case 0x5346414F: return "AFS";
-    case 0x7461636F: return "OCFS2";
-    case 0x01161970: return "GFS2";
-    case 0xAAD7AAEA: return "PanFS";
-    case 0x65735546: return "FUSE";  // sshfs, GlusterFS, JuiceFS...: network file systems as a rule
-    default: return "";
-  }
-}
-
-std::string local_kind(long type) {
-  switch (static_cast<unsigned long>(type) & 0xffffffffUL) {
-    case 0xEF53: return "ext4";
-    case 0x58465342: return "XFS";
-    case 0x9123683E: return "Btrfs";
-    case 0x01021994: return "tmpfs";
-    case 0x794C7630: return "overlayfs";
-    case 0x2FC12FC1: return "ZFS";
-    case 0xF2F52010: return "F2FS";
-    default: {
-      char hex[32];
-      std::snprintf(hex, sizeof hex, "type 0x%lx", static_cast<unsigned long>(type) & 0xffffffffUL);
-      return hex;
-    }
-  }
+// A file system by Linux's magic number (statfs(2)): its name, and whether nodes share it.
+struct FileSystem {
+  std::string name;
+  bool shared = false;
+};
+FileSystem file_system(long type) {
+  static const struct { unsigned long magic; const char* name; bool shared; } known[] = {
+      {0x6969, "NFS", true}, {0x517B, "SMB", true}, {0xFF534D42, "CIFS", true}, {0xFE534D42, "SMB2", true},
+      {0x0BD00BD0, "Lustre", true}, {0x47504653, "GPFS", true}, {0x19830326, "BeeGFS", true}, {0x00C36400, "CephFS", true},
+      {0x5346414F, "AFS", true}, {0x7461636F, "OCFS2", true}, {0x01161970, "GFS2", true}, {0xAAD7AAEA, "PanFS", true},
+      {0x65735546, "FUSE", true},  // sshfs, GlusterFS, JuiceFS...: network file systems as a rule
+      {0xEF53, "ext4", false}, {0x58465342, "XFS", false}, {0x9123683E, "Btrfs", false}, {0x01021994, "tmpfs", false},
+      {0x794C7630, "overlayfs", false}, {0x2FC12FC1, "ZFS", false}, {0xF2F52010, "F2FS", false}};
+  const unsigned long magic = static_cast<unsigned long>(type) & 0xffffffffUL;
+  for (const auto& k : known)
+    if (k.magic == magic) return {k.name, k.shared};
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "type 0x%lx", magic);
+  return {hex, false};
 }
 
 // The partition the user's sbatch arguments name (-p P, --partition=P, --partition P), else
@@ -197,7 +181,8 @@ void check_shared(const fs::path& path, const std::string& what, const Launch& l
   while (!fs::exists(at, ec) && at.has_parent_path() && at != at.parent_path()) at = at.parent_path();
   struct statfs st {};
   if (::statfs(at.c_str(), &st) != 0) throw config_error("--launcher slurm: cannot read the file system of " + printable(path.string()));
-  if (!shared_kind(st.f_type).empty()) return;
+  const FileSystem kind = file_system(st.f_type);
+  if (kind.shared) return;
   if (!nodes_read) nodes = partition_nodes(partition_of(launch.sbatch_args)), nodes_read = true;
   const std::string me = short_host();
   std::vector<std::string> others;
@@ -206,7 +191,7 @@ void check_shared(const fs::path& path, const std::string& what, const Launch& l
   if (others.empty()) return;  // the partition is this machine: its own disk is the nodes' disk
   std::string shown = joined(std::vector<std::string>(others.begin(), others.begin() + long(std::min<std::size_t>(others.size(), 4))), ", ");
   if (others.size() > 4) shown += " and " + std::to_string(others.size() - 4) + " more";
-  throw config_error("--launcher slurm: " + what + " " + printable(path.string()) + " is on " + local_kind(st.f_type) +
+  throw config_error("--launcher slurm: " + what + " " + printable(path.string()) + " is on " + kind.name +
                      ", a file system of this machine (" + me + ") by its statfs type, and the partition's nodes include other machines (" +
                      printable(shown) + "): put it on a file system the nodes share (NFS, Lustre, GPFS, BeeGFS, CephFS), or add --shared-fs if they do see it");
 }

@@ -321,22 +321,30 @@ void File::read_float(const std::string& name, std::span<float> out, std::span<c
     throw format_error(at + " has shape " + shape_text(t.shape) + ", expected " + shape_text(shape));
   const std::size_t n = t.data.size() / dtype_size(t.dtype);
   if (out.size() != n) throw format_error(at + ": destination holds " + std::to_string(out.size()) + " values, the tensor " + std::to_string(n));
-  const std::byte* in = t.data.data();
-  for (std::size_t i = 0; i < n; ++i) {  // (the data is little-endian, as this host: ctgrad runs on x86-64)
-    if (t.dtype == DType::F32) std::memcpy(&out[i], in + 4 * i, 4);
-    else if (t.dtype == DType::F64) {
-      double d;
-      std::memcpy(&d, in + 8 * i, 8);
-      out[i] = float(d);
-    } else {
-      std::uint16_t h;
-      std::memcpy(&h, in + 2 * i, 2);
-      if (t.dtype == DType::F16) out[i] = half_to_float(h);
-      else {
-        const std::uint32_t bits = std::uint32_t(h) << 16;  // bfloat16 is a float's upper half
+  const std::byte* in = t.data.data();  // (little-endian, as this host: ctgrad runs on x86-64)
+  switch (t.dtype) {
+    case DType::F32: std::memcpy(out.data(), in, 4 * n); break;
+    case DType::F64:
+      for (std::size_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, in + 8 * i, 8);
+        out[i] = float(d);
+      }
+      break;
+    case DType::F16:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        out[i] = half_to_float(h);
+      }
+      break;
+    default:  // BF16: a float's upper half
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        const std::uint32_t bits = std::uint32_t(h) << 16;
         std::memcpy(&out[i], &bits, 4);
       }
-    }
   }
 }
 

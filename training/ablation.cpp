@@ -320,52 +320,51 @@ bool lower_is_better(const std::string& m) {
 }
 bool Study::lower_is_better() const { return ablation::lower_is_better(metric()); }
 
-RunOutcome Study::run_one(const RunSpec& run, const RunFn& f, int threads) const {
-  const RunSpec* r = &run;
+RunOutcome Study::run_one(const RunSpec& r, const RunFn& f, int threads) const {
   RunOutcome out;
   std::error_code ec;
-  fs::create_directories(r->dir, ec);
-  if (ec || !fs::is_directory(r->dir, ec)) {
+  fs::create_directories(r.dir, ec);
+  if (ec || !fs::is_directory(r.dir, ec)) {
     // Name what is in the way: a file, a dangling or looping link, rather than errno's "File exists".
     std::string why = ec ? ec.message() : "a file is in the way";
-    for (fs::path p = r->dir; !p.empty() && p != o_.dir && p != p.parent_path(); p = p.parent_path()) {
+    for (fs::path p = r.dir; !p.empty() && p != o_.dir && p != p.parent_path(); p = p.parent_path()) {
       std::error_code e2;
       const auto st = fs::symlink_status(p, e2);
       if (fs::is_symlink(st) && !fs::is_directory(fs::status(p, e2))) why = printable(p.string()) + " is a symbolic link that leads to no folder";
       else if (fs::exists(st) && !fs::is_directory(st) && !fs::is_symlink(st)) why = printable(p.string()) + " is a file, in the way";
     }
-    throw std::runtime_error("cannot make the run folder " + printable(r->dir.string()) + ": " + why);
+    throw std::runtime_error("cannot make the run folder " + printable(r.dir.string()) + ": " + why);
   }
   // One process at a time runs a run: a local study beside a Slurm task of the same study, or a
   // task Slurm started again while the one it requeued still saves, is refused, naming the holder.
-  const FolderLock run_lock(r->dir, "run.lock", "the run folder", "another process of the study");
-  if (fs::is_regular_file(r->dir / "result.json", ec)) return RunOutcome{0, false, ""};  // finished by another process since the caller looked
-  const bool resume = fs::is_regular_file(r->dir / "checkpoint.safetensors", ec);
+  const FolderLock run_lock(r.dir, "run.lock", "the run folder", "another process of the study");
+  if (fs::is_regular_file(r.dir / "result.json", ec)) return RunOutcome{0, false, ""};  // finished by another process since the caller looked
+  const bool resume = fs::is_regular_file(r.dir / "checkpoint.safetensors", ec);
   const auto s0 = std::chrono::steady_clock::now();
   try {
-    out.exit_code = f(*r, RunContext{threads, resume});
+    out.exit_code = f(r, RunContext{threads, resume});
   } catch (const std::exception& e) {
     out.exit_code = 1;
     out.refused = printable(e.what());
   }
+  out.stopped = interrupted() && out.exit_code != 0;  // Ctrl-C, SIGTERM: neither a result nor a failure; the run continues next time
+  if (out.stopped) return out;
   // The outcome, kept with the run's settings: its final validation, or how it failed (a diverged
   // or refused run is a result of the study: reported, and not retried unless asked).
-  const Curve c = read_curve(r->dir / "metrics.jsonl");
+  const Curve c = read_curve(r.dir / "metrics.jsonl");
   json sets = json::object();
-  for (const auto& [k, v] : r->sets) sets[k] = v;
+  for (const auto& [k, v] : r.sets) sets[k] = v;
   json last = json::object();
   if (!c.values.empty())
     for (const auto& [k, v] : c.values.back()) last[k] = v;
-  out.stopped = interrupted() && out.exit_code != 0;  // Ctrl-C, SIGTERM: neither a result nor a failure; the run continues next time
-  if (out.stopped) return out;
   const int rc = out.exit_code;
-  json outcome{{"config", r->config}, {"settings", sets}, {"seed", r->seed}, {"commit", o_.commit},
+  json outcome{{"config", r.config}, {"settings", sets}, {"seed", r.seed}, {"commit", o_.commit},
                {"final_step", c.steps.empty() ? 0 : c.steps.back()}, {"metric", c.metric}, {"final", last},
                {"train_seconds", c.seconds}, {"exit_code", rc},
                {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count()}};
   if (!out.refused.empty()) outcome["refused"] = out.refused;
-  checkpoint::write_atomically(r->dir / (rc == 0 ? "result.json" : "failed.json"), outcome.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-  if (rc == 0) fs::remove(r->dir / "failed.json", ec);
+  checkpoint::write_atomically(r.dir / (rc == 0 ? "result.json" : "failed.json"), outcome.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  if (rc == 0) fs::remove(r.dir / "failed.json", ec);
   return out;
 }
 
