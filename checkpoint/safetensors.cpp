@@ -171,21 +171,59 @@ void save(const std::filesystem::path& path, std::span<const TensorView> tensors
 File::File(const std::filesystem::path& path) : path_(path) {
   const std::string where = "ctgrad: checkpoint " + path.string();
   bytes_ = read_regular_file(path, where);
-  parse();
+  parse(bytes_, bytes_.size());
 }
 
-File::File(std::vector<std::byte> bytes, const std::filesystem::path& path) : path_(path), bytes_(std::move(bytes)) { parse(); }
+File::File(std::vector<std::byte> bytes, const std::filesystem::path& path) : path_(path), bytes_(std::move(bytes)) { parse(bytes_, bytes_.size()); }
 
-void File::parse() {
+namespace {
+// Reads exactly out.size() bytes at `at`; false when the file ends first.
+bool pread_all(int fd, std::uint64_t at, std::span<std::byte> out) {
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t r = ::pread(fd, out.data() + got, out.size() - got, off_t(at + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += std::size_t(r);
+  }
+  return true;
+}
+constexpr std::uint64_t kMaxHeaderBytes = std::uint64_t(100) << 20;  // as Hugging Face's own reader
+}  // namespace
+
+File::File(const std::filesystem::path& path, OnDemand) : path_(path) {
+  const std::string where = "ctgrad: checkpoint " + path.string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw format_error(where + ": cannot open: " + std::strerror(errno));
+  fd_ = std::shared_ptr<const int>(new int(fd), [](const int* f) { ::close(*f), delete f; });
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw format_error(where + ": not a regular file");
+  const std::size_t size = std::size_t(st.st_size);
+  std::vector<std::byte> head(std::min<std::size_t>(size, 8));
+  if (!pread_all(fd, 0, head)) throw format_error(where + ": cannot read its header length");
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < head.size(); ++i) n |= std::uint64_t(std::to_integer<unsigned char>(head[i])) << (8 * i);
+  if (size >= 8 && n <= size - 8 && n <= kMaxHeaderBytes) {
+    head.resize(8 + std::size_t(n));
+    if (!pread_all(fd, 8, std::span<std::byte>(head).subspan(8))) throw format_error(where + ": cannot read its header (it shrank)");
+  }
+  parse(head, size);
+  if (checksummed_) {  // ctgrad's own file: the checksum covers the data, read whole
+    *this = File(path);
+  }
+}
+
+void File::parse(std::span<const std::byte> head, std::size_t size) {
   const std::string where = "ctgrad: checkpoint " + path_.string();
-  const std::size_t size = bytes_.size();
+  const bool on_demand = fd_ != nullptr;
   if (size < 8) throw format_error(where + ": truncated (" + std::to_string(size) + " bytes, no header length)");
   std::uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= std::uint64_t(std::to_integer<unsigned char>(bytes_[std::size_t(i)])) << (8 * i);
+  for (int i = 0; i < 8; ++i) n |= std::uint64_t(std::to_integer<unsigned char>(head[std::size_t(i)])) << (8 * i);
   if (n > size - 8) throw format_error(where + ": header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes): truncated?");
+  if (on_demand && n > kMaxHeaderBytes) throw format_error(where + ": header length " + std::to_string(n) + " is over 100 MB: not a safetensors header");
   if (n % 8 != 0)
     throw format_error(where + ": header length " + std::to_string(n) + " is not a multiple of 8 (the format pads it): the length or the header is damaged");
-  const char* text = reinterpret_cast<const char*>(bytes_.data()) + 8;
+  const char* text = reinterpret_cast<const char*>(head.data()) + 8;
   if (nesting(text, std::size_t(n)) > 64) throw format_error(where + ": header nests deeper than 64 levels");
   if (std::memchr(text, 0, std::size_t(n)) != nullptr) throw format_error(where + ": header holds a NUL byte (a JSON parser would stop there)");
   nlohmann::json header;
@@ -231,7 +269,8 @@ void File::parse() {
       if (count < 0) throw format_error(at + ": a negative dim, or dims whose product overflows");
       if (off[1] - off[0] != std::uint64_t(count) * dtype_size(t.dtype))
         throw format_error(at + ": " + std::to_string(off[1] - off[0]) + " bytes do not fit its dtype and shape");
-      t.data = std::span<const std::byte>(bytes_.data() + data_begin + off[0], std::size_t(off[1] - off[0]));
+      if (on_demand) offset_.push_back(data_begin + off[0]);
+      else t.data = std::span<const std::byte>(bytes_.data() + data_begin + off[0], std::size_t(off[1] - off[0]));
       ranges.push_back({std::size_t(off[0]), std::size_t(off[1]), t.name});
       index_[t.name] = tensors_.size();
       tensors_.push_back(std::move(t));
@@ -250,6 +289,10 @@ void File::parse() {
   if (at != data_size)
     throw format_error(where + ": " + std::to_string(data_size - at) + " bytes after the last tensor belong to no tensor (the header length is wrong, or the file was appended to)");
   const auto sum = metadata_.find(kChecksumKey);
+  if (sum != metadata_.end() && on_demand) {
+    checksummed_ = true;  // the constructor reads the file whole and checks it
+    return;
+  }
   if (sum != metadata_.end()) {
     std::vector<TableEntry> table;
     for (const TensorView& t : tensors_) {
@@ -308,8 +351,18 @@ void File::read(const std::string& name, std::span<T> out, std::span<const std::
   if (t.dtype != want) throw format_error(at + " has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(want));
   if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()))
     throw format_error(at + " has shape " + shape_text(t.shape) + ", expected " + shape_text(shape));
-  if (out.size_bytes() != t.data.size()) throw format_error(at + ": destination holds " + std::to_string(out.size()) + " values");
-  std::memcpy(out.data(), t.data.data(), t.data.size());
+  if (out.size() != std::size_t(numel(t.shape))) throw format_error(at + ": destination holds " + std::to_string(out.size()) + " values");
+  read_bytes(t, 0, std::as_writable_bytes(out));
+}
+
+void File::read_bytes(const TensorView& t, std::size_t begin, std::span<std::byte> out) const {
+  if (!fd_) {
+    std::memcpy(out.data(), t.data.data() + begin, out.size());
+    return;
+  }
+  const std::size_t i = index_.at(t.name);
+  if (!pread_all(*fd_, offset_[i] + begin, out))
+    throw format_error("ctgrad: checkpoint " + path_.string() + ": tensor '" + t.name + "': the file ended before its data (it was truncated after it was opened)");
 }
 
 void File::read_float(const std::string& name, std::span<float> out, std::span<const std::int64_t> shape) const {
@@ -319,32 +372,44 @@ void File::read_float(const std::string& name, std::span<float> out, std::span<c
     throw format_error(at + " has dtype " + dtype_name(t.dtype) + ", not a floating-point one (F32, F16, BF16, F64)");
   if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()))
     throw format_error(at + " has shape " + shape_text(t.shape) + ", expected " + shape_text(shape));
-  const std::size_t n = t.data.size() / dtype_size(t.dtype);
+  const std::size_t n = std::size_t(numel(t.shape)), width = dtype_size(t.dtype);
   if (out.size() != n) throw format_error(at + ": destination holds " + std::to_string(out.size()) + " values, the tensor " + std::to_string(n));
-  const std::byte* in = t.data.data();  // (little-endian, as this host: ctgrad runs on x86-64)
-  switch (t.dtype) {
-    case DType::F32: std::memcpy(out.data(), in, 4 * n); break;
-    case DType::F64:
-      for (std::size_t i = 0; i < n; ++i) {
-        double d;
-        std::memcpy(&d, in + 8 * i, 8);
-        out[i] = float(d);
-      }
-      break;
-    case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, in + 2 * i, 2);
-        out[i] = half_to_float(h);
-      }
-      break;
-    default:  // BF16: a float's upper half
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, in + 2 * i, 2);
-        const std::uint32_t bits = std::uint32_t(h) << 16;
-        std::memcpy(&out[i], &bits, 4);
-      }
+  if (t.dtype == DType::F32) {
+    read_bytes(t, 0, std::as_writable_bytes(out));
+    return;
+  }
+  // Converted in chunks (the file's bytes, read on demand, pass through a small buffer).
+  constexpr std::size_t kChunk = std::size_t(1) << 16;
+  std::vector<std::byte> buffer(std::min(n, kChunk) * width);
+  for (std::size_t first = 0; first < n; first += kChunk) {
+    const std::size_t count = std::min(kChunk, n - first);
+    const std::byte* in;  // (little-endian, as this host: ctgrad runs on x86-64)
+    if (fd_) read_bytes(t, first * width, std::span<std::byte>(buffer).first(count * width)), in = buffer.data();
+    else in = t.data.data() + first * width;
+    float* o = out.data() + first;
+    switch (t.dtype) {
+      case DType::F64:
+        for (std::size_t i = 0; i < count; ++i) {
+          double d;
+          std::memcpy(&d, in + 8 * i, 8);
+          o[i] = float(d);
+        }
+        break;
+      case DType::F16:
+        for (std::size_t i = 0; i < count; ++i) {
+          std::uint16_t h;
+          std::memcpy(&h, in + 2 * i, 2);
+          o[i] = half_to_float(h);
+        }
+        break;
+      default:  // BF16: a float's upper half
+        for (std::size_t i = 0; i < count; ++i) {
+          std::uint16_t h;
+          std::memcpy(&h, in + 2 * i, 2);
+          const std::uint32_t bits = std::uint32_t(h) << 16;
+          std::memcpy(&o[i], &bits, 4);
+        }
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -52,9 +53,16 @@ inline constexpr const char* kChecksumKey = "ctgrad_checksum";
 
 void save(const std::filesystem::path& path, std::span<const TensorView> tensors, const Metadata& metadata = {});
 
+// Reading on demand: the header is read and validated at open, each tensor's bytes when it is
+// read (pread, straight into the destination: the file is never held whole). A file that shrinks
+// meanwhile is a format_error, never a fault. A file carrying ctgrad's checksum is read whole
+// (the checksum covers every byte). TensorView::data is empty for a tensor not yet in memory.
+struct OnDemand {};
+
 class File {
  public:
   explicit File(const std::filesystem::path& path);  // reads and validates
+  File(const std::filesystem::path& path, OnDemand);
   // The bytes of a file (named `path` in errors), validated the same way.
   File(std::vector<std::byte> bytes, const std::filesystem::path& path);
   const Metadata& metadata() const { return metadata_; }
@@ -72,9 +80,12 @@ class File {
   bool checksummed() const { return checksummed_; }
 
  private:
-  void parse();
+  void parse(std::span<const std::byte> head, std::size_t size);
+  void read_bytes(const TensorView& t, std::size_t begin, std::span<std::byte> out) const;  // [begin, begin + out.size()) of t
   std::filesystem::path path_;
   std::vector<std::byte> bytes_;
+  std::shared_ptr<const int> fd_;      // on demand: the open file
+  std::vector<std::uint64_t> offset_;  // on demand: each tensor's first byte in the file
   std::vector<TensorView> tensors_;
   std::map<std::string, std::size_t> index_;
   Metadata metadata_;

@@ -27,7 +27,7 @@ TensorFolder::TensorFolder(const fs::path& dir) : dir_(dir) {
   const bool has_single = fs::exists(fs::symlink_status(single, ec)), has_index = fs::exists(fs::symlink_status(index, ec));
   if (!has_single && !has_index) throw format_error(where + ": holds neither model.safetensors nor model.safetensors.index.json");
   if (!has_index) {
-    files_.push_back(std::make_unique<File>(single));
+    files_.push_back(std::make_unique<File>(single, OnDemand{}));
     for (const std::string& n : files_.back()->names()) where_[n] = 0;
     return;
   }
@@ -54,7 +54,7 @@ TensorFolder::TensorFolder(const fs::path& dir) : dir_(dir) {
   for (const std::string& s : shards) {
     if (!fs::exists(fs::symlink_status(dir / s, ec))) throw format_error(at + " lists the shard " + s + ", which the folder lacks");
     file_index[s] = files_.size();
-    files_.push_back(std::make_unique<File>(dir / s));
+    files_.push_back(std::make_unique<File>(dir / s, OnDemand{}));
   }
   for (const auto& [name, s] : shard_of) {
     const File& f = *files_[file_index[s]];

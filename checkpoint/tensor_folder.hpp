@@ -1,7 +1,8 @@
 // The tensors of a Hugging Face model folder: `model.safetensors`, or `model.safetensors.index.json`
 // and the shards its "weight_map" lists ({"weight_map": {"tensor name": "model-00001-of-00002.safetensors"}}).
 //
-// Each shard is read and validated as checkpoint::File reads a file. The index is checked too: a
+// Each shard's header is read and validated as checkpoint::File reads a file; tensors are read on
+// demand (File's OnDemand: a 125M-parameter folder costs its parameters once, not twice). The index is checked too: a
 // JSON object whose weight_map maps names to file names inside the folder (no path, no "..");
 // every tensor it names is in the shard it names, and every tensor of a shard is in the index
 // (what the index does not list would be loaded from nowhere or silently dropped). A failure is
@@ -32,7 +33,7 @@ class TensorFolder {
 
  private:
   std::filesystem::path dir_;
-  std::vector<std::unique_ptr<File>> files_;  // (a File's views point into its own bytes: never copied)
+  std::vector<std::unique_ptr<File>> files_;
   std::map<std::string, std::size_t> where_;  // tensor name -> its file
 };
 

@@ -34,6 +34,12 @@
 
 namespace ctgrad::models {
 
+// Rotary frequencies for contexts past the pretraining one (Hugging Face's rope_scaling; ops/rotary.hpp).
+struct LlamaRopeScaling {
+  RopeScaling type = RopeScaling::none;
+  double factor = 1, low_freq_factor = 1, high_freq_factor = 4, original_context = 8192;
+};
+
 struct LlamaConfig {
   int vocab = 256, n_layer = 4, n_head = 4, kv_heads = 2, d_model = 128, context = 64;
   int d_ff = layers::gated_width(4 * 128);  // SwiGLU's hidden width (2/3 of 4d, as Llama)
@@ -42,6 +48,8 @@ struct LlamaConfig {
   bool qk_norm = false;
   int window = 0;       // sliding-window attention (0: the whole context)
   bool bias = false;    // biases in the linear layers
+  bool qkv_bias = false;  // biases in the q, k and v projections alone (Qwen2)
+  LlamaRopeScaling rope_scaling{};
   bool tie = false;     // the head is the token embedding's transpose
   int moe_experts = 0;  // a mixture of SwiGLU experts of width d_ff in every layer (0: a dense MLP)
   int moe_top_k = 2;    // experts per token
@@ -67,8 +75,12 @@ inline constexpr InputName positions{"positions", DType::index};  // decoder: [S
 namespace detail {
 
 constexpr layers::MultiHeadAttentionOptions llama_attention(const LlamaConfig& c, Real dropout, Init w, Init resid) {
-  return {.heads = c.n_head, .dropout = dropout, .causal = true, .bias = c.bias, .init = w, .out_init = resid, .kv_heads = c.kv_heads,
-          .rope = RopeOptions{.theta = c.rope_theta, .interleaved = c.rope_interleaved}, .qk_norm = c.qk_norm, .window = c.window,
+  const LlamaRopeScaling& r = c.rope_scaling;
+  return {.heads = c.n_head, .dropout = dropout, .causal = true, .bias = c.bias || c.qkv_bias, .out_bias = c.bias, .init = w, .out_init = resid,
+          .kv_heads = c.kv_heads,
+          .rope = RopeOptions{.theta = c.rope_theta, .interleaved = c.rope_interleaved, .scaling = r.type, .factor = r.factor,
+                              .low_freq_factor = r.low_freq_factor, .high_freq_factor = r.high_freq_factor, .original_context = r.original_context},
+          .qk_norm = c.qk_norm, .window = c.window,
           .names = {.q = "q_proj", .k = "k_proj", .v = "v_proj", .o = "o_proj"}};
 }
 

@@ -11,12 +11,46 @@
 #include <vector>
 
 namespace ctgrad {
+
+double rope_frequency(const RopeOptions& o, int i, int rot) {
+  const double base = std::pow(double(o.theta), -2.0 * double(i) / double(rot)), factor = double(o.factor);
+  switch (o.scaling) {
+    case RopeScaling::none: return base;
+    case RopeScaling::linear: return base / factor;
+    case RopeScaling::llama3: {  // Hugging Face's _compute_llama3_parameters, in double
+      const double pi = 3.14159265358979323846, wavelength = 2 * pi / base, context = double(o.original_context);
+      const double low = double(o.low_freq_factor), high = double(o.high_freq_factor);
+      if (wavelength < context / high) return base;
+      if (wavelength > context / low) return base / factor;
+      const double smooth = (context / wavelength - low) / (high - low);
+      return (1 - smooth) * base / factor + smooth * base;
+    }
+  }
+  return base;
+}
+
 namespace {
+
+// The options that set the frequencies: one table per distinct set.
+struct FrequencyKey {
+  double theta, factor, low, high, context;
+  RopeScaling scaling;
+  explicit FrequencyKey(const RopeOptions& o)
+      : theta(double(o.theta)), factor(double(o.factor)), low(double(o.low_freq_factor)), high(double(o.high_freq_factor)),
+        context(double(o.original_context)), scaling(o.scaling) {
+    if (scaling == RopeScaling::none) factor = low = high = context = 0;  // unused: equal tables
+    if (scaling == RopeScaling::linear) low = high = context = 0;
+  }
+  bool operator==(const FrequencyKey&) const = default;
+  RopeOptions options() const {
+    return {.theta = theta, .scaling = scaling, .factor = factor, .low_freq_factor = low, .high_freq_factor = high, .original_context = context};
+  }
+};
 
 // cos and sin of position p times frequency i (i < rot/2), at [p * rot/2 + i], in double and
 // float, for positions [0, positions).
 struct RopeTable {
-  double theta;
+  FrequencyKey key;
   int rot;
   std::int64_t positions;
   std::vector<double> cos_d, sin_d;
@@ -29,14 +63,14 @@ struct RopeTable {
   }
 };
 
-std::shared_ptr<const RopeTable> make_table(double theta, int rot, std::int64_t positions) {
-  auto t = std::make_shared<RopeTable>();
-  t->theta = theta, t->rot = rot, t->positions = positions;
+std::shared_ptr<const RopeTable> make_table(const FrequencyKey& key, int rot, std::int64_t positions) {
+  auto t = std::make_shared<RopeTable>(RopeTable{key, rot, positions, {}, {}, {}, {}});
+  const RopeOptions o = key.options();
   const std::int64_t half = rot / 2, n = positions * half;
   t->cos_d.resize(std::size_t(n)), t->sin_d.resize(std::size_t(n));
   t->cos_f.resize(std::size_t(n)), t->sin_f.resize(std::size_t(n));
   std::vector<double> freq(static_cast<std::size_t>(half));
-  for (std::int64_t i = 0; i < half; ++i) freq[std::size_t(i)] = std::pow(theta, -2.0 * double(i) / double(rot));
+  for (std::int64_t i = 0; i < half; ++i) freq[std::size_t(i)] = rope_frequency(o, int(i), rot);
   kernel::parallel(positions, 64, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t p = b; p < e; ++p)
       for (std::int64_t i = 0; i < half; ++i) {
@@ -51,16 +85,17 @@ std::shared_ptr<const RopeTable> make_table(double theta, int rot, std::int64_t 
 
 // The table for (theta, rot) covering positions [0, needed): built on first use and rebuilt twice
 // as long when a later position exceeds it; callers keep the snapshot they got.
-std::shared_ptr<const RopeTable> rope_table(double theta, int rot, std::int64_t needed) {
+std::shared_ptr<const RopeTable> rope_table(const RopeOptions& o, int rot, std::int64_t needed) {
   static std::mutex mutex;
   static std::vector<std::shared_ptr<const RopeTable>> tables;
+  const FrequencyKey key(o);
   const std::lock_guard<std::mutex> lock(mutex);
   for (auto& t : tables)
-    if (t->theta == theta && t->rot == rot) {
-      if (t->positions < needed) t = make_table(theta, rot, std::min(kRopeMaxPosition, std::max(needed, 2 * t->positions)));
+    if (t->key == key && t->rot == rot) {
+      if (t->positions < needed) t = make_table(key, rot, std::min(kRopeMaxPosition, std::max(needed, 2 * t->positions)));
       return t;
     }
-  tables.push_back(make_table(theta, rot, std::max<std::int64_t>(needed, 256)));
+  tables.push_back(make_table(key, rot, std::max<std::int64_t>(needed, 256)));
   return tables.back();
 }
 
@@ -145,7 +180,7 @@ void rotate(const RopeGeometry& g, const RopeTable& table, const T* x, T* y, T s
 template <class T>
 void RopeOp::forward(const OpArgs& a) {
   const RopeGeometry g = rope_geometry(a);
-  const auto table = rope_table(double(a.attrs<RopeOp>().theta), g.rot, positions_needed(g));
+  const auto table = rope_table(a.attrs<RopeOp>(), g.rot, positions_needed(g));
   rotate<T>(g, *table, a.in[0].as<T>(), a.out.as<T>(), T(1), false);
 }
 
@@ -154,7 +189,7 @@ void RopeOp::vjp(const OpArgs& a) {
   T* gx = a.gin[0].as<T>();
   if (!gx) return;
   const RopeGeometry g = rope_geometry(a);
-  const auto table = rope_table(double(a.attrs<RopeOp>().theta), g.rot, positions_needed(g));
+  const auto table = rope_table(a.attrs<RopeOp>(), g.rot, positions_needed(g));
   // A shared gradient (the output gradient's buffer) is rotated back in place.
   rotate<T>(g, *table, a.gout->as<T>(), gx, T(-1), !a.assign(0));
 }
@@ -163,7 +198,7 @@ void RopeOp::vjp(const OpArgs& a) {
 template <class T>
 void RopeOp::reference_forward(const OpArgs& a) {
   const RopeGeometry g = rope_geometry(a);
-  const double theta = double(a.attrs<RopeOp>().theta);
+  const RopeOptions o = a.attrs<RopeOp>();
   positions_needed(g);
   const T* x = a.in[0].as<T>();
   std::vector<T> row(std::size_t(g.d));
@@ -172,7 +207,7 @@ void RopeOp::reference_forward(const OpArgs& a) {
     std::copy(x + r * g.d, x + (r + 1) * g.d, row.begin());
     for (std::int64_t i = 0; i < g.rot / 2; ++i) {
       const std::int64_t ia = g.interleaved ? 2 * i : i, ib = g.interleaved ? 2 * i + 1 : i + g.rot / 2;
-      const double angle = double(g.position(r)) * std::pow(theta, -2.0 * double(i) / double(g.rot));
+      const double angle = double(g.position(r)) * rope_frequency(o, int(i), g.rot);
       const double va = double(row[std::size_t(ia)]), vb = double(row[std::size_t(ib)]);
       y[r * g.d + ia] = T(va * std::cos(angle) - vb * std::sin(angle));
       y[r * g.d + ib] = T(vb * std::cos(angle) + va * std::sin(angle));

@@ -7,19 +7,32 @@
 //   rope(x[, positions]): x [..., T, H, d] (a projection reshaped to heads, seq_first); with
 //   `axis` = -2, x [..., H, T, d]. Positions are 0..T-1, or positions int32 [T] (decoding with a
 //   key/value cache: the new tokens' absolute positions). The gradient is the inverse rotation.
-// cos and sin come from one table per (theta, rot) shared by every graph of the process, grown
-// (doubling) when a position past its end first appears: nothing is recomputed per step.
+// Frequency scaling (Hugging Face's rope_scaling, for contexts beyond the pretraining one): linear
+// divides every frequency by `factor` (positions interpolated); llama3 divides the low frequencies
+// (wavelength above original_context / low_freq_factor) by it, keeps the high ones (below
+// original_context / high_freq_factor) and blends those between (Llama 3.1's rope_type "llama3").
+// cos and sin come from one table per (theta, rot, scaling) shared by every graph of the process,
+// grown (doubling) when a position past its end first appears: nothing is recomputed per step.
 #pragma once
 #include <ctgrad/ops/common.hpp>
 
 namespace ctgrad {
+
+enum class RopeScaling : std::uint8_t { none, linear, llama3 };
 
 struct RopeOptions {
   Real theta = 10000;       // the base
   Real fraction = 1;        // of the head dim rotated
   bool interleaved = false;  // pairs (2i, 2i+1) instead of (i, i + rot/2)
   int axis = -3;             // x's position axis: -3 for [..., T, H, d], -2 for [..., H, T, d]
+  RopeScaling scaling = RopeScaling::none;
+  Real factor = 1;                                 // linear, llama3: frequencies divided by it
+  Real low_freq_factor = 1, high_freq_factor = 4;  // llama3
+  Real original_context = 8192;                    // llama3: the pretraining context
 };
+
+// The frequency of pair i of `rot` rotated features: theta^(-2i / rot), scaled as `o` says.
+double rope_frequency(const RopeOptions& o, int i, int rot);
 
 // Features rotated: fraction x d, rounded down to even.
 constexpr int rope_dims(std::int64_t d, double fraction) { return int(double(d) * fraction) / 2 * 2; }
@@ -46,6 +59,10 @@ struct RopeOp {
     if (!d.is_static()) return ShapeResult::fail(Msg("the head dim must be static, got ").add(x));
     if (!(o.theta > 0)) return ShapeResult::fail(Msg("theta must be positive, got ").add_number(o.theta));
     if (!(o.fraction > 0 && o.fraction <= 1)) return ShapeResult::fail(Msg("fraction must be in (0, 1], got ").add_number(o.fraction));
+    if (o.scaling != RopeScaling::none && !(o.factor >= 1)) return ShapeResult::fail(Msg("the scaling factor must be >= 1, got ").add_number(o.factor));
+    if (o.scaling == RopeScaling::llama3 && !(o.low_freq_factor > 0 && o.high_freq_factor > o.low_freq_factor && o.original_context > 0))
+      return ShapeResult::fail(Msg("llama3 scaling needs 0 < low_freq_factor < high_freq_factor and original_context > 0, got ")
+                                   .add_number(o.low_freq_factor).add(", ").add_number(o.high_freq_factor).add(", ").add_number(o.original_context));
     if (rope_dims(d.coef, o.fraction) < 2)
       return ShapeResult::fail(Msg("rotates no pair: head dim ").add(d).add(" x fraction ").add_number(o.fraction).add(" < 2"));
     if (c.n_in == 2) {

@@ -39,6 +39,7 @@ struct MultiHeadAttentionOptions {
   Real dropout = 0;          // on the probabilities, in training
   bool causal = false;
   bool bias = true;          // biases of the projections
+  std::optional<bool> out_bias;  // the output projection's, when not `bias` (Qwen2: q, k, v only)
   bool fused_qkv = false;    // one [3d, d] projection (GPT-2); self-attention only
   bool scale_scores = true;  // T5 does not scale scores by 1/sqrt(d_head)
   Init init = init::xavier_uniform();      // q, k, v (or qkv) projection weights
@@ -106,7 +107,7 @@ constexpr AttentionResult multi_head_attention(const Scope& s, const AttentionIn
     fail(Msg("additive scores take masks and a bias; not causal, window, softcap, rope, qk_norm, caches, fused_qkv or kv_heads"));
   const std::int64_t dh = o.heads > 0 ? d.coef / o.heads : 1;
   const Dim d_kv = Dim(dh * kv_heads);
-  const LinearOptions lin{.bias = o.bias, .init = o.init}, out_lin{.bias = o.bias, .init = o.out_init},
+  const LinearOptions lin{.bias = o.bias, .init = o.init}, out_lin{.bias = o.out_bias.value_or(o.bias), .init = o.out_init},
       q_lin{.bias = o.bias, .init = o.q_init ? *o.q_init : o.init};
   const Value kv_in = in.kv ? *in.kv : in.q;
   const bool fixed = in.cache && in.cache->fixed;

@@ -308,6 +308,12 @@ OP_CASE(rope_positions, positions40, Value x = g.input("x", {Batch, Seq, 2, 4}, 
         Value p = g.input("p", {Seq}, {.dtype = DType::index}); g.loss(probe_loss(g, rope(x, p, {.fraction = 0.75}), {x})))
 OP_CASE(rope_heads_first, any, Value x = g.input("x", {Batch, 2, Seq, 6}, {.grad = true});
         g.loss(probe_loss(g, rope(x, {.interleaved = true, .axis = -2}), {x})))
+OP_CASE(rope_linear_scaling, positions40, Value x = g.input("x", {Batch, Seq, 2, 6}, {.grad = true});
+        Value p = g.input("p", {Seq}, {.dtype = DType::index}); g.loss(probe_loss(g, rope(x, p, {.scaling = RopeScaling::linear, .factor = 4}), {x})))
+OP_CASE(rope_llama3_scaling, positions40, Value x = g.input("x", {Batch, Seq, 2, 16}, {.grad = true});
+        Value p = g.input("p", {Seq}, {.dtype = DType::index});
+        g.loss(probe_loss(g, rope(x, p, {.theta = 10000, .scaling = RopeScaling::llama3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                                         .original_context = 32}), {x})))
 OP_CASE(rope_in_place, any, Value x = g.input("x", {Batch, Seq, 2, 4}, {.grad = true}); g.loss(probe_loss(g, rope(scale(x, 0.5)), {x})))
 OP_CASE(prefix_rows, any, Value table = g.input("table", {40, 3}, {.grad = true});
         g.loss(probe_loss(g, prefix_rows(table, Seq), {table})))

@@ -1,0 +1,151 @@
+#include <ctgrad/pretrained/hf_model.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/checkpoint/tensor_folder.hpp>
+#include <ctgrad/pretrained/hf_families.hpp>
+
+namespace ctgrad::pretrained {
+
+namespace fs = std::filesystem;
+using checkpoint::format_error;
+
+double HfModel::hyper(const std::string& name, double fallback) const {
+  for (const auto& [n, v] : hypers)
+    if (n == name) return v;
+  return fallback;
+}
+
+bool is_hf_folder(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && fs::exists(dir / "config.json", ec);
+}
+
+namespace detail {
+void known_metadata(HfConfig& c) {
+  c.known({"_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache", "initializer_range", "bos_token_id", "eos_token_id",
+           "pad_token_id", "sep_token_id", "decoder_start_token_id", "id2label", "label2id", "task_specific_params", "tokenizer_class",
+           "return_dict", "output_hidden_states", "output_attentions", "torchscript", "is_decoder", "is_encoder_decoder", "problem_type",
+           "finetuning_task", "prefix", "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+           "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
+           "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+           "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+           "suppress_tokens", "begin_suppress_tokens", "chunk_size_feed_forward", "tie_encoder_decoder", "cross_attention_hidden_size",
+           "tf_legacy_loss", "use_bfloat16"});
+}
+}  // namespace detail
+
+HfModel read_hf_model(const fs::path& dir) {
+  HfConfig c(dir);
+  const std::string type = c.text("model_type");
+  HfModel m;
+  if (type == "llama" || type == "mistral" || type == "qwen2") m = detail::llama_from_config(c, type);
+  else if (type == "gpt2") m = detail::gpt2_from_config(c);
+  else c.refuse("model_type '" + type + "' is not one ctgrad reads (gpt2, llama, mistral, qwen2)");
+  const std::vector<std::string> archs = c.strings("architectures");
+  for (const std::string& a : archs)
+    if (a != m.architecture)
+      c.refuse("architectures names " + a + ": ctgrad reads a " + type + " folder as " + m.architecture + " (the language model)");
+  if (c.has("pruned_heads") && !c.object("pruned_heads")->empty()) c.refuse("'pruned_heads' is not empty: pruned attention heads are not supported");
+  c.known({"pruned_heads"});
+  if (c.has("quantization_config")) c.refuse("'quantization_config': quantized checkpoints are not supported (ctgrad reads F32, F16 and BF16)");
+  detail::known_metadata(c);
+  c.finish(m.architecture);
+  return m;
+}
+
+namespace {
+
+detail::TensorSource source_of(const HfModel& m, const std::string& param) {
+  return m.is_gpt() ? detail::gpt2_tensor(param) : detail::llama_tensor(param);
+}
+
+std::string shape_text(std::span<const std::int64_t> s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+}  // namespace
+
+void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Parameter<float>> params) {
+  const checkpoint::TensorFolder folder(dir);
+  const std::string where = "ctgrad: model folder " + dir.string();
+  // The folder's names as the family writes them (GPT-2's with or without "transformer.").
+  std::map<std::string, std::string> actual;
+  for (const std::string& n : folder.names()) {
+    const std::string canonical = m.is_gpt() ? detail::gpt2_canonical(n) : n;
+    if (!actual.emplace(canonical, n).second) throw format_error(where + ": holds both '" + n + "' and '" + actual[canonical] + "'");
+  }
+  // Everything is matched and checked before anything is read.
+  struct Plan {
+    const Parameter<float>* param;
+    std::string name;
+    bool transposed;
+  };
+  std::vector<Plan> plan;
+  std::set<std::string> used;
+  for (const Parameter<float>& p : params) {
+    const detail::TensorSource s = source_of(m, std::string(p.name));
+    const auto it = actual.find(s.name);
+    if (it == actual.end())
+      throw format_error(where + ": lacks tensor '" + s.name + "' (" + m.architecture + "'s " + std::string(p.name) + ", shape " +
+                         shape_text(p.value.shape()) + ")");
+    std::vector<std::int64_t> want(p.value.shape().begin(), p.value.shape().end());
+    if (s.transposed) std::reverse(want.begin(), want.end());
+    const checkpoint::TensorView& t = folder.tensor(it->second);
+    if (t.shape != want)
+      throw format_error(where + ": tensor '" + it->second + "' has shape " + shape_text(t.shape) + ", config.json makes it " + shape_text(want));
+    used.insert(s.name);
+    plan.push_back({&p, it->second, s.transposed});
+  }
+  for (const auto& [canonical, name] : actual)
+    if (!used.count(canonical) && !(m.is_gpt() ? detail::gpt2_ignores(m, canonical) : detail::llama_ignores(m, canonical)))
+      throw format_error(where + ": holds tensor '" + name + "', which " + m.architecture + " of this config.json has no place for");
+  std::vector<float> scratch;
+  for (const Plan& p : plan) {
+    const auto shape = folder.tensor(p.name).shape;
+    const std::span<float> out = p.param->value.span();
+    if (!p.transposed) {
+      folder.read_float(p.name, out, shape);
+      continue;
+    }
+    scratch.resize(out.size());
+    folder.read_float(p.name, scratch, shape);  // [rows, cols] stored; [cols, rows] wanted
+    const std::int64_t rows = shape[0], cols = shape[1];
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) out[std::size_t(c * rows + r)] = scratch[std::size_t(r * cols + c)];
+  }
+}
+
+void save_hf_model(const fs::path& dir, const HfModel& m, std::span<const Parameter<float>> params) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir, ec)) throw format_error("ctgrad: export: cannot make the folder " + dir.string() + (ec ? ": " + ec.message() : ""));
+  std::vector<std::vector<float>> transposed;  // the Conv1D weights, [in, out]
+  transposed.reserve(params.size());
+  std::vector<checkpoint::TensorView> views;
+  for (const Parameter<float>& p : params) {
+    const detail::TensorSource s = source_of(m, std::string(p.name));
+    std::vector<std::int64_t> shape(p.value.shape().begin(), p.value.shape().end());
+    if (!s.transposed) {
+      views.push_back(checkpoint::view_of<float>(s.name, p.value.span(), shape));
+      continue;
+    }
+    const std::int64_t rows = shape[0], cols = shape[1];
+    std::vector<float>& t = transposed.emplace_back(p.value.span().size());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) t[std::size_t(c * rows + r)] = p.value[r * cols + c];
+    views.push_back(checkpoint::view_of<float>(s.name, std::span<const float>(t), {cols, rows}));
+  }
+  std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  checkpoint::save(dir / "model.safetensors", views, {{"format", "pt"}});
+  const nlohmann::json j = m.is_gpt() ? detail::gpt2_config_json(m) : detail::llama_config_json(m);
+  checkpoint::write_atomically(dir / "config.json", j.dump(2) + "\n");
+}
+
+}  // namespace ctgrad::pretrained

@@ -1,0 +1,54 @@
+// Hugging Face model folders in and out (docs/models/pretrained.md). A folder holds config.json,
+// model.safetensors (or model.safetensors.index.json and its shards) and usually tokenizer.json.
+//   read_hf_model(dir)        config.json -> the family and its ctgrad config (unknown or
+//                             unsupported fields refused by name)
+//   load_hf_weights(m, ps)    every parameter of a program of that config, matched by name and
+//                             shape (GPT-2's Conv1D weights transposed), F32/F16/BF16 converted;
+//                             a missing, extra or misshapen tensor refused naming it
+//   save_hf_model(dir, m, ps) config.json and model.safetensors as Hugging Face writes them
+// Families: GPT-2 (GPT2LMHeadModel), Llama (LlamaForCausalLM; MistralForCausalLM and
+// Qwen2ForCausalLM, which differ only in config: a sliding window, q/k/v biases).
+#pragma once
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <ctgrad/graph/tensor.hpp>
+#include <ctgrad/models/gpt.hpp>
+#include <ctgrad/models/llama.hpp>
+
+namespace ctgrad::pretrained {
+
+struct HfModel {
+  std::string architecture;  // "LlamaForCausalLM"
+  std::string model_type;    // "llama"
+  std::variant<models::GptConfig, models::LlamaConfig> config;
+  // The graph's hyperparameters the config sets (norm_eps; dropout for fine-tuning).
+  std::vector<std::pair<std::string, double>> hypers;
+  bool is_gpt() const { return std::holds_alternative<models::GptConfig>(config); }
+  const models::GptConfig& gpt() const { return std::get<models::GptConfig>(config); }
+  const models::LlamaConfig& llama() const { return std::get<models::LlamaConfig>(config); }
+  double hyper(const std::string& name, double fallback) const;
+};
+
+// Whether `dir` looks like a Hugging Face model folder (holds a config.json).
+bool is_hf_folder(const std::filesystem::path& dir);
+
+HfModel read_hf_model(const std::filesystem::path& dir);
+
+// The model a ctgrad config describes, for export; refuses, naming it, what Hugging Face's class
+// of the family cannot express (a mixture of experts, interleaved RoPE pairs, ...).
+HfModel hf_model_of(const models::GptConfig& c, std::vector<std::pair<std::string, double>> hypers);
+HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::string, double>> hypers);
+
+// Loads every parameter from the folder's tensors, read one at a time into place (the file is
+// never held whole: peak memory is the parameters plus one tensor).
+void load_hf_weights(const std::filesystem::path& dir, const HfModel& m, std::span<const Parameter<float>> params);
+
+// Writes config.json and model.safetensors (F32) into `dir` (made if missing; files replaced atomically).
+void save_hf_model(const std::filesystem::path& dir, const HfModel& m, std::span<const Parameter<float>> params);
+
+}  // namespace ctgrad::pretrained
