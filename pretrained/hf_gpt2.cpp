@@ -59,6 +59,10 @@ nlohmann::json gpt2_config_json(const HfModel& m) {
   return j;
 }
 
+}  // namespace ctgrad::pretrained::detail
+
+namespace ctgrad::pretrained {
+
 HfModel hf_model_of(const models::GptConfig& c, std::vector<std::pair<std::string, double>> hypers) {
   auto refuse = [](const std::string& what) { throw checkpoint::format_error("ctgrad: export: " + what + " has no Hugging Face GPT-2 counterpart"); };
   const models::GptConfig gpt2{};
@@ -75,6 +79,10 @@ HfModel hf_model_of(const models::GptConfig& c, std::vector<std::pair<std::strin
   m.hypers = std::move(hypers);
   return m;
 }
+
+}  // namespace ctgrad::pretrained
+
+namespace ctgrad::pretrained::detail {
 
 namespace {
 // "h.3.attn.qkv.weight" -> {"3", "attn.qkv.weight"}; false when not a block's parameter.

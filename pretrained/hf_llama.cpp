@@ -113,6 +113,10 @@ nlohmann::json llama_config_json(const HfModel& m) {
   return j;
 }
 
+}  // namespace ctgrad::pretrained::detail
+
+namespace ctgrad::pretrained {
+
 HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::string, double>> hypers) {
   auto refuse = [](const std::string& what) {
     throw checkpoint::format_error("ctgrad: export: " + what + " has no Hugging Face Llama, Mistral or Qwen2 counterpart");
@@ -129,6 +133,10 @@ HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::str
   m.hypers = std::move(hypers);
   return m;
 }
+
+}  // namespace ctgrad::pretrained
+
+namespace ctgrad::pretrained::detail {
 
 TensorSource llama_tensor(const std::string& param) { return {param, false}; }
 

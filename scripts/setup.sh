@@ -19,7 +19,7 @@ packages=(
   xtensor-dev libxsimd-dev catch2 libtbb-dev   # the chosen libraries
   libopenblas0-pthread                       # matmul backend (one thread per call, driven by oneTBB)
   libdnnl-dev                                # bf16 matmuls (--set precision=bf16), loaded at run time
-  libsentencepiece-dev                       # tokenizers
+  libsentencepiece-dev libicu-dev            # tokenizers (SentencePiece; Unicode for Hugging Face tokenizer.json)
   nlohmann-json3-dev zlib1g-dev libzstd-dev libxxhash-dev   # configs and checkpoints, compressed data, the data cache's keys
   libpng-dev libjpeg-dev libcsv-dev          # image folders (PNG, JPEG: libjpeg-turbo), labelled text in CSV
   gnuplot-nox                                # the loss plot of `ctgrad train`
@@ -66,4 +66,22 @@ if [ "$tests" -eq 1 ]; then
   t1=$(date +%s)
   bash "$(dirname "$0")/setup_wesnoth.sh"
   echo "setup: the Wesnoth catalogues in $(( $(date +%s) - t1 )) s"
+fi
+# The oracle of the Hugging Face tokenizer tests: Hugging Face's own tokenizer.json implementation
+# in JavaScript (npm @huggingface/tokenizers, pure JS, no dependencies) under Node, into the cache
+# folder tests/CMakeLists.txt reads (CTGRAD_NODE_MODULES). Node from Debian when none is installed.
+if [ "$tests" -eq 1 ]; then
+  t2=$(date +%s)
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm > /dev/null
+  fi
+  node_dir="$HOME/.cache/ctgrad/node"
+  if [ ! -f "$node_dir/node_modules/@huggingface/tokenizers/package.json" ] ||
+     ! grep -q '"version": "0.2.0"' "$node_dir/node_modules/@huggingface/tokenizers/package.json"; then
+    mkdir -p "$node_dir"
+    npm install --prefix "$node_dir" --no-save --no-audit --no-fund --silent @huggingface/tokenizers@0.2.0
+  fi
+  echo "setup: Node $(node --version) and @huggingface/tokenizers 0.2.0 in $(( $(date +%s) - t2 )) s"
 fi

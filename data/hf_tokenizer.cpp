@@ -1,0 +1,224 @@
+#include <ctgrad/data/hf_tokenizer.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <unicode/uchar.h>
+
+#include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/checkpoint/safetensors.hpp>
+
+#include "hf_tokenizer_parts.hpp"
+
+namespace ctgrad::data {
+
+using hf::json;
+
+namespace {
+constexpr std::size_t kMaxTokenizerBytes = std::size_t(256) << 20;  // Llama 3's is 9 MB
+
+struct AddedToken {
+  std::string content;
+  std::int32_t id;
+  bool lstrip, rstrip, single_word, special;
+};
+
+bool word_char(char32_t c) { return u_isalnum(UChar32(c)) || c == '_'; }
+}  // namespace
+
+struct HfTokenizer::Impl {
+  std::string text, where;
+  std::unique_ptr<hf::Normalizer> normalizer;
+  std::unique_ptr<hf::PreTokenizer> pre;
+  std::unique_ptr<hf::Model> model;
+  std::unique_ptr<hf::Decoder> decoder;
+  std::vector<AddedToken> added;  // longest content first (leftmost-longest matching)
+  std::map<std::int32_t, const AddedToken*> added_by_id;
+  std::vector<std::int32_t> prefix_ids, suffix_ids;  // the post-processor's, for one sequence
+  std::int32_t size = 0;
+
+  // Appends the ids of a segment that holds no added token.
+  void encode_segment(const std::string& s, bool first, std::vector<std::int32_t>& out) const {
+    if (s.empty()) return;
+    const std::string n = normalizer ? normalizer->apply(s) : s;
+    if (pre)
+      for (const std::string& piece : pre->split(n, first)) model->encode(piece, out);
+    else if (!n.empty()) model->encode(n, out);
+  }
+};
+
+namespace {
+
+void read_post_processor(HfTokenizer::Impl& t, const json& p, const std::string& where) {
+  if (p.is_null()) return;
+  if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) hf::refuse(where, "the post_processor has no type");
+  const std::string type = p["type"].get<std::string>();
+  const std::string at = where + ": post_processor " + type;
+  auto pair_id = [&](const char* key) {
+    if (!p.contains(key) || !p[key].is_array() || p[key].size() != 2 || !p[key][1].is_number_integer()) hf::refuse(at, std::string("'") + key + "' is not [token, id]");
+    return std::int32_t(p[key][1].get<std::int64_t>());
+  };
+  if (type == "ByteLevel") return;
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    t.prefix_ids.push_back(pair_id("cls")), t.suffix_ids.insert(t.suffix_ids.begin(), pair_id("sep"));
+    return;
+  }
+  if (type == "TemplateProcessing") {
+    if (!p.contains("single") || !p["single"].is_array()) hf::refuse(at, "'single' is not a list");
+    const json specials = p.value("special_tokens", json::object());
+    bool seen_sequence = false;
+    for (const json& item : p["single"]) {
+      if (item.contains("Sequence")) {
+        seen_sequence = true;
+        continue;
+      }
+      if (!item.contains("SpecialToken") || !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string())
+        hf::refuse(at, "an item of 'single' is neither a Sequence nor a SpecialToken");
+      const std::string name = item["SpecialToken"]["id"].get<std::string>();
+      if (!specials.contains(name) || !specials[name].contains("ids") || !specials[name]["ids"].is_array())
+        hf::refuse(at, "special token '" + name.substr(0, 40) + "' is not in special_tokens");
+      for (const json& id : specials[name]["ids"]) {
+        if (!id.is_number_integer()) hf::refuse(at, "an id of '" + name.substr(0, 40) + "' is not an integer");
+        (seen_sequence ? t.suffix_ids : t.prefix_ids).push_back(std::int32_t(id.get<std::int64_t>()));
+      }
+    }
+    return;
+  }
+  if (type == "Sequence") {
+    if (!p.contains("processors") || !p["processors"].is_array()) hf::refuse(at, "'processors' is not a list");
+    for (const json& q : p["processors"]) read_post_processor(t, q, where);
+    return;
+  }
+  hf::refuse(where, "post_processor '" + type + "' is not supported");
+}
+
+}  // namespace
+
+HfTokenizer::HfTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HfTokenizer::HfTokenizer(HfTokenizer&&) noexcept = default;
+HfTokenizer& HfTokenizer::operator=(HfTokenizer&&) noexcept = default;
+HfTokenizer::~HfTokenizer() = default;
+
+HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
+  std::vector<std::byte> bytes;
+  try {
+    bytes = checkpoint::read_regular_file(path, "ctgrad: tokenizer " + path.string(), kMaxTokenizerBytes);
+  } catch (const checkpoint::format_error& e) {
+    throw data_error(e.what());
+  }
+  return parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
+}
+
+HfTokenizer HfTokenizer::parse(const std::string& text, const std::string& where) {
+  auto t = std::make_unique<Impl>();
+  t->text = text, t->where = where;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const std::exception& e) {
+    hf::refuse(where, std::string("not JSON: ") + std::string(e.what()).substr(0, 200));
+  }
+  if (!j.is_object() || !j.contains("model")) hf::refuse(where, "not a Hugging Face tokenizer.json (no \"model\")");
+  t->normalizer = hf::make_normalizer(j.value("normalizer", json()), where);
+  t->pre = hf::make_pre_tokenizer(j.value("pre_tokenizer", json()), where);
+  t->model = hf::make_model(j["model"], where);
+  t->decoder = hf::make_decoder(j.value("decoder", json()), where);
+  t->size = std::int32_t(t->model->tokens.size());
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+    if (!j["added_tokens"].is_array()) hf::refuse(where, "'added_tokens' is not a list");
+    for (const json& a : j["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string() ||
+          a["content"].get<std::string>().empty())
+        hf::refuse(where, "an added token lacks an integer id or a non-empty content");
+      const std::int64_t id = a["id"].get<std::int64_t>();
+      if (id < 0 || id >= (std::int64_t(1) << 31)) hf::refuse(where, "added token id " + std::to_string(id) + " is out of range");
+      auto flag = [&](const char* k) { return a.contains(k) && a[k].is_boolean() && a[k].get<bool>(); };
+      t->added.push_back({a["content"].get<std::string>(), std::int32_t(id), flag("lstrip"), flag("rstrip"), flag("single_word"), flag("special")});
+      t->size = std::max(t->size, std::int32_t(id + 1));
+    }
+  }
+  std::stable_sort(t->added.begin(), t->added.end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  for (const AddedToken& a : t->added) t->added_by_id[a.id] = &a;
+  read_post_processor(*t, j.value("post_processor", json()), where);
+  for (std::int32_t id : t->prefix_ids) if (id < 0 || id >= t->size) hf::refuse(where, "the post_processor's id " + std::to_string(id) + " is out of the vocabulary");
+  for (std::int32_t id : t->suffix_ids) if (id < 0 || id >= t->size) hf::refuse(where, "the post_processor's id " + std::to_string(id) + " is out of the vocabulary");
+  return HfTokenizer(std::move(t));
+}
+
+std::vector<std::int32_t> HfTokenizer::encode(const std::string& text, bool add_special_tokens) const {
+  const Impl& t = *impl_;
+  std::vector<std::int32_t> out;
+  if (add_special_tokens) out = t.prefix_ids;
+  // Added tokens split the text first (leftmost, then longest); lstrip/rstrip take the spaces beside them.
+  const std::string& s = text;
+  std::size_t segment = 0, at = 0;
+  bool first = true;
+  auto is_space = [&](std::size_t k) { return s[k] == ' ' || s[k] == '\t' || s[k] == '\n' || s[k] == '\r'; };
+  while (at < s.size()) {
+    const AddedToken* hit = nullptr;
+    for (const AddedToken& a : t.added) {
+      if (s.compare(at, a.content.size(), a.content) != 0) continue;
+      if (a.single_word) {
+        const auto before = at > 0 ? hf::code_points(s.substr(0, at)) : std::vector<char32_t>{};
+        const auto after = hf::code_points(s.substr(at + a.content.size(), 4));
+        if ((!before.empty() && word_char(before.back())) || (!after.empty() && word_char(after.front()))) continue;
+      }
+      hit = &a;
+      break;
+    }
+    if (!hit) {
+      ++at;
+      continue;
+    }
+    std::size_t begin = at, end = at + hit->content.size();
+    if (hit->lstrip)
+      while (begin > segment && is_space(begin - 1)) --begin;
+    if (hit->rstrip)
+      while (end < s.size() && is_space(end)) ++end;
+    t.encode_segment(s.substr(segment, begin - segment), first && segment == 0, out);
+    out.push_back(hit->id);
+    first = false;
+    segment = at = end;
+  }
+  t.encode_segment(s.substr(segment), segment == 0, out);
+  if (add_special_tokens) out.insert(out.end(), t.suffix_ids.begin(), t.suffix_ids.end());
+  return out;
+}
+
+std::string HfTokenizer::decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
+  const Impl& t = *impl_;
+  std::vector<std::string> tokens;
+  for (std::int32_t id : ids) {
+    if (id < 0 || id >= t.size) throw data_error("ctgrad: tokenizer " + t.where + ": id " + std::to_string(id) + " is outside [0, " + std::to_string(t.size) + ")");
+    const auto a = t.added_by_id.find(id);
+    if (a != t.added_by_id.end()) {
+      if (!(skip_special_tokens && a->second->special)) tokens.push_back(a->second->content);
+      continue;
+    }
+    if (std::size_t(id) < t.model->tokens.size() && !t.model->tokens[std::size_t(id)].empty()) tokens.push_back(t.model->tokens[std::size_t(id)]);
+  }
+  if (!t.decoder) {
+    std::string joined;
+    for (std::size_t i = 0; i < tokens.size(); ++i) joined += (i ? " " : "") + tokens[i];
+    return joined;
+  }
+  std::string out;
+  for (const std::string& piece : t.decoder->decode(std::move(tokens))) out += piece;
+  return out;
+}
+
+std::int32_t HfTokenizer::vocab_size() const { return impl_->size; }
+
+void HfTokenizer::save(const std::filesystem::path& path) const { checkpoint::write_atomically(path, impl_->text); }
+
+std::int32_t HfTokenizer::token_id(const std::string& token) const {
+  for (const AddedToken& a : impl_->added)
+    if (a.content == token) return a.id;
+  const auto it = impl_->model->vocab.find(token);
+  return it == impl_->model->vocab.end() ? -1 : it->second;
+}
+
+const std::string& HfTokenizer::model_type() const { return impl_->model->type; }
+
+}  // namespace ctgrad::data

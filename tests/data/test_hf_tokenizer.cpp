@@ -1,0 +1,92 @@
+// data::HfTokenizer beyond the oracle test (tests/data/hf_tokenizers/): hostile tokenizer.json
+// files refused with one line naming the fault, and the decoding rules where Hugging Face's Rust
+// library and its JavaScript port differ (ctgrad follows the Rust library).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <ctgrad/data/hf_tokenizer.hpp>
+#include <ctgrad/data/text.hpp>
+
+using namespace ctgrad;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+namespace {
+
+json bpe(json merges) {
+  return {{"version", "1.0"},
+          {"added_tokens", json::array({{{"id", 5}, {"content", "<s>"}, {"special", true}}})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "ByteLevel"}}},
+          {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}, {"\xC4\xA0", 3}, {"\xC4\xA0" "a", 4}}}, {"merges", merges}}}};
+}
+
+std::string refusal(const json& j) {
+  try {
+    data::HfTokenizer::parse(j.dump(), "tokenizer.json");
+  } catch (const data::data_error& e) {
+    const std::string m = e.what();
+    CHECK(m.find('\n') == std::string::npos);
+    return m;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a byte-level BPE tokenizer.json: merges by rank, added tokens split out first", "[data]") {
+  const auto t = data::HfTokenizer::parse(bpe({"a b", "\xC4\xA0 a"}).dump(), "tokenizer.json");
+  CHECK(t.encode("ab a<s>ab") == std::vector<std::int32_t>{2, 4, 5, 2});
+  CHECK(t.decode({0, 1, 2, 5}) == "abab<s>");
+  CHECK(t.decode({0, 5}, true) == "a");
+  CHECK(t.vocab_size() == 6);
+  CHECK(t.token_id("<s>") == 5);
+  CHECK_THROWS_WITH(t.decode({6}), Contains("id 6 is outside [0, 6)"));
+}
+
+TEST_CASE("a hostile tokenizer.json is refused naming the fault", "[data]") {
+  CHECK(refusal(bpe({"a b"})).empty());
+  CHECK_THAT(refusal(bpe({"a c"})), Contains("merge 0 ('a' + 'c') names 'c', which the vocabulary lacks"));
+  CHECK_THAT(refusal(bpe({"a b", "b a"})), Contains("merge 1 ('b' + 'a') names 'ba'"));
+  CHECK_THAT(refusal(bpe({"ab"})), Contains("merge 0 'ab' is not two tokens separated by one space"));
+  CHECK_THAT(refusal(bpe({42})), Contains("merge 0 is not \"a b\""));
+  json j = bpe({"a b"});
+  j["model"]["vocab"]["dup"] = 1;
+  CHECK_THAT(refusal(j), Contains("id 1 is given to two tokens"));
+  j = bpe({"a b"});
+  j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
+  CHECK_THAT(refusal(j), Contains("normalizer 'Precompiled' is not supported"));
+  j = bpe({"a b"});
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  CHECK_THAT(refusal(j), Contains("the regular expression '(unclosed' does not compile"));
+  j = bpe({"a b"});
+  j["model"]["dropout"] = 0.1;
+  CHECK_THAT(refusal(j), Contains("BPE dropout is not supported"));
+  j = bpe({"a b"});
+  j["decoder"] = {{"type", "CTC"}};
+  CHECK_THAT(refusal(j), Contains("decoder 'CTC' is not supported"));
+  j = bpe({"a b"});
+  j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<bos>"}}}}}}, {"special_tokens", json::object()}};
+  CHECK_THAT(refusal(j), Contains("special token '<bos>' is not in special_tokens"));
+  CHECK_THAT(refusal(json::array({1, 2})), Contains("not a Hugging Face tokenizer.json"));
+  try {
+    data::HfTokenizer::parse("{\"model\": ", "tokenizer.json");
+    FAIL("parsed");
+  } catch (const data::data_error& e) {
+    CHECK_THAT(std::string(e.what()), Contains("tokenizer tokenizer.json: not JSON"));
+  }
+}
+
+TEST_CASE("ByteFallback decodes an invalid byte run to one U+FFFD per byte, as Hugging Face's Rust library", "[data]") {
+  // tokenizers/src/decoders/byte_fallback.rs: String::from_utf8 of the run, or "\u{FFFD}" per byte.
+  const json j = {{"model", {{"type", "BPE"}, {"vocab", {{"<0xE2>", 0}, {"<0x82>", 1}, {"<0xAC>", 2}, {"<0x22>", 3}, {"x", 4}}}, {"merges", json::array()}}},
+                  {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}}};
+  const auto t = data::HfTokenizer::parse(j.dump(), "tokenizer.json");
+  CHECK(t.decode({0, 1, 2, 4}) == "\xE2\x82\xAC" "x");                         // a whole euro sign
+  CHECK(t.decode({3, 0, 1, 4}) == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "x");  // '"' and a cut euro sign: three bytes, three U+FFFD
+}
