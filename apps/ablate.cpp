@@ -398,7 +398,7 @@ int ablate(const std::vector<std::string>& rest) {
     std::vector<std::string> reported;
     try {
       for (int seed = 1; seed <= o.seeds; ++seed) (void)training::RunFolder(study->runs()[i + std::size_t(seed - 1)].dir);
-      reported = t.open(c, Context{"check", training::RunFolder(r.dir), false, 1})->metrics();
+      reported = t.open(c, Context{"check", training::RunFolder(r.dir), false, {}, 1})->metrics();
     } catch (const std::exception& e) {
       throw config_error("the configuration " + r.config + " cannot run: " + std::string(e.what()));
     }

@@ -4,6 +4,7 @@
 //   ctgrad <command> <model> [--run DIR] [options]      a model's own commands: sample, translate, ...
 //   ctgrad ablate <model> --grid key=a,b [--seeds N] ...  an ablation study (apps/ablate.cpp)
 //   ctgrad average-checkpoints <model> --run DIR [--last K]  checkpoint averaging (apps/average.cpp)
+//   ctgrad export --run DIR --to OUT                    a run as a Hugging Face model folder (apps/export.cpp)
 //   ctgrad data tokenize|ende ...                       token shards, the EN-DE corpus (apps/data_*.cpp)
 //   ctgrad help [<model>]                               models, commands, config keys and options
 // The models are the tasks registered in apps/tasks/ (apps/task.hpp) and a program's own
@@ -27,6 +28,7 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/ops/precision.hpp>
+#include <ctgrad/pretrained/hf_model.hpp>
 
 #include <ctgrad/training/distributed.hpp>
 #ifdef CTGRAD_HAVE_MPI
@@ -48,6 +50,7 @@ namespace ctgrad::cli {
 
 int ablate(const std::vector<std::string>& args);               // apps/ablate.cpp
 int average_checkpoints(const std::vector<std::string>& args);  // apps/average.cpp
+int export_model(const std::vector<std::string>& args);         // apps/export.cpp
 int data_command(const std::vector<std::string>& args);         // apps/data_command.cpp
 
 namespace {
@@ -55,7 +58,7 @@ namespace {
 using training::printable;
 
 struct Args {
-  std::string command, model, run_dir, config_file, checkpoint;
+  std::string command, model, run_dir, config_file, checkpoint, from;
   std::vector<std::string> sets;
   std::vector<std::pair<std::string, std::string>> options;  // a command's own --options
   bool resume = false, overwrite = false, help = false;
@@ -97,6 +100,9 @@ int usage(const Task* t, FILE* out = stdout) {
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
+              "  export          --run DIR --to OUT [--checkpoint FILE] [--overwrite]   a run as a Hugging Face model folder (gpt, llama)\n"
+              "  (train, eval, sample, check of gpt and llama take --from DIR: a Hugging Face model folder's weights and tokenizer;\n"
+              "   docs/models/pretrained.md)\n"
               "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR] [--overwrite]\n"
               "                  the EN-DE corpus from Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
               "  data tokenize   --data PATH --out DIR (--tokenizer RUN|FILE | --vocab N [--model bpe|unigram] | --chars) [--val-fraction F]\n"
@@ -192,6 +198,11 @@ Args parse(int argc, char** argv) {
       a.checkpoint = value();
       if (a.checkpoint.empty()) throw config_error("--checkpoint needs a file name, got ''");
       one_line("--checkpoint", a.checkpoint);
+    } else if (o == "--from" && t->from_hf) {
+      if (!a.from.empty()) throw config_error("--from is given twice: give it once");
+      a.from = value();
+      if (a.from.empty()) throw config_error("--from needs a model folder, got ''");
+      one_line("--from", a.from);
     } else if (o == "--resume" && a.command == "train") a.resume = true;
     else if (o == "--overwrite" && a.command == "train") a.overwrite = true;
     else if (o == "--threads") {
@@ -206,6 +217,7 @@ Args parse(int argc, char** argv) {
       a.options.emplace_back(k.name, k.kind == training::Kind::flag ? "true" : value());
     } else {
       std::vector<std::string> known = {"--config", "--set", "--run", "--threads", "--help"};
+      if (t->from_hf) known.push_back("--from");
       if (a.command == "train") known.insert(known.end(), {"--resume", "--overwrite"});
       else if (a.command != "check") known.push_back("--checkpoint");
       if (own)
@@ -218,6 +230,8 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.resume && a.overwrite) throw config_error("--resume continues the run in the folder, --overwrite replaces it: give one");
+  if (!a.from.empty() && a.resume) throw config_error("--resume continues the run's checkpoint, --from starts a new run from a model folder: give one");
+  if (!a.from.empty() && !a.checkpoint.empty()) throw config_error("--checkpoint reads a run's checkpoint, --from a model folder: give one");
   return a;
 }
 
@@ -232,8 +246,21 @@ std::string read_file(const std::string& path, std::size_t limit) {
 
 // The config of this command: the checkpoint's (when one is read) or the defaults, then the
 // --config file, then each --set; the keys a checkpoint pins must keep its values.
+// The config keys a Hugging Face model folder sets (Task::from_hf), from its config.json.
+std::vector<std::pair<std::string, std::string>> folder_keys(const Task& t, const std::filesystem::path& dir) {
+  if (!pretrained::is_hf_folder(dir))
+    throw config_error("--from " + dir.string() + ": not a Hugging Face model folder (no config.json; docs/models/pretrained.md says what it holds)");
+  return t.from_hf(dir, pretrained::read_hf_model(dir));
+}
+
 Config make_config(const Task& t, const Args& a, const Context& ctx, std::optional<Config>& saved) {
   Config cfg = t.schema.defaults();
+  std::vector<std::pair<std::string, std::string>> from_folder;
+  if (!ctx.pretrained.empty()) {
+    from_folder = folder_keys(t, ctx.pretrained);
+    for (const auto& [k, v] : from_folder) cfg.set(k, v, "the config.json of --from " + ctx.pretrained.string());
+  }
+  const Config folder_cfg = cfg;
   if (ctx.from_checkpoint) {
     std::string defaulted;
     saved = saved_config(t, ctx.folder.checkpoint(), &defaulted);
@@ -246,6 +273,10 @@ Config make_config(const Task& t, const Args& a, const Context& ctx, std::option
   }
   if (!a.config_file.empty()) cfg.merge_json(read_file(a.config_file, 1 << 20), "config file " + a.config_file);
   for (const auto& s : a.sets) cfg.set(s, "--set");
+  for (const auto& [k, v] : from_folder)  // the folder's model: its sizes and architecture are not the command's to change
+    if (cfg.show(k) != folder_cfg.show(k))
+      throw config_error("--from " + ctx.pretrained.string() + ": its config.json makes " + k + "=" + folder_cfg.show(k) + ", the command gives " + k + "=" + cfg.show(k) +
+                         " (a pretrained model keeps its architecture; leave " + k + " out)");
   if (t.dependent_defaults) t.dependent_defaults(cfg);  // stated in the checkpoint: a resumed run keeps them
   if (saved) {
     const training::Role pinned = a.command == "train" ? training::Role::run : training::Role::model;
@@ -331,7 +362,7 @@ int run(const Args& a) {
   }
   if (a.command == "check") {  // the model of a config, built and planned, its size said; nothing is read or written
     if (parallel) throw config_error("ctgrad check runs as one process: start it without mpirun");
-    const Context ctx{"check", training::RunFolder(a.run_dir), false, threads};
+    const Context ctx{"check", training::RunFolder(a.run_dir), false, a.from, threads};
     std::optional<Config> saved;
     const Config cfg = make_config(t, a, ctx, saved);
     const std::unique_ptr<Session> session = t.open(cfg, ctx);
@@ -340,8 +371,8 @@ int run(const Args& a) {
                 (long long)m.parameter_count(), (long long)(m.parameter_count() - m.embedding_parameter_count()));
     return 0;
   }
-  Context ctx{a.command, training::RunFolder(a.run_dir), a.command != "train" || a.resume || follower, threads, comm.shard(),
-              parallel ? &comm : nullptr};
+  Context ctx{a.command, training::RunFolder(a.run_dir), (a.command != "train" || a.resume || follower) && a.from.empty(), a.from, threads,
+              comm.shard(), parallel ? &comm : nullptr};
   if (!a.checkpoint.empty())  // a file of the run folder, or a path
     ctx.folder.use_checkpoint(a.checkpoint.find('/') == std::string::npos ? ctx.folder.file(a.checkpoint) : std::filesystem::path(a.checkpoint));
   if (ctx.from_checkpoint) {
@@ -365,6 +396,7 @@ int run(const Args& a) {
     if (std::error_code ec; !std::filesystem::exists(v, ec) && v.find(':') != std::string::npos) v = v.substr(v.find(':') + 1);
     if (std::error_code ec; std::filesystem::exists(v, ec)) inputs.emplace_back("--set " + k, v);
   }
+  if (!ctx.pretrained.empty()) inputs.emplace_back("--from", ctx.pretrained);
   if (a.command == "train" && !ctx.from_checkpoint && !follower) ctx.folder.check_inputs(a.overwrite, inputs);
   std::unique_ptr<Session> session = t.open(cfg, ctx);
   // One training at a time in a run folder (rank 0's, under a launcher): a second `train` there,
@@ -394,12 +426,18 @@ int run(const Args& a) {
         throw config_error("the tokenizer " + path.string() + " is not the one " + ctx.folder.checkpoint().string() +
                            " was trained with (its hash differs): restore it, or train a new run");
     }
-  } else {
+  } else if (a.command == "train") {
     ctx.folder.start_new(a.overwrite, inputs);
   }
   if (std::error_code ec; a.command == "train" && std::filesystem::is_directory(std::filesystem::symlink_status(ctx.folder.file("run.json"), ec)))
     throw config_error("the run folder " + printable(ctx.folder.dir().string()) + " holds a folder run.json where the run writes a file: move it away");
-  session->prepare();
+  session->prepare();  // (with --from: the folder's tokenizer, checked before its weights are read)
+  if (!ctx.pretrained.empty()) {  // the folder's weights, checked name by name and shape by shape
+    const Stopwatch load;
+    pretrained::load_hf_weights(ctx.pretrained, pretrained::read_hf_model(ctx.pretrained), session->model().parameters());
+    std::fprintf(stderr, "loaded %lld parameters from %s in %.1f s\n", (long long)session->model().parameter_count(), printable(ctx.pretrained.string()).c_str(),
+                 load.seconds());
+  }
   if (training::interrupted()) return interrupted_exit();
   if (a.command == "train")  // what the run is, for studies and scripts that read run folders
     checkpoint::write_atomically(ctx.folder.file("run.json"), "{\"model\": \"" + t.name + "\", \"parameters\": " +
@@ -526,6 +564,7 @@ int main(int argc, char** argv, std::vector<Task> models) {
     if (argc > 1 && std::string(argv[1]) == "ablate") return ablate(std::vector<std::string>(argv + 1, argv + argc));
     if (argc > 1 && std::string(argv[1]) == "data") return data_command(std::vector<std::string>(argv + 1, argv + argc));
     if (argc > 1 && std::string(argv[1]) == "average-checkpoints") return average_checkpoints(std::vector<std::string>(argv + 1, argv + argc));
+    if (argc > 1 && std::string(argv[1]) == "export") return export_model(std::vector<std::string>(argv + 1, argv + argc));
     const Args a = parse(argc, argv);
     if (a.command.empty() && !a.help) return usage(nullptr, stderr), 2;
     if (a.help) {

@@ -25,6 +25,10 @@
 #include <ctgrad/training/config.hpp>
 #include <ctgrad/training/trainer.hpp>
 
+namespace ctgrad::pretrained {
+struct HfModel;
+}
+
 namespace ctgrad::cli {
 
 using training::Config;
@@ -51,6 +55,7 @@ struct Context {
   std::string command;            // "train", "eval", or one of the task's commands
   training::RunFolder folder;
   bool from_checkpoint = false;   // eval, the extra commands, train --resume
+  std::filesystem::path pretrained;  // --from DIR: a Hugging Face model folder whose weights and tokenizer the model starts from
   int threads = 0;                // 0: all cores
   training::Shard shard;          // under mpirun: the part of each global batch this rank feeds
   training::Communicator* comm = nullptr;  // under mpirun: the ranks (validation is split over them)
@@ -111,6 +116,12 @@ struct Task {
   // Extra checks of a config against the checkpoint's, beyond the keys' roles (a GPT may be
   // evaluated at a shorter context than it was trained at, not a longer one).
   std::function<void(const Config& config, const Config& saved, const Context&)> check_against_checkpoint = {};
+  // Hugging Face model folders (pretrained/hf_model.hpp, docs/models/pretrained.md). from_hf: the
+  // config keys and values a folder's model sets (its architecture, sizes and tokenizer; a
+  // config_error when the folder holds another family); to_hf: the folder a run's config exports
+  // as (a config_error naming what the family's Hugging Face class cannot express).
+  std::function<std::vector<std::pair<std::string, std::string>>(const std::filesystem::path& dir, const pretrained::HfModel&)> from_hf = {};
+  std::function<void(const Config&, pretrained::HfModel&)> to_hf = {};
 };
 
 bool register_task(Task task);

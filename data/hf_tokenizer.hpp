@@ -45,6 +45,8 @@ class HfTokenizer : public Tokenizer {
   // The id of a token of the vocabulary or an added token (-1: none).
   std::int32_t token_id(const std::string& token) const;
   const std::string& model_type() const;  // "BPE", "WordPiece", "Unigram", "WordLevel"
+  // The ids the post-processor puts before a sequence (Llama's <s>): a prompt starts with them.
+  const std::vector<std::int32_t>& special_prefix() const;
 
   struct Impl;
 
@@ -52,5 +54,13 @@ class HfTokenizer : public Tokenizer {
   explicit HfTokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// A character tokenizer (one token per byte value) as a tokenizer.json: byte-level BPE without
+// merges, each byte its GPT-2 character, the unknown id "<unk>"; the same ids for any text it encodes.
+std::string hf_tokenizer_json(const CharTokenizer& t);
+
+// Whether a tokenizer .json file is Hugging Face's (an object with a "model"), not ctgrad's
+// character vocabulary: by its content, since both are named tokenizer.json.
+bool is_hf_tokenizer_file(const std::filesystem::path& path);
 
 }  // namespace ctgrad::data

@@ -260,8 +260,6 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& wh
 
 // --- pre-tokenizers -----------------------------------------------------------------------------
 
-namespace {
-
 // GPT-2's byte-to-character table: printable bytes as themselves, the rest from U+0100 up.
 const std::vector<std::string>& byte_chars() {
   static const std::vector<std::string> table = [] {
@@ -275,6 +273,9 @@ const std::vector<std::string>& byte_chars() {
   }();
   return table;
 }
+
+
+namespace {
 
 enum class Behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 

@@ -23,6 +23,9 @@ std::string utf8(char32_t c);
 // Bytes to text, each maximal invalid subsequence replaced by U+FFFD (as Rust's from_utf8_lossy).
 std::string lossy_utf8(const std::string& bytes);
 
+// GPT-2's byte-level alphabet: byte b as a printable character (printable bytes as themselves).
+const std::vector<std::string>& byte_chars();
+
 struct Normalizer {
   virtual ~Normalizer() = default;
   virtual std::string apply(const std::string& s) const = 0;

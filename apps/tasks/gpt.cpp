@@ -33,6 +33,17 @@ struct GptFamily {
     if (m.mixer == layers::Mixer::attention) check_heads(m.d_model, m.n_head, m.kv_heads ? m.kv_heads : m.n_head, m.arch.pos == layers::Pos::rope);
     return m;
   }
+  // --from: a GPT2LMHeadModel folder's model as keys (its dropout is not kept: --set dropout=).
+  static std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m) {
+    if (!m.is_gpt()) throw config_error("the folder holds a " + m.architecture + ": read it with ctgrad ... llama --from");
+    const models::GptConfig& g = m.gpt();
+    return {{"d_model", std::to_string(g.d_model)}, {"layers", std::to_string(g.n_layer)}, {"heads", std::to_string(g.n_head)},
+            {"d_ff", std::to_string(g.d_ff)},       {"vocab", std::to_string(g.vocab)},     {"max_context", std::to_string(g.context)},
+            {"norm", "pre"},                        {"norm_kind", "layer"},                 {"act", "gelu_tanh"},
+            {"pos", "learned"},                     {"tie_embeddings", g.arch.tie ? "true" : "false"},
+            {"bias", "true"},                       {"kv_heads", "0"},                      {"qk_norm", "false"},
+            {"mixer", "attention"},                 {"norm_eps", exact(m.hyper("norm_eps", 1e-5))}};
+  }
   static Builder train_graph(const ModelConfig& m) { return models::gpt(m); }
   static Builder decoder_graph(const ModelConfig& m) { return models::gpt_decoder(m); }
   static std::string describe(const ModelConfig& v) {
@@ -84,6 +95,8 @@ Task gpt_task() {
   t.open = &open_session<LmSession<GptFamily>>;
   t.check_against_checkpoint = refuse_longer_context;
   t.input_folders = {"data", "val_data"};
+  t.from_hf = lm_from_hf<GptFamily>;
+  t.to_hf = lm_to_hf<GptFamily>;
   return t;
 }
 

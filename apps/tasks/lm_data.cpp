@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ctgrad/data/hf_tokenizer.hpp>
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/text_source.hpp>
 #include <ctgrad/training/escape.hpp>
@@ -39,7 +40,14 @@ data::Corpus read_user_text(const Config& c) {
 }
 
 std::unique_ptr<data::Tokenizer> load_tokenizer(const fs::path& file) {
-  if (file.extension() == ".json") return std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(file));
+  if (file.extension() == ".json") {
+    try {  // ctgrad's character vocabulary or Hugging Face's tokenizer.json, told apart by content
+      if (data::is_hf_tokenizer_file(file)) return std::make_unique<data::HfTokenizer>(data::HfTokenizer::load(file));
+    } catch (const data::data_error& e) {
+      throw config_error(message_of(e));
+    }
+    return std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(file));
+  }
   return std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(file));
 }
 

@@ -14,12 +14,14 @@
 #include <vector>
 
 #include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/hf_tokenizer.hpp>
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/models/sampling.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
+#include <ctgrad/pretrained/hf_model.hpp>
 
 #include <ctgrad/training/escape.hpp>
 
@@ -36,7 +38,8 @@ inline constexpr InputName targets{"targets", DType::index};  // [Batch, Seq]
 
 // The keys every family shares, after its preset key "size": the main job's recipe.
 inline Schema lm_schema(Schema s) {
-  s.choice("tokenizer", "char", {"char", "bpe", "unigram"}, "characters, or SentencePiece BPE or unigram trained on the training split", Role::model)
+  s.choice("tokenizer", "char", {"char", "bpe", "unigram", "hf"},
+           "characters, or SentencePiece BPE or unigram trained on the training split; hf: a Hugging Face tokenizer.json (--from)", Role::model)
       .integer("context", 64, {.min = 2, .max = 1 << 20}, "tokens per window (at most max_context; a longer one, max_context not given, grows the model with it)", Role::run)
       .integer("batch", 12, {.min = 1, .max = 1 << 16}, "windows per step", Role::run)
       .integer("steps", 2000, {.min = 1, .max = std::int64_t(1) << 40}, "training steps")
@@ -64,6 +67,32 @@ inline Schema lm_sample_options() {
       .text("end", "", "stop after this token (one token of the tokenizer)")
       .flag("slide", false, "past the context, re-read its last half and go on (else stop)");
   return s;
+}
+
+// A number as a config value, every digit kept (1e-05, not 0.000010).
+inline std::string exact(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// --from DIR (Task::from_hf) for a decoder-only family F: the keys its model sets (F::hf_keys),
+// and the tokenizer the folder holds (tokenizer.json, Hugging Face's; or SentencePiece's
+// tokenizer.model).
+template <class F>
+std::vector<std::pair<std::string, std::string>> lm_from_hf(const std::filesystem::path& dir, const pretrained::HfModel& m) {
+  auto keys = F::hf_keys(m);
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "tokenizer.json", ec)) keys.emplace_back("tokenizer", "hf");
+  else if (std::filesystem::exists(dir / "tokenizer.model", ec)) keys.emplace_back("tokenizer", "bpe");
+  else throw config_error("--from " + dir.string() + ": the folder holds no tokenizer.json (nor a SentencePiece tokenizer.model)");
+  return keys;
+}
+
+// Task::to_hf for F: the model of a run's config as a Hugging Face folder's.
+template <class F>
+void lm_to_hf(const Config& c, pretrained::HfModel& m) {
+  m = pretrained::hf_model_of(F{}.model_config(c), {{"norm_eps", c.real("norm_eps")}, {"dropout", c.real("dropout")}});
 }
 
 // One tokenizer of either kind, saved beside the checkpoint.
@@ -118,14 +147,21 @@ class LmSession : public Session {
     std::optional<ShardFolder> shards;
     if (from_shards) shards = open_shard_folder(data);
     else if (ctx_.command != "sample") text = read_lm_text(c_, ctx_.command == "train");
-    else if (!ctx_.from_checkpoint) text = read_lm_text(c_, true);
-    if (ctx_.from_checkpoint) {
-      tok_.file = kind == "char" ? "tokenizer.json" : "tokenizer.model";
+    else if (!ctx_.from_checkpoint && ctx_.pretrained.empty()) text = read_lm_text(c_, true);
+    if (!ctx_.pretrained.empty()) {  // the model folder's tokenizer becomes the run's
+      tok_.file = kind == "hf" ? "tokenizer.json" : "tokenizer.model";
+      tok_.tok = load_tokenizer(ctx_.pretrained / tok_.file);
+      if (shards && data::file_xxh3(ctx_.pretrained / tok_.file) != shards->vocab_hash)
+        throw config_error("data " + data + ": its shards were tokenized with another tokenizer than " + (ctx_.pretrained / tok_.file).string());
+    } else if (ctx_.from_checkpoint) {
+      tok_.file = kind == "char" || kind == "hf" ? "tokenizer.json" : "tokenizer.model";
       const auto path = ctx_.folder.file(tok_.file);
       if (!std::filesystem::exists(path)) throw config_error("the tokenizer " + path.string() + " is missing");
       tok_.tok = load_tokenizer(path);
       if (shards && data::file_xxh3(path) != shards->vocab_hash)
         throw config_error("data " + data + ": its shards were tokenized with another tokenizer than this run's " + path.string());
+    } else if (kind == "hf") {
+      throw config_error("tokenizer=hf is a Hugging Face model folder's tokenizer.json: give the folder with --from DIR");
     } else if (shards) {  // the folder's tokenizer becomes the run's
       tok_.file = shards->tokenizer.filename().string();
       if ((tok_.file == "tokenizer.json") != (kind == "char"))
@@ -279,7 +315,9 @@ class LmSession : public Session {
       so.end_token = e[0];
     }
     const std::string prompt = o.text("prompt");
-    const std::vector<std::int32_t> ids = encode("prompt");
+    std::vector<std::int32_t> ids = encode("prompt");
+    if (const auto* hf = dynamic_cast<const data::HfTokenizer*>(tok_.tok.get()))  // a prompt begins as the model's texts did (Llama's <s>)
+      ids.insert(ids.begin(), hf->special_prefix().begin(), hf->special_prefix().end());
     if (ids.empty()) throw config_error("the prompt is empty");
     if (std::int64_t(ids.size()) > context_)
       throw config_error("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the context of " + std::to_string(context_) +

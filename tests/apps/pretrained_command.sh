@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Hugging Face model folders through the command (docs/models/pretrained.md): a GPT run (characters)
+# and a Llama run (SentencePiece BPE, RoPE base and llama3 scaling, q/k/v biases: a Qwen2 folder)
+# exported, then evaluated and sampled with --from exactly as from their runs; continued
+# pretraining with train --from, resumed; every refusal in one line with exit 2, and a hostile
+# folder (an unknown config field, a truncated model.safetensors, a broken merge list) refused.
+set -u
+source "$(dirname "$0")/checks.sh"  # check, expect_text
+ctgrad=$(realpath "$1")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export CTGRAD_CACHE="$work/cache"
+one_line() {
+  if [ "$(wc -l < "$work/out.txt")" -le 1 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: more than one line:"; cat "$work/out.txt"; fi
+}
+same() {  # name, file a, file b
+  if cmp -s "$2" "$3"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 and $3 differ:"; diff "$2" "$3" | head; fi
+}
+quiet=(--set steps=30 --set eval_every=30 --set sample_tokens=0 --set context=32 --threads 2)
+
+# 1. GPT, characters: export, then the folder evaluates and samples as the run does.
+check "train gpt" 0 "$ctgrad" train gpt --run gpt --set size=tiny "${quiet[@]}"
+check "export gpt" 0 "$ctgrad" export --run gpt --to hf-gpt
+expect_text "says what it wrote" "GPT2LMHeadModel"
+expect_text "converts the character vocabulary" "tokenizer.json (the character vocabulary"
+for f in config.json model.safetensors tokenizer.json; do
+  if [ -f "hf-gpt/$f" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL export gpt: no $f"; fi
+done
+"$ctgrad" eval gpt --run gpt --set context=32 2>/dev/null | sed 's/ nats.*(/ (/; s/, [0-9.]* s)/)/' > eval-run.txt
+"$ctgrad" eval gpt --from hf-gpt --set context=32 2>/dev/null | sed 's/ nats.*(/ (/; s/, [0-9.]* s)/)/' > eval-from.txt
+same "gpt: eval --from the export = eval --run" eval-run.txt eval-from.txt
+"$ctgrad" sample gpt --run gpt --temperature 0 --tokens 40 > sample-run.txt 2>/dev/null
+"$ctgrad" sample gpt --from hf-gpt --set context=32 --temperature 0 --tokens 40 > sample-from.txt 2>/dev/null
+same "gpt: greedy sample --from the export = from the run" sample-run.txt sample-from.txt
+
+# 2. Llama with SentencePiece BPE, RoPE base 500000, llama3 scaling and q/k/v biases: a Qwen2 folder.
+check "train llama" 0 "$ctgrad" train llama --run llama --set size=tiny --set tokenizer=bpe --set vocab=256 --set rope_theta=500000 \
+  --set rope_scaling=llama3:8:1:4:16 --set qkv_bias=true "${quiet[@]}"
+check "export llama" 0 "$ctgrad" export --run llama --to hf-llama
+expect_text "a Qwen2 folder" "Qwen2ForCausalLM"
+expect_text "copies the SentencePiece model" "tokenizer.model"
+if grep -q '"rope_type": "llama3"' hf-llama/config.json; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL export llama: no llama3 rope_scaling"; fi
+"$ctgrad" eval llama --run llama 2>/dev/null | sed 's/, [0-9.]* s)/)/' > eval-run.txt
+"$ctgrad" eval llama --from hf-llama --set context=32 2>/dev/null | sed 's/, [0-9.]* s)/)/' > eval-from.txt
+same "llama: eval --from the export = eval --run" eval-run.txt eval-from.txt
+"$ctgrad" sample llama --run llama --temperature 0 --tokens 30 > sample-run.txt 2>/dev/null
+"$ctgrad" sample llama --from hf-llama --set context=32 --temperature 0 --tokens 30 > sample-from.txt 2>/dev/null
+same "llama: greedy sample --from the export = from the run" sample-run.txt sample-from.txt
+# Continued pretraining from the folder, resumed; its tokenizer is the run's.
+check "train --from" 0 "$ctgrad" train llama --from hf-llama --run cont --set steps=10 --set eval_every=5 --set sample_tokens=0 --set context=32 --threads 2
+expect_text "loads the folder" "loaded 39712 parameters from hf-llama"
+check "resume the continued run" 0 "$ctgrad" train llama --run cont --resume --set steps=20 --set sample_tokens=0
+expect_text "resumed" "step 20/20"
+check "eval the continued run" 0 "$ctgrad" eval llama --run cont
+
+# 3. Refusals: one line, exit 2, nothing written.
+check "--from a run folder" 2 "$ctgrad" eval llama --from llama
+expect_text "names what is missing" "not a Hugging Face model folder (no config.json"
+one_line "--from a run folder"
+check "--from another family's folder" 2 "$ctgrad" eval gpt --from hf-llama
+expect_text "names the family" "the folder holds a Qwen2ForCausalLM"
+check "--from with a size of its own" 2 "$ctgrad" eval llama --from hf-llama --set d_model=64
+expect_text "names the key" "its config.json makes d_model=32, the command gives d_model=64"
+check "--from with --resume" 2 "$ctgrad" train llama --from hf-llama --run cont --resume
+check "--run is the --from folder" 2 "$ctgrad" train llama --from hf-llama --run hf-llama --set steps=1
+expect_text "keeps the folder" "which this run reads"
+check "tokenizer=hf without --from" 2 "$ctgrad" train llama --run x --set tokenizer=hf --set size=tiny --set steps=1
+expect_text "asks for --from" "give the folder with --from DIR"
+no_file "nothing of the refused run" x/checkpoint.safetensors
+check "export into a non-empty folder" 2 "$ctgrad" export --run gpt --to hf-llama
+expect_text "keeps the folder" "is not empty"
+check "export a mixture of experts" 0 "$ctgrad" train llama --run moe --set size=tiny --set moe_experts=2 "${quiet[@]}" --set steps=2 --set eval_every=2
+check "export a mixture of experts" 2 "$ctgrad" export --run moe --to hf-moe
+expect_text "names what has no counterpart" "a mixture of experts (moe_experts) has no Hugging Face"
+one_line "export a mixture of experts"
+
+# 4. Hostile folders: each fault named in one line, exit 2.
+cp -r hf-llama bad
+sed -i 's/"rope_theta"/"rope_thetaa": 1, "rope_theta"/' bad/config.json
+check "an unknown config.json field" 2 "$ctgrad" eval llama --from bad
+expect_text "names it" "'rope_thetaa' (1) is not a field ctgrad's Qwen2ForCausalLM reads"
+one_line "an unknown config.json field"
+rm -r bad && cp -r hf-llama bad
+sed -i 's/"intermediate_size": 88/"intermediate_size": 96/' bad/config.json
+check "sizes that disagree with the tensors" 2 "$ctgrad" eval llama --from bad
+expect_text "names the tensor" "config.json makes it"
+one_line "sizes that disagree with the tensors"
+rm -r bad && cp -r hf-llama bad
+truncate -s -100 bad/model.safetensors
+check "a truncated model.safetensors" 2 "$ctgrad" eval llama --from bad
+expect_text "says so" "model.safetensors"
+one_line "a truncated model.safetensors"
+rm -r bad && cp -r hf-gpt bad
+python3 - bad/tokenizer.json <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["model"]["merges"] = ["a zz"]
+json.dump(j, open(sys.argv[1], "w"))
+PY
+check "a tokenizer.json with a broken merge list" 2 "$ctgrad" eval gpt --from bad
+expect_text "names the merge" "merge 0 ('a' + 'zz') names 'zz', which the vocabulary lacks"
+one_line "a tokenizer.json with a broken merge list"
+
+echo "pretrained_command: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
