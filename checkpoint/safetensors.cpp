@@ -31,7 +31,8 @@ struct TableEntry {
   std::vector<std::int64_t> shape;
   std::uint64_t begin, end;
 };
-std::string file_checksum(const Metadata& meta, std::vector<TableEntry> table, std::span<const std::span<const std::byte>> data) {
+// The checksum over the metadata and the table; the data section is added to it after.
+Checksum checksum_head(const Metadata& meta, std::vector<TableEntry> table) {
   Checksum c;
   for (const auto& [k, v] : meta) {
     if (k == kChecksumKey) continue;
@@ -47,6 +48,10 @@ std::string file_checksum(const Metadata& meta, std::vector<TableEntry> table, s
     add_u64(c, t.begin);
     add_u64(c, t.end);
   }
+  return c;
+}
+std::string file_checksum(const Metadata& meta, std::vector<TableEntry> table, std::span<const std::span<const std::byte>> data) {
+  Checksum c = checksum_head(meta, std::move(table));
   for (const auto& d : data) c.add(d);
   return c.hex();
 }
@@ -208,9 +213,6 @@ File::File(const std::filesystem::path& path, OnDemand) : path_(path) {
     if (!pread_all(fd, 8, std::span<std::byte>(head).subspan(8))) throw format_error(where + ": cannot read its header (it shrank)");
   }
   parse(head, size);
-  if (checksummed_) {  // ctgrad's own file: the checksum covers the data, read whole
-    *this = File(path);
-  }
 }
 
 void File::parse(std::span<const std::byte> head, std::size_t size) {
@@ -289,8 +291,22 @@ void File::parse(std::span<const std::byte> head, std::size_t size) {
   if (at != data_size)
     throw format_error(where + ": " + std::to_string(data_size - at) + " bytes after the last tensor belong to no tensor (the header length is wrong, or the file was appended to)");
   const auto sum = metadata_.find(kChecksumKey);
-  if (sum != metadata_.end() && on_demand) {
-    checksummed_ = true;  // the constructor reads the file whole and checks it
+  if (sum != metadata_.end() && on_demand) {  // the data streamed through the checksum, a chunk at a time
+    std::vector<TableEntry> table;
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      const std::uint64_t begin = offset_[i] - data_begin, bytes = std::uint64_t(numel(tensors_[i].shape)) * dtype_size(tensors_[i].dtype);
+      table.push_back({tensors_[i].name, tensors_[i].dtype, tensors_[i].shape, begin, begin + bytes});
+    }
+    Checksum c = checksum_head(metadata_, std::move(table));
+    std::vector<std::byte> chunk(std::size_t(1) << 20);
+    for (std::uint64_t at = data_begin; at < size;) {
+      const std::size_t n = std::size_t(std::min<std::uint64_t>(chunk.size(), size - at));
+      if (!pread_all(*fd_, at, std::span<std::byte>(chunk).first(n))) throw format_error(where + ": cannot read its data (it shrank)");
+      c.add(std::span<const std::byte>(chunk).first(n));
+      at += n;
+    }
+    if (c.hex() != sum->second) throw format_error(where + ": its data, tensor table or metadata does not match its checksum: the file is damaged");
+    checksummed_ = true;
     return;
   }
   if (sum != metadata_.end()) {

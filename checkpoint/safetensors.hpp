@@ -55,8 +55,9 @@ void save(const std::filesystem::path& path, std::span<const TensorView> tensors
 
 // Reading on demand: the header is read and validated at open, each tensor's bytes when it is
 // read (pread, straight into the destination: the file is never held whole). A file that shrinks
-// meanwhile is a format_error, never a fault. A file carrying ctgrad's checksum is read whole
-// (the checksum covers every byte). TensorView::data is empty for a tensor not yet in memory.
+// meanwhile is a format_error, never a fault. A file carrying ctgrad's checksum is checked at
+// open by streaming its data through it (a pass over the file, in 1 MB chunks, nothing kept).
+// TensorView::data is empty for a tensor not yet in memory.
 struct OnDemand {};
 
 class File {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <queue>
 
 #include <unicode/uchar.h>
 
@@ -82,18 +83,50 @@ struct Bpe : Model {
         last_unk = true;
       }
     }
-    for (;;) {  // the lowest-ranked pair first, the leftmost of equals
-      std::size_t best = sym.size();
-      std::pair<std::int32_t, std::int32_t> best_merge{std::numeric_limits<std::int32_t>::max(), -1};
-      for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
-        const auto it = merges.find({sym[i], sym[i + 1]});
-        if (it != merges.end() && it->second.first < best_merge.first) best = i, best_merge = it->second;
-      }
-      if (best == sym.size()) break;
-      sym[best] = best_merge.second;
-      sym.erase(sym.begin() + std::ptrdiff_t(best) + 1);
-    }
+    merge_all(sym);
     out.insert(out.end(), sym.begin(), sym.end());
+  }
+
+  // Merges the lowest-ranked adjacent pair first, the leftmost of equals, until none merges: a
+  // heap of candidate pairs over a linked list of symbols (as the tokenizers library's Word), so a
+  // long word (SentencePiece's whole-sentence BPE) costs n log n, not n^2.
+  void merge_all(std::vector<std::int32_t>& sym) const {
+    const std::size_t n = sym.size();
+    if (n < 2) return;
+    std::vector<std::int64_t> prev(n), next(n);
+    std::vector<bool> alive(n, true);
+    for (std::size_t i = 0; i < n; ++i) prev[i] = std::int64_t(i) - 1, next[i] = i + 1 < n ? std::int64_t(i + 1) : -1;
+    struct Candidate {
+      std::int32_t rank;
+      std::int64_t pos;
+      std::int32_t left, right;
+      bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+    auto consider = [&](std::int64_t i) {
+      if (i < 0 || next[std::size_t(i)] < 0) return;
+      const std::int32_t a = sym[std::size_t(i)], b = sym[std::size_t(next[std::size_t(i)])];
+      const auto it = merges.find({a, b});
+      if (it != merges.end()) heap.push({it->second.first, i, a, b});
+    };
+    for (std::size_t i = 0; i + 1 < n; ++i) consider(std::int64_t(i));
+    while (!heap.empty()) {
+      const Candidate c = heap.top();
+      heap.pop();
+      const auto i = std::size_t(c.pos);
+      if (!alive[i] || next[i] < 0 || sym[i] != c.left || sym[std::size_t(next[i])] != c.right) continue;  // stale
+      const auto j = std::size_t(next[i]);
+      sym[i] = merges.at({c.left, c.right}).second;
+      alive[j] = false;
+      next[i] = next[j];
+      if (next[i] >= 0) prev[std::size_t(next[i])] = std::int64_t(i);
+      consider(prev[i]);
+      consider(std::int64_t(i));
+    }
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (alive[i]) sym[k++] = sym[i];
+    sym.resize(k);
   }
 };
 

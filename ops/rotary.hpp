@@ -15,10 +15,9 @@
 // grown (doubling) when a position past its end first appears: nothing is recomputed per step.
 #pragma once
 #include <ctgrad/ops/common.hpp>
+#include <ctgrad/ops/rope_scaling.hpp>
 
 namespace ctgrad {
-
-enum class RopeScaling : std::uint8_t { none, linear, llama3 };
 
 struct RopeOptions {
   Real theta = 10000;       // the base

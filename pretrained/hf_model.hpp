@@ -17,8 +17,8 @@
 #include <vector>
 
 #include <ctgrad/graph/tensor.hpp>
-#include <ctgrad/models/gpt.hpp>
-#include <ctgrad/models/llama.hpp>
+#include <ctgrad/models/gpt_config.hpp>
+#include <ctgrad/models/llama_config.hpp>
 
 namespace ctgrad::pretrained {
 

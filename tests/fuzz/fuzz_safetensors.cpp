@@ -1,10 +1,14 @@
-// libFuzzer target: any bytes as a safetensors file. The reader must refuse what is not a valid
-// file with a format_error (never crash, hang, read out of bounds or exhaust memory), and what it
-// accepts must be self-consistent.
+// libFuzzer target: any bytes as a safetensors file, read whole and read on demand (as a model
+// folder's shards are). The reader must refuse what is not a valid file with a format_error (never
+// crash, hang, read out of bounds or exhaust memory), and what it accepts must be self-consistent.
 #include <ctgrad/checkpoint/safetensors.hpp>
+
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -25,6 +29,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
     if (total > size) std::abort();  // tensors are views into the file: never more than it holds
+  } catch (const ctgrad::checkpoint::format_error&) {
+  }
+  // On demand: the header from the file, each tensor read from it into place.
+  static const std::filesystem::path file = std::filesystem::temp_directory_path() / ("fuzz." + std::to_string(::getpid()) + ".safetensors");
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  }
+  try {
+    const ctgrad::checkpoint::File f(file, ctgrad::checkpoint::OnDemand{});
+    for (const auto& name : f.names()) {
+      const auto& t = f.tensor(name);
+      std::int64_t n = 1;
+      for (auto d : t.shape) n *= d;
+      if (n <= (1 << 18)) {
+        std::vector<float> out(static_cast<std::size_t>(n));
+        try {
+          f.read_float(name, out, t.shape);
+        } catch (const ctgrad::checkpoint::format_error&) {
+        }
+      }
+    }
   } catch (const ctgrad::checkpoint::format_error&) {
   }
   return 0;

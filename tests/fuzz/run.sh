@@ -9,7 +9,7 @@ work=$1 seconds=${2:-20}
 cmake -S "$here" -B "$work/build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release > "$work.configure.log" 2>&1 ||
   { cat "$work.configure.log"; exit 1; }
 cmake --build "$work/build" -j2 > "$work.build.log" 2>&1 || { cat "$work.build.log"; exit 1; }
-for target in safetensors config idx text shard; do
+for target in safetensors config idx text shard hf_config hf_tokenizer; do
   rm -rf "$work/$target" && mkdir -p "$work/$target/corpus"
   cp "$here/corpus/$target/"* "$work/$target/corpus/"
   echo "+ fuzz_$target for $seconds s"

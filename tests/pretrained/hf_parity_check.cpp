@@ -11,6 +11,8 @@
 #include <vector>
 
 #include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/models/gpt.hpp>
+#include <ctgrad/models/llama.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
 
 namespace {

@@ -16,6 +16,8 @@
 
 #include <ctgrad/checkpoint/safetensors.hpp>
 #include <ctgrad/checkpoint/tensor_folder.hpp>
+#include <ctgrad/models/gpt.hpp>
+#include <ctgrad/models/llama.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
 
 using namespace ctgrad;

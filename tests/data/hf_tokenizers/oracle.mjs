@@ -213,6 +213,7 @@ for (const [name, f] of Object.entries(fixtures)) {
   const lines = [];
   for (let i = 0; i < 300; i++) lines.push(line(f.specials));
   lines.push("", " ", "  leading and trailing  ", "\n\n", "a\u0301 e\u0301 (NFD accents)", "ﬁ ligature ① ｆｕｌｌ", "tab\tand\u000bvertical");
+  lines.push(Array.from({ length: 80 }, () => line(f.specials)).join(" "));  // a long one: SentencePiece's BPE merges it as one word
   const out = lines.map((text) => {
     const plain = tok.encode(text, { add_special_tokens: false }).ids, special = tok.encode(text, { add_special_tokens: true }).ids;
     const decode = (ids, skip) => (ids.length ? tok.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false }) : "");
