@@ -31,6 +31,12 @@ TensorSource gpt2_tensor(const std::string& param);
 std::string gpt2_canonical(const std::string& name);
 bool gpt2_ignores(const HfModel& m, const std::string& canonical);
 
+HfModel bert_from_config(HfConfig& c, const std::vector<std::string>& architectures);
+nlohmann::json bert_config_json(const HfModel& m);
+TensorSource bert_tensor(const std::string& param);
+std::string bert_canonical(const std::string& name);  // the encoder under "bert." (BertModel folders lack it)
+bool bert_ignores(const HfModel& m, const std::string& canonical);
+
 // Keys of every config.json that change no computation: token ids, dtype, versions, the
 // generation defaults of `generate()`, labels.
 void known_metadata(HfConfig& c);

@@ -42,11 +42,12 @@ void known_metadata(HfConfig& c) {
 HfModel read_hf_model(const fs::path& dir) {
   HfConfig c(dir);
   const std::string type = c.text("model_type");
+  const std::vector<std::string> archs = c.strings("architectures");
   HfModel m;
   if (type == "llama" || type == "mistral" || type == "qwen2") m = detail::llama_from_config(c, type);
   else if (type == "gpt2") m = detail::gpt2_from_config(c);
-  else c.refuse("model_type '" + type + "' is not one ctgrad reads (gpt2, llama, mistral, qwen2)");
-  const std::vector<std::string> archs = c.strings("architectures");
+  else if (type == "bert") m = detail::bert_from_config(c, archs);
+  else c.refuse("model_type '" + type + "' is not one ctgrad reads (gpt2, llama, mistral, qwen2, bert)");
   for (const std::string& a : archs)
     if (a != m.architecture)
       c.refuse("architectures names " + a + ": ctgrad reads a " + type + " folder as " + m.architecture + " (the language model)");
@@ -61,7 +62,13 @@ HfModel read_hf_model(const fs::path& dir) {
 namespace {
 
 detail::TensorSource source_of(const HfModel& m, const std::string& param) {
-  return m.is_gpt() ? detail::gpt2_tensor(param) : detail::llama_tensor(param);
+  return m.is_gpt() ? detail::gpt2_tensor(param) : m.is_bert() ? detail::bert_tensor(param) : detail::llama_tensor(param);
+}
+std::string canonical_of(const HfModel& m, const std::string& name) {
+  return m.is_gpt() ? detail::gpt2_canonical(name) : m.is_bert() ? detail::bert_canonical(name) : name;
+}
+bool ignores(const HfModel& m, const std::string& canonical) {
+  return m.is_gpt() ? detail::gpt2_ignores(m, canonical) : m.is_bert() ? detail::bert_ignores(m, canonical) : detail::llama_ignores(m, canonical);
 }
 
 std::string shape_text(std::span<const std::int64_t> s) {
@@ -78,7 +85,7 @@ void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Para
   // The folder's names as the family writes them (GPT-2's with or without "transformer.").
   std::map<std::string, std::string> actual;
   for (const std::string& n : folder.names()) {
-    const std::string canonical = m.is_gpt() ? detail::gpt2_canonical(n) : n;
+    const std::string canonical = canonical_of(m, n);
     if (!actual.emplace(canonical, n).second) throw format_error(where + ": holds both '" + n + "' and '" + actual[canonical] + "'");
   }
   // Everything is matched and checked before anything is read.
@@ -104,7 +111,7 @@ void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Para
     plan.push_back({&p, it->second, s.transposed});
   }
   for (const auto& [canonical, name] : actual)
-    if (!used.count(canonical) && !(m.is_gpt() ? detail::gpt2_ignores(m, canonical) : detail::llama_ignores(m, canonical)))
+    if (!used.count(canonical) && !ignores(m, canonical))
       throw format_error(where + ": holds tensor '" + name + "', which " + m.architecture + " of this config.json has no place for");
   std::vector<float> scratch;
   for (const Plan& p : plan) {
@@ -144,7 +151,7 @@ void save_hf_model(const fs::path& dir, const HfModel& m, std::span<const Parame
   }
   std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   checkpoint::save(dir / "model.safetensors", views, {{"format", "pt"}});
-  const nlohmann::json j = m.is_gpt() ? detail::gpt2_config_json(m) : detail::llama_config_json(m);
+  const nlohmann::json j = m.is_gpt() ? detail::gpt2_config_json(m) : m.is_bert() ? detail::bert_config_json(m) : detail::llama_config_json(m);
   checkpoint::write_atomically(dir / "config.json", j.dump(2) + "\n");
 }
 

@@ -7,7 +7,8 @@
 //                             a missing, extra or misshapen tensor refused naming it
 //   save_hf_model(dir, m, ps) config.json and model.safetensors as Hugging Face writes them
 // Families: GPT-2 (GPT2LMHeadModel), Llama (LlamaForCausalLM; MistralForCausalLM and
-// Qwen2ForCausalLM, which differ only in config: a sliding window, q/k/v biases).
+// Qwen2ForCausalLM, which differ only in config: a sliding window, q/k/v biases), BERT
+// (BertForMaskedLM, BertForPreTraining: ctgrad's bert_mlm graph, with next-sentence prediction).
 #pragma once
 #include <filesystem>
 #include <span>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include <ctgrad/graph/tensor.hpp>
+#include <ctgrad/models/bert_config.hpp>
 #include <ctgrad/models/gpt_config.hpp>
 #include <ctgrad/models/llama_config.hpp>
 
@@ -25,12 +27,15 @@ namespace ctgrad::pretrained {
 struct HfModel {
   std::string architecture;  // "LlamaForCausalLM"
   std::string model_type;    // "llama"
-  std::variant<models::GptConfig, models::LlamaConfig> config;
+  std::variant<models::GptConfig, models::LlamaConfig, models::BertConfig> config;
   // The graph's hyperparameters the config sets (norm_eps; dropout for fine-tuning).
   std::vector<std::pair<std::string, double>> hypers;
   bool is_gpt() const { return std::holds_alternative<models::GptConfig>(config); }
   const models::GptConfig& gpt() const { return std::get<models::GptConfig>(config); }
   const models::LlamaConfig& llama() const { return std::get<models::LlamaConfig>(config); }
+  bool is_llama() const { return std::holds_alternative<models::LlamaConfig>(config); }
+  bool is_bert() const { return std::holds_alternative<models::BertConfig>(config); }
+  const models::BertConfig& bert() const { return std::get<models::BertConfig>(config); }
   double hyper(const std::string& name, double fallback) const;
 };
 
@@ -43,6 +48,7 @@ HfModel read_hf_model(const std::filesystem::path& dir);
 // of the family cannot express (a mixture of experts, interleaved RoPE pairs, ...).
 HfModel hf_model_of(const models::GptConfig& c, std::vector<std::pair<std::string, double>> hypers);
 HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::string, double>> hypers);
+HfModel hf_model_of(const models::BertConfig& c, std::vector<std::pair<std::string, double>> hypers);
 
 // Loads every parameter from the folder's tensors, read one at a time into place (the file is
 // never held whole: peak memory is the parameters plus one tensor).

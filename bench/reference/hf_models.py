@@ -9,12 +9,17 @@ them, operation for operation, in float32:
   Mistral  models/mistral/modeling_mistral.py: Llama with a sliding window (key k visible from
            query q when q - window < k <= q)
   Qwen2    models/qwen2/modeling_qwen2.py: Llama with biases on q_proj, k_proj, v_proj
+  BERT     models/bert/modeling_bert.py (BertForMaskedLM, BertForPreTraining: post-norm layers,
+           erf GELU, the extended attention mask, the tied masked-LM head, the pooler and
+           next-sentence head)
 (huggingface/transformers at commit 0044e3b3, v4.4x). transformers itself is not installed here
 (Debian carries torch 1.13 only), so this file is the oracle; tests/pretrained/hf_parity.py runs it.
 
 write_case(name, folder) writes the folder and expected.safetensors: ids [T] (the prompt), logits
 [T, vocab] of the prompt, greedy [64] the greedy continuation (argmax, the whole sequence re-read
-each step, no cache), margin [1] the smallest top-1 minus top-2 logit gap along it.
+each step, no cache), margin [1] the smallest top-1 minus top-2 logit gap along it. For BERT:
+ids and segments [B, T], lengths [B] (the rest padding), logits [B * T, vocab] at every position,
+nsp [B, 2] with the next-sentence head.
 Run with /usr/bin/python3 (Debian python3-torch)."""
 import json
 import math
@@ -199,6 +204,57 @@ def llama_weights(c, g):
     return w
 
 
+# --- BERT -----------------------------------------------------------------------------------------
+def bert_weights(c, g):
+    d, f, V, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
+    w = {"bert.embeddings.word_embeddings.weight": torch.randn(V, d, generator=g) * 0.5,
+         "bert.embeddings.position_embeddings.weight": torch.randn(c["max_position_embeddings"], d, generator=g) * 0.1,
+         "bert.embeddings.token_type_embeddings.weight": torch.randn(c["type_vocab_size"], d, generator=g) * 0.1}
+    norms = ["bert.embeddings.LayerNorm", "cls.predictions.transform.LayerNorm"]
+    dense = [("cls.predictions.transform.dense", d, d)]
+    for l in range(L):
+        b = f"bert.encoder.layer.{l}."
+        dense += [(b + "attention.self.query", d, d), (b + "attention.self.key", d, d), (b + "attention.self.value", d, d),
+                  (b + "attention.output.dense", d, d), (b + "intermediate.dense", d, f), (b + "output.dense", f, d)]
+        norms += [b + "attention.output.LayerNorm", b + "output.LayerNorm"]
+    if c["architectures"][0] == "BertForPreTraining":
+        dense += [("bert.pooler.dense", d, d), ("cls.seq_relationship", d, 2)]
+    for n, i, o in dense:
+        w[n + ".weight"] = torch.randn(o, i, generator=g) / math.sqrt(i)
+        w[n + ".bias"] = 0.1 * torch.randn(o, generator=g)
+    for n in norms:
+        w[n + ".weight"] = 1 + 0.1 * torch.randn(d, generator=g)
+        w[n + ".bias"] = 0.1 * torch.randn(d, generator=g)
+    w["cls.predictions.bias"] = 0.1 * torch.randn(V, generator=g)
+    return w
+
+
+def bert_forward(c, w, ids, segments, lengths):
+    B, T = ids.shape
+    d, H, eps = c["hidden_size"], c["num_attention_heads"], c.get("layer_norm_eps", 1e-12)
+    lin = lambda x, n: x @ w[n + ".weight"].t() + w[n + ".bias"]  # noqa: E731
+    ln = lambda x, n: F.layer_norm(x, (d,), w[n + ".weight"], w[n + ".bias"], eps)  # noqa: E731
+    x = w["bert.embeddings.word_embeddings.weight"][ids] + w["bert.embeddings.token_type_embeddings.weight"][segments] + \
+        w["bert.embeddings.position_embeddings.weight"][torch.arange(T)][None]
+    x = ln(x, "bert.embeddings.LayerNorm")
+    keep = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    ext = (1.0 - keep)[:, None, None, :] * torch.finfo(torch.float32).min  # get_extended_attention_mask
+    for l in range(c["num_hidden_layers"]):
+        b = f"bert.encoder.layer.{l}."
+        q, k, v = (lin(x, b + "attention.self." + n).view(B, T, H, d // H).transpose(1, 2) for n in ("query", "key", "value"))
+        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d // H) + ext
+        a = torch.matmul(F.softmax(s, dim=-1), v).transpose(1, 2).reshape(B, T, d)
+        a = ln(lin(a, b + "attention.output.dense") + x, b + "attention.output.LayerNorm")  # BertSelfOutput
+        h = F.gelu(lin(a, b + "intermediate.dense"))
+        x = ln(lin(h, b + "output.dense") + a, b + "output.LayerNorm")  # BertOutput
+    h = ln(F.gelu(lin(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
+    logits = h @ w["bert.embeddings.word_embeddings.weight"].t() + w["cls.predictions.bias"]
+    nsp = None
+    if c["architectures"][0] == "BertForPreTraining":
+        nsp = lin(torch.tanh(lin(x[:, 0], "bert.pooler.dense")), "cls.seq_relationship")
+    return logits, nsp
+
+
 # --- the cases the test reads -------------------------------------------------------------------
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu", "max_position_embeddings": 128,
@@ -211,6 +267,12 @@ GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size"
         "summary_activation": None, "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
         "summary_use_proj": True, "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
         "bos_token_id": 95, "eos_token_id": 95, "use_cache": True, "transformers_version": "4.44.0"}
+
+BERT = {"architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size": 96, "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 128, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02,
+        "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute", "use_cache": True, "classifier_dropout": None,
+        "transformers_version": "4.44.0"}
 
 CASES = {
     # GQA, untied, Llama 3.1's rope scaling over a short original context (so it acts within 72 positions), BF16, two shards
@@ -227,6 +289,9 @@ CASES = {
     "gpt2": (GPT2, torch.float32, 1),
     # the original gpt2 checkpoints' layout: no "transformer." prefix, the mask buffers stored, an untied head
     "gpt2-bare": (dict(GPT2, tie_word_embeddings=False, n_inner=96), torch.float32, 1),
+    "bert-mlm": (BERT, torch.float32, 1),
+    # BertForPreTraining as the original checkpoints: pooler, next-sentence head, the position_ids buffer, the tied decoder stored; F16
+    "bert-pretraining": (dict(BERT, architectures=["BertForPreTraining"], type_vocab_size=3), torch.float16, 1),
 }
 
 
@@ -248,10 +313,39 @@ def sample(config, dtype, seed):
     return w, ids, logits, seq, margin
 
 
+def write_bert_case(name, folder):
+    config, dtype, shards = CASES[name]
+    g = torch.Generator().manual_seed(0)
+    w = {n: t.to(dtype).to(torch.float32) for n, t in bert_weights(config, g).items()}
+    ids = torch.randint(0, config["vocab_size"], (2, 20), generator=g)
+    segments = torch.randint(0, config["type_vocab_size"], (2, 20), generator=g)
+    lengths = torch.tensor([20, 13])
+    with torch.no_grad():
+        logits, nsp = bert_forward(config, w, ids, segments, lengths)
+    stored = dict(w)
+    if name == "bert-pretraining":
+        stored["bert.embeddings.position_ids"] = torch.arange(config["max_position_embeddings"])[None].float()
+        stored["cls.predictions.decoder.weight"] = w["bert.embeddings.word_embeddings.weight"]
+        stored["cls.predictions.decoder.bias"] = w["cls.predictions.bias"]
+    write_folder(folder, config, stored, dtype, shards)
+    if name == "bert-pretraining":  # position_ids is an integer buffer in the real checkpoints
+        save = {n: t.to(dtype) for n, t in stored.items()}
+        save["bert.embeddings.position_ids"] = torch.arange(config["max_position_embeddings"])[None]
+        save_safetensors(os.path.join(folder, "model.safetensors"), save, {"format": "pt"})
+    expected = {"ids": ids.to(torch.int32), "segments": segments.to(torch.int32), "lengths": lengths.to(torch.int32),
+                "logits": logits.reshape(-1, config["vocab_size"]).contiguous()}
+    if nsp is not None:
+        expected["nsp"] = nsp.contiguous()
+    save_safetensors(os.path.join(folder, "expected.safetensors"), expected)
+    return float("nan")
+
+
 def write_case(name, folder):
     """The first seed whose greedy run never has two logits within 0.01 of each other at the top: a
     near tie would make the comparison a test of rounding, not of the model."""
     config, dtype, shards = CASES[name]
+    if config["model_type"] == "bert":
+        return write_bert_case(name, folder)
     for seed in range(50):
         w, ids, logits, seq, margin = sample(config, dtype, seed)
         if margin >= 0.01:

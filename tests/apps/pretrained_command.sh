@@ -59,7 +59,7 @@ check "--from a run folder" 2 "$ctgrad" eval llama --from llama
 expect_text "names what is missing" "not a Hugging Face model folder (no config.json"
 one_line "--from a run folder"
 check "--from another family's folder" 2 "$ctgrad" eval gpt --from hf-llama
-expect_text "names the family" "the folder holds a Qwen2ForCausalLM"
+expect_text "names the family" "the folder holds a Qwen2ForCausalLM: ctgrad's gpt reads GPT-2 folders (llama reads this one)"
 check "--from with a size of its own" 2 "$ctgrad" eval llama --from hf-llama --set d_model=64
 expect_text "names the key" "its config.json makes d_model=32, the command gives d_model=64"
 check "--from with --resume" 2 "$ctgrad" train llama --from hf-llama --run cont --resume

@@ -5,12 +5,14 @@
 //   hf_parity_check FOLDER EXPORT_FOLDER
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <vector>
 
 #include <ctgrad/checkpoint/safetensors.hpp>
+#include <ctgrad/models/bert.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/llama.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
@@ -28,7 +30,8 @@ struct Loaded {
 Loaded load(const fs::path& dir) {
   Loaded l{pretrained::read_hf_model(dir), nullptr};
   const Options opts{.threads = 2, .hypers = l.m.hypers};
-  l.model = std::make_unique<Program<run_time>>(freeze(l.m.is_gpt() ? models::gpt(l.m.gpt()) : models::llama(l.m.llama())), opts);
+  l.model = std::make_unique<Program<run_time>>(
+      freeze(l.m.is_gpt() ? models::gpt(l.m.gpt()) : l.m.is_bert() ? models::bert_mlm(l.m.bert()) : models::llama(l.m.llama())), opts);
   pretrained::load_hf_weights(dir, l.m, l.model->parameters());
   return l;
 }
@@ -58,6 +61,69 @@ std::vector<std::int32_t> greedy(Loaded& l, std::vector<std::int32_t> tokens, in
   return {tokens.begin() + std::ptrdiff_t(start), tokens.end()};
 }
 
+// BERT: logits at every position (the masked-LM head over all of them), and the next-sentence
+// head's when the model has it.
+std::vector<float> bert_logits(Loaded& l, const checkpoint::File& e, std::vector<float>* nsp) {
+  const auto& shape = e.tensor("ids").shape;  // [B, T]
+  const std::int64_t B = shape[0], T = shape[1];
+  std::vector<std::int32_t> ids(std::size_t(B * T)), segments(ids.size()), lengths(static_cast<std::size_t>(B)), picks(ids.size()), zeros(ids.size(), 0);
+  e.read<std::int32_t>("ids", ids, shape);
+  e.read<std::int32_t>("segments", segments, shape);
+  e.read<std::int32_t>("lengths", lengths, e.tensor("lengths").shape);
+  for (std::size_t i = 0; i < picks.size(); ++i) picks[i] = std::int32_t(i);
+  l.model->set_input("ids", std::span<const std::int32_t>(ids), {B, T});
+  l.model->set_input("segments", std::span<const std::int32_t>(segments), {B, T});
+  l.model->set_input("lengths", std::span<const std::int32_t>(lengths), {B});
+  l.model->set_input("picks", std::span<const std::int32_t>(picks), {B * T});
+  l.model->set_input("targets", std::span<const std::int32_t>(zeros), {B * T});
+  if (l.m.bert().next_sentence) l.model->set_input("labels", std::span<const std::int32_t>(zeros).first(std::size_t(B)), {B});
+  l.model->forward(Mode::infer);
+  if (nsp) {
+    const auto n = l.model->output("nsp_logits");
+    nsp->assign(n.data, n.data + n.numel);
+  }
+  const auto out = l.model->output("logits");
+  return {out.data, out.data + out.numel};
+}
+
+double relative(const std::vector<float>& got, const std::vector<float>& want, double* diff = nullptr) {
+  double d = 0, scale = 0;
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) d = std::max(d, double(std::fabs(got[i] - want[i]))), scale = std::max(scale, double(std::fabs(want[i])));
+  if (diff) *diff = d;
+  return got.size() == want.size() ? d / scale : 1e30;
+}
+
+int check_bert(const fs::path& dir, const fs::path& exported, const checkpoint::File& e) {
+  Loaded l = load(dir);
+  std::vector<float> want(std::size_t(e.tensor("logits").shape[0] * e.tensor("logits").shape[1])), nsp, want_nsp;
+  e.read<float>("logits", want, e.tensor("logits").shape);
+  const bool with_nsp = e.has("nsp");
+  if (with_nsp) want_nsp.resize(std::size_t(e.tensor("nsp").shape[0] * 2)), e.read<float>("nsp", want_nsp, e.tensor("nsp").shape);
+  const std::vector<float> got = bert_logits(l, e, with_nsp ? &nsp : nullptr);
+  double diff = 0;
+  const double rel = relative(got, want, &diff);
+  const std::int64_t V = e.tensor("logits").shape[1];
+  std::size_t same = 0, rows = got.size() / std::size_t(V);
+  for (std::size_t r = 0; r < rows; ++r)
+    same += std::max_element(got.begin() + std::ptrdiff_t(r * V), got.begin() + std::ptrdiff_t((r + 1) * V)) - got.begin() ==
+            std::max_element(want.begin() + std::ptrdiff_t(r * V), want.begin() + std::ptrdiff_t((r + 1) * V)) - want.begin();
+  std::printf("%s (%s): logits max |diff| %.3g, relative %.3g; the top token at %zu of %zu positions as the reference", dir.filename().c_str(),
+              l.m.architecture.c_str(), diff, rel, same, rows);
+  bool ok = rel <= 1e-5 && same == rows;
+  if (with_nsp) {
+    const double r = relative(nsp, want_nsp);
+    std::printf("; next-sentence logits relative %.3g", r);
+    ok = ok && r <= 1e-5;
+  }
+  std::printf("\n");
+  pretrained::save_hf_model(exported, l.m, l.model->parameters());
+  Loaded back = load(exported);
+  const std::vector<float> again = bert_logits(back, e, nullptr);
+  const bool identical = again.size() == got.size() && std::memcmp(again.data(), got.data(), 4 * got.size()) == 0;
+  std::printf("  exported to %s and loaded back: logits %s\n", exported.c_str(), identical ? "bit-identical" : "DIFFER");
+  return ok && identical ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +134,7 @@ int main(int argc, char** argv) {
   try {
     const fs::path dir = argv[1], exported = argv[2];
     const checkpoint::File expected(dir / "expected.safetensors");
+    if (expected.has("segments")) return check_bert(dir, exported, expected);
     const auto& ids_t = expected.tensor("ids");
     std::vector<std::int32_t> ids(std::size_t(ids_t.shape[0]));
     expected.read<std::int32_t>("ids", ids, ids_t.shape);
