@@ -28,6 +28,7 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/ops/precision.hpp>
+#include <ctgrad/checkpoint/tensor_folder.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
 
 #include <ctgrad/training/distributed.hpp>
@@ -244,8 +245,6 @@ std::string read_file(const std::string& path, std::size_t limit) {
   }
 }
 
-// The config of this command: the checkpoint's (when one is read) or the defaults, then the
-// --config file, then each --set; the keys a checkpoint pins must keep its values.
 // The config keys a Hugging Face model folder sets (Task::from_hf), from its config.json.
 std::vector<std::pair<std::string, std::string>> folder_keys(const Task& t, const std::filesystem::path& dir) {
   if (!pretrained::is_hf_folder(dir))
@@ -253,6 +252,26 @@ std::vector<std::pair<std::string, std::string>> folder_keys(const Task& t, cons
   return t.from_hf(dir, pretrained::read_hf_model(dir));
 }
 
+// A model folder's parameters, held as float with their gradients, must fit in memory: checked
+// from the tensor headers before the model is built (a config.json of sizes its tensors do not
+// have is refused by name when the weights are matched).
+void check_folder_fits(const std::filesystem::path& dir) {
+  const checkpoint::TensorFolder folder(dir);
+  double values = 0;
+  for (const std::string& n : folder.names()) {
+    double count = 1;
+    for (const std::int64_t d : folder.tensor(n).shape) count *= double(d);
+    values += count;
+  }
+  if (8 * values > available_bytes())
+    throw config_error("--from " + dir.string() + ": its " + std::to_string(std::int64_t(values / 1e6)) + "M parameters need " +
+                       std::to_string(std::int64_t(8 * values / 1e9)) + " GB as float with their gradients, more than the " +
+                       std::to_string(std::int64_t(available_bytes() / 1e9)) + " GB this machine has free");
+}
+
+// The config of this command: the checkpoint's (when one is read) or the defaults, or a model
+// folder's keys (--from), then the --config file, then each --set; the keys a checkpoint or the
+// folder pins must keep their values.
 Config make_config(const Task& t, const Args& a, const Context& ctx, std::optional<Config>& saved) {
   Config cfg = t.schema.defaults();
   std::vector<std::pair<std::string, std::string>> from_folder;
@@ -371,8 +390,9 @@ int run(const Args& a) {
                 (long long)m.parameter_count(), (long long)(m.parameter_count() - m.embedding_parameter_count()));
     return 0;
   }
-  Context ctx{a.command, training::RunFolder(a.run_dir), (a.command != "train" || a.resume || follower) && a.from.empty(), a.from, threads,
-              comm.shard(), parallel ? &comm : nullptr};
+  // With --from, rank 0 starts the run from the folder and the other ranks open its first checkpoint, as for any new run.
+  Context ctx{a.command, training::RunFolder(a.run_dir), follower || ((a.command != "train" || a.resume) && a.from.empty()),
+              follower ? std::filesystem::path() : std::filesystem::path(a.from), threads, comm.shard(), parallel ? &comm : nullptr};
   if (!a.checkpoint.empty())  // a file of the run folder, or a path
     ctx.folder.use_checkpoint(a.checkpoint.find('/') == std::string::npos ? ctx.folder.file(a.checkpoint) : std::filesystem::path(a.checkpoint));
   if (ctx.from_checkpoint) {
@@ -398,6 +418,7 @@ int run(const Args& a) {
   }
   if (!ctx.pretrained.empty()) inputs.emplace_back("--from", ctx.pretrained);
   if (a.command == "train" && !ctx.from_checkpoint && !follower) ctx.folder.check_inputs(a.overwrite, inputs);
+  if (!ctx.pretrained.empty()) check_folder_fits(ctx.pretrained);
   std::unique_ptr<Session> session = t.open(cfg, ctx);
   // One training at a time in a run folder (rank 0's, under a launcher): a second `train` there,
   // a resume while a study's run trains, would write the same checkpoint and metrics.

@@ -43,7 +43,7 @@ int export_model(const std::vector<std::string>& rest) {
   if (!checkpoint_name.empty())
     folder.use_checkpoint(checkpoint_name.find('/') == std::string::npos ? folder.file(checkpoint_name) : fs::path(checkpoint_name));
   folder.require_checkpoint();
-  const checkpoint::File file(folder.checkpoint());
+  const checkpoint::File file(folder.checkpoint(), checkpoint::OnDemand{});  // its metadata (load_training reads the weights)
   const auto meta = [&](const char* key) {
     const auto it = file.metadata().find(key);
     return it == file.metadata().end() ? std::string() : it->second;
@@ -66,6 +66,14 @@ int export_model(const std::vector<std::string>& rest) {
     throw config_error("--to " + out + " is not empty: give a new folder (or --overwrite to replace its config.json, model.safetensors and tokenizer)");
   if (fs::equivalent(out, dir, ec)) throw config_error("--to " + out + " is the run folder: give another folder");
 
+  // --overwrite: what a previous export wrote goes first (a stale index or tokenizer would be read instead of the new files).
+  if (overwrite && fs::is_directory(out, ec))
+    for (const auto& entry : fs::directory_iterator(out, ec)) {
+      const std::string n = entry.path().filename().string();
+      if (n == "config.json" || n == "tokenizer.json" || n == "tokenizer.model" || n == "model.safetensors.index.json" ||
+          (n.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors"))
+        fs::remove(entry.path(), ec);
+    }
   const Config cfg = saved_config(*task, folder.checkpoint());
   const Context ctx{"export", folder, true};
   const std::unique_ptr<Session> session = task->open(cfg, ctx);

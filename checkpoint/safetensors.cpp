@@ -91,7 +91,7 @@ std::int64_t numel(const std::vector<std::int64_t>& shape) {
   return n;
 }
 // JSON nesting depth, counted before parsing (a recursive parser would overflow the stack first).
-int nesting(const char* p, std::size_t n) {
+int nesting_of(const char* p, std::size_t n) {
   int depth = 0, most = 0;
   bool in_string = false, escaped = false;
   for (std::size_t i = 0; i < n; ++i) {
@@ -107,6 +107,8 @@ int nesting(const char* p, std::size_t n) {
   return most;
 }
 }  // namespace
+
+int json_nesting(std::string_view text) { return nesting_of(text.data(), text.size()); }
 
 std::vector<std::byte> read_regular_file(const std::filesystem::path& path, const std::string& what, std::size_t limit) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses anything but a file.
@@ -223,10 +225,11 @@ void File::parse(std::span<const std::byte> head, std::size_t size) {
   for (int i = 0; i < 8; ++i) n |= std::uint64_t(std::to_integer<unsigned char>(head[std::size_t(i)])) << (8 * i);
   if (n > size - 8) throw format_error(where + ": header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes): truncated?");
   if (on_demand && n > kMaxHeaderBytes) throw format_error(where + ": header length " + std::to_string(n) + " is over 100 MB: not a safetensors header");
-  if (n % 8 != 0)
+  // ctgrad pads its headers to 8 bytes; other writers (safetensors before 0.3, MLX) need not.
+  if (n % 8 != 0 && !on_demand)
     throw format_error(where + ": header length " + std::to_string(n) + " is not a multiple of 8 (the format pads it): the length or the header is damaged");
   const char* text = reinterpret_cast<const char*>(head.data()) + 8;
-  if (nesting(text, std::size_t(n)) > 64) throw format_error(where + ": header nests deeper than 64 levels");
+  if (nesting_of(text, std::size_t(n)) > 64) throw format_error(where + ": header nests deeper than 64 levels");
   if (std::memchr(text, 0, std::size_t(n)) != nullptr) throw format_error(where + ": header holds a NUL byte (a JSON parser would stop there)");
   nlohmann::json header;
   try {

@@ -19,6 +19,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ctgrad::checkpoint {
@@ -92,6 +93,10 @@ class File {
   Metadata metadata_;
   bool checksummed_ = false;
 };
+
+// How deep a JSON text nests (brackets and braces outside strings): checked before parsing an
+// untrusted file, whose deep nesting would otherwise recurse through the stack when copied or shown.
+int json_nesting(std::string_view text);
 
 // The bytes of a regular file of at most `limit` bytes; a FIFO, device or folder, or a larger file,
 // is a format_error starting with `what` (never a read that blocks or exhausts memory).

@@ -1,6 +1,7 @@
 #include <ctgrad/data/hf_tokenizer.hpp>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <sstream>
 
@@ -16,7 +17,7 @@ namespace ctgrad::data {
 using hf::json;
 
 namespace {
-constexpr std::size_t kMaxTokenizerBytes = std::size_t(256) << 20;  // Llama 3's is 9 MB
+constexpr std::size_t kMaxTokenizerBytes = std::size_t(64) << 20;  // Llama 3's is 9 MB, Gemma's 34 MB
 
 struct AddedToken {
   std::string content;
@@ -25,6 +26,43 @@ struct AddedToken {
 };
 
 bool word_char(char32_t c) { return u_isalnum(UChar32(c)) || c == '_'; }
+bool is_space(char32_t c) { return u_hasBinaryProperty(UChar32(c), UCHAR_WHITE_SPACE); }
+
+// The code point ending before byte `at` (decoded backwards), or the one starting at `at`.
+char32_t code_point_before(const std::string& s, std::size_t at, std::size_t* start) {
+  std::size_t b = at;
+  while (b > 0 && at - b < 4 && (static_cast<unsigned char>(s[b - 1]) & 0xC0) == 0x80) --b;
+  b = b > 0 ? b - 1 : 0;
+  *start = b;
+  const auto cps = hf::code_points(s.substr(b, at - b));
+  return cps.empty() ? 0 : cps.back();
+}
+bool word_char_before(const std::string& s, std::size_t at) {
+  std::size_t b;
+  return at > 0 && word_char(code_point_before(s, at, &b));
+}
+bool word_char_after(const std::string& s, std::size_t at) {
+  if (at >= s.size()) return false;
+  const auto cps = hf::code_points(s.substr(at, 4));
+  return !cps.empty() && word_char(cps.front());
+}
+// Unicode white space before `at` (not past `floor`), after `at`: what lstrip and rstrip take.
+std::size_t space_before(const std::string& s, std::size_t at, std::size_t floor) {
+  while (at > floor) {
+    std::size_t b;
+    if (!is_space(code_point_before(s, at, &b)) || b < floor) break;
+    at = b;
+  }
+  return at;
+}
+std::size_t space_after(const std::string& s, std::size_t at) {
+  while (at < s.size()) {
+    const auto cps = hf::code_points(s.substr(at, 4));
+    if (cps.empty() || !is_space(cps.front())) break;
+    at += hf::utf8(cps.front()).size();
+  }
+  return at;
+}
 }  // namespace
 
 struct HfTokenizer::Impl {
@@ -35,6 +73,7 @@ struct HfTokenizer::Impl {
   std::unique_ptr<hf::Decoder> decoder;
   std::vector<AddedToken> added;  // longest content first (leftmost-longest matching)
   std::map<std::int32_t, const AddedToken*> added_by_id;
+  std::array<std::vector<const AddedToken*>, 256> added_by_byte;  // by first byte, longest first
   std::vector<std::int32_t> prefix_ids, suffix_ids;  // the post-processor's, for one sequence
   std::int32_t size = 0;
 
@@ -66,7 +105,7 @@ void read_post_processor(HfTokenizer::Impl& t, const json& p, const std::string&
   }
   if (type == "TemplateProcessing") {
     if (!p.contains("single") || !p["single"].is_array()) hf::refuse(at, "'single' is not a list");
-    const json specials = p.value("special_tokens", json::object());
+    const json& specials = hf::field(p, "special_tokens");
     bool seen_sequence = false;
     for (const json& item : p["single"]) {
       if (item.contains("Sequence")) {
@@ -76,7 +115,7 @@ void read_post_processor(HfTokenizer::Impl& t, const json& p, const std::string&
       if (!item.contains("SpecialToken") || !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string())
         hf::refuse(at, "an item of 'single' is neither a Sequence nor a SpecialToken");
       const std::string name = item["SpecialToken"]["id"].get<std::string>();
-      if (!specials.contains(name) || !specials[name].contains("ids") || !specials[name]["ids"].is_array())
+      if (!specials.is_object() || !specials.contains(name) || !specials[name].contains("ids") || !specials[name]["ids"].is_array())
         hf::refuse(at, "special token '" + name.substr(0, 40) + "' is not in special_tokens");
       for (const json& id : specials[name]["ids"]) {
         if (!id.is_number_integer()) hf::refuse(at, "an id of '" + name.substr(0, 40) + "' is not an integer");
@@ -113,6 +152,7 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
 HfTokenizer HfTokenizer::parse(const std::string& text, const std::string& where) {
   auto t = std::make_unique<Impl>();
   t->text = text, t->where = where;
+  if (checkpoint::json_nesting(text) > 64) hf::refuse(where, "its JSON nests deeper than 64 levels");
   json j;
   try {
     j = json::parse(text);
@@ -120,10 +160,10 @@ HfTokenizer HfTokenizer::parse(const std::string& text, const std::string& where
     hf::refuse(where, std::string("not JSON: ") + std::string(e.what()).substr(0, 200));
   }
   if (!j.is_object() || !j.contains("model")) hf::refuse(where, "not a Hugging Face tokenizer.json (no \"model\")");
-  t->normalizer = hf::make_normalizer(j.value("normalizer", json()), where);
-  t->pre = hf::make_pre_tokenizer(j.value("pre_tokenizer", json()), where);
+  t->normalizer = hf::make_normalizer(hf::field(j, "normalizer"), where);
+  t->pre = hf::make_pre_tokenizer(hf::field(j, "pre_tokenizer"), where);
   t->model = hf::make_model(j["model"], where);
-  t->decoder = hf::make_decoder(j.value("decoder", json()), where);
+  t->decoder = hf::make_decoder(hf::field(j, "decoder"), where);
   t->size = std::int32_t(t->model->tokens.size());
   if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
     if (!j["added_tokens"].is_array()) hf::refuse(where, "'added_tokens' is not a list");
@@ -132,15 +172,15 @@ HfTokenizer HfTokenizer::parse(const std::string& text, const std::string& where
           a["content"].get<std::string>().empty())
         hf::refuse(where, "an added token lacks an integer id or a non-empty content");
       const std::int64_t id = a["id"].get<std::int64_t>();
-      if (id < 0 || id >= (std::int64_t(1) << 31)) hf::refuse(where, "added token id " + std::to_string(id) + " is out of range");
+      if (id < 0 || id >= (std::int64_t(1) << 24)) hf::refuse(where, "added token id " + std::to_string(id) + " is outside [0, 2^24)");
       auto flag = [&](const char* k) { return a.contains(k) && a[k].is_boolean() && a[k].get<bool>(); };
       t->added.push_back({a["content"].get<std::string>(), std::int32_t(id), flag("lstrip"), flag("rstrip"), flag("single_word"), flag("special")});
       t->size = std::max(t->size, std::int32_t(id + 1));
     }
   }
   std::stable_sort(t->added.begin(), t->added.end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-  for (const AddedToken& a : t->added) t->added_by_id[a.id] = &a;
-  read_post_processor(*t, j.value("post_processor", json()), where);
+  for (const AddedToken& a : t->added) t->added_by_id[a.id] = &a, t->added_by_byte[static_cast<unsigned char>(a.content[0])].push_back(&a);
+  read_post_processor(*t, hf::field(j, "post_processor"), where);
   for (std::int32_t id : t->prefix_ids) if (id < 0 || id >= t->size) hf::refuse(where, "the post_processor's id " + std::to_string(id) + " is out of the vocabulary");
   for (std::int32_t id : t->suffix_ids) if (id < 0 || id >= t->size) hf::refuse(where, "the post_processor's id " + std::to_string(id) + " is out of the vocabulary");
   return HfTokenizer(std::move(t));
@@ -154,17 +194,12 @@ std::vector<std::int32_t> HfTokenizer::encode(const std::string& text, bool add_
   const std::string& s = text;
   std::size_t segment = 0, at = 0;
   bool first = true;
-  auto is_space = [&](std::size_t k) { return s[k] == ' ' || s[k] == '\t' || s[k] == '\n' || s[k] == '\r'; };
   while (at < s.size()) {
     const AddedToken* hit = nullptr;
-    for (const AddedToken& a : t.added) {
-      if (s.compare(at, a.content.size(), a.content) != 0) continue;
-      if (a.single_word) {
-        const auto before = at > 0 ? hf::code_points(s.substr(0, at)) : std::vector<char32_t>{};
-        const auto after = hf::code_points(s.substr(at + a.content.size(), 4));
-        if ((!before.empty() && word_char(before.back())) || (!after.empty() && word_char(after.front()))) continue;
-      }
-      hit = &a;
+    for (const AddedToken* a : t.added_by_byte[static_cast<unsigned char>(s[at])]) {
+      if (s.compare(at, a->content.size(), a->content) != 0) continue;
+      if (a->single_word && (word_char_before(s, at) || word_char_after(s, at + a->content.size()))) continue;
+      hit = a;
       break;
     }
     if (!hit) {
@@ -172,10 +207,8 @@ std::vector<std::int32_t> HfTokenizer::encode(const std::string& text, bool add_
       continue;
     }
     std::size_t begin = at, end = at + hit->content.size();
-    if (hit->lstrip)
-      while (begin > segment && is_space(begin - 1)) --begin;
-    if (hit->rstrip)
-      while (end < s.size() && is_space(end)) ++end;
+    if (hit->lstrip) begin = space_before(s, begin, segment);
+    if (hit->rstrip) end = space_after(s, end);
     t.encode_segment(s.substr(segment, begin - segment), first && segment == 0, out);
     out.push_back(hit->id);
     first = false;

@@ -16,11 +16,8 @@ std::string hf_tokenizer_json(const CharTokenizer& t) {
   }
   json model = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
                 {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", vocab}, {"merges", json::array()}};
-  json added = json::array();
-  if (t.has_unknown()) {
-    model["vocab"]["<unk>"] = bytes, model["unk_token"] = "<unk>";
-    added.push_back({{"id", bytes}, {"content", "<unk>"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}});
-  }
+  const json added = json::array();  // "<unk>" is the model's unknown token only: the text "<unk>" is bytes, as for ctgrad
+  if (t.has_unknown()) model["vocab"]["<unk>"] = bytes, model["unk_token"] = "<unk>";
   const json j = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added}, {"normalizer", nullptr},
                   {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
                   {"post_processor", nullptr}, {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},

@@ -7,6 +7,8 @@
 #include <limits>
 #include <queue>
 
+#include <ctgrad/data/text.hpp>
+
 #include <unicode/uchar.h>
 
 namespace ctgrad::data::hf {
@@ -14,22 +16,19 @@ namespace ctgrad::data::hf {
 namespace {
 
 std::string text_of(const json& j, const char* key, const std::string& where, const std::string& fallback = "") {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_string()) refuse(where, std::string("'") + key + "' is not a string");
-  return j[key].get<std::string>();
+  return text_field(j, key, where, fallback);
 }
-bool flag_of(const json& j, const char* key, const std::string& where, bool fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean()) refuse(where, std::string("'") + key + "' is not true or false");
-  return j[key].get<bool>();
-}
+bool flag_of(const json& j, const char* key, const std::string& where, bool fallback) { return flag_field(j, key, where, fallback); }
+
+// Ids past this are refused: the largest vocabularies are about 2^18 (Gemma's 256k).
+constexpr std::int64_t kMaxId = std::int64_t(1) << 24;
 
 // A {"token": id} vocabulary: ids in [0, 2^31), each once.
 void read_vocab(Model& m, const json& v, const std::string& where) {
   if (!v.is_object()) refuse(where, "'vocab' is not an object of tokens and ids");
   for (auto it = v.begin(); it != v.end(); ++it) {
-    if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() >= (std::int64_t(1) << 31))
-      refuse(where, "the id of token '" + it.key().substr(0, 40) + "' is not an integer in [0, 2^31)");
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() >= kMaxId)
+      refuse(where, "the id of token '" + it.key().substr(0, 40) + "' is not an integer in [0, 2^24)");
     const auto id = std::int32_t(it->get<std::int64_t>());
     if (std::size_t(id) >= m.tokens.size()) m.tokens.resize(std::size_t(id) + 1);
     if (!m.tokens[std::size_t(id)].empty()) refuse(where, "id " + std::to_string(id) + " is given to two tokens");
@@ -174,8 +173,10 @@ struct Unigram : Model {
       bool single = false;
       for (std::size_t e = b + 1; e <= std::min(n, b + longest); ++e) {
         s += ch[e - 1];
-        const std::int32_t id = find(*this, s);
-        if (id < 0) continue;
+        const auto it = vocab.lower_bound(s);
+        if (it == vocab.end() || it->first.compare(0, s.size(), s) != 0) break;  // no piece starts so: none longer either
+        if (it->first != s) continue;
+        const std::int32_t id = it->second;
         single = single || e == b + 1;
         const double v = best[b] + score[std::size_t(id)];
         if (v > best[e]) best[e] = v, from[e] = std::int64_t(b), id_at[e] = id;
@@ -183,9 +184,8 @@ struct Unigram : Model {
       if (!single && unk >= 0 && best[b] + unk_score > best[b + 1]) best[b + 1] = best[b] + unk_score, from[b + 1] = std::int64_t(b), id_at[b + 1] = unk;
     }
     if (n == 0) return;
-    if (best[n] == none) {  // no unk: nothing covers a character
-      return;
-    }
+    if (best[n] == none)  // as tokenizers' MissingUnkId
+      throw data_error("ctgrad: tokenizer: the Unigram vocabulary cannot encode '" + piece.substr(0, 40) + "' and has no unk_id");
     std::vector<std::pair<std::int32_t, std::string>> path;
     for (std::size_t e = n; e > 0; e = std::size_t(from[e])) {
       std::string s;
@@ -216,6 +216,7 @@ struct WordLevel : Model {
     const std::int32_t id = find(*this, piece);
     if (id >= 0) out.push_back(id);
     else if (unk >= 0) out.push_back(unk);
+    else throw data_error("ctgrad: tokenizer: the WordLevel vocabulary lacks '" + piece.substr(0, 40) + "' and has no unk_token");  // MissingUnkToken
   }
 };
 
@@ -239,7 +240,7 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
   std::unique_ptr<Model> m;
   if (type == "BPE") {
     auto b = std::make_unique<Bpe>();
-    read_vocab(*b, j.value("vocab", json()), at);
+    read_vocab(*b, field(j, "vocab"), at);
     if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].is_number() && j["dropout"].get<double>() > 0)
       refuse(at, "BPE dropout is not supported (it samples a different split each time)");
     b->unk = unk_of(*b, j, at, false);
@@ -261,22 +262,25 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
       } else {
         refuse(at, "merge " + std::to_string(rank) + " is not \"a b\" or [\"a\", \"b\"]");
       }
-      const std::int32_t ia = find(*b, a), ic = find(*b, c), merged = find(*b, a + c);
+      // The merged token: a then b without its continuing-subword prefix (as tokenizers' BPE).
+      const std::string joined = a + (!b->prefix.empty() && c.rfind(b->prefix, 0) == 0 ? c.substr(b->prefix.size()) : c);
+      const std::int32_t ia = find(*b, a), ic = find(*b, c), merged = find(*b, joined);
       if (ia < 0 || ic < 0 || merged < 0)
         refuse(at, "merge " + std::to_string(rank) + " ('" + a.substr(0, 30) + "' + '" + c.substr(0, 30) + "') names " +
-                       (ia < 0 ? "'" + a.substr(0, 30) + "'" : ic < 0 ? "'" + c.substr(0, 30) + "'" : "'" + (a + c).substr(0, 60) + "'") +
+                       (ia < 0 ? "'" + a.substr(0, 30) + "'" : ic < 0 ? "'" + c.substr(0, 30) + "'" : "'" + joined.substr(0, 60) + "'") +
                        ", which the vocabulary lacks");
-      b->merges.emplace(std::pair{ia, ic}, std::pair{rank, merged});
+      b->merges.insert_or_assign(std::pair{ia, ic}, std::pair{rank, merged});  // a repeated pair: the last rank, as tokenizers' map
       ++rank;
     }
     m = std::move(b);
   } else if (type == "WordPiece") {
     auto w = std::make_unique<WordPiece>();
-    read_vocab(*w, j.value("vocab", json()), at);
+    read_vocab(*w, field(j, "vocab"), at);
     w->unk = unk_of(*w, j, at, true);
     w->prefix = text_of(j, "continuing_subword_prefix", at, "##");
     if (j.contains("max_input_chars_per_word") && j["max_input_chars_per_word"].is_number_unsigned())
       w->max_chars = j["max_input_chars_per_word"].get<std::size_t>();
+    if (w->max_chars > 10000) refuse(at, "max_input_chars_per_word " + std::to_string(w->max_chars) + " is over 10000 (a word's cost grows with its cube)");
     m = std::move(w);
   } else if (type == "Unigram") {
     auto u = std::make_unique<Unigram>();
@@ -285,6 +289,7 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
     for (const json& e : j["vocab"]) {
       if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number() || !std::isfinite(e[1].get<double>()))
         refuse(at, "vocabulary entry " + std::to_string(u->tokens.size()) + " is not [piece, score]");
+      if (std::int64_t(u->tokens.size()) >= kMaxId) refuse(at, "the vocabulary is longer than 2^24 pieces");
       const std::string piece = e[0].get<std::string>();
       if (!u->vocab.emplace(piece, std::int32_t(u->tokens.size())).second) refuse(at, "the piece '" + piece.substr(0, 40) + "' appears twice");
       u->tokens.push_back(piece), u->score.push_back(e[1].get<double>());
@@ -301,7 +306,7 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
     m = std::move(u);
   } else if (type == "WordLevel") {
     auto w = std::make_unique<WordLevel>();
-    read_vocab(*w, j.value("vocab", json()), at);
+    read_vocab(*w, field(j, "vocab"), at);
     w->unk = unk_of(*w, j, at, false);
     m = std::move(w);
   } else {
@@ -321,14 +326,10 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-const std::map<std::string, unsigned char>& char_bytes() {
+const std::map<std::string, unsigned char>& char_bytes() {  // byte_chars() inverted
   static const std::map<std::string, unsigned char> table = [] {
     std::map<std::string, unsigned char> t;
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      t[utf8(printable ? char32_t(b) : char32_t(256 + n++))] = static_cast<unsigned char>(b);
-    }
+    for (int b = 0; b < 256; ++b) t[byte_chars()[std::size_t(b)]] = static_cast<unsigned char>(b);
     return t;
   }();
   return table;
@@ -373,10 +374,8 @@ struct MetaspaceDecoder : Decoder {
   std::string replacement = "\xE2\x96\x81";
   bool strip_first = true;
   std::vector<std::string> decode(std::vector<std::string> tokens) const override {
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      tokens[i] = replace_all(tokens[i], replacement, " ");
-      if (i == 0 && strip_first && !tokens[i].empty() && tokens[i][0] == ' ') tokens[i].erase(0, 1);
-    }
+    for (std::size_t i = 0; i < tokens.size(); ++i)  // the first token's replacements are dropped (the prefix tokenizers added)
+      tokens[i] = replace_all(tokens[i], replacement, i == 0 && strip_first ? "" : " ");
     return tokens;
   }
 };
@@ -465,7 +464,7 @@ std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& where) {
     return m;
   }
   if (type == "Replace") {
-    const json p = j.value("pattern", json());
+    const json& p = field(j, "pattern");
     if (!p.is_object() || !p.contains("String") || !p["String"].is_string()) refuse(at, "only a {\"String\": ...} pattern is supported");
     auto r = std::make_unique<ReplaceDecoder>();
     r->from = p["String"].get<std::string>(), r->to = text_of(j, "content", at);
@@ -476,6 +475,7 @@ std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& where) {
   if (type == "Strip") {
     auto s = std::make_unique<StripDecoder>();
     s->content = text_of(j, "content", at, " ");
+    if (code_points(s->content).size() != 1) refuse(at, "'content' must be one character");
     const auto count = [&](const char* k) -> std::size_t {
       if (!j.contains(k) || !j[k].is_number_unsigned()) refuse(at, std::string("'") + k + "' is not a count");
       return j[k].get<std::size_t>();

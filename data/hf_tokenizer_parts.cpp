@@ -19,6 +19,22 @@ namespace ctgrad::data::hf {
 
 void refuse(const std::string& where, const std::string& what) { throw data_error("ctgrad: tokenizer " + where + ": " + what); }
 
+std::string text_field(const json& j, const char* key, const std::string& where, const std::string& fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string()) refuse(where, std::string("'") + key + "' is not a string");
+  return j[key].get<std::string>();
+}
+bool flag_field(const json& j, const char* key, const std::string& where, bool fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean()) refuse(where, std::string("'") + key + "' is not true or false");
+  return j[key].get<bool>();
+}
+const json& field(const json& j, const char* key) {
+  static const json none;
+  const auto it = j.find(key);
+  return it == j.end() ? none : *it;
+}
+
 std::vector<char32_t> code_points(const std::string& s) {
   std::vector<char32_t> out;
   const icu::UnicodeString u = icu::UnicodeString::fromUTF8(s);
@@ -73,16 +89,6 @@ std::string u8(const icu::UnicodeString& u) {
   return s;
 }
 
-std::string text_field(const json& j, const char* key, const std::string& where, const std::string& fallback = "") {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_string()) refuse(where, std::string("'") + key + "' is not a string");
-  return j[key].get<std::string>();
-}
-bool flag_field(const json& j, const char* key, const std::string& where, bool fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean()) refuse(where, std::string("'") + key + "' is not true or false");
-  return j[key].get<bool>();
-}
 const json& list_field(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || !j[key].is_array()) refuse(where, std::string("'") + key + "' is not a list");
   return j[key];
@@ -114,15 +120,19 @@ std::unique_ptr<icu::RegexPattern> compile(const json& p, const std::string& whe
   return r;
 }
 
-// [begin, end) of each non-empty match, in UTF-16 units of u.
+// [begin, end) of each non-empty match, in UTF-16 units of u. A pattern that backtracks without
+// end (a hostile file's) runs into ICU's time limit and is an error, never a hang or a partial split.
 std::vector<std::pair<int32_t, int32_t>> matches(const icu::RegexPattern& re, const icu::UnicodeString& u) {
   UErrorCode status = U_ZERO_ERROR;
   std::unique_ptr<icu::RegexMatcher> m(re.matcher(u, status));
+  if (U_SUCCESS(status)) m->setTimeLimit(1000, status);  // ICU's steps, about a second per match: far beyond a sane pattern's needs
   std::vector<std::pair<int32_t, int32_t>> out;
   while (U_SUCCESS(status) && m->find(status)) {
     const int32_t b = m->start(status), e = m->end(status);
     if (e > b) out.emplace_back(b, e);
   }
+  if (U_FAILURE(status))
+    throw data_error(std::string("ctgrad: tokenizer: a regular expression of the tokenizer failed on the text (") + u_errorName(status) + ")");
   return out;
 }
 
@@ -136,8 +146,12 @@ struct Form : Normalizer {
     return u8(n->normalize(u16(s), status));
   }
 };
-struct Lowercase : Normalizer {
-  std::string apply(const std::string& s) const override { return u8(u16(s).toLower(icu::Locale::getRoot())); }
+struct Lowercase : Normalizer {  // each character's full lower case (Rust's char::to_lowercase: no Final_Sigma context)
+  std::string apply(const std::string& s) const override {
+    std::string out;
+    for (char32_t c : code_points(s)) out += u8(icu::UnicodeString(UChar32(c)).toLower(icu::Locale::getRoot()));
+    return out;
+  }
 };
 struct Strip : Normalizer {
   bool left, right;
@@ -234,7 +248,7 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& wh
   if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "Replace") {
     auto r = std::make_unique<Replace>();
-    r->re = compile(j.value("pattern", json()), at);
+    r->re = compile(field(j, "pattern"), at);
     r->content = text_field(j, "content", at);
     return r;
   }
@@ -290,36 +304,41 @@ Behavior behavior_of(const json& j, const std::string& where, Behavior fallback)
   refuse(where, "behavior '" + b + "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
 }
 
-// Splits s into pieces given which spans are delimiters, as `tokenizers`' split behaviours.
+// Splits s into pieces given which spans are delimiters (matches), as `tokenizers`' SplitDelimiterBehavior:
+// a match merged with its previous (or next) piece only when that piece is not itself a match.
 std::vector<std::string> split_by(const std::vector<std::pair<std::string, bool>>& spans, Behavior how) {
   std::vector<std::string> out;
-  bool pending_next = false, last_was_match = false;
-  for (const auto& [text, is_match] : spans) {
-    if (!is_match) {
-      if (pending_next) out.back() += text, pending_next = false;
-      else out.push_back(text);
-      last_was_match = false;
-      continue;
-    }
-    switch (how) {
-      case Behavior::removed: break;
-      case Behavior::isolated: out.push_back(text); break;
-      case Behavior::merged_with_previous:
-        if (!out.empty() && !last_was_match) out.back() += text;
-        else if (!out.empty() && last_was_match) out.back() += text;
+  bool previous_match = false;
+  switch (how) {
+    case Behavior::removed:
+      for (const auto& [text, m] : spans)
+        if (!m) out.push_back(text);
+      break;
+    case Behavior::isolated:
+      for (const auto& [text, m] : spans) out.push_back(text);
+      break;
+    case Behavior::contiguous:
+      for (const auto& [text, m] : spans) {
+        if (m && previous_match) out.back() += text;
         else out.push_back(text);
-        break;
-      case Behavior::merged_with_next:
-        if (pending_next) out.back() += text;
+        previous_match = m;
+      }
+      break;
+    case Behavior::merged_with_previous:
+      for (const auto& [text, m] : spans) {
+        if (m && !previous_match && !out.empty()) out.back() += text;
         else out.push_back(text);
-        pending_next = true;
-        break;
-      case Behavior::contiguous:
-        if (last_was_match) out.back() += text;
-        else out.push_back(text);
-        break;
-    }
-    last_was_match = true;
+        previous_match = m;
+      }
+      break;
+    case Behavior::merged_with_next:  // the same fold from the end
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        if (it->second && !previous_match && !out.empty()) out.back() = it->first + out.back();
+        else out.push_back(it->first);
+        previous_match = it->second;
+      }
+      std::reverse(out.begin(), out.end());
+      break;
   }
   out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
   return out;
@@ -414,7 +433,10 @@ struct WhitespaceSplit : PreTokenizer {
 struct Digits : PreTokenizer {
   bool individual = false;
   std::vector<std::string> split(const std::string& s, bool) const override {
-    return split_by(char_spans(s, [](char32_t c) { return u_charType(UChar32(c)) == U_DECIMAL_DIGIT_NUMBER; }),
+    return split_by(char_spans(s, [](char32_t c) {  // Rust's char::is_numeric: Nd, Nl, No
+                      const int8_t t = u_charType(UChar32(c));
+                      return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+                    }),
                     individual ? Behavior::isolated : Behavior::contiguous);
   }
 };
@@ -453,7 +475,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::strin
   }
   if (type == "Split") {
     auto s = std::make_unique<Split>();
-    s->re = compile(j.value("pattern", json()), at);
+    s->re = compile(field(j, "pattern"), at);
     s->how = behavior_of(j, at, Behavior::isolated), s->invert = flag_field(j, "invert", at, false);
     return s;
   }

@@ -17,6 +17,12 @@ using json = nlohmann::json;
 // Refuses a tokenizer.json: a data_error "<where>: <what>".
 [[noreturn]] void refuse(const std::string& where, const std::string& what);
 
+// Fields of a tokenizer.json object: a string or a flag (absent or null: the fallback), else refused.
+std::string text_field(const json& j, const char* key, const std::string& where, const std::string& fallback = "");
+bool flag_field(const json& j, const char* key, const std::string& where, bool fallback);
+// The field as a reference (null when absent): no copy of a large or deep value.
+const json& field(const json& j, const char* key);
+
 // UTF-8 helpers: code points of a string (invalid bytes as U+FFFD), and back.
 std::vector<char32_t> code_points(const std::string& s);
 std::string utf8(char32_t c);

@@ -83,7 +83,7 @@ std::shared_ptr<const RopeTable> make_table(const FrequencyKey& key, int rot, st
   return t;
 }
 
-// The table for (theta, rot) covering positions [0, needed): built on first use and rebuilt twice
+// The table for (frequencies, rot) covering positions [0, needed): built on first use and rebuilt twice
 // as long when a later position exceeds it; callers keep the snapshot they got.
 std::shared_ptr<const RopeTable> rope_table(const RopeOptions& o, int rot, std::int64_t needed) {
   static std::mutex mutex;

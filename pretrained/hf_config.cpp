@@ -12,6 +12,7 @@ constexpr std::size_t kMaxConfigBytes = std::size_t(4) << 20;  // a config is a 
 
 HfConfig::HfConfig(const std::filesystem::path& dir) : where_("ctgrad: model folder " + dir.string() + ": config.json") {
   const auto bytes = checkpoint::read_regular_file(dir / "config.json", where_, kMaxConfigBytes);
+  if (checkpoint::json_nesting(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())) > 32) refuse("its JSON nests deeper than 32 levels");
   try {
     j_ = nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data()), reinterpret_cast<const char*>(bytes.data()) + bytes.size());
   } catch (const std::exception& e) {
@@ -27,6 +28,7 @@ HfConfig::HfConfig(nlohmann::json j, std::string where) : j_(std::move(j)), wher
 void HfConfig::refuse(const std::string& message) const { throw checkpoint::format_error(where_ + ": " + message); }
 
 bool HfConfig::has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+bool HfConfig::present(const std::string& key) const { return j_.contains(key); }
 
 const nlohmann::json& HfConfig::at(const std::string& key) {
   taken_.insert(key);

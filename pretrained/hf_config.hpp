@@ -1,7 +1,8 @@
 // A Hugging Face model folder's config.json, read key by key: every key a family reads is taken,
 // and finish() refuses, by name, any key nobody took (a field ctgrad would otherwise ignore and
-// compute something else than the model was trained as). A null value counts as absent, as
-// Hugging Face's defaults treat it. Errors are checkpoint::format_error naming the file and key.
+// compute something else than the model was trained as). A null value counts as absent where the
+// family's Hugging Face default is None (null_or_absent tells the two apart where it is not).
+// Errors are checkpoint::format_error naming the file and key.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -21,6 +22,7 @@ class HfConfig {
   HfConfig(nlohmann::json j, std::string where);                     // a parsed one (tests)
   const std::string& where() const { return where_; }
   bool has(const std::string& key) const;                             // present and not null
+  bool present(const std::string& key) const;                         // present, null or not
   // The value of `key` (taken), or `fallback` when absent; a missing key without a fallback, or
   // a value of another type or outside [lo, hi], is refused naming the key.
   std::int64_t integer(const std::string& key, std::optional<std::int64_t> fallback = std::nullopt, std::int64_t lo = 0,

@@ -76,7 +76,8 @@ HfModel llama_from_config(HfConfig& c, const std::string& model_type) {
     L.bias = attention_bias;
   } else if (model_type == "mistral") {
     m.architecture = "MistralForCausalLM";
-    L.window = int(c.integer("sliding_window", 0, 0, 1 << 24));
+    // MistralConfig's default window is 4096: absent is that, null is none.
+    L.window = int(c.integer("sliding_window", c.present("sliding_window") ? 0 : 4096, 0, 1 << 24));
     if (L.window >= L.context) L.window = 0;  // covers every position: no window
   } else {  // qwen2: biases on q, k and v
     m.architecture = "Qwen2ForCausalLM";

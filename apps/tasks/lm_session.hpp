@@ -150,7 +150,12 @@ class LmSession : public Session {
     else if (!ctx_.from_checkpoint && ctx_.pretrained.empty()) text = read_lm_text(c_, true);
     if (!ctx_.pretrained.empty()) {  // the model folder's tokenizer becomes the run's
       tok_.file = kind == "hf" ? "tokenizer.json" : "tokenizer.model";
-      tok_.tok = load_tokenizer(ctx_.pretrained / tok_.file);
+      try {  // Hugging Face's tokenizer.json, or SentencePiece's model: each fault a one-line refusal
+        if (kind == "hf") tok_.tok = std::make_unique<data::HfTokenizer>(data::HfTokenizer::load(ctx_.pretrained / tok_.file));
+        else tok_.tok = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(ctx_.pretrained / tok_.file));
+      } catch (const data::data_error& e) {
+        throw config_error(message_of(e));
+      }
       if (shards && data::file_xxh3(ctx_.pretrained / tok_.file) != shards->vocab_hash)
         throw config_error("data " + data + ": its shards were tokenized with another tokenizer than " + (ctx_.pretrained / tok_.file).string());
     } else if (ctx_.from_checkpoint) {

@@ -54,12 +54,30 @@ check "resume the continued run" 0 "$ctgrad" train llama --run cont --resume --s
 expect_text "resumed" "step 20/20"
 check "eval the continued run" 0 "$ctgrad" eval llama --run cont
 
+# Data-parallel continued pretraining: 2 ranks follow the one-process run's curve (within 1e-5: the
+# gradients are summed in another order), every rank starting from the folder's weights.
+if command -v mpirun > /dev/null; then
+  mpirun=(mpirun --oversubscribe -np 2)
+  [ "$(id -u)" -eq 0 ] && mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
+  from=(train gpt --from hf-gpt --set steps=6 --set eval_every=3 --set batch=4 --set sample_tokens=0 --set context=32 --threads 1)
+  check "train --from, one process" 0 "$ctgrad" "${from[@]}" --run from1
+  check "train --from, 2 ranks" 0 "${mpirun[@]}" "$ctgrad" "${from[@]}" --run from2
+  expect_text "data-parallel" "data parallel: 2 ranks"
+  check "2 ranks from the folder = one process" 0 /usr/bin/python3 - from1 from2 <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3])
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+worst = max(abs(x[k] - y[k]) / max(abs(x[k]), 1e-12) for x, y in zip(a, b) for k in x if k == "loss" or k.startswith("val_"))
+assert worst < 1e-5, worst
+PY
+fi
+
 # 3. Refusals: one line, exit 2, nothing written.
 check "--from a run folder" 2 "$ctgrad" eval llama --from llama
 expect_text "names what is missing" "not a Hugging Face model folder (no config.json"
 one_line "--from a run folder"
 check "--from another family's folder" 2 "$ctgrad" eval gpt --from hf-llama
-expect_text "names the family" "the folder holds a Qwen2ForCausalLM: ctgrad's gpt reads GPT-2 folders (llama reads this one)"
+expect_text "names the family" "the folder holds a Qwen2ForCausalLM: ctgrad's gpt reads GPT-2 folders (ctgrad llama reads this one)"
 check "--from with a size of its own" 2 "$ctgrad" eval llama --from hf-llama --set d_model=64
 expect_text "names the key" "its config.json makes d_model=32, the command gives d_model=64"
 check "--from with --resume" 2 "$ctgrad" train llama --from hf-llama --run cont --resume

@@ -90,3 +90,58 @@ TEST_CASE("ByteFallback decodes an invalid byte run to one U+FFFD per byte, as H
   CHECK(t.decode({0, 1, 2, 4}) == "\xE2\x82\xAC" "x");                         // a whole euro sign
   CHECK(t.decode({3, 0, 1, 4}) == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "x");  // '"' and a cut euro sign: three bytes, three U+FFFD
 }
+
+namespace {
+data::HfTokenizer with_pre(json pre, json vocab, json decoder = nullptr) {
+  const json j = {{"pre_tokenizer", pre}, {"decoder", decoder}, {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "?"}}}};
+  return data::HfTokenizer::parse(j.dump(), "tokenizer.json");
+}
+}  // namespace
+
+TEST_CASE("split behaviours and Metaspace as tokenizers' own tests have them", "[data]") {
+  // tokenizers/src/pre_tokenizers/split.rs: "The-final--countdown" split on "-".
+  const json words = {{"?", 0}, {"The", 1}, {"The-", 2}, {"final", 3}, {"final-", 4}, {"-", 5}, {"countdown", 6}, {"-final", 7}, {"-countdown", 8}};
+  auto split = [&](const char* how) {
+    return with_pre({{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", how}}, words).encode("The-final--countdown");
+  };
+  CHECK(split("MergedWithPrevious") == std::vector<std::int32_t>{2, 4, 5, 6});  // The- final- - countdown
+  CHECK(split("MergedWithNext") == std::vector<std::int32_t>{1, 7, 5, 8});      // The -final - -countdown
+  CHECK(split("Isolated") == std::vector<std::int32_t>{1, 5, 3, 5, 5, 6});
+  CHECK(split("Removed") == std::vector<std::int32_t>{1, 3, 6});
+  // metaspace.rs, multiple_spaces: "Hey   friend" -> ▁Hey ▁ ▁ ▁friend; the decoder drops the first token's ▁.
+  const json pieces = {{"?", 0}, {"\xE2\x96\x81Hey", 1}, {"\xE2\x96\x81", 2}, {"\xE2\x96\x81" "friend", 3}};
+  const auto m = with_pre({{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}}, pieces,
+                          {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}});
+  CHECK(m.encode("Hey   friend") == std::vector<std::int32_t>{1, 2, 2, 3});
+  CHECK(m.decode({1, 2, 2, 3}) == "Hey   friend");
+  CHECK(m.decode({2, 1}) == " Hey");  // the first token's replacement characters are all dropped
+  CHECK(m.encode("Hey you") == std::vector<std::int32_t>{1, 0});  // "▁you" is unknown: the unk_token "?"
+}
+
+TEST_CASE("a tokenizer.json that would hang, exhaust memory or drop text is refused", "[data]") {
+  std::string deep = "{\"model\": ";
+  for (int i = 0; i < 100000; ++i) deep += "[";
+  CHECK_THROWS_WITH(data::HfTokenizer::parse(deep, "tokenizer.json"), Contains("nests deeper than 64 levels"));
+  json j = bpe({"a b"});
+  j["decoder"] = {{"type", "Strip"}, {"content", ""}, {"start", 1000000000000}, {"stop", 0}};
+  CHECK_THAT(refusal(j), Contains("'content' must be one character"));
+  j = bpe({"a b"});
+  j["model"]["vocab"]["far"] = 2147483647;
+  CHECK_THAT(refusal(j), Contains("is not an integer in [0, 2^24)"));
+  // Catastrophic backtracking runs into ICU's time limit: an error, not a hang or a silent partial split.
+  j = bpe({"a b"});
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}};
+  const auto slow = data::HfTokenizer::parse(j.dump(), "tokenizer.json");
+  CHECK_THROWS_WITH(slow.encode(std::string(40, 'a') + "b"), Contains("a regular expression of the tokenizer failed"));
+  // No unknown token: what the vocabulary cannot encode is an error, as tokenizers' MissingUnkToken.
+  const json wl = {{"model", {{"type", "WordLevel"}, {"vocab", {{"a", 0}}}}}, {"pre_tokenizer", {{"type", "WhitespaceSplit"}}}};
+  CHECK_THROWS_WITH(data::HfTokenizer::parse(wl.dump(), "t").encode("a b"), Contains("lacks 'b' and has no unk_token"));
+}
+
+TEST_CASE("BPE with a continuing-subword prefix merges as tokenizers does", "[data]") {
+  const json j = {{"model", {{"type", "BPE"}, {"continuing_subword_prefix", "##"}, {"vocab", {{"a", 0}, {"##b", 1}, {"ab", 2}, {"##c", 3}, {"abc", 4}}},
+                             {"merges", {"a ##b", "ab ##c"}}}}};
+  const auto t = data::HfTokenizer::parse(j.dump(), "tokenizer.json");
+  CHECK(t.encode("abc") == std::vector<std::int32_t>{4});
+  CHECK(t.encode("ab") == std::vector<std::int32_t>{2});
+}

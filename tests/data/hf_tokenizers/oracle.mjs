@@ -200,6 +200,11 @@ function spm(type, size, extra) {
             model: { type: "Unigram", unk_id: 0, vocab: pieces, byte_fallback: false } },
     specials: ["</s>"],
   };
+  // The same pieces with spaces kept (no Replace): Metaspace's split of a run of spaces.
+  fixtures["metaspace-unigram"] = {
+    json: { ...fixtures["t5-spm-unigram"].json, normalizer: { type: "NFKC" }, post_processor: null },
+    specials: [],
+  };
 }
 
 // --- the oracle ---------------------------------------------------------------------------------
