@@ -9,24 +9,9 @@
 #include <ctgrad/graph/program.hpp>
 #include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/layers/layers.hpp>
+#include <ctgrad/models/vit_config.hpp>
 
 namespace ctgrad::models {
-
-// Shapes and topology only. The architecture (arch) is d2l's ViT; an ablation changes it:
-// post-norm drops head_norm (the blocks end normalised), sinusoidal or no
-// positions drop "pos".
-struct VitConfig {
-  int image = 28, channels = 1, patch = 4, d_model = 128, n_layer = 4, heads = 4, d_mlp = 256, classes = 10;
-  bool mean_pool = false;  // d2l exercise 2: classify from the mean of the patch representations
-  layers::Arch arch{.norm = layers::Norm::pre, .act = layers::Act::gelu, .pos = layers::Pos::learned};
-};
-
-// The benchmark shape (7x7 patches of 4).
-inline constexpr VitConfig kVitSmall{};
-// 4x4 patches of 7: a third of the tokens; 1,030 against 224 training images/s for `small`
-// measured on 2 cores. The Fashion-MNIST default.
-inline constexpr VitConfig kVitFast{.patch = 7};
-inline constexpr VitConfig kVitTiny{.image = 28, .channels = 1, .patch = 7, .d_model = 32, .n_layer = 2, .heads = 2, .d_mlp = 64, .classes = 10};
 
 namespace vit_inputs {
 inline constexpr InputName images{"images", DType::real};   // [Batch, C, H, W], normalised pixels

@@ -1,6 +1,7 @@
 // What each family of hf_model.hpp knows: its config.json fields and its tensor names. Internal.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@ namespace ctgrad::pretrained::detail {
 struct TensorSource {
   std::string name;
   bool transposed = false;
+  std::vector<std::int64_t> shape;  // Hugging Face's shape, when it is the parameter's reshaped (a conv kernel [d, C, p, p] for [d, C*p*p])
 };
 
 HfModel llama_from_config(HfConfig& c, const std::string& model_type);
@@ -36,6 +38,11 @@ nlohmann::json bert_config_json(const HfModel& m);
 TensorSource bert_tensor(const std::string& param);
 std::string bert_canonical(const std::string& name);  // the encoder under "bert." (BertModel folders lack it)
 bool bert_ignores(const HfModel& m, const std::string& canonical);
+
+HfModel vit_from_config(HfConfig& c);
+nlohmann::json vit_config_json(const HfModel& m);
+TensorSource vit_tensor(const HfModel& m, const std::string& param);
+bool vit_ignores(const std::string& canonical);
 
 // Keys of every config.json that change no computation: token ids, dtype, versions, the
 // generation defaults of `generate()`, labels.

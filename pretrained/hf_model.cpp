@@ -47,7 +47,8 @@ HfModel read_hf_model(const fs::path& dir) {
   if (type == "llama" || type == "mistral" || type == "qwen2") m = detail::llama_from_config(c, type);
   else if (type == "gpt2") m = detail::gpt2_from_config(c);
   else if (type == "bert") m = detail::bert_from_config(c, archs);
-  else c.refuse("model_type '" + type + "' is not one ctgrad reads (gpt2, llama, mistral, qwen2, bert)");
+  else if (type == "vit") m = detail::vit_from_config(c);
+  else c.refuse("model_type '" + type + "' is not one ctgrad reads (gpt2, llama, mistral, qwen2, bert, vit)");
   for (const std::string& a : archs)
     if (a != m.architecture)
       c.refuse("architectures names " + a + ": ctgrad reads a " + type + " folder as " + m.architecture + " (the language model)");
@@ -62,12 +63,14 @@ HfModel read_hf_model(const fs::path& dir) {
 namespace {
 
 detail::TensorSource source_of(const HfModel& m, const std::string& param) {
+  if (m.is_vit()) return detail::vit_tensor(m, param);
   return m.is_gpt() ? detail::gpt2_tensor(param) : m.is_bert() ? detail::bert_tensor(param) : detail::llama_tensor(param);
 }
 std::string canonical_of(const HfModel& m, const std::string& name) {
   return m.is_gpt() ? detail::gpt2_canonical(name) : m.is_bert() ? detail::bert_canonical(name) : name;
 }
 bool ignores(const HfModel& m, const std::string& canonical) {
+  if (m.is_vit()) return detail::vit_ignores(canonical);
   return m.is_gpt() ? detail::gpt2_ignores(m, canonical) : m.is_bert() ? detail::bert_ignores(m, canonical) : detail::llama_ignores(m, canonical);
 }
 
@@ -104,6 +107,7 @@ void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Para
                          shape_text(p.value.shape()) + ")");
     std::vector<std::int64_t> want(p.value.shape().begin(), p.value.shape().end());
     if (s.transposed) std::reverse(want.begin(), want.end());
+    if (!s.shape.empty()) want = s.shape;
     const checkpoint::TensorView& t = folder.tensor(it->second);
     if (t.shape != want)
       throw format_error(where + ": tensor '" + it->second + "' has shape " + shape_text(t.shape) + ", config.json makes it " + shape_text(want));
@@ -140,7 +144,7 @@ void save_hf_model(const fs::path& dir, const HfModel& m, std::span<const Parame
     const detail::TensorSource s = source_of(m, std::string(p.name));
     std::vector<std::int64_t> shape(p.value.shape().begin(), p.value.shape().end());
     if (!s.transposed) {
-      views.push_back(checkpoint::view_of<float>(s.name, p.value.span(), shape));
+      views.push_back(checkpoint::view_of<float>(s.name, p.value.span(), s.shape.empty() ? shape : s.shape));
       continue;
     }
     const std::int64_t rows = shape[0], cols = shape[1];
@@ -151,7 +155,8 @@ void save_hf_model(const fs::path& dir, const HfModel& m, std::span<const Parame
   }
   std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   checkpoint::save(dir / "model.safetensors", views, {{"format", "pt"}});
-  const nlohmann::json j = m.is_gpt() ? detail::gpt2_config_json(m) : m.is_bert() ? detail::bert_config_json(m) : detail::llama_config_json(m);
+  const nlohmann::json j = m.is_gpt() ? detail::gpt2_config_json(m) : m.is_bert() ? detail::bert_config_json(m) : m.is_vit() ? detail::vit_config_json(m)
+                                                                                                              : detail::llama_config_json(m);
   checkpoint::write_atomically(dir / "config.json", j.dump(2) + "\n");
 }
 

@@ -8,7 +8,8 @@
 //   save_hf_model(dir, m, ps) config.json and model.safetensors as Hugging Face writes them
 // Families: GPT-2 (GPT2LMHeadModel), Llama (LlamaForCausalLM; MistralForCausalLM and
 // Qwen2ForCausalLM, which differ only in config: a sliding window, q/k/v biases), BERT
-// (BertForMaskedLM, BertForPreTraining: ctgrad's bert_mlm graph, with next-sentence prediction).
+// (BertForMaskedLM, BertForPreTraining: ctgrad's bert_mlm graph, with next-sentence prediction),
+// ViT (ViTForImageClassification: ctgrad's vit graph).
 #pragma once
 #include <filesystem>
 #include <span>
@@ -21,13 +22,14 @@
 #include <ctgrad/models/bert_config.hpp>
 #include <ctgrad/models/gpt_config.hpp>
 #include <ctgrad/models/llama_config.hpp>
+#include <ctgrad/models/vit_config.hpp>
 
 namespace ctgrad::pretrained {
 
 struct HfModel {
   std::string architecture;  // "LlamaForCausalLM"
   std::string model_type;    // "llama"
-  std::variant<models::GptConfig, models::LlamaConfig, models::BertConfig> config;
+  std::variant<models::GptConfig, models::LlamaConfig, models::BertConfig, models::VitConfig> config;
   // The graph's hyperparameters the config sets (norm_eps; dropout for fine-tuning).
   std::vector<std::pair<std::string, double>> hypers;
   bool is_gpt() const { return std::holds_alternative<models::GptConfig>(config); }
@@ -36,6 +38,8 @@ struct HfModel {
   bool is_llama() const { return std::holds_alternative<models::LlamaConfig>(config); }
   bool is_bert() const { return std::holds_alternative<models::BertConfig>(config); }
   const models::BertConfig& bert() const { return std::get<models::BertConfig>(config); }
+  bool is_vit() const { return std::holds_alternative<models::VitConfig>(config); }
+  const models::VitConfig& vit() const { return std::get<models::VitConfig>(config); }
   double hyper(const std::string& name, double fallback) const;
 };
 
@@ -49,6 +53,7 @@ HfModel read_hf_model(const std::filesystem::path& dir);
 HfModel hf_model_of(const models::GptConfig& c, std::vector<std::pair<std::string, double>> hypers);
 HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::string, double>> hypers);
 HfModel hf_model_of(const models::BertConfig& c, std::vector<std::pair<std::string, double>> hypers);
+HfModel hf_model_of(const models::VitConfig& c, std::vector<std::pair<std::string, double>> hypers);
 
 // Loads every parameter from the folder's tensors, read one at a time into place (the file is
 // never held whole: peak memory is the parameters plus one tensor).

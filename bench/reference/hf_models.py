@@ -12,6 +12,8 @@ them, operation for operation, in float32:
   BERT     models/bert/modeling_bert.py (BertForMaskedLM, BertForPreTraining: post-norm layers,
            erf GELU, the extended attention mask, the tied masked-LM head, the pooler and
            next-sentence head)
+  ViT      models/vit/modeling_vit.py (ViTForImageClassification: the patch convolution, the
+           <cls> token, pre-norm layers with layernorm_before/after, the classifier on <cls>)
 (huggingface/transformers at commit 0044e3b3, v4.4x). transformers itself is not installed here
 (Debian carries torch 1.13 only), so this file is the oracle; tests/pretrained/hf_parity.py runs it.
 
@@ -19,7 +21,7 @@ write_case(name, folder) writes the folder and expected.safetensors: ids [T] (th
 [T, vocab] of the prompt, greedy [64] the greedy continuation (argmax, the whole sequence re-read
 each step, no cache), margin [1] the smallest top-1 minus top-2 logit gap along it. For BERT:
 ids and segments [B, T], lengths [B] (the rest padding), logits [B * T, vocab] at every position,
-nsp [B, 2] with the next-sentence head.
+nsp [B, 2] with the next-sentence head. For ViT: images [B, C, H, W] and logits [B, classes].
 Run with /usr/bin/python3 (Debian python3-torch)."""
 import json
 import math
@@ -255,6 +257,49 @@ def bert_forward(c, w, ids, segments, lengths):
     return logits, nsp
 
 
+# --- ViT ------------------------------------------------------------------------------------------
+def vit_weights(c, g):
+    d, f, L, C, p = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_channels"], c["patch_size"]
+    n = (c["image_size"] // p) ** 2
+    w = {"vit.embeddings.cls_token": torch.randn(1, 1, d, generator=g) * 0.5,
+         "vit.embeddings.position_embeddings": torch.randn(1, n + 1, d, generator=g) * 0.1,
+         "vit.embeddings.patch_embeddings.projection.weight": torch.randn(d, C, p, p, generator=g) / math.sqrt(C * p * p),
+         "vit.embeddings.patch_embeddings.projection.bias": 0.1 * torch.randn(d, generator=g)}
+    dense, norms = [("classifier", d, len(c["id2label"]))], ["vit.layernorm"]
+    for l in range(L):
+        b = f"vit.encoder.layer.{l}."
+        dense += [(b + "attention.attention.query", d, d), (b + "attention.attention.key", d, d), (b + "attention.attention.value", d, d),
+                  (b + "attention.output.dense", d, d), (b + "intermediate.dense", d, f), (b + "output.dense", f, d)]
+        norms += [b + "layernorm_before", b + "layernorm_after"]
+    for name, i, o in dense:
+        w[name + ".weight"] = torch.randn(o, i, generator=g) / math.sqrt(i)
+        w[name + ".bias"] = 0.1 * torch.randn(o, generator=g)
+    for name in norms:
+        w[name + ".weight"] = 1 + 0.1 * torch.randn(d, generator=g)
+        w[name + ".bias"] = 0.1 * torch.randn(d, generator=g)
+    return w
+
+
+def vit_forward(c, w, images):
+    B = images.shape[0]
+    d, H, eps, p = c["hidden_size"], c["num_attention_heads"], c.get("layer_norm_eps", 1e-12), c["patch_size"]
+    lin = lambda x, n: x @ w[n + ".weight"].t() + w[n + ".bias"]  # noqa: E731
+    ln = lambda x, n: F.layer_norm(x, (d,), w[n + ".weight"], w[n + ".bias"], eps)  # noqa: E731
+    x = F.conv2d(images, w["vit.embeddings.patch_embeddings.projection.weight"], w["vit.embeddings.patch_embeddings.projection.bias"], stride=p)
+    x = x.flatten(2).transpose(1, 2)  # ViTPatchEmbeddings
+    x = torch.cat([w["vit.embeddings.cls_token"].expand(B, -1, -1), x], dim=1) + w["vit.embeddings.position_embeddings"]
+    T = x.shape[1]
+    for l in range(c["num_hidden_layers"]):
+        b = f"vit.encoder.layer.{l}."
+        h = ln(x, b + "layernorm_before")
+        q, k, v = (lin(h, b + "attention.attention." + n).view(B, T, H, d // H).transpose(1, 2) for n in ("query", "key", "value"))
+        a = torch.matmul(F.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d // H), dim=-1), v).transpose(1, 2).reshape(B, T, d)
+        x = lin(a, b + "attention.output.dense") + x
+        h = F.gelu(lin(ln(x, b + "layernorm_after"), b + "intermediate.dense"))
+        x = lin(h, b + "output.dense") + x
+    return lin(ln(x, "vit.layernorm")[:, 0], "classifier")
+
+
 # --- the cases the test reads -------------------------------------------------------------------
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu", "max_position_embeddings": 128,
@@ -274,6 +319,12 @@ BERT = {"architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size"
         "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute", "use_cache": True, "classifier_dropout": None,
         "transformers_version": "4.44.0"}
 
+VIT = {"architectures": ["ViTForImageClassification"], "model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2,
+       "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
+       "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02, "layer_norm_eps": 1e-12, "image_size": 24, "patch_size": 6,
+       "num_channels": 3, "qkv_bias": True, "encoder_stride": 6, "id2label": {str(i): f"class{i}" for i in range(5)},
+       "label2id": {f"class{i}": i for i in range(5)}, "problem_type": "single_label_classification", "transformers_version": "4.44.0"}
+
 CASES = {
     # GQA, untied, Llama 3.1's rope scaling over a short original context (so it acts within 72 positions), BF16, two shards
     "llama3": (dict(LLAMA, rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -290,6 +341,7 @@ CASES = {
     # the original gpt2 checkpoints' layout: no "transformer." prefix, the mask buffers stored, an untied head
     "gpt2-bare": (dict(GPT2, tie_word_embeddings=False, n_inner=96), torch.float32, 1),
     "bert-mlm": (BERT, torch.float32, 1),
+    "vit": (VIT, torch.bfloat16, 1),
     # BertForPreTraining as the original checkpoints: pooler, next-sentence head, the position_ids buffer, the tied decoder stored; F16
     "bert-pretraining": (dict(BERT, architectures=["BertForPreTraining"], type_vocab_size=3), torch.float16, 1),
 }
@@ -340,12 +392,26 @@ def write_bert_case(name, folder):
     return float("nan")
 
 
+def write_vit_case(name, folder):
+    config, dtype, shards = CASES[name]
+    g = torch.Generator().manual_seed(0)
+    w = {n: t.to(dtype).to(torch.float32) for n, t in vit_weights(config, g).items()}
+    images = torch.randn(3, config["num_channels"], config["image_size"], config["image_size"], generator=g)
+    with torch.no_grad():
+        logits = vit_forward(config, w, images)
+    write_folder(folder, config, w, dtype, shards)
+    save_safetensors(os.path.join(folder, "expected.safetensors"), {"images": images.contiguous(), "logits": logits.contiguous()})
+    return float("nan")
+
+
 def write_case(name, folder):
     """The first seed whose greedy run never has two logits within 0.01 of each other at the top: a
     near tie would make the comparison a test of rounding, not of the model."""
     config, dtype, shards = CASES[name]
     if config["model_type"] == "bert":
         return write_bert_case(name, folder)
+    if config["model_type"] == "vit":
+        return write_vit_case(name, folder)
     for seed in range(50):
         w, ids, logits, seq, margin = sample(config, dtype, seed)
         if margin >= 0.01:

@@ -15,6 +15,7 @@
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/llama.hpp>
+#include <ctgrad/models/vit.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
 
 namespace {
@@ -31,7 +32,8 @@ Loaded load(const fs::path& dir) {
   Loaded l{pretrained::read_hf_model(dir), nullptr};
   const Options opts{.threads = 2, .hypers = l.m.hypers};
   l.model = std::make_unique<Program<run_time>>(
-      freeze(l.m.is_gpt() ? models::gpt(l.m.gpt()) : l.m.is_bert() ? models::bert_mlm(l.m.bert()) : models::llama(l.m.llama())), opts);
+      freeze(l.m.is_gpt() ? models::gpt(l.m.gpt()) : l.m.is_bert() ? models::bert_mlm(l.m.bert()) : l.m.is_vit() ? models::vit(l.m.vit()) : models::llama(l.m.llama())),
+      opts);
   pretrained::load_hf_weights(dir, l.m, l.model->parameters());
   return l;
 }
@@ -124,6 +126,35 @@ int check_bert(const fs::path& dir, const fs::path& exported, const checkpoint::
   return ok && identical ? 0 : 1;
 }
 
+// ViT: the classifier's logits of a few images.
+std::vector<float> vit_logits(Loaded& l, const checkpoint::File& e) {
+  const auto& shape = e.tensor("images").shape;  // [B, C, H, W]
+  std::vector<float> images(std::size_t(shape[0] * shape[1] * shape[2] * shape[3]));
+  e.read<float>("images", images, shape);
+  const std::vector<std::int32_t> labels(std::size_t(shape[0]), 0);
+  l.model->set_input("images", std::span<const float>(images), shape);
+  l.model->set_input("labels", std::span<const std::int32_t>(labels), {shape[0]});
+  l.model->forward(Mode::infer);
+  const auto out = l.model->output("logits");
+  return {out.data, out.data + out.numel};
+}
+
+int check_vit(const fs::path& dir, const fs::path& exported, const checkpoint::File& e) {
+  Loaded l = load(dir);
+  std::vector<float> want(std::size_t(e.tensor("logits").shape[0] * e.tensor("logits").shape[1]));
+  e.read<float>("logits", want, e.tensor("logits").shape);
+  const std::vector<float> got = vit_logits(l, e);
+  double diff = 0;
+  const double rel = relative(got, want, &diff);
+  std::printf("%s (%s): logits max |diff| %.3g, relative %.3g\n", dir.filename().c_str(), l.m.architecture.c_str(), diff, rel);
+  pretrained::save_hf_model(exported, l.m, l.model->parameters());
+  Loaded back = load(exported);
+  const std::vector<float> again = vit_logits(back, e);
+  const bool identical = again.size() == got.size() && std::memcmp(again.data(), got.data(), 4 * got.size()) == 0;
+  std::printf("  exported to %s and loaded back: logits %s\n", exported.c_str(), identical ? "bit-identical" : "DIFFER");
+  return rel <= 1e-5 && identical ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,6 +166,7 @@ int main(int argc, char** argv) {
     const fs::path dir = argv[1], exported = argv[2];
     const checkpoint::File expected(dir / "expected.safetensors");
     if (expected.has("segments")) return check_bert(dir, exported, expected);
+    if (expected.has("images")) return check_vit(dir, exported, expected);
     const auto& ids_t = expected.tensor("ids");
     std::vector<std::int32_t> ids(std::size_t(ids_t.shape[0]));
     expected.read<std::int32_t>("ids", ids, ids_t.shape);
