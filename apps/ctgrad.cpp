@@ -4,7 +4,7 @@
 //   ctgrad <command> <model> [--run DIR] [options]      a model's own commands: sample, translate, ...
 //   ctgrad ablate <model> --grid key=a,b [--seeds N] ...  an ablation study (apps/ablate.cpp)
 //   ctgrad average-checkpoints <model> --run DIR [--last K]  checkpoint averaging (apps/average.cpp)
-//   ctgrad export --run DIR --to OUT                    a run as a Hugging Face model folder (apps/export.cpp)
+//   ctgrad export --run DIR --to OUT                    a run as a Hugging Face model folder (apps/hf_folders.cpp)
 //   ctgrad data tokenize|ende ...                       token shards, the EN-DE corpus (apps/data_*.cpp)
 //   ctgrad help [<model>]                               models, commands, config keys and options
 // The models are the tasks registered in apps/tasks/ (apps/task.hpp) and a program's own
@@ -28,7 +28,6 @@
 #include <ctgrad/checkpoint/atomic_file.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/ops/precision.hpp>
-#include <ctgrad/checkpoint/tensor_folder.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
 
 #include <ctgrad/training/distributed.hpp>
@@ -51,7 +50,11 @@ namespace ctgrad::cli {
 
 int ablate(const std::vector<std::string>& args);               // apps/ablate.cpp
 int average_checkpoints(const std::vector<std::string>& args);  // apps/average.cpp
-int export_model(const std::vector<std::string>& args);         // apps/export.cpp
+int export_model(const std::vector<std::string>& args);         // apps/hf_folders.cpp
+// --from DIR (apps/hf_folders.cpp): the config keys a Hugging Face model folder sets; whether its
+// parameters fit in memory (config_error otherwise), checked before the model is built.
+std::vector<std::pair<std::string, std::string>> folder_keys(const Task& t, const std::filesystem::path& dir);
+void check_folder_fits(const std::filesystem::path& dir);
 int data_command(const std::vector<std::string>& args);         // apps/data_command.cpp
 
 namespace {
@@ -243,30 +246,6 @@ std::string read_file(const std::string& path, std::size_t limit) {
   } catch (const checkpoint::format_error& e) {
     throw config_error(e.what());
   }
-}
-
-// The config keys a Hugging Face model folder sets (Task::from_hf), from its config.json.
-std::vector<std::pair<std::string, std::string>> folder_keys(const Task& t, const std::filesystem::path& dir) {
-  if (!pretrained::is_hf_folder(dir))
-    throw config_error("--from " + dir.string() + ": not a Hugging Face model folder (no config.json; docs/models/pretrained.md says what it holds)");
-  return t.from_hf(dir, pretrained::read_hf_model(dir));
-}
-
-// A model folder's parameters, held as float with their gradients, must fit in memory: checked
-// from the tensor headers before the model is built (a config.json of sizes its tensors do not
-// have is refused by name when the weights are matched).
-void check_folder_fits(const std::filesystem::path& dir) {
-  const checkpoint::TensorFolder folder(dir);
-  double values = 0;
-  for (const std::string& n : folder.names()) {
-    double count = 1;
-    for (const std::int64_t d : folder.tensor(n).shape) count *= double(d);
-    values += count;
-  }
-  if (8 * values > available_bytes())
-    throw config_error("--from " + dir.string() + ": its " + std::to_string(std::int64_t(values / 1e6)) + "M parameters need " +
-                       std::to_string(std::int64_t(8 * values / 1e9)) + " GB as float with their gradients, more than the " +
-                       std::to_string(std::int64_t(available_bytes() / 1e9)) + " GB this machine has free");
 }
 
 // The config of this command: the checkpoint's (when one is read) or the defaults, or a model

@@ -23,6 +23,8 @@ struct AddedToken {
   std::string content;
   std::int32_t id;
   bool lstrip, rstrip, single_word, special;
+  bool normalized;    // matched in the normalized text (its content normalized too), else in the raw text
+  std::string match;  // what is matched: the content, normalized when `normalized`
 };
 
 bool word_char(char32_t c) { return u_isalnum(UChar32(c)) || c == '_'; }
@@ -73,19 +75,54 @@ struct HfTokenizer::Impl {
   std::unique_ptr<hf::Decoder> decoder;
   std::vector<AddedToken> added;  // longest content first (leftmost-longest matching)
   std::map<std::int32_t, const AddedToken*> added_by_id;
-  std::array<std::vector<const AddedToken*>, 256> added_by_byte;  // by first byte, longest first
+  std::array<std::vector<const AddedToken*>, 256> raw_by_byte, normalized_by_byte;  // by the match's first byte, longest first
   std::vector<std::int32_t> prefix_ids, suffix_ids;  // the post-processor's, for one sequence
   std::int32_t size = 0;
 
-  // Appends the ids of a segment that holds no added token.
-  void encode_segment(const std::string& s, bool first, std::vector<std::int32_t>& out) const {
-    if (s.empty()) return;
-    const std::string n = normalizer ? normalizer->apply(s) : s;
+  // Appends the ids of normalized text that holds no added token.
+  void encode_normalized(const std::string& n, bool first, std::vector<std::int32_t>& out) const {
+    if (n.empty()) return;
     if (pre)
       for (const std::string& piece : pre->split(n, first)) model->encode(piece, out);
-    else if (!n.empty()) model->encode(n, out);
+    else model->encode(n, out);
   }
 };
+
+namespace {
+
+// Splits s on the added tokens of `table` as tokenizers' AddedVocabulary: at the leftmost match,
+// the longest; a single_word token not standing alone is skipped whole (no shorter token tried
+// inside it); lstrip and rstrip take the white space beside it. on_text(begin, end) for the text
+// between, on_token(token) for each token.
+template <class OnText, class OnToken>
+void split_added(const std::string& s, const std::array<std::vector<const AddedToken*>, 256>& table, OnText on_text, OnToken on_token) {
+  std::size_t segment = 0, at = 0;
+  while (at < s.size()) {
+    const AddedToken* hit = nullptr;
+    for (const AddedToken* a : table[static_cast<unsigned char>(s[at])])
+      if (s.compare(at, a->match.size(), a->match) == 0) {
+        hit = a;
+        break;
+      }
+    if (!hit) {
+      ++at;
+      continue;
+    }
+    if (hit->single_word && (word_char_before(s, at) || word_char_after(s, at + hit->match.size()))) {
+      at += hit->match.size();
+      continue;
+    }
+    std::size_t begin = at, end = at + hit->match.size();
+    if (hit->lstrip) begin = space_before(s, begin, segment);
+    if (hit->rstrip) end = space_after(s, end);
+    on_text(segment, begin);
+    on_token(*hit);
+    segment = at = end;
+  }
+  on_text(segment, s.size());
+}
+
+}  // namespace
 
 namespace {
 
@@ -174,12 +211,20 @@ HfTokenizer HfTokenizer::parse(const std::string& text, const std::string& where
       const std::int64_t id = a["id"].get<std::int64_t>();
       if (id < 0 || id >= (std::int64_t(1) << 24)) hf::refuse(where, "added token id " + std::to_string(id) + " is outside [0, 2^24)");
       auto flag = [&](const char* k) { return a.contains(k) && a[k].is_boolean() && a[k].get<bool>(); };
-      t->added.push_back({a["content"].get<std::string>(), std::int32_t(id), flag("lstrip"), flag("rstrip"), flag("single_word"), flag("special")});
+      const std::string content = a["content"].get<std::string>();
+      const bool special = flag("special"), normalized = a.contains("normalized") && a["normalized"].is_boolean() ? a["normalized"].get<bool>() : !special;
+      const bool by_normalized = normalized && t->normalizer;
+      std::string match = by_normalized ? t->normalizer->apply(content) : content;
+      if (match.empty()) match = content;  // a token the normalizer erases is matched as written
+      t->added.push_back({content, std::int32_t(id), flag("lstrip"), flag("rstrip"), flag("single_word"), special, by_normalized, match});
       t->size = std::max(t->size, std::int32_t(id + 1));
     }
   }
-  std::stable_sort(t->added.begin(), t->added.end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-  for (const AddedToken& a : t->added) t->added_by_id[a.id] = &a, t->added_by_byte[static_cast<unsigned char>(a.content[0])].push_back(&a);
+  std::stable_sort(t->added.begin(), t->added.end(), [](const AddedToken& a, const AddedToken& b) { return a.match.size() > b.match.size(); });
+  for (const AddedToken& a : t->added) {
+    t->added_by_id[a.id] = &a;
+    (a.normalized ? t->normalized_by_byte : t->raw_by_byte)[static_cast<unsigned char>(a.match[0])].push_back(&a);
+  }
   read_post_processor(*t, hf::field(j, "post_processor"), where);
   for (std::int32_t id : t->prefix_ids) if (id < 0 || id >= t->size) hf::refuse(where, "the post_processor's id " + std::to_string(id) + " is out of the vocabulary");
   for (std::int32_t id : t->suffix_ids) if (id < 0 || id >= t->size) hf::refuse(where, "the post_processor's id " + std::to_string(id) + " is out of the vocabulary");
@@ -190,31 +235,14 @@ std::vector<std::int32_t> HfTokenizer::encode(const std::string& text, bool add_
   const Impl& t = *impl_;
   std::vector<std::int32_t> out;
   if (add_special_tokens) out = t.prefix_ids;
-  // Added tokens split the text first (leftmost, then longest); lstrip/rstrip take the spaces beside them.
-  const std::string& s = text;
-  std::size_t segment = 0, at = 0;
-  bool first = true;
-  while (at < s.size()) {
-    const AddedToken* hit = nullptr;
-    for (const AddedToken* a : t.added_by_byte[static_cast<unsigned char>(s[at])]) {
-      if (s.compare(at, a->content.size(), a->content) != 0) continue;
-      if (a->single_word && (word_char_before(s, at) || word_char_after(s, at + a->content.size()))) continue;
-      hit = a;
-      break;
-    }
-    if (!hit) {
-      ++at;
-      continue;
-    }
-    std::size_t begin = at, end = at + hit->content.size();
-    if (hit->lstrip) begin = space_before(s, begin, segment);
-    if (hit->rstrip) end = space_after(s, end);
-    t.encode_segment(s.substr(segment, begin - segment), first && segment == 0, out);
-    out.push_back(hit->id);
-    first = false;
-    segment = at = end;
-  }
-  t.encode_segment(s.substr(segment), segment == 0, out);
+  // The raw text split on the added tokens matched as written; each part between normalized, then
+  // split on those matched in normalized text; the rest through the pre-tokenizer and the model.
+  const auto token = [&](const AddedToken& a) { out.push_back(a.id); };
+  split_added(text, t.raw_by_byte, [&](std::size_t b, std::size_t e) {
+    if (b == e) return;
+    const std::string raw = text.substr(b, e - b), n = t.normalizer ? t.normalizer->apply(raw) : raw;
+    split_added(n, t.normalized_by_byte, [&](std::size_t nb, std::size_t ne) { t.encode_normalized(n.substr(nb, ne - nb), b == 0 && nb == 0, out); }, token);
+  }, token);
   if (add_special_tokens) out.insert(out.end(), t.suffix_ids.begin(), t.suffix_ids.end());
   return out;
 }

@@ -150,6 +150,14 @@ const fixtures = {};
             model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab } },
     specials: ["[CLS]", "[SEP]", "[MASK]"],
   };
+  // Added tokens matched in the normalized text (normalized: true, the default of a non-special
+  // one): "covid" and "new york" found in "COVID", "New York" after lower-casing.
+  const n = Object.keys(vocab).length;
+  fixtures["bert-added-normalized"] = {
+    json: { ...fixtures["bert-wordpiece"].json,
+            added_tokens: [...fixtures["bert-wordpiece"].json.added_tokens, added(n, "covid", false, { normalized: true }), added(n + 1, "New York", false, { normalized: true })] },
+    specials: ["COVID", "Covid", "covid", "New York", "NEW YORK", "[SEP]"],
+  };
 }
 // SentencePiece models trained by spm_train, converted as transformers' convert_slow_tokenizer does.
 function spm(type, size, extra) {

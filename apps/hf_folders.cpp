@@ -1,3 +1,5 @@
+// Hugging Face model folders in the command: --from DIR's config keys and memory check (used by
+// apps/ctgrad.cpp), and
 // ctgrad export --run DIR --to OUT [--checkpoint FILE] [--overwrite]
 // A run's model as a Hugging Face model folder (docs/models/pretrained.md): config.json and
 // model.safetensors as transformers writes them for the family's class (GPT2LMHeadModel,
@@ -9,6 +11,7 @@
 #include <fstream>
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/checkpoint/tensor_folder.hpp>
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/data/hf_tokenizer.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
@@ -22,6 +25,30 @@
 namespace ctgrad::cli {
 
 namespace fs = std::filesystem;
+
+// The config keys a Hugging Face model folder sets (Task::from_hf), from its config.json.
+std::vector<std::pair<std::string, std::string>> folder_keys(const Task& t, const std::filesystem::path& dir) {
+  if (!pretrained::is_hf_folder(dir))
+    throw config_error("--from " + dir.string() + ": not a Hugging Face model folder (no config.json; docs/models/pretrained.md says what it holds)");
+  return t.from_hf(dir, pretrained::read_hf_model(dir));
+}
+
+// A model folder's parameters, held as float with their gradients, must fit in memory: checked
+// from the tensor headers before the model is built (a config.json of sizes its tensors do not
+// have is refused by name when the weights are matched).
+void check_folder_fits(const std::filesystem::path& dir) {
+  const checkpoint::TensorFolder folder(dir);
+  double values = 0;
+  for (const std::string& n : folder.names()) {
+    double count = 1;
+    for (const std::int64_t d : folder.tensor(n).shape) count *= double(d);
+    values += count;
+  }
+  if (8 * values > available_bytes())
+    throw config_error("--from " + dir.string() + ": its " + std::to_string(std::int64_t(values / 1e6)) + "M parameters need " +
+                       std::to_string(std::int64_t(8 * values / 1e9)) + " GB as float with their gradients, more than the " +
+                       std::to_string(std::int64_t(available_bytes() / 1e9)) + " GB this machine has free");
+}
 
 int export_model(const std::vector<std::string>& rest) {
   std::string dir, out, checkpoint_name;
