@@ -15,11 +15,6 @@ namespace ctgrad::data::hf {
 
 namespace {
 
-std::string text_of(const json& j, const char* key, const std::string& where, const std::string& fallback = "") {
-  return text_field(j, key, where, fallback);
-}
-bool flag_of(const json& j, const char* key, const std::string& where, bool fallback) { return flag_field(j, key, where, fallback); }
-
 // Ids past this are refused: the largest vocabularies are about 2^18 (Gemma's 256k).
 constexpr std::int64_t kMaxId = std::int64_t(1) << 24;
 
@@ -221,7 +216,7 @@ struct WordLevel : Model {
 };
 
 std::int32_t unk_of(const Model& m, const json& j, const std::string& where, bool required) {
-  const std::string u = text_of(j, "unk_token", where);
+  const std::string u = text_field(j, "unk_token", where);
   if (u.empty()) {
     if (required) refuse(where, "'unk_token' is missing");
     return -1;
@@ -235,7 +230,7 @@ std::int32_t unk_of(const Model& m, const json& j, const std::string& where, boo
 
 std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
   if (!j.is_object()) refuse(where, "'model' is not an object");
-  const std::string type = text_of(j, "type", where, j.contains("merges") ? "BPE" : "");
+  const std::string type = text_field(j, "type", where, j.contains("merges") ? "BPE" : "");
   const std::string at = where + ": model " + type;
   std::unique_ptr<Model> m;
   if (type == "BPE") {
@@ -244,9 +239,9 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
     if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].is_number() && j["dropout"].get<double>() > 0)
       refuse(at, "BPE dropout is not supported (it samples a different split each time)");
     b->unk = unk_of(*b, j, at, false);
-    b->prefix = text_of(j, "continuing_subword_prefix", at), b->suffix = text_of(j, "end_of_word_suffix", at);
-    b->fuse_unk = flag_of(j, "fuse_unk", at, false), b->byte_fallback = flag_of(j, "byte_fallback", at, false);
-    b->ignore_merges = flag_of(j, "ignore_merges", at, false);
+    b->prefix = text_field(j, "continuing_subword_prefix", at), b->suffix = text_field(j, "end_of_word_suffix", at);
+    b->fuse_unk = flag_field(j, "fuse_unk", at, false), b->byte_fallback = flag_field(j, "byte_fallback", at, false);
+    b->ignore_merges = flag_field(j, "ignore_merges", at, false);
     if (!j.contains("merges") || !j["merges"].is_array()) refuse(at, "'merges' is not a list");
     std::int32_t rank = 0;
     for (const json& mg : j["merges"]) {
@@ -277,7 +272,7 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
     auto w = std::make_unique<WordPiece>();
     read_vocab(*w, field(j, "vocab"), at);
     w->unk = unk_of(*w, j, at, true);
-    w->prefix = text_of(j, "continuing_subword_prefix", at, "##");
+    w->prefix = text_field(j, "continuing_subword_prefix", at, "##");
     if (j.contains("max_input_chars_per_word") && j["max_input_chars_per_word"].is_number_unsigned())
       w->max_chars = j["max_input_chars_per_word"].get<std::size_t>();
     if (w->max_chars > 10000) refuse(at, "max_input_chars_per_word " + std::to_string(w->max_chars) + " is over 10000 (a word's cost grows with its cube)");
@@ -302,7 +297,7 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& where) {
         refuse(at, "unk_id is not an id of the vocabulary");
       u->unk = std::int32_t(j["unk_id"].get<std::int64_t>());
     }
-    u->byte_fallback = flag_of(j, "byte_fallback", at, false);
+    u->byte_fallback = flag_field(j, "byte_fallback", at, false);
     m = std::move(u);
   } else if (type == "WordLevel") {
     auto w = std::make_unique<WordLevel>();
@@ -449,32 +444,32 @@ struct DecoderSequence : Decoder {
 std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   if (!j.is_object()) refuse(where, "the decoder is not an object");
-  const std::string type = text_of(j, "type", where);
+  const std::string type = text_field(j, "type", where);
   const std::string at = where + ": decoder " + type;
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "WordPiece") {
     auto w = std::make_unique<WordPieceDecoder>();
-    w->prefix = text_of(j, "prefix", at, "##"), w->cleanup = flag_of(j, "cleanup", at, true);
+    w->prefix = text_field(j, "prefix", at, "##"), w->cleanup = flag_field(j, "cleanup", at, true);
     return w;
   }
   if (type == "Metaspace") {
     auto m = std::make_unique<MetaspaceDecoder>();
-    m->replacement = text_of(j, "replacement", at, m->replacement);
-    m->strip_first = text_of(j, "prepend_scheme", at, flag_of(j, "add_prefix_space", at, true) ? "always" : "never") != "never";
+    m->replacement = text_field(j, "replacement", at, m->replacement);
+    m->strip_first = text_field(j, "prepend_scheme", at, flag_field(j, "add_prefix_space", at, true) ? "always" : "never") != "never";
     return m;
   }
   if (type == "Replace") {
     const json& p = field(j, "pattern");
     if (!p.is_object() || !p.contains("String") || !p["String"].is_string()) refuse(at, "only a {\"String\": ...} pattern is supported");
     auto r = std::make_unique<ReplaceDecoder>();
-    r->from = p["String"].get<std::string>(), r->to = text_of(j, "content", at);
+    r->from = p["String"].get<std::string>(), r->to = text_field(j, "content", at);
     return r;
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip") {
     auto s = std::make_unique<StripDecoder>();
-    s->content = text_of(j, "content", at, " ");
+    s->content = text_field(j, "content", at, " ");
     if (code_points(s->content).size() != 1) refuse(at, "'content' must be one character");
     const auto count = [&](const char* k) -> std::size_t {
       if (!j.contains(k) || !j[k].is_number_unsigned()) refuse(at, std::string("'") + k + "' is not a count");
@@ -485,7 +480,7 @@ std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& where) {
   }
   if (type == "BPEDecoder") {
     auto b = std::make_unique<BpeDecoder>();
-    b->suffix = text_of(j, "suffix", at, "</w>");
+    b->suffix = text_field(j, "suffix", at, "</w>");
     return b;
   }
   if (type == "Sequence") {

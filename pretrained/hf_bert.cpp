@@ -30,10 +30,7 @@ HfModel bert_from_config(HfConfig& c, const std::vector<std::string>& architectu
   c.require<bool>("is_decoder", false, false, "a BERT decoder is not supported");
   c.require<bool>("add_cross_attention", false, false, "BERT with cross-attention is not supported");
   m.hypers.emplace_back("norm_eps", c.real("layer_norm_eps", 1e-12));
-  const double hidden = c.real("hidden_dropout_prob", 0.1), attention = c.real("attention_probs_dropout_prob", 0.1);
-  if (hidden != attention) c.refuse("hidden_dropout_prob and attention_probs_dropout_prob differ: ctgrad's BERT has one dropout");
-  if (!(hidden >= 0 && hidden < 1)) c.refuse("hidden_dropout_prob must be in [0, 1)");
-  m.hypers.emplace_back("dropout", hidden);
+  m.hypers.emplace_back("dropout", c.one_dropout({"hidden_dropout_prob", "attention_probs_dropout_prob"}, 0.1, "BERT"));
   c.known({"classifier_dropout", "gradient_checkpointing", "type_vocab_size"});  // a classifier head's, training's
   m.config = B;
   return m;

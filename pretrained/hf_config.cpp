@@ -1,5 +1,6 @@
 #include <ctgrad/pretrained/hf_config.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include <ctgrad/checkpoint/safetensors.hpp>
@@ -30,75 +31,67 @@ void HfConfig::refuse(const std::string& message) const { throw checkpoint::form
 bool HfConfig::has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
 bool HfConfig::present(const std::string& key) const { return j_.contains(key); }
 
-const nlohmann::json& HfConfig::at(const std::string& key) {
+const nlohmann::json* HfConfig::take(const std::string& key, bool has_fallback, bool (*ok)(const nlohmann::json&), const char* what) {
   taken_.insert(key);
-  return j_.at(key);
+  if (!has(key)) {
+    if (!has_fallback) refuse("'" + key + "' is missing");
+    return nullptr;
+  }
+  const nlohmann::json& v = j_.at(key);
+  if (!ok(v)) refuse("'" + key + "' is " + v.dump().substr(0, 80) + ", not " + what);
+  return &v;
 }
 
 std::int64_t HfConfig::integer(const std::string& key, std::optional<std::int64_t> fallback, std::int64_t lo, std::int64_t hi) {
-  taken_.insert(key);
-  if (!has(key)) {
-    if (!fallback) refuse("'" + key + "' is missing");
-    return *fallback;
-  }
-  const nlohmann::json& v = at(key);
-  if (!v.is_number_integer()) refuse("'" + key + "' is " + v.dump().substr(0, 80) + ", not an integer");
-  const std::int64_t n = v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX) ? INT64_MAX : v.get<std::int64_t>();
+  const nlohmann::json* v = take(key, fallback.has_value(), [](const nlohmann::json& x) { return x.is_number_integer(); }, "an integer");
+  if (!v) return *fallback;
+  const std::int64_t n = v->is_number_unsigned() && v->get<std::uint64_t>() > std::uint64_t(INT64_MAX) ? INT64_MAX : v->get<std::int64_t>();
   if (n < lo || n > hi) refuse("'" + key + "' is " + std::to_string(n) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return n;
 }
 
 double HfConfig::real(const std::string& key, std::optional<double> fallback) {
-  taken_.insert(key);
-  if (!has(key)) {
-    if (!fallback) refuse("'" + key + "' is missing");
-    return *fallback;
-  }
-  const nlohmann::json& v = at(key);
-  if (!v.is_number() || !std::isfinite(v.get<double>())) refuse("'" + key + "' is " + v.dump().substr(0, 80) + ", not a finite number");
-  return v.get<double>();
+  const nlohmann::json* v =
+      take(key, fallback.has_value(), [](const nlohmann::json& x) { return x.is_number() && std::isfinite(x.get<double>()); }, "a finite number");
+  return v ? v->get<double>() : *fallback;
 }
 
 bool HfConfig::flag(const std::string& key, std::optional<bool> fallback) {
-  taken_.insert(key);
-  if (!has(key)) {
-    if (!fallback) refuse("'" + key + "' is missing");
-    return *fallback;
-  }
-  const nlohmann::json& v = at(key);
-  if (!v.is_boolean()) refuse("'" + key + "' is " + v.dump().substr(0, 80) + ", not true or false");
-  return v.get<bool>();
+  const nlohmann::json* v = take(key, fallback.has_value(), [](const nlohmann::json& x) { return x.is_boolean(); }, "true or false");
+  return v ? v->get<bool>() : *fallback;
 }
 
 std::string HfConfig::text(const std::string& key, std::optional<std::string> fallback) {
-  taken_.insert(key);
-  if (!has(key)) {
-    if (!fallback) refuse("'" + key + "' is missing");
-    return *fallback;
-  }
-  const nlohmann::json& v = at(key);
-  if (!v.is_string()) refuse("'" + key + "' is " + v.dump().substr(0, 80) + ", not a string");
-  return v.get<std::string>();
+  const nlohmann::json* v = take(key, fallback.has_value(), [](const nlohmann::json& x) { return x.is_string(); }, "a string");
+  return v ? v->get<std::string>() : *fallback;
 }
 
 const nlohmann::json* HfConfig::object(const std::string& key) {
-  taken_.insert(key);
-  if (!has(key)) return nullptr;
-  const nlohmann::json& v = at(key);
-  if (!v.is_object()) refuse("'" + key + "' is " + v.dump().substr(0, 80) + ", not an object");
-  return &v;
+  return take(key, true, [](const nlohmann::json& x) { return x.is_object(); }, "an object");
 }
 
 std::vector<std::string> HfConfig::strings(const std::string& key) {
-  taken_.insert(key);
-  if (!has(key)) return {};
-  const nlohmann::json& v = at(key);
-  std::vector<std::string> out;
-  if (v.is_array())
-    for (const auto& e : v)
-      if (e.is_string()) out.push_back(e.get<std::string>());
-  if (!v.is_array() || out.size() != v.size()) refuse("'" + key + "' is " + v.dump().substr(0, 80) + ", not a list of strings");
-  return out;
+  const nlohmann::json* v = take(
+      key, true, [](const nlohmann::json& x) { return x.is_array() && std::all_of(x.begin(), x.end(), [](const nlohmann::json& e) { return e.is_string(); }); },
+      "a list of strings");
+  return v ? v->get<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
+double HfConfig::one_dropout(std::initializer_list<const char*> keys, double fallback, const std::string& family) {
+  std::string names, values;
+  double first = 0;
+  bool same = true;
+  for (const char* k : keys) {
+    const double v = real(k, fallback);
+    if (names.empty()) first = v;
+    same = same && v == first;
+    const bool last = k == *(keys.end() - 1);
+    names += names.empty() ? k : (last ? std::string(" and ") : std::string(", ")) + k;
+    values += (values.empty() ? "" : ", ") + std::to_string(v);
+  }
+  if (!same) refuse(names + " differ (" + values + "): ctgrad's " + family + " has one dropout");
+  if (!(first >= 0 && first < 1)) refuse(std::string(*keys.begin()) + " must be in [0, 1)");
+  return first;
 }
 
 void HfConfig::known(std::initializer_list<const char*> keys) {

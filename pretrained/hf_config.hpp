@@ -32,6 +32,9 @@ class HfConfig {
   std::string text(const std::string& key, std::optional<std::string> fallback = std::nullopt);
   const nlohmann::json* object(const std::string& key);  // null when absent
   std::vector<std::string> strings(const std::string& key);  // a list of strings; empty when absent
+  // The one dropout a ctgrad model has, from Hugging Face's several (each absent: `fallback`):
+  // refused naming them when they differ, or when outside [0, 1).
+  double one_dropout(std::initializer_list<const char*> keys, double fallback, const std::string& family);
   // Keys that change no computation (token ids, dtype, versions, initialisation): taken as read.
   void known(std::initializer_list<const char*> keys);
   // `key` (absent counts as `fallback`) must be `want`: what ctgrad computes; else refused naming both.
@@ -42,7 +45,9 @@ class HfConfig {
   [[noreturn]] void refuse(const std::string& message) const;
 
  private:
-  const nlohmann::json& at(const std::string& key);
+  // `key` taken: null when absent (with a fallback; without one, refused as missing), else the
+  // value when `ok` accepts it, refused as "not <what>" otherwise.
+  const nlohmann::json* take(const std::string& key, bool has_fallback, bool (*ok)(const nlohmann::json&), const char* what);
   nlohmann::json j_;
   std::string where_;
   std::set<std::string> taken_;

@@ -32,12 +32,7 @@ HfModel gpt2_from_config(HfConfig& c) {
   // GPT2DoubleHeadsModel's classification head: not part of the language model.
   c.known({"summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj"});
   m.hypers.emplace_back("norm_eps", c.real("layer_norm_epsilon", 1e-5));
-  const double resid = c.real("resid_pdrop", 0.1), embd = c.real("embd_pdrop", 0.1), attn = c.real("attn_pdrop", 0.1);
-  if (resid != embd || resid != attn)
-    c.refuse("resid_pdrop, embd_pdrop and attn_pdrop differ (" + std::to_string(resid) + ", " + std::to_string(embd) + ", " + std::to_string(attn) +
-             "): ctgrad's GPT has one dropout");
-  if (!(resid >= 0 && resid < 1)) c.refuse("resid_pdrop must be in [0, 1)");
-  m.hypers.emplace_back("dropout", resid);
+  m.hypers.emplace_back("dropout", c.one_dropout({"resid_pdrop", "embd_pdrop", "attn_pdrop"}, 0.1, "GPT"));
   m.config = G;
   return m;
 }

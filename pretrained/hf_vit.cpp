@@ -29,10 +29,7 @@ HfModel vit_from_config(HfConfig& c) {
   c.require<bool>("qkv_bias", true, true, "ctgrad's ViT has biases on q, k and v");
   c.known({"encoder_stride", "pooler_output_size", "pooler_act"});  // masked image modelling's decoder, ViTModel's pooler
   m.hypers.emplace_back("norm_eps", c.real("layer_norm_eps", 1e-12));
-  const double hidden = c.real("hidden_dropout_prob", 0.0), attention = c.real("attention_probs_dropout_prob", 0.0);
-  if (hidden != attention) c.refuse("hidden_dropout_prob and attention_probs_dropout_prob differ: ctgrad's ViT has one dropout");
-  if (!(hidden >= 0 && hidden < 1)) c.refuse("hidden_dropout_prob must be in [0, 1)");
-  m.hypers.emplace_back("dropout", hidden);
+  m.hypers.emplace_back("dropout", c.one_dropout({"hidden_dropout_prob", "attention_probs_dropout_prob"}, 0.0, "ViT"));
   m.config = V;
   return m;
 }
