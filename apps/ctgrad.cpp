@@ -104,8 +104,8 @@ int usage(const Task* t, FILE* out = stdout) {
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
-              "  export          --run DIR --to OUT [--checkpoint FILE] [--overwrite]   a run as a Hugging Face model folder (gpt, llama)\n"
-              "  (train, eval, sample, check of gpt and llama take --from DIR: a Hugging Face model folder's weights and tokenizer;\n"
+              "  export          --run DIR --to OUT [--checkpoint FILE] [--overwrite]   a run as a Hugging Face model folder (gpt, llama, bert)\n"
+              "  (train, eval, sample, check of gpt and llama, finetune bert take --from DIR: a Hugging Face model folder's weights and tokenizer;\n"
               "   docs/models/pretrained.md)\n"
               "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR] [--overwrite]\n"
               "                  the EN-DE corpus from Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
@@ -434,9 +434,17 @@ int run(const Args& a) {
   session->prepare();  // (with --from: the folder's tokenizer, checked before its weights are read)
   if (!ctx.pretrained.empty()) {  // the folder's weights, checked name by name and shape by shape
     const Stopwatch load;
-    pretrained::load_hf_weights(ctx.pretrained, pretrained::read_hf_model(ctx.pretrained), session->model().parameters());
-    std::fprintf(stderr, "loaded %lld parameters from %s in %.1f s\n", (long long)session->model().parameter_count(), printable(ctx.pretrained.string()).c_str(),
-                 load.seconds());
+    const pretrained::LoadReport r = pretrained::load_hf_weights(ctx.pretrained, pretrained::read_hf_model(ctx.pretrained), session->model().parameters(), t.hf_head);
+    std::int64_t fresh = 0;
+    std::string names;
+    for (const std::string& n : r.fresh) {
+      fresh += std::int64_t(session->model().parameter(n).value.span().size());
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    std::fprintf(stderr, "loaded %lld parameters from %s in %.1f s\n", (long long)(session->model().parameter_count() - fresh),
+                 printable(ctx.pretrained.string()).c_str(), load.seconds());
+    if (!r.fresh.empty()) std::fprintf(stderr, "new (the task's head): %s\n", names.c_str());
+    if (r.unused) std::fprintf(stderr, "unused: %d tensors of the folder (its pretraining head)\n", r.unused);
   }
   if (training::interrupted()) return interrupted_exit();
   if (a.command == "train")  // what the run is, for studies and scripts that read run folders

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <ctgrad/checkpoint/atomic_file.hpp>
+#include <ctgrad/pretrained/hf_model.hpp>
 #include <ctgrad/training/escape.hpp>
 
 #include <cstdio>
@@ -21,6 +22,10 @@ std::vector<Task>& registry() {
   return r;
 }
 }  // namespace
+
+std::string command_reading(const pretrained::HfModel& m) {
+  return m.is_gpt() ? "ctgrad gpt reads it" : m.is_llama() ? "ctgrad llama reads it" : m.is_bert() ? "ctgrad finetune bert reads it" : "ctgrad vit reads it";
+}
 
 bool register_task(Task task) {
   registry().push_back(std::move(task));

@@ -122,7 +122,14 @@ struct Task {
   // as (a config_error naming what the family's Hugging Face class cannot express).
   std::function<std::vector<std::pair<std::string, std::string>>(const std::filesystem::path& dir, const pretrained::HfModel&)> from_hf = {};
   std::function<void(const Config&, pretrained::HfModel&)> to_hf = {};
+  // With --from, the parameters of the task's own head (a classifier on a pretrained encoder): read
+  // when the folder has them, new otherwise; the folder's pretraining head is then left unread.
+  std::function<bool(std::string_view)> hf_head = {};
 };
+
+// Which command reads a Hugging Face folder's family ("ctgrad finetune bert --from DIR"), for a
+// refusal by another family's command.
+std::string command_reading(const pretrained::HfModel& m);
 
 bool register_task(Task task);
 const std::vector<Task>& tasks();

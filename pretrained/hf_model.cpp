@@ -82,7 +82,8 @@ std::string shape_text(std::span<const std::int64_t> s) {
 
 }  // namespace
 
-void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Parameter<float>> params) {
+LoadReport load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Parameter<float>> params,
+                           const std::function<bool(std::string_view)>& head) {
   const checkpoint::TensorFolder folder(dir);
   const std::string where = "ctgrad: model folder " + dir.string();
   // The folder's names as the family writes them (GPT-2's with or without "transformer.").
@@ -99,9 +100,14 @@ void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Para
   };
   std::vector<Plan> plan;
   std::set<std::string> used;
+  LoadReport report;
   for (const Parameter<float>& p : params) {
     const detail::TensorSource s = source_of(m, std::string(p.name));
     const auto it = actual.find(s.name);
+    if (it == actual.end() && head && head(p.name)) {
+      report.fresh.emplace_back(p.name);
+      continue;
+    }
     if (it == actual.end())
       throw format_error(where + ": lacks tensor '" + s.name + "' (" + m.architecture + "'s " + std::string(p.name) + ", shape " +
                          shape_text(p.value.shape()) + ")");
@@ -114,9 +120,15 @@ void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Para
     used.insert(s.name);
     plan.push_back({&p, it->second, s.transposed});
   }
-  for (const auto& [canonical, name] : actual)
-    if (!used.count(canonical) && !ignores(m, canonical))
-      throw format_error(where + ": holds tensor '" + name + "', which " + m.architecture + " of this config.json has no place for");
+  for (const auto& [canonical, name] : actual) {
+    if (used.count(canonical) || ignores(m, canonical)) continue;
+    if (head) {
+      ++report.unused;
+      continue;
+    }
+    throw format_error(where + ": holds tensor '" + name + "', which " + m.architecture + " of this config.json has no place for");
+  }
+  report.loaded = int(plan.size());
   std::vector<float> scratch;
   for (const Plan& p : plan) {
     const auto shape = folder.tensor(p.name).shape;
@@ -131,6 +143,7 @@ void load_hf_weights(const fs::path& dir, const HfModel& m, std::span<const Para
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c) out[std::size_t(c * rows + r)] = scratch[std::size_t(r * cols + c)];
   }
+  return report;
 }
 
 void save_hf_model(const fs::path& dir, const HfModel& m, std::span<const Parameter<float>> params) {

@@ -12,8 +12,10 @@
 // ViT (ViTForImageClassification: ctgrad's vit graph).
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -55,9 +57,21 @@ HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::str
 HfModel hf_model_of(const models::BertConfig& c, std::vector<std::pair<std::string, double>> hypers);
 HfModel hf_model_of(const models::VitConfig& c, std::vector<std::pair<std::string, double>> hypers);
 
+// What load_hf_weights did: the tensors it read, the parameters that start new (a task's head the
+// folder lacks), and how many of the folder's tensors nothing read (its pretraining head).
+struct LoadReport {
+  int loaded = 0;
+  std::vector<std::string> fresh;
+  int unused = 0;
+};
+
 // Loads every parameter from the folder's tensors, read one at a time into place (the file is
-// never held whole: peak memory is the parameters plus one tensor).
-void load_hf_weights(const std::filesystem::path& dir, const HfModel& m, std::span<const Parameter<float>> params);
+// never held whole: peak memory is the parameters plus one tensor). `head`: the parameters of a
+// task's own head (a classifier fine-tuned from BERT), read when the folder has their tensors and
+// left as initialised otherwise; with a head, the folder's tensors nothing reads (the masked-LM
+// head) are left unread, as transformers' from_pretrained does for a model with another head.
+LoadReport load_hf_weights(const std::filesystem::path& dir, const HfModel& m, std::span<const Parameter<float>> params,
+                           const std::function<bool(std::string_view)>& head = {});
 
 // Writes config.json and model.safetensors (F32) into `dir` (made if missing; files replaced atomically).
 void save_hf_model(const std::filesystem::path& dir, const HfModel& m, std::span<const Parameter<float>> params);

@@ -19,6 +19,7 @@
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
+#include <ctgrad/pretrained/hf_model.hpp>
 
 #include "../output_file.hpp"
 #include "../task.hpp"
@@ -47,8 +48,9 @@ void add_bert_model_keys(Schema& s, const std::string& size_help, const std::str
   }
   add_size_keys(s, sizes);
   s.integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 2, small 4, base 12)", Role::model)
-      .flag("pre_norm", false, pre_norm_help, Role::model);
-  s.stated_when_set({"heads"});
+      .flag("pre_norm", false, pre_norm_help, Role::model)
+      .integer("segments", 2, {.min = 1, .max = 1 << 16}, "architecture: segment (token type) embeddings: sentence A and B", Role::model);
+  s.stated_when_set({"heads", "segments"});
 }
 
 models::BertConfig bert_config(const Config& c) {
@@ -57,9 +59,23 @@ models::BertConfig bert_config(const Config& c) {
   m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.heads = size_or(c, "heads", p.heads);
   m.d_ff = ff_width(c, m.d_model, p.d_ff / p.d_model, false), m.vocab = size_or(c, "vocab", p.vocab), m.context = size_or(c, "max_context", p.context);
   m.pre_norm = c.flag("pre_norm");
+  m.segments = int(c.integer("segments"));
   if (c.schema().find("next_sentence")) m.next_sentence = c.flag("next_sentence");
   check_heads(m.d_model, m.heads, m.heads, false);
   return m;
+}
+
+std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m) {
+  if (!m.is_bert()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's BERT reads BertForMaskedLM and BertForPreTraining folders (" + command_reading(m) + ")");
+  const models::BertConfig& b = m.bert();
+  auto exact = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    return std::string(text);
+  };
+  return {{"d_model", std::to_string(b.d_model)}, {"layers", std::to_string(b.n_layer)},   {"heads", std::to_string(b.heads)},
+          {"d_ff", std::to_string(b.d_ff)},       {"vocab", std::to_string(b.vocab)},      {"max_context", std::to_string(b.context)},
+          {"segments", std::to_string(b.segments)}, {"pre_norm", "false"},                 {"norm_eps", exact(m.hyper("norm_eps", 1e-12))}};
 }
 
 void fit_bert_context(Config& c) {
@@ -283,6 +299,9 @@ Task bert_task() {
                                  {"task", "pretrained", "init"}});
   t.open = &open_session<BertSession>;
   t.check_against_checkpoint = refuse_longer_context;
+  t.to_hf = [](const Config& c, pretrained::HfModel& m) {
+    m = pretrained::hf_model_of(bert_config(c), {{"norm_eps", c.real("norm_eps")}, {"dropout", c.real("dropout")}});
+  };
   return t;
 }
 

@@ -17,6 +17,7 @@
 
 #include <ctgrad/checkpoint/training.hpp>
 #include <ctgrad/data/batches.hpp>
+#include <ctgrad/data/hf_tokenizer.hpp>
 #include <ctgrad/data/text.hpp>
 #include <ctgrad/data/text_source.hpp>
 #include <ctgrad/data/tokenizer.hpp>
@@ -56,7 +57,9 @@ Schema finetune_schema() {
       .real("val_fraction", 0.1, {.min = 0, .max = 0.5, .min_open = true}, "task=labels: the share of texts held out", Role::run)
       .text("text_field", "text", "task=labels, JSON Lines: the field of the text", Role::run)
       .text("label_field", "label", "task=labels, JSON Lines: the field of the label (a string or an integer)", Role::run)
-      .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch", Role::run)
+      .text("pretrained", "runs/bert", "a `ctgrad train bert` run folder: its tokenizer, and its encoder unless init=scratch (--from DIR: a Hugging Face BERT folder instead)", Role::run)
+      .choice("tokenizer", "sentencepiece", {"sentencepiece", "hf"},
+              "the vocabulary: SentencePiece's (a pretrained run's, or a model folder's tokenizer.model); hf: a model folder's tokenizer.json (--from sets it)", Role::model)
       .choice("init", "pretrained", {"pretrained", "scratch"}, "the encoder's start: the pretrained weights, or BERT's random init", Role::run)
       .choice("pool", "cls", {"cls", "mean"}, "the classifier reads the <cls> vector (BERT), or the mean of the row's vectors ([CLS] passage [SEP])", Role::model)
       .integer("context", 64, {.min = 8, .max = 1 << 16}, "tokens per passage, [CLS] and [SEP] included (longer ones are cut; at most the pretraining context)", Role::run)
@@ -70,7 +73,7 @@ Schema finetune_schema() {
       .real("clip", 1.0, {.min = 0}, "global gradient-norm bound (0: none)")
       .integer("eval_every", 200, {.min = 1}, "steps between validations and checkpoints")
       .integer("train_passages", 0, {.min = 0}, "N > 0: train on N labelled passages only (a fixed random subset): the label budget", Role::run);
-  s.stated_when_set({"data", "val_data", "val_fraction", "text_field", "label_field"});
+  s.stated_when_set({"data", "val_data", "val_fraction", "text_field", "label_field", "tokenizer"});
   add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
   return s;
@@ -126,23 +129,41 @@ class FinetuneSession : public Session {
       throw config_error("no validation text: none of the labelled texts is held out by val_fraction (a text and its duplicates share a side): "
                          "give val_data, or more distinct texts");
     if (p.train.empty() && ctx_.command == "train") throw config_error("no training text: every labelled text is held out");
-    const fs::path own = ctx_.folder.file("tokenizer.model");
-    if (ctx_.from_checkpoint) {
-      tok_.emplace(data::SentencePieceTokenizer::load(own));
-    } else {
-      tok_.emplace(bert::start_from_pretrained(c_, model_, own));
+    const bool hf = c_.text("tokenizer") == "hf";
+    const fs::path own = ctx_.folder.file(hf ? "tokenizer.json" : "tokenizer.model");
+    if (hf && ctx_.pretrained.empty() && !ctx_.from_checkpoint)
+      throw config_error("tokenizer=hf is a Hugging Face model folder's tokenizer.json: give the folder with --from DIR");
+    if (!ctx_.pretrained.empty() && c_.text("init") == "scratch")
+      throw config_error("init=scratch starts the encoder from BERT's random init; --from loads the folder's: give one");
+    const fs::path source = !ctx_.pretrained.empty() ? ctx_.pretrained / own.filename() : own;
+    try {
+      if (ctx_.from_checkpoint || !ctx_.pretrained.empty()) {
+        if (hf) tok_ = std::make_unique<data::HfTokenizer>(data::HfTokenizer::load(source));
+        else tok_ = std::make_unique<data::SentencePieceTokenizer>(data::SentencePieceTokenizer::load(source));
+      } else {
+        tok_ = std::make_unique<data::SentencePieceTokenizer>(bert::start_from_pretrained(c_, model_, own));
+      }
+    } catch (const data::data_error& e) {
+      throw config_error(message_of(e));
     }
-    if (tok_->vocab_size() > P.vocab || tok_->piece(bert::kSpecials.cls) != "[CLS]" || tok_->piece(bert::kSpecials.sep) != "[SEP]")
-      throw config_error(own.string() + " is not a BERT vocabulary of size " + c_.text("size") + " ([PAD] [UNK] [CLS] [SEP] [MASK] first, at most " +
-                         std::to_string(P.vocab) + " tokens)");
+    // [CLS] passage [SEP], padded with [PAD]: their ids in this vocabulary.
+    auto id_of = [&](const std::string& token) -> std::int32_t {
+      if (const auto* h = dynamic_cast<const data::HfTokenizer*>(tok_.get())) return h->token_id(token);
+      return static_cast<const data::SentencePieceTokenizer&>(*tok_).piece_id(token);
+    };
+    cls_ = id_of("[CLS]"), sep_ = id_of("[SEP]"), pad_ = std::max(id_of("[PAD]"), 0);
+    if (tok_->vocab_size() > P.vocab || cls_ < 0 || sep_ < 0)
+      throw config_error(source.string() + " is not a BERT vocabulary of at most " + std::to_string(P.vocab) + " tokens with [CLS] and [SEP] (it has " +
+                         std::to_string(tok_->vocab_size()) + " tokens" + (cls_ < 0 || sep_ < 0 ? ", no [CLS] or [SEP])" : ")"));
+    if (!ctx_.pretrained.empty()) tok_->save(own);  // the folder's tokenizer becomes the run's
     titles_ = p.titles;
     if (const std::int64_t n = c_.integer("train_passages"); n > 0)  // the same subset for every seed and init
       data::fixed_subset(p.train, std::size_t(n), "train_passages");
     train_ = encode(p.train), val_ = encode(p.validation);
     order_ = data::EpochOrder(train_.size(), data_seed(c_), 11);
-    std::printf("ctgrad finetune bert: task %s, size %s, encoder %s, %lld parameters, %d threads\n", c_.text("task").c_str(), c_.text("size").c_str(),
-                c_.text("init") == "scratch" ? "from scratch" : ("from " + c_.text("pretrained")).c_str(), (long long)model_.parameter_count(),
-                model_.threads());
+    const std::string encoder = c_.text("init") == "scratch" ? "from scratch" : "from " + c_.text("pretrained");
+    std::printf("ctgrad finetune bert: task %s, %d layers, d_model %d, encoder %s, %lld parameters, %d threads\n", c_.text("task").c_str(), P.n_layer,
+                P.d_model, training::printable(encoder).c_str(), (long long)model_.parameter_count(), model_.threads());
     std::printf("%s (train / validation):\n", classes_.empty() ? "passages of 1-3 sentences" : ("labelled texts of " + training::printable(c_.text("data"))).c_str());
     std::vector<std::int64_t> tr(static_cast<std::size_t>(n_)), va(static_cast<std::size_t>(n_));
     for (const auto& e : train_) ++tr[std::size_t(e.label)];
@@ -157,7 +178,7 @@ class FinetuneSession : public Session {
   }
 
   checkpoint::Metadata metadata() override {
-    checkpoint::Metadata m = tokenizer_metadata(ctx_.folder);
+    checkpoint::Metadata m = tokenizer_metadata(ctx_.folder, c_.text("tokenizer") == "hf" ? "tokenizer.json" : "tokenizer.model");
     if (!classes_.empty()) m["labels"] = names_metadata(classes_);  // the class of each output, for eval and resume
     return m;
   }
@@ -240,14 +261,19 @@ class FinetuneSession : public Session {
     std::vector<std::string> texts;
     for (const Passage& p : ps) texts.push_back(p.text);
     std::vector<std::vector<std::int32_t>> encoded;
-    model_.execute([&] { encoded = tok_->encode_all(texts, ctx_.cache); });
+    if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(tok_.get())) {
+      model_.execute([&] { encoded = sp->encode_all(texts, ctx_.cache); });
+    } else {
+      encoded.resize(texts.size());
+      for (std::size_t i = 0; i < texts.size(); ++i) encoded[i] = tok_->encode(texts[i]);
+    }
     for (std::size_t i = 0; i < ps.size(); ++i) {
       const Passage& p = ps[i];
-      Example e{{bert::kSpecials.cls}, p.label};
+      Example e{{cls_}, p.label};
       auto& ids = encoded[i];
       ids.resize(std::min<std::size_t>(ids.size(), std::size_t(context_ - 2)));
       e.ids.insert(e.ids.end(), ids.begin(), ids.end());
-      e.ids.push_back(bert::kSpecials.sep);
+      e.ids.push_back(sep_);
       out.push_back(std::move(e));
     }
     return out;
@@ -257,7 +283,7 @@ class FinetuneSession : public Session {
     std::int64_t seq = 0;
     for (std::size_t r : rows) seq = std::max<std::int64_t>(seq, std::int64_t(set[r].ids.size()));
     const std::int64_t b = std::int64_t(rows.size());
-    ids_.assign(std::size_t(b * seq), bert::kSpecials.pad), segments_.assign(std::size_t(b * seq), 0), lengths_.clear(), labels_.clear();
+    ids_.assign(std::size_t(b * seq), pad_), segments_.assign(std::size_t(b * seq), 0), lengths_.clear(), labels_.clear();
     pool_.assign(std::size_t(b * seq), 0.0f);
     const bool mean = c_.text("pool") == "mean";
     for (std::int64_t j = 0; j < b; ++j) {
@@ -306,7 +332,8 @@ class FinetuneSession : public Session {
   Program<run_time> model_;
   optim::AdamW<float> opt_;
   std::int64_t context_, batch_;
-  std::optional<data::SentencePieceTokenizer> tok_;
+  std::unique_ptr<data::Tokenizer> tok_;
+  std::int32_t cls_ = 0, sep_ = 0, pad_ = 0;
   std::vector<std::string> titles_;
   std::vector<Example> train_, val_;
   double majority_ = 0;
@@ -324,6 +351,16 @@ Task finetune_task() {
   t.dependent_defaults = bert::fit_bert_context;
   t.check_against_checkpoint = refuse_longer_context;
   t.open = &open_session<FinetuneSession>;
+  t.from_hf = [](const fs::path& dir, const pretrained::HfModel& m) {
+    auto keys = bert::hf_keys(m);
+    keys.emplace_back("pretrained", dir.string());  // what the run's config says it started from
+    std::error_code ec;
+    if (fs::exists(dir / "tokenizer.json", ec)) keys.emplace_back("tokenizer", "hf");
+    else if (fs::exists(dir / "tokenizer.model", ec)) keys.emplace_back("tokenizer", "sentencepiece");
+    else throw config_error("--from " + dir.string() + ": the folder holds no tokenizer.json (nor a SentencePiece tokenizer.model)");
+    return keys;
+  };
+  t.hf_head = [](std::string_view n) { return n.rfind("pooler.", 0) == 0 || n.rfind("cls.", 0) == 0; };  // loaded if the folder has a pooler
   return t;
 }
 

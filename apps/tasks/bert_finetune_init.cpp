@@ -18,7 +18,7 @@ void check_pretrained_config(const Config& c, const std::string& json, const fs:
   pre.merge_json(json, "the config in " + file.string());
   // The model keys as given (a size key 0 is its preset's): each that differs is named with its --set.
   std::string sets;
-  for (const char* k : {"size", "d_model", "layers", "heads", "d_ff", "vocab", "max_context", "pre_norm"})
+  for (const char* k : {"size", "d_model", "layers", "heads", "d_ff", "vocab", "max_context", "pre_norm", "segments"})
     if (pre.show(k) != c.show(k)) sets += std::string(sets.empty() ? "" : " ") + "--set " + k + "=" + pre.show(k);
   if (!sets.empty()) throw config_error("pretrained " + file.string() + " was trained with another model: " + sets);
   if (const std::int64_t n = pre.integer("context"); c.integer("context") > n)

@@ -12,6 +12,7 @@
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/optim/optimizers.hpp>
+#include <ctgrad/pretrained/hf_model.hpp>
 
 #include "../task.hpp"
 #include "bert_data.hpp"
@@ -26,6 +27,8 @@ Schema fill_mask_options();
 void add_bert_model_keys(Schema& s, const std::string& size_help, const std::string& pre_norm_help);
 // The config's model: a preset, its sizes and topology overridden by the keys given.
 models::BertConfig bert_config(const Config& c);
+// --from DIR: the model keys a Hugging Face BERT folder sets (a config_error for another family).
+std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m);
 // context fitted to max_context (or the preset's) when not given.
 void fit_bert_context(Config& c);
 

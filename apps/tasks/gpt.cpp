@@ -35,7 +35,7 @@ struct GptFamily {
   }
   // --from: a GPT2LMHeadModel folder's model as keys (its dropout is not kept: --set dropout=).
   static std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m) {
-    if (!m.is_gpt()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's gpt reads GPT-2 folders (" + (m.is_llama() ? "ctgrad llama reads this one" : "a BERT folder: the command does not read those yet") + ")");
+    if (!m.is_gpt()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's gpt reads GPT-2 folders (" + command_reading(m) + ")");
     const models::GptConfig& g = m.gpt();
     return {{"d_model", std::to_string(g.d_model)}, {"layers", std::to_string(g.n_layer)}, {"heads", std::to_string(g.n_head)},
             {"d_ff", std::to_string(g.d_ff)},       {"vocab", std::to_string(g.vocab)},     {"max_context", std::to_string(g.context)},

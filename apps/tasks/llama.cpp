@@ -69,7 +69,7 @@ struct LlamaFamily {
   }
   // --from: a Llama, Mistral or Qwen2 folder's model as keys.
   static std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m) {
-    if (!m.is_llama()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's llama reads Llama, Mistral and Qwen2 folders (" + (m.is_gpt() ? "ctgrad gpt reads this one" : "a BERT folder: the command does not read those yet") + ")");
+    if (!m.is_llama()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's llama reads Llama, Mistral and Qwen2 folders (" + command_reading(m) + ")");
     const models::LlamaConfig& l = m.llama();
     const auto n = [](int v) { return std::to_string(v); };
     return {{"d_model", n(l.d_model)},  {"layers", n(l.n_layer)},   {"heads", n(l.n_head)},       {"kv_heads", n(l.kv_heads)},

@@ -2,7 +2,8 @@
 # Hugging Face model folders through the command (docs/models/pretrained.md): a GPT run (characters)
 # and a Llama run (SentencePiece BPE, RoPE base and llama3 scaling, q/k/v biases: a Qwen2 folder)
 # exported, then evaluated and sampled with --from exactly as from their runs; continued
-# pretraining with train --from, resumed; every refusal in one line with exit 2, and a hostile
+# pretraining with train --from, resumed; a BERT run exported fine-tunes from the folder as from the
+# run, and so does a folder with a WordPiece tokenizer.json; every refusal in one line with exit 2, and a hostile
 # folder (an unknown config field, a truncated model.safetensors, a broken merge list) refused.
 set -u
 source "$(dirname "$0")/checks.sh"  # check, expect_text
@@ -72,12 +73,58 @@ assert worst < 1e-5, worst
 PY
 fi
 
-# 3. Refusals: one line, exit 2, nothing written.
+# 3. BERT: a pretrained run exported (BertForMaskedLM, its SentencePiece vocabulary) fine-tunes from
+# the folder exactly as from the run; a folder with a WordPiece tokenizer.json fine-tunes too.
+check "train bert" 0 "$ctgrad" train bert --run bert --set size=tiny --set steps=20 --set eval_every=20 --threads 2
+check "export bert" 0 "$ctgrad" export --run bert --to hf-bert
+expect_text "a masked-LM folder" "BertForMaskedLM"
+ft=(--set steps=20 --set eval_every=10 --threads 2)
+check "finetune bert --from the export" 0 "$ctgrad" finetune bert --from hf-bert --run ft-from "${ft[@]}"
+expect_text "the head is new" "new (the task's head): pooler.weight, pooler.bias, cls.out.weight, cls.out.bias"
+expect_text "the masked-LM head unread" "unused: 5 tensors of the folder"
+check "finetune bert from the run" 0 "$ctgrad" finetune bert --pretrained bert --run ft-run --set size=tiny "${ft[@]}"
+check "bert: finetune --from the export = from the run" 0 /usr/bin/python3 - ft-run ft-from <<'PY'
+import json, sys
+a, b = ([{k: v for k, v in json.loads(l).items() if not k.endswith(("_per_s", "_seconds"))} for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3])
+assert a == b and len(a) > 20, (len(a), len(b))
+PY
+check "eval the fine-tuned run" 0 "$ctgrad" eval bert-finetune --run ft-from
+expect_text "says where it started" "encoder from hf-bert"
+check "resume the fine-tuned run" 0 "$ctgrad" train bert-finetune --run ft-from --resume --set steps=30
+expect_text "resumed" "step 30/30"
+cp -r hf-bert hf-wordpiece && rm hf-wordpiece/tokenizer.model
+/usr/bin/python3 - hf-wordpiece/tokenizer.json <<'PY'
+import json, string, sys
+words = "the of and to a in that he she it was her his be not had with for as you but i is at my by on".split()
+vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase] + \
+    list(string.punctuation) + list(string.digits) + words
+added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(vocab[:5])]
+json.dump({"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
+           "pre_tokenizer": {"type": "BertPreTokenizer"},
+           "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+           "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+           "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+                     "vocab": {t: i for i, t in enumerate(vocab)}}}, open(sys.argv[1], "w"))
+PY
+check "finetune bert --from a WordPiece folder" 0 "$ctgrad" finetune bert --from hf-wordpiece --run ft-wp "${ft[@]}"
+if [ -f ft-wp/tokenizer.json ] && cmp -s ft-wp/tokenizer.json hf-wordpiece/tokenizer.json; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: the folder's tokenizer.json is not the run's"; fi
+check "eval the WordPiece run" 0 "$ctgrad" eval bert-finetune --run ft-wp
+check "finetune --from with init=scratch" 2 "$ctgrad" finetune bert --from hf-bert --run x --set init=scratch
+one_line "finetune --from with init=scratch"
+check "finetune --from a GPT-2 folder" 2 "$ctgrad" finetune bert --from hf-gpt --run x
+expect_text "names the family" "the folder holds a GPT2LMHeadModel: ctgrad's BERT reads BertForMaskedLM and BertForPreTraining folders (ctgrad gpt reads it)"
+sed -i 's/"\[CLS\]"/"[KLS]"/g' hf-wordpiece/tokenizer.json
+check "a vocabulary without [CLS]" 2 "$ctgrad" finetune bert --from hf-wordpiece --run x
+expect_text "names it" "with [CLS] and [SEP]"
+no_file "nothing of the refused runs" x/checkpoint.safetensors
+
+# 4. Refusals: one line, exit 2, nothing written.
 check "--from a run folder" 2 "$ctgrad" eval llama --from llama
 expect_text "names what is missing" "not a Hugging Face model folder (no config.json"
 one_line "--from a run folder"
 check "--from another family's folder" 2 "$ctgrad" eval gpt --from hf-llama
-expect_text "names the family" "the folder holds a Qwen2ForCausalLM: ctgrad's gpt reads GPT-2 folders (ctgrad llama reads this one)"
+expect_text "names the family" "the folder holds a Qwen2ForCausalLM: ctgrad's gpt reads GPT-2 folders (ctgrad llama reads it)"
 check "--from with a size of its own" 2 "$ctgrad" eval llama --from hf-llama --set d_model=64
 expect_text "names the key" "its config.json makes d_model=32, the command gives d_model=64"
 check "--from with --resume" 2 "$ctgrad" train llama --from hf-llama --run cont --resume
@@ -93,7 +140,7 @@ check "export a mixture of experts" 2 "$ctgrad" export --run moe --to hf-moe
 expect_text "names what has no counterpart" "a mixture of experts (moe_experts) has no Hugging Face"
 one_line "export a mixture of experts"
 
-# 4. Hostile folders: each fault named in one line, exit 2.
+# 5. Hostile folders: each fault named in one line, exit 2.
 cp -r hf-llama bad
 sed -i 's/"rope_theta"/"rope_thetaa": 1, "rope_theta"/' bad/config.json
 check "an unknown config.json field" 2 "$ctgrad" eval llama --from bad
