@@ -104,8 +104,8 @@ int usage(const Task* t, FILE* out = stdout) {
               "                  [--name TEXT] [--metric M] [--max-runs N] [--yes] [--retry-failed]   an ablation study (docs/ablations.md);\n"
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
-              "  export          --run DIR --to OUT [--checkpoint FILE] [--overwrite]   a run as a Hugging Face model folder (gpt, llama, bert)\n"
-              "  (train, eval, sample, check of gpt and llama, finetune bert take --from DIR: a Hugging Face model folder's weights and tokenizer;\n"
+              "  export          --run DIR --to OUT [--checkpoint FILE] [--overwrite]   a run as a Hugging Face model folder (gpt, llama, bert, vit)\n"
+              "  (train, eval, sample, check of gpt and llama, finetune bert, train and eval of vit take --from DIR: a Hugging Face model folder's weights and tokenizer;\n"
               "   docs/models/pretrained.md)\n"
               "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR] [--overwrite]\n"
               "                  the EN-DE corpus from Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"
@@ -434,7 +434,8 @@ int run(const Args& a) {
   session->prepare();  // (with --from: the folder's tokenizer, checked before its weights are read)
   if (!ctx.pretrained.empty()) {  // the folder's weights, checked name by name and shape by shape
     const Stopwatch load;
-    const pretrained::LoadReport r = pretrained::load_hf_weights(ctx.pretrained, pretrained::read_hf_model(ctx.pretrained), session->model().parameters(), t.hf_head);
+    const pretrained::LoadReport r = pretrained::load_hf_weights(ctx.pretrained, pretrained::read_hf_model(ctx.pretrained), session->model().parameters(),
+                                                                 a.command == "train" ? t.hf_head : nullptr);
     std::int64_t fresh = 0;
     std::string names;
     for (const std::string& n : r.fresh) {

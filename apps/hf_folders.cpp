@@ -106,7 +106,7 @@ int export_model(const std::vector<std::string>& rest) {
   const std::unique_ptr<Session> session = task->open(cfg, ctx);
   checkpoint::load_training<float>(folder.checkpoint(), session->model(), &session->optimizer());
   pretrained::HfModel hf;
-  task->to_hf(cfg, hf);
+  task->to_hf(cfg, ctx, hf);
   pretrained::save_hf_model(out, hf, session->model().parameters());
 
   // The tokenizer the run was trained with (its hash checked, as eval does).

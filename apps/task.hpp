@@ -121,9 +121,10 @@ struct Task {
   // config_error when the folder holds another family); to_hf: the folder a run's config exports
   // as (a config_error naming what the family's Hugging Face class cannot express).
   std::function<std::vector<std::pair<std::string, std::string>>(const std::filesystem::path& dir, const pretrained::HfModel&)> from_hf = {};
-  std::function<void(const Config&, pretrained::HfModel&)> to_hf = {};
-  // With --from, the parameters of the task's own head (a classifier on a pretrained encoder): read
-  // when the folder has them, new otherwise; the folder's pretraining head is then left unread.
+  std::function<void(const Config&, const Context&, pretrained::HfModel&)> to_hf = {};
+  // train --from: the parameters of the task's own head (a classifier on a pretrained encoder):
+  // read when the folder has them at their shape, new otherwise; the folder's other head is then
+  // left unread. eval --from reads every parameter.
   std::function<bool(std::string_view)> hf_head = {};
 };
 

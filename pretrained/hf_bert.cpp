@@ -84,7 +84,7 @@ TensorSource bert_tensor(const std::string& param) {
       {"nsp.out.weight", "cls.seq_relationship.weight"},
       {"nsp.out.bias", "cls.seq_relationship.bias"}};
   for (const auto& [ours, theirs] : kWhole)
-    if (param == ours) return {theirs, false};
+    if (param == ours) return {theirs, false, {}};
   // "layer.<l>.<part>" -> "bert.encoder.layer.<l>.<Hugging Face's part>"
   if (param.rfind("layer.", 0) == 0) {
     const std::size_t dot = param.find('.', 6);
@@ -94,9 +94,9 @@ TensorSource bert_tensor(const std::string& param) {
         {"attn.wo.", "attention.output.dense."}, {"ln_1.", "attention.output.LayerNorm."}, {"ffn.fc1.", "intermediate.dense."},
         {"ffn.fc2.", "output.dense."}, {"ln_2.", "output.LayerNorm."}};
     for (const auto& [ours, theirs] : kParts)
-      if (rest.rfind(ours, 0) == 0) return {"bert.encoder.layer." + l + "." + theirs + rest.substr(std::string(ours).size()), false};
+      if (rest.rfind(ours, 0) == 0) return {"bert.encoder.layer." + l + "." + theirs + rest.substr(std::string(ours).size()), false, {}};
   }
-  return {param, false};  // no counterpart: reported as missing under its own name
+  return {param, false, {}};  // no counterpart: reported as missing under its own name
 }
 
 std::string bert_canonical(const std::string& name) {

@@ -91,17 +91,17 @@ bool split_block(const std::string& name, std::string& layer, std::string& rest)
 }  // namespace
 
 TensorSource gpt2_tensor(const std::string& param) {
-  if (param.rfind("lm_head.", 0) == 0) return {param, false};
+  if (param.rfind("lm_head.", 0) == 0) return {param, false, {}};
   std::string layer, rest;
-  if (!split_block(param, layer, rest)) return {"transformer." + param, false};  // wte, wpe, ln_f
+  if (!split_block(param, layer, rest)) return {"transformer." + param, false, {}};  // wte, wpe, ln_f
   static const std::pair<const char*, const char*> kRenamed[] = {
       {"attn.qkv.", "attn.c_attn."}, {"attn.wo.", "attn.c_proj."}, {"mlp.fc1.", "mlp.c_fc."}, {"mlp.fc2.", "mlp.c_proj."}};
   for (const auto& [ours, theirs] : kRenamed)
     if (rest.rfind(ours, 0) == 0) {
       const std::string leaf = rest.substr(std::string(ours).size());
-      return {"transformer.h." + layer + "." + theirs + leaf, leaf == "weight"};  // Conv1D: [in, out]
+      return {"transformer.h." + layer + "." + theirs + leaf, leaf == "weight", {}};  // Conv1D: [in, out]
     }
-  return {"transformer.h." + layer + "." + rest, false};  // ln_1, ln_2
+  return {"transformer.h." + layer + "." + rest, false, {}};  // ln_1, ln_2
 }
 
 std::string gpt2_canonical(const std::string& name) {

@@ -139,7 +139,7 @@ HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::str
 
 namespace ctgrad::pretrained::detail {
 
-TensorSource llama_tensor(const std::string& param) { return {param, false}; }
+TensorSource llama_tensor(const std::string& param) { return {param, false, {}}; }
 
 bool llama_ignores(const HfModel& m, const std::string& name) {
   if (name == "lm_head.weight") return m.llama().tie;  // a tied head's copy (Hugging Face ties it too)

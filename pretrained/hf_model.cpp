@@ -104,16 +104,16 @@ LoadReport load_hf_weights(const fs::path& dir, const HfModel& m, std::span<cons
   for (const Parameter<float>& p : params) {
     const detail::TensorSource s = source_of(m, std::string(p.name));
     const auto it = actual.find(s.name);
-    if (it == actual.end() && head && head(p.name)) {
+    std::vector<std::int64_t> want(p.value.shape().begin(), p.value.shape().end());
+    if (s.transposed) std::reverse(want.begin(), want.end());
+    if (!s.shape.empty()) want = s.shape;
+    if (head && head(p.name) && (it == actual.end() || folder.tensor(it->second).shape != want)) {  // a new head (another class count)
       report.fresh.emplace_back(p.name);
       continue;
     }
     if (it == actual.end())
       throw format_error(where + ": lacks tensor '" + s.name + "' (" + m.architecture + "'s " + std::string(p.name) + ", shape " +
                          shape_text(p.value.shape()) + ")");
-    std::vector<std::int64_t> want(p.value.shape().begin(), p.value.shape().end());
-    if (s.transposed) std::reverse(want.begin(), want.end());
-    if (!s.shape.empty()) want = s.shape;
     const checkpoint::TensorView& t = folder.tensor(it->second);
     if (t.shape != want)
       throw format_error(where + ": tensor '" + it->second + "' has shape " + shape_text(t.shape) + ", config.json makes it " + shape_text(want));

@@ -34,6 +34,8 @@ struct HfModel {
   std::variant<models::GptConfig, models::LlamaConfig, models::BertConfig, models::VitConfig> config;
   // The graph's hyperparameters the config sets (norm_eps; dropout for fine-tuning).
   std::vector<std::pair<std::string, double>> hypers;
+  // A classifier's class names (ViT's id2label), output k's at k; empty: LABEL_k.
+  std::vector<std::string> labels;
   bool is_gpt() const { return std::holds_alternative<models::GptConfig>(config); }
   const models::GptConfig& gpt() const { return std::get<models::GptConfig>(config); }
   const models::LlamaConfig& llama() const { return std::get<models::LlamaConfig>(config); }
@@ -67,8 +69,8 @@ struct LoadReport {
 
 // Loads every parameter from the folder's tensors, read one at a time into place (the file is
 // never held whole: peak memory is the parameters plus one tensor). `head`: the parameters of a
-// task's own head (a classifier fine-tuned from BERT), read when the folder has their tensors and
-// left as initialised otherwise; with a head, the folder's tensors nothing reads (the masked-LM
+// task's own head (a classifier fine-tuned from BERT or ViT), read when the folder has their
+// tensors at their shape and left as initialised otherwise; with a head, the folder's tensors nothing reads (the masked-LM
 // head) are left unread, as transformers' from_pretrained does for a model with another head.
 LoadReport load_hf_weights(const std::filesystem::path& dir, const HfModel& m, std::span<const Parameter<float>> params,
                            const std::function<bool(std::string_view)>& head = {});

@@ -2,6 +2,8 @@
 // tensor names: "vit.embeddings.*" (the patch projection a convolution [d, C, p, p]: ctgrad's
 // patch_embed weight [d, C*p*p] in the same order), "vit.encoder.layer.<l>.*", "vit.layernorm"
 // and the "classifier".
+#include <charconv>
+
 #include <ctgrad/pretrained/hf_families.hpp>
 
 namespace ctgrad::pretrained::detail {
@@ -22,8 +24,19 @@ HfModel vit_from_config(HfConfig& c) {
   if (V.image % V.patch != 0) c.refuse("patch_size " + std::to_string(V.patch) + " does not divide image_size " + std::to_string(V.image));
   // The classes: id2label's entries (ViTForImageClassification's num_labels), 2 when absent.
   V.classes = 2;
-  if (const nlohmann::json* labels = c.object("id2label")) V.classes = int(labels->size());
-  if (V.classes < 1 || V.classes > (1 << 20)) c.refuse("id2label holds " + std::to_string(V.classes) + " labels");
+  if (const nlohmann::json* labels = c.object("id2label")) {
+    V.classes = int(labels->size());
+    if (V.classes < 1 || V.classes > (1 << 20)) c.refuse("id2label holds " + std::to_string(V.classes) + " labels");
+    m.labels.resize(std::size_t(V.classes));
+    for (const auto& [key, name] : labels->items()) {  // "0": "tench", ...: every id from 0 once
+      int id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id >= V.classes || !name.is_string() || !m.labels[std::size_t(id)].empty())
+        c.refuse("id2label is not the labels 0.." + std::to_string(V.classes - 1) + ", each named once");
+      m.labels[std::size_t(id)] = name.get<std::string>();
+      if (m.labels[std::size_t(id)].empty()) c.refuse("id2label names label " + std::to_string(id) + " with an empty string");
+    }
+  }
   c.known({"label2id"});
   c.require<std::string>("hidden_act", "gelu", "gelu", "ctgrad's ViT uses gelu (erf)");
   c.require<bool>("qkv_bias", true, true, "ctgrad's ViT has biases on q, k and v");
@@ -45,7 +58,8 @@ nlohmann::json vit_config_json(const HfModel& m) {
   j["hidden_act"] = "gelu", j["layer_norm_eps"] = m.hyper("norm_eps", 1e-12), j["qkv_bias"] = true;
   j["hidden_dropout_prob"] = p, j["attention_probs_dropout_prob"] = p;
   nlohmann::json labels = nlohmann::json::object();
-  for (int i = 0; i < V.classes; ++i) labels[std::to_string(i)] = "LABEL_" + std::to_string(i);
+  for (int i = 0; i < V.classes; ++i)
+    labels[std::to_string(i)] = std::size_t(i) < m.labels.size() ? m.labels[std::size_t(i)] : "LABEL_" + std::to_string(i);
   j["id2label"] = labels;
   j["torch_dtype"] = "float32";
   return j;

@@ -299,7 +299,7 @@ Task bert_task() {
                                  {"task", "pretrained", "init"}});
   t.open = &open_session<BertSession>;
   t.check_against_checkpoint = refuse_longer_context;
-  t.to_hf = [](const Config& c, pretrained::HfModel& m) {
+  t.to_hf = [](const Config& c, const Context&, pretrained::HfModel& m) {
     m = pretrained::hf_model_of(bert_config(c), {{"norm_eps", c.real("norm_eps")}, {"dropout", c.real("dropout")}});
   };
   return t;

@@ -91,7 +91,7 @@ std::vector<std::pair<std::string, std::string>> lm_from_hf(const std::filesyste
 
 // Task::to_hf for F: the model of a run's config as a Hugging Face folder's.
 template <class F>
-void lm_to_hf(const Config& c, pretrained::HfModel& m) {
+void lm_to_hf(const Config& c, const Context&, pretrained::HfModel& m) {
   m = pretrained::hf_model_of(F{}.model_config(c), {{"norm_eps", c.real("norm_eps")}, {"dropout", c.real("dropout")}});
 }
 

@@ -25,6 +25,8 @@
 #include <ctgrad/training/image_grid.hpp>
 #include <ctgrad/training/plot_data.hpp>
 
+#include <ctgrad/pretrained/hf_model.hpp>
+
 #include "../task.hpp"
 
 namespace ctgrad::cli {
@@ -173,6 +175,12 @@ class VitSession : public Session {
              {optim::no_decay_group({"cls", "pos"})}),
         batch_(c.integer("batch")), n_train_(c.integer("train_images")), seed_(data_seed(c)) {
     if (n_train_ < batch_) throw config_error("train_images (" + c.show("train_images") + ") must be at least batch (" + c.show("batch") + ")");
+    if (!ctx.pretrained.empty() && ctx.command != "train") {  // eval --from: the folder's classifier must be the data's
+      const int theirs = pretrained::read_hf_model(ctx.pretrained).vit().classes;
+      if (theirs != config_.classes)
+        throw config_error("--from " + ctx.pretrained.string() + " classifies " + std::to_string(theirs) + " classes (its id2label), the data has " +
+                           std::to_string(config_.classes) + ": train --from fine-tunes a new classifier on it");
+    }
     check_fits(*model_, {batch_, 1, 1, 1, 1, 1}, 4.0 * double(pixels()) * double(batch_), "batch " + c.show("batch"));
     check_shards(ctx, batch_, "batch");
   }
@@ -310,6 +318,7 @@ class VitSession : public Session {
         std::printf("   %5.1f%%\n", 100.0 * double(cm[r * n + r]) / double(std::max<std::int64_t>(row, 1)));
       }
     }
+    if (std::error_code ec; !ctx_.pretrained.empty() && !fs::is_directory(ctx_.folder.dir(), ec)) return 0;  // --from without a run folder: no grid
     if (prediction_grid(test_, pred, classes_, data_name() + (fashion() ? " test" : " held-out"), ctx_.folder.file("predictions.png")))
       std::printf("\nwrote %s\n", training::printable(ctx_.folder.file("predictions.png").string()).c_str());
     return 0;
@@ -379,6 +388,23 @@ Task vit_task() {
   t.schema = vit_schema();
   t.data_parallel = true;
   t.open = &open_session<VitSession>;
+  t.from_hf = [](const fs::path&, const pretrained::HfModel& m) -> std::vector<std::pair<std::string, std::string>> {
+    if (!m.is_vit()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's vit reads ViTForImageClassification folders (" + command_reading(m) + ")");
+    const models::VitConfig& v = m.vit();
+    char eps[32];
+    std::snprintf(eps, sizeof eps, "%.17g", m.hyper("norm_eps", 1e-12));
+    return {{"d_model", std::to_string(v.d_model)}, {"layers", std::to_string(v.n_layer)}, {"heads", std::to_string(v.heads)},
+            {"d_ff", std::to_string(v.d_mlp)},      {"patch", std::to_string(v.patch)},     {"image", std::to_string(v.image)},
+            {"channels", std::to_string(v.channels)}, {"norm", "pre"},                     {"norm_kind", "layer"},
+            {"act", "gelu"},                        {"pos", "learned"},                     {"pool", "cls"},
+            {"norm_eps", eps}};
+  };
+  t.to_hf = [](const Config& c, const Context& ctx, pretrained::HfModel& m) {
+    const std::vector<std::string> classes = vit_classes(c, ctx);
+    m = pretrained::hf_model_of(vit_config(c, int(classes.size())), {{"norm_eps", c.real("norm_eps")}, {"dropout", c.real("dropout")}});
+    m.labels = classes;
+  };
+  t.hf_head = [](std::string_view n) { return n.rfind("head.", 0) == 0; };  // another class count: a new classifier
   return t;
 }
 

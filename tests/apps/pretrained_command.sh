@@ -3,11 +3,13 @@
 # and a Llama run (SentencePiece BPE, RoPE base and llama3 scaling, q/k/v biases: a Qwen2 folder)
 # exported, then evaluated and sampled with --from exactly as from their runs; continued
 # pretraining with train --from, resumed; a BERT run exported fine-tunes from the folder as from the
-# run, and so does a folder with a WordPiece tokenizer.json; every refusal in one line with exit 2, and a hostile
+# run, and so does a folder with a WordPiece tokenizer.json; a ViT evaluates from its export and
+# fine-tunes on other classes; every refusal in one line with exit 2, and a hostile
 # folder (an unknown config field, a truncated model.safetensors, a broken merge list) refused.
 set -u
 source "$(dirname "$0")/checks.sh"  # check, expect_text
 ctgrad=$(realpath "$1")
+images=$(realpath "$2")  # tests/data/make_images.cpp: synthetic image folders
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -119,7 +121,25 @@ check "a vocabulary without [CLS]" 2 "$ctgrad" finetune bert --from hf-wordpiece
 expect_text "names it" "with [CLS] and [SEP]"
 no_file "nothing of the refused runs" x/checkpoint.safetensors
 
-# 4. Refusals: one line, exit 2, nothing written.
+# 4. ViT: a Fashion-MNIST run exported (its classes as id2label) evaluates from the folder as from the
+# run; train --from fine-tunes it on an image folder of other classes under a new classifier.
+check "train vit" 0 "$ctgrad" train vit --run vit --set size=tiny --set epochs=1 --set train_images=1000 --threads 2
+check "export vit" 0 "$ctgrad" export --run vit --to hf-vit
+expect_text "an image classifier folder" "ViTForImageClassification"
+if grep -q '"9": "Ankle boot"' hf-vit/config.json; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL export vit: the classes are not id2label"; fi
+"$ctgrad" eval vit --run vit 2>/dev/null | sed 's/, [0-9.]* s)/)/; /^wrote/d; /^$/d' > eval-run.txt
+"$ctgrad" eval vit --from hf-vit 2>/dev/null | sed 's/, [0-9.]* s)/)/; /^$/d' > eval-from.txt
+same "vit: eval --from the export = eval --run" eval-run.txt eval-from.txt
+"$images" shapes 40
+check "train vit --from on other classes" 0 "$ctgrad" train vit --from hf-vit --run vit-ft --set data=images:shapes --set epochs=2 --set batch=16 --threads 2
+expect_text "a new classifier" "new (the task's head): head.weight, head.bias"
+expect_text "the classifier's old head unread" "unused: 2 tensors of the folder"
+check "eval the fine-tuned vit" 0 "$ctgrad" eval vit --run vit-ft
+check "eval --from on other classes" 2 "$ctgrad" eval vit --from hf-vit --set data=images:shapes
+expect_text "names both" "classifies 10 classes (its id2label), the data has 3"
+one_line "eval --from on other classes"
+
+# 5. Refusals: one line, exit 2, nothing written.
 check "--from a run folder" 2 "$ctgrad" eval llama --from llama
 expect_text "names what is missing" "not a Hugging Face model folder (no config.json"
 one_line "--from a run folder"
@@ -140,7 +160,7 @@ check "export a mixture of experts" 2 "$ctgrad" export --run moe --to hf-moe
 expect_text "names what has no counterpart" "a mixture of experts (moe_experts) has no Hugging Face"
 one_line "export a mixture of experts"
 
-# 5. Hostile folders: each fault named in one line, exit 2.
+# 6. Hostile folders: each fault named in one line, exit 2.
 cp -r hf-llama bad
 sed -i 's/"rope_theta"/"rope_thetaa": 1, "rope_theta"/' bad/config.json
 check "an unknown config.json field" 2 "$ctgrad" eval llama --from bad

@@ -18,6 +18,7 @@
 #include <ctgrad/checkpoint/tensor_folder.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/llama.hpp>
+#include <ctgrad/models/vit.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
 
 using namespace ctgrad;
@@ -94,6 +95,35 @@ TEST_CASE("an exported Llama loads back to the same parameters", "[pretrained]")
     const auto a = original->parameters()[i].value.span(), b = back.parameters()[i].value.span();
     CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
   }
+}
+
+TEST_CASE("a classifier of other classes loads a folder's body under a new head; its class names round-trip", "[pretrained]") {
+  const fs::path d = fresh("hf_new_head");
+  const models::VitConfig four{.image = 8, .channels = 1, .patch = 4, .d_model = 8, .n_layer = 1, .heads = 2, .d_mlp = 16, .classes = 4};
+  Program<run_time> pretrained_vit(freeze(models::vit(four)), Options{.seed = 3});
+  pretrained::HfModel out = pretrained::hf_model_of(four, {{"norm_eps", 1e-5}});
+  out.labels = {"cat", "dog", "\"quoted\"", "x\ny"};
+  pretrained::save_hf_model(d, out, pretrained_vit.parameters());
+  const pretrained::HfModel m = pretrained::read_hf_model(d);
+  CHECK(m.labels == out.labels);
+
+  models::VitConfig three = four;
+  three.classes = 3;
+  Program<run_time> tuned(freeze(models::vit(three)), Options{.seed = 9});
+  const std::vector<float> head_before(tuned.parameter("head.weight").value.span().begin(), tuned.parameter("head.weight").value.span().end());
+  CHECK_THROWS_WITH(pretrained::load_hf_weights(d, m, tuned.parameters()), Contains("tensor 'classifier.weight' has shape [4, 8]"));
+  const auto head = [](std::string_view n) { return n.rfind("head.", 0) == 0; };
+  const pretrained::LoadReport r = pretrained::load_hf_weights(d, m, tuned.parameters(), head);
+  CHECK(r.fresh == std::vector<std::string>{"head.weight", "head.bias"});
+  CHECK(r.unused == 2);
+  CHECK(r.loaded == int(tuned.parameters().size()) - 2);
+  const auto now = tuned.parameter("head.weight").value.span();
+  CHECK(std::equal(now.begin(), now.end(), head_before.begin()));  // as initialised
+  const auto a = pretrained_vit.parameter("pos").value.span(), b = tuned.parameter("pos").value.span();
+  CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+  // The same classes: every tensor read, the head too.
+  Program<run_time> same(freeze(models::vit(four)), Options{.seed = 9});
+  CHECK(pretrained::load_hf_weights(d, m, same.parameters(), head).fresh.empty());
 }
 
 TEST_CASE("config.json fields ctgrad does not compute are refused by name", "[pretrained]") {
