@@ -1,7 +1,8 @@
 // T5 (Raffel et al. 2020), v1.1 by default, encoder-decoder declared in the DSL:
 //   encoder:  x = drop(shared[src])                                        [B, S, d]
 //             per layer enc.<l>:  x = x + drop(attn(rms_1(x), padding mask, enc bias))
-//                                 x = x + drop(ffn(rms_2(x)))             gated GELU: wo(gelu(wi_0 x) * wi_1 x)
+//                                 x = x + drop(ffn(rms_2(x)))             gated GELU: wo(gelu(wi_0 x) * wi_1 x) (v1.1),
+//                                                                          or v1.0's ReLU: fc2(relu(fc1 x))
 //             memory = drop(rms(x))                                        enc.final_norm
 //   decoder:  y = drop(shared[tgt_in])                                     [B, T, d]
 //             per layer dec.<l>:  y = y + drop(attn(rms_1(y), causal, dec bias))
@@ -33,32 +34,13 @@
 #include <ctgrad/ops/ops.hpp>
 #include <ctgrad/models/decoding.hpp>
 #include <ctgrad/models/layers/layers.hpp>
+#include <ctgrad/models/t5_config.hpp>
 #include <ctgrad/models/translator.hpp>
 
 #include <array>
 #include <vector>
 
 namespace ctgrad::models {
-
-// Shapes and topology only.
-struct T5Config {
-  int vocab = 8100, n_layer = 4, n_dec_layer = 4, d_model = 256, heads = 4, d_ff = 1024;
-  int buckets = 32, max_distance = 128;
-  bool tied = false;  // T5 v1.0: the output projection is the shared embedding, y scaled by d^-1/2
-  int pad = 0;        // padding, ignored by the loss; also the decoder's start token
-};
-constexpr T5Config with_tied_embeddings(T5Config c) {
-  c.tied = true;
-  return c;
-}
-
-// Sentinels are the vocabulary's last 100 ids: <extra_id_0> = vocab - 1, <extra_id_i> = vocab - 1 - i.
-inline constexpr int kT5Sentinels = 100;
-
-inline constexpr T5Config kT5Tiny{.vocab = 400 + kT5Sentinels, .n_layer = 2, .n_dec_layer = 2, .d_model = 32, .heads = 2, .d_ff = 64};
-inline constexpr T5Config kT5Small{.vocab = 8000 + kT5Sentinels, .n_layer = 4, .n_dec_layer = 4, .d_model = 256, .heads = 4, .d_ff = 1024};
-// The original T5-small's shape (6 + 6 layers, d 512, 8 heads, d_ff 2048, a 32k vocabulary).
-inline constexpr T5Config kT5SmallOriginal{.vocab = 32000 + kT5Sentinels, .n_layer = 6, .n_dec_layer = 6, .d_model = 512, .heads = 8, .d_ff = 2048};
 
 namespace t5_inputs {
 inline constexpr InputName src{"src", DType::index};          // [Batch, SeqKV] source ids, padded
@@ -84,7 +66,7 @@ constexpr layers::TransformerBlockOptions t5_block_options(Builder& g, const T5C
                         .out_init = init::normal(inv_sqrt(c.heads * dh)),
                         .q_init = init::normal(inv_sqrt(c.d_model * dh))},
           .ffn = {.d_ff = c.d_ff,
-                  .activation = layers::Act::gated_gelu,
+                  .activation = c.ffn_act,
                   .dropout = p,
                   .bias = false,
                   .init = init::normal(inv_sqrt(c.d_model)),

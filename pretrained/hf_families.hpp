@@ -44,6 +44,11 @@ nlohmann::json vit_config_json(const HfModel& m);
 TensorSource vit_tensor(const HfModel& m, const std::string& param);
 bool vit_ignores(const std::string& canonical);
 
+HfModel t5_from_config(HfConfig& c, const std::vector<std::string>& architectures);
+nlohmann::json t5_config_json(const HfModel& m);
+TensorSource t5_tensor(const std::string& param);
+bool t5_ignores(const HfModel& m, const std::string& canonical);
+
 // Keys of every config.json that change no computation: token ids, dtype, versions, the
 // generation defaults of `generate()`, labels.
 void known_metadata(HfConfig& c);

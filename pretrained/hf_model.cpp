@@ -48,7 +48,8 @@ HfModel read_hf_model(const fs::path& dir) {
   else if (type == "gpt2") m = detail::gpt2_from_config(c);
   else if (type == "bert") m = detail::bert_from_config(c, archs);
   else if (type == "vit") m = detail::vit_from_config(c);
-  else c.refuse("model_type '" + type + "' is not one ctgrad reads (gpt2, llama, mistral, qwen2, bert, vit)");
+  else if (type == "t5") m = detail::t5_from_config(c, archs);
+  else c.refuse("model_type '" + type + "' is not one ctgrad reads (gpt2, llama, mistral, qwen2, bert, vit, t5)");
   for (const std::string& a : archs)
     if (a != m.architecture)
       c.refuse("architectures names " + a + ": ctgrad reads a " + type + " folder as " + m.architecture + " (the language model)");
@@ -64,6 +65,7 @@ namespace {
 
 detail::TensorSource source_of(const HfModel& m, const std::string& param) {
   if (m.is_vit()) return detail::vit_tensor(m, param);
+  if (m.is_t5()) return detail::t5_tensor(param);
   return m.is_gpt() ? detail::gpt2_tensor(param) : m.is_bert() ? detail::bert_tensor(param) : detail::llama_tensor(param);
 }
 std::string canonical_of(const HfModel& m, const std::string& name) {
@@ -71,6 +73,7 @@ std::string canonical_of(const HfModel& m, const std::string& name) {
 }
 bool ignores(const HfModel& m, const std::string& canonical) {
   if (m.is_vit()) return detail::vit_ignores(canonical);
+  if (m.is_t5()) return detail::t5_ignores(m, canonical);
   return m.is_gpt() ? detail::gpt2_ignores(m, canonical) : m.is_bert() ? detail::bert_ignores(m, canonical) : detail::llama_ignores(m, canonical);
 }
 
@@ -168,8 +171,11 @@ void save_hf_model(const fs::path& dir, const HfModel& m, std::span<const Parame
   }
   std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   checkpoint::save(dir / "model.safetensors", views, {{"format", "pt"}});
-  const nlohmann::json j = m.is_gpt() ? detail::gpt2_config_json(m) : m.is_bert() ? detail::bert_config_json(m) : m.is_vit() ? detail::vit_config_json(m)
-                                                                                                              : detail::llama_config_json(m);
+  const nlohmann::json j = m.is_gpt()    ? detail::gpt2_config_json(m)
+                           : m.is_bert() ? detail::bert_config_json(m)
+                           : m.is_vit()  ? detail::vit_config_json(m)
+                           : m.is_t5()   ? detail::t5_config_json(m)
+                                         : detail::llama_config_json(m);
   checkpoint::write_atomically(dir / "config.json", j.dump(2) + "\n");
 }
 

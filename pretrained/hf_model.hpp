@@ -9,7 +9,8 @@
 // Families: GPT-2 (GPT2LMHeadModel), Llama (LlamaForCausalLM; MistralForCausalLM and
 // Qwen2ForCausalLM, which differ only in config: a sliding window, q/k/v biases), BERT
 // (BertForMaskedLM, BertForPreTraining: ctgrad's bert_mlm graph, with next-sentence prediction),
-// ViT (ViTForImageClassification: ctgrad's vit graph).
+// ViT (ViTForImageClassification: ctgrad's vit graph), T5 (T5ForConditionalGeneration, v1.0 and
+// v1.1: ctgrad's t5 graph).
 #pragma once
 #include <filesystem>
 #include <functional>
@@ -24,6 +25,7 @@
 #include <ctgrad/models/bert_config.hpp>
 #include <ctgrad/models/gpt_config.hpp>
 #include <ctgrad/models/llama_config.hpp>
+#include <ctgrad/models/t5_config.hpp>
 #include <ctgrad/models/vit_config.hpp>
 
 namespace ctgrad::pretrained {
@@ -31,7 +33,7 @@ namespace ctgrad::pretrained {
 struct HfModel {
   std::string architecture;  // "LlamaForCausalLM"
   std::string model_type;    // "llama"
-  std::variant<models::GptConfig, models::LlamaConfig, models::BertConfig, models::VitConfig> config;
+  std::variant<models::GptConfig, models::LlamaConfig, models::BertConfig, models::VitConfig, models::T5Config> config;
   // The graph's hyperparameters the config sets (norm_eps; dropout for fine-tuning).
   std::vector<std::pair<std::string, double>> hypers;
   // A classifier's class names (ViT's id2label), output k's at k; empty: LABEL_k.
@@ -44,6 +46,8 @@ struct HfModel {
   const models::BertConfig& bert() const { return std::get<models::BertConfig>(config); }
   bool is_vit() const { return std::holds_alternative<models::VitConfig>(config); }
   const models::VitConfig& vit() const { return std::get<models::VitConfig>(config); }
+  bool is_t5() const { return std::holds_alternative<models::T5Config>(config); }
+  const models::T5Config& t5() const { return std::get<models::T5Config>(config); }
   double hyper(const std::string& name, double fallback) const;
 };
 
@@ -58,6 +62,7 @@ HfModel hf_model_of(const models::GptConfig& c, std::vector<std::pair<std::strin
 HfModel hf_model_of(const models::LlamaConfig& c, std::vector<std::pair<std::string, double>> hypers);
 HfModel hf_model_of(const models::BertConfig& c, std::vector<std::pair<std::string, double>> hypers);
 HfModel hf_model_of(const models::VitConfig& c, std::vector<std::pair<std::string, double>> hypers);
+HfModel hf_model_of(const models::T5Config& c, std::vector<std::pair<std::string, double>> hypers);
 
 // What load_hf_weights did: the tensors it read, the parameters that start new (a task's head the
 // folder lacks), and how many of the folder's tensors nothing read (its pretraining head).

@@ -14,6 +14,10 @@ them, operation for operation, in float32:
            next-sentence head)
   ViT      models/vit/modeling_vit.py (ViTForImageClassification: the patch convolution, the
            <cls> token, pre-norm layers with layernorm_before/after, the classifier on <cls>)
+  T5       models/t5/modeling_t5.py (T5ForConditionalGeneration: T5LayerNorm (RMS, no mean or
+           bias), unscaled scores plus the relative position bias of each stack's first layer
+           (_relative_position_bucket), the extended masks added to it, DenseReluDense (v1.0) or
+           DenseGatedActDense with gelu_new (v1.1), the tied output scaled by d_model^-0.5)
 (huggingface/transformers at commit 0044e3b3, v4.4x). transformers itself is not installed here
 (Debian carries torch 1.13 only), so this file is the oracle; tests/pretrained/hf_parity.py runs it.
 
@@ -21,7 +25,10 @@ write_case(name, folder) writes the folder and expected.safetensors: ids [T] (th
 [T, vocab] of the prompt, greedy [64] the greedy continuation (argmax, the whole sequence re-read
 each step, no cache), margin [1] the smallest top-1 minus top-2 logit gap along it. For BERT:
 ids and segments [B, T], lengths [B] (the rest padding), logits [B * T, vocab] at every position,
-nsp [B, 2] with the next-sentence head. For ViT: images [B, C, H, W] and logits [B, classes].
+nsp [B, 2] with the next-sentence head. For ViT: images [B, C, H, W] and logits [B, classes]. For
+T5: src [B, S] with src_len [B] (the rest padding), tgt_in [B, T] (the decoder's input, from the
+padding token), logits [B * T, vocab], greedy [64] the continuation of row 0's source from the
+decoder's start (the whole target re-read each step) and margin.
 Run with /usr/bin/python3 (Debian python3-torch)."""
 import json
 import math
@@ -300,6 +307,111 @@ def vit_forward(c, w, images):
     return lin(ln(x, "vit.layernorm")[:, 0], "classifier")
 
 
+# --- T5 -------------------------------------------------------------------------------------------
+def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """T5Attention._relative_position_bucket, as it is (relative = memory - query)."""
+    relative_buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    relative_position_if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).to(torch.long)
+    relative_position_if_large = torch.min(relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
+    relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+    return relative_buckets
+
+
+def t5_layers(c):
+    return c["num_layers"], c.get("num_decoder_layers") or c["num_layers"]
+
+
+def t5_weights(c, g):
+    d, f, H, dk = c["d_model"], c["d_ff"], c["num_heads"], c["d_kv"]
+    gated = c["feed_forward_proj"].startswith("gated")
+    # A smaller embedding and larger attention outputs than T5's init: a random model whose greedy run
+    # follows the source and its own history (with T5's init it repeats one token).
+    w = {"shared.weight": 0.2 * torch.randn(c["vocab_size"], d, generator=g)}
+    dense = lambda n, i, o, std: w.__setitem__(n + ".weight", torch.randn(o, i, generator=g) * std)  # noqa: E731
+    for stack, L in zip(("encoder", "decoder"), t5_layers(c)):
+        w[stack + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = torch.randn(c["relative_attention_num_buckets"], H, generator=g)
+        w[stack + ".final_layer_norm.weight"] = 1 + 0.1 * torch.randn(d, generator=g)
+        for l in range(L):
+            b = f"{stack}.block.{l}.layer."
+            attentions = ["0.SelfAttention"] + (["1.EncDecAttention"] if stack == "decoder" else [])
+            for a in attentions:
+                dense(b + a + ".q", d, H * dk, d ** -0.5)
+                dense(b + a + ".k", d, H * dk, d ** -0.5)
+                dense(b + a + ".v", d, H * dk, d ** -0.5)
+                dense(b + a + ".o", H * dk, d, 3 * (H * dk) ** -0.5)
+            ff = b + ("2" if stack == "decoder" else "1") + ".DenseReluDense."
+            for n in (["wi_0", "wi_1"] if gated else ["wi"]):
+                dense(ff + n, d, f, d ** -0.5)
+            dense(ff + "wo", f, d, f ** -0.5)
+            for k in range(len(attentions) + 1):
+                w[f"{b}{k}.layer_norm.weight"] = 1 + 0.1 * torch.randn(d, generator=g)
+    if not c.get("tie_word_embeddings", True):
+        dense("lm_head", d, c["vocab_size"], d ** -0.5)
+    return w
+
+
+def t5_forward(c, w, src, src_len, tgt_in):
+    B, S = src.shape
+    T = tgt_in.shape[1]
+    H, dk, eps = c["num_heads"], c["d_kv"], c.get("layer_norm_epsilon", 1e-6)
+    gated = c["feed_forward_proj"].startswith("gated")
+    low = torch.finfo(torch.float32).min
+
+    def norm(x, n):  # T5LayerNorm
+        return w[n + ".weight"] * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def attention(x, kv, n, position_bias):  # T5Attention: unscaled scores + position_bias (the mask in it)
+        q, k, v = ((y @ w[f"{n}.{p}.weight"].t()).view(B, -1, H, dk).transpose(1, 2) for y, p in ((x, "q"), (kv, "k"), (kv, "v")))
+        scores = torch.matmul(q, k.transpose(3, 2)) + position_bias
+        a = torch.matmul(F.softmax(scores.float(), dim=-1), v).transpose(1, 2).reshape(B, -1, H * dk)
+        return a @ w[f"{n}.o.weight"].t()
+
+    def bias(stack, q_len, k_len, bidirectional):  # compute_bias: [1, H, q, k]
+        rel = torch.arange(k_len)[None, :] - torch.arange(q_len)[:, None]
+        buckets = relative_position_bucket(rel, bidirectional, c["relative_attention_num_buckets"], c["relative_attention_max_distance"])
+        return w[stack + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight"][buckets].permute(2, 0, 1)[None]
+
+    def ff(x, n):
+        if gated:
+            h = gelu_new(x @ w[n + ".wi_0.weight"].t()) * (x @ w[n + ".wi_1.weight"].t())
+        else:
+            h = F.relu(x @ w[n + ".wi.weight"].t())
+        return h @ w[n + ".wo.weight"].t()
+
+    src_keep = (torch.arange(S)[None, :] < src_len[:, None]).float()
+    src_mask = ((1.0 - src_keep) * low)[:, None, None, :]  # get_extended_attention_mask
+    x = w["shared.weight"][src]
+    enc_bias = bias("encoder", S, S, True) + src_mask
+    for l in range(t5_layers(c)[0]):
+        b = f"encoder.block.{l}.layer."
+        x = x + attention(norm(x, b + "0.layer_norm"), norm(x, b + "0.layer_norm"), b + "0.SelfAttention", enc_bias)
+        x = x + ff(norm(x, b + "1.layer_norm"), b + "1.DenseReluDense")
+    memory = norm(x, "encoder.final_layer_norm")
+    causal = ((1.0 - torch.ones(T, T).tril()) * low)[None, None]
+    y = w["shared.weight"][tgt_in]
+    dec_bias = bias("decoder", T, T, False) + causal
+    for l in range(t5_layers(c)[1]):
+        b = f"decoder.block.{l}.layer."
+        h = norm(y, b + "0.layer_norm")
+        y = y + attention(h, h, b + "0.SelfAttention", dec_bias)
+        y = y + attention(norm(y, b + "1.layer_norm"), memory, b + "1.EncDecAttention", torch.zeros(1, H, T, S) + src_mask)
+        y = y + ff(norm(y, b + "2.layer_norm"), b + "2.DenseReluDense")
+    y = norm(y, "decoder.final_layer_norm")
+    if c.get("tie_word_embeddings", True):
+        return (y * c["d_model"] ** -0.5) @ w["shared.weight"].t()
+    return y @ w["lm_head.weight"].t()
+
+
 # --- the cases the test reads -------------------------------------------------------------------
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu", "max_position_embeddings": 128,
@@ -325,6 +437,13 @@ VIT = {"architectures": ["ViTForImageClassification"], "model_type": "vit", "hid
        "num_channels": 3, "qkv_bias": True, "encoder_stride": 6, "id2label": {str(i): f"class{i}" for i in range(5)},
        "label2id": {f"class{i}": i for i in range(5)}, "problem_type": "single_label_classification", "transformers_version": "4.44.0"}
 
+T5_V1_0 = {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "vocab_size": 96, "d_model": 64, "d_kv": 16, "d_ff": 128,
+           "num_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8, "relative_attention_max_distance": 20,
+           "dropout_rate": 0.1, "layer_norm_epsilon": 1e-6, "initializer_factor": 1.0, "feed_forward_proj": "relu", "is_encoder_decoder": True,
+           "use_cache": True, "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "n_positions": 512, "output_past": True,
+           "transformers_version": "4.44.0"}
+T5_V1_1 = dict(T5_V1_0, feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_decoder_layers=3, dense_act_fn="gelu_new", is_gated_act=True)
+
 CASES = {
     # GQA, untied, Llama 3.1's rope scaling over a short original context (so it acts within 72 positions), BF16, two shards
     "llama3": (dict(LLAMA, rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -344,6 +463,10 @@ CASES = {
     "vit": (VIT, torch.bfloat16, 1),
     # BertForPreTraining as the original checkpoints: pooler, next-sentence head, the position_ids buffer, the tied decoder stored; F16
     "bert-pretraining": (dict(BERT, architectures=["BertForPreTraining"], type_vocab_size=3), torch.float16, 1),
+    # T5 v1.0 (ReLU, tied and rescaled output) with the stacks' embed_tokens stored as the original checkpoints; v1.1 (gated GELU,
+    # untied, a deeper decoder) in BF16
+    "t5-v1_0": (T5_V1_0, torch.float32, 1),
+    "t5-v1_1": (T5_V1_1, torch.bfloat16, 1),
 }
 
 
@@ -404,6 +527,35 @@ def write_vit_case(name, folder):
     return float("nan")
 
 
+def write_t5_case(name, folder):
+    config, dtype, shards = CASES[name]
+    for seed in range(50):
+        g = torch.Generator().manual_seed(seed)
+        w = {n: t.to(dtype).to(torch.float32) for n, t in t5_weights(config, g).items()}
+        src = torch.randint(2, config["vocab_size"], (2, 30), generator=g)  # long enough to reach the far buckets
+        src_len = torch.tensor([30, 17])
+        tgt_in = torch.cat([torch.zeros(2, 1, dtype=torch.long), torch.randint(2, config["vocab_size"], (2, 23), generator=g)], dim=1)
+        with torch.no_grad():
+            logits = t5_forward(config, w, src, src_len, tgt_in)
+            seq, margin = torch.zeros(1, 1, dtype=torch.long), float("inf")
+            for _ in range(64):
+                last = t5_forward(config, w, src[:1], src_len[:1], seq)[0, -1]
+                top = torch.topk(last, 2).values
+                margin = min(margin, float(top[0] - top[1]))
+                seq = torch.cat([seq, last.argmax().view(1, 1)], dim=1)
+        if margin >= 0.01 and len(set(seq[0].tolist())) >= 8:  # no near tie, and not a run of one token
+            break
+    stored = dict(w)
+    if name == "t5-v1_0":
+        stored["encoder.embed_tokens.weight"] = stored["decoder.embed_tokens.weight"] = w["shared.weight"]
+    write_folder(folder, config, stored, dtype, shards)
+    save_safetensors(os.path.join(folder, "expected.safetensors"),
+                     {"src": src.to(torch.int32), "src_len": src_len.to(torch.int32), "tgt_in": tgt_in.to(torch.int32),
+                      "logits": logits.reshape(-1, config["vocab_size"]).contiguous(), "greedy": seq[0, 1:].to(torch.int32).contiguous(),
+                      "margin": torch.tensor([margin])})
+    return margin
+
+
 def write_case(name, folder):
     """The first seed whose greedy run never has two logits within 0.01 of each other at the top: a
     near tie would make the comparison a test of rounding, not of the model."""
@@ -412,6 +564,8 @@ def write_case(name, folder):
         return write_bert_case(name, folder)
     if config["model_type"] == "vit":
         return write_vit_case(name, folder)
+    if config["model_type"] == "t5":
+        return write_t5_case(name, folder)
     for seed in range(50):
         w, ids, logits, seq, margin = sample(config, dtype, seed)
         if margin >= 0.01:

@@ -15,6 +15,7 @@
 #include <ctgrad/models/bert.hpp>
 #include <ctgrad/models/gpt.hpp>
 #include <ctgrad/models/llama.hpp>
+#include <ctgrad/models/t5.hpp>
 #include <ctgrad/models/vit.hpp>
 #include <ctgrad/pretrained/hf_model.hpp>
 
@@ -32,7 +33,11 @@ Loaded load(const fs::path& dir) {
   Loaded l{pretrained::read_hf_model(dir), nullptr};
   const Options opts{.threads = 2, .hypers = l.m.hypers};
   l.model = std::make_unique<Program<run_time>>(
-      freeze(l.m.is_gpt() ? models::gpt(l.m.gpt()) : l.m.is_bert() ? models::bert_mlm(l.m.bert()) : l.m.is_vit() ? models::vit(l.m.vit()) : models::llama(l.m.llama())),
+      freeze(l.m.is_gpt()    ? models::gpt(l.m.gpt())
+             : l.m.is_bert() ? models::bert_mlm(l.m.bert())
+             : l.m.is_vit()  ? models::vit(l.m.vit())
+             : l.m.is_t5()   ? models::t5(l.m.t5())
+                             : models::llama(l.m.llama())),
       opts);
   pretrained::load_hf_weights(dir, l.m, l.model->parameters());
   return l;
@@ -155,6 +160,56 @@ int check_vit(const fs::path& dir, const fs::path& exported, const checkpoint::F
   return rel <= 1e-5 && identical ? 0 : 1;
 }
 
+// T5: the decoder's logits at every target position of a batch of padded sources.
+std::vector<float> t5_logits(Loaded& l, std::vector<std::int32_t> src, std::vector<std::int32_t> src_len, std::vector<std::int32_t> tgt_in) {
+  const std::int64_t B = std::int64_t(src_len.size()), S = std::int64_t(src.size()) / B, T = std::int64_t(tgt_in.size()) / B;
+  const std::vector<std::int32_t> tgt_out(tgt_in.size(), 1);  // not the padding: the loss is defined (and unused)
+  l.model->set_input("src", std::span<const std::int32_t>(src), {B, S});
+  l.model->set_input("src_len", std::span<const std::int32_t>(src_len), {B});
+  l.model->set_input("tgt_in", std::span<const std::int32_t>(tgt_in), {B, T});
+  l.model->set_input("tgt_out", std::span<const std::int32_t>(tgt_out), {B, T});
+  l.model->forward(Mode::infer);
+  const auto out = l.model->output("logits");
+  return {out.data, out.data + out.numel};
+}
+
+int check_t5(const fs::path& dir, const fs::path& exported, const checkpoint::File& e) {
+  Loaded l = load(dir);
+  auto ints = [&](const char* name) {
+    const auto& shape = e.tensor(name).shape;
+    std::size_t n = 1;
+    for (const auto d : shape) n *= std::size_t(d);
+    std::vector<std::int32_t> v(n);
+    e.read<std::int32_t>(name, v, shape);
+    return v;
+  };
+  const auto src = ints("src"), src_len = ints("src_len"), tgt_in = ints("tgt_in"), want_greedy = ints("greedy");
+  std::vector<float> want(std::size_t(e.tensor("logits").shape[0] * e.tensor("logits").shape[1]));
+  e.read<float>("logits", want, e.tensor("logits").shape);
+  const std::vector<float> got = t5_logits(l, src, src_len, tgt_in);
+  double diff = 0;
+  const double rel = relative(got, want, &diff);
+  // Greedy from the decoder's start on row 0's source, the whole target re-read each step.
+  const std::int64_t S = std::int64_t(src.size() / src_len.size()), V = l.m.t5().vocab;
+  const std::vector<std::int32_t> src0(src.begin(), src.begin() + S);
+  std::vector<std::int32_t> seq{std::int32_t(l.m.t5().pad)};
+  for (std::size_t k = 0; k < want_greedy.size(); ++k) {
+    const std::vector<float> lg = t5_logits(l, src0, {src_len[0]}, seq);
+    const float* last = lg.data() + (std::int64_t(seq.size()) - 1) * V;
+    seq.push_back(std::int32_t(std::max_element(last, last + V) - last));
+  }
+  std::size_t same = 0;
+  while (same < want_greedy.size() && seq[same + 1] == want_greedy[same]) ++same;
+  std::printf("%s (%s): logits max |diff| %.3g, relative %.3g; greedy: %zu of %zu tokens as the reference\n", dir.filename().c_str(),
+              l.m.architecture.c_str(), diff, rel, same, want_greedy.size());
+  pretrained::save_hf_model(exported, l.m, l.model->parameters());
+  Loaded back = load(exported);
+  const std::vector<float> again = t5_logits(back, src, src_len, tgt_in);
+  const bool identical = again.size() == got.size() && std::memcmp(again.data(), got.data(), 4 * got.size()) == 0;
+  std::printf("  exported to %s and loaded back: logits %s\n", exported.c_str(), identical ? "bit-identical" : "DIFFER");
+  return rel <= 1e-5 && same == want_greedy.size() && identical ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +222,7 @@ int main(int argc, char** argv) {
     const checkpoint::File expected(dir / "expected.safetensors");
     if (expected.has("segments")) return check_bert(dir, exported, expected);
     if (expected.has("images")) return check_vit(dir, exported, expected);
+    if (expected.has("src")) return check_t5(dir, exported, expected);
     const auto& ids_t = expected.tensor("ids");
     std::vector<std::int32_t> ids(std::size_t(ids_t.shape[0]));
     expected.read<std::int32_t>("ids", ids, ids_t.shape);
