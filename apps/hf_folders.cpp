@@ -3,9 +3,11 @@
 // ctgrad export --run DIR --to OUT [--checkpoint FILE] [--overwrite]
 // A run's model as a Hugging Face model folder (docs/models/pretrained.md): config.json and
 // model.safetensors as transformers writes them for the family's class (GPT2LMHeadModel,
-// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM), and the run's tokenizer: a Hugging
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, BertForMaskedLM, BertForPreTraining,
+// ViTForImageClassification, T5ForConditionalGeneration), and the run's tokenizer: a Hugging
 // Face tokenizer.json as it is, ctgrad's character vocabulary converted to one (the same ids),
-// a SentencePiece model copied as tokenizer.model (what transformers' slow tokenizers read).
+// a SentencePiece model copied as tokenizer.model (a T5's as spiece.model: what transformers'
+// slow tokenizers read).
 // OUT must be new or empty (or --overwrite, which replaces only the files export writes).
 #include <cstdio>
 #include <fstream>
@@ -97,7 +99,7 @@ int export_model(const std::vector<std::string>& rest) {
   if (overwrite && fs::is_directory(out, ec))
     for (const auto& entry : fs::directory_iterator(out, ec)) {
       const std::string n = entry.path().filename().string();
-      if (n == "config.json" || n == "tokenizer.json" || n == "tokenizer.model" || n == "model.safetensors.index.json" ||
+      if (n == "config.json" || n == "tokenizer.json" || n == "tokenizer.model" || n == "spiece.model" || n == "model.safetensors.index.json" ||
           (n.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors"))
         fs::remove(entry.path(), ec);
     }
@@ -119,11 +121,12 @@ int export_model(const std::vector<std::string>& rest) {
     if (name == "tokenizer.json" && !data::is_hf_tokenizer_file(source)) {
       checkpoint::write_atomically(fs::path(out) / "tokenizer.json", data::hf_tokenizer_json(data::CharTokenizer::load(source)));
       tokenizer_note = "tokenizer.json (the character vocabulary as a byte-level BPE without merges)";
-    } else {
+    } else {  // a T5's SentencePiece model under the name transformers' T5Tokenizer reads
+      const std::string as = hf.is_t5() && name == "tokenizer.model" ? "spiece.model" : name;
       std::ifstream in(source, std::ios::binary);
       const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      checkpoint::write_atomically(fs::path(out) / name, bytes);
-      tokenizer_note = name;
+      checkpoint::write_atomically(fs::path(out) / as, bytes);
+      tokenizer_note = as;
     }
   }
   std::printf("exported %s (%s, %lld parameters) to %s: config.json, model.safetensors, %s\n", folder.checkpoint().c_str(), hf.architecture.c_str(),

@@ -24,7 +24,9 @@ std::vector<Task>& registry() {
 }  // namespace
 
 std::string command_reading(const pretrained::HfModel& m) {
-  return m.is_gpt() ? "ctgrad gpt reads it" : m.is_llama() ? "ctgrad llama reads it" : m.is_bert() ? "ctgrad finetune bert reads it" : "ctgrad vit reads it";
+  return m.is_gpt() ? "ctgrad gpt reads it" : m.is_llama() ? "ctgrad llama reads it" : m.is_bert() ? "ctgrad finetune bert reads it"
+       : m.is_t5()                                                       ? "ctgrad t5 reads it"
+                                                                         : "ctgrad vit reads it";
 }
 
 bool register_task(Task task) {

@@ -55,7 +55,7 @@ Schema sample_options() {
 class T5Session : public Session {
  public:
   T5Session(const Config& c, const Context& ctx)
-      : P(t5_config(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::t5(P); })), model_(planned_, program_options(c, ctx.threads, planned_->graph())), opt_(make_optimizer(c, model_)), batch_(c.integer("batch")),
+      : P(t5_config(c)), end_(sentinel_end(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::t5(P); })), model_(planned_, program_options(c, ctx.threads, planned_->graph())), opt_(make_optimizer(c, model_)), batch_(c.integer("batch")),
         span_({.noise_density = c.real("noise_density"), .mean_span = c.real("mean_span")}) {
     try {
       lengths_ = data::span_corruption_lengths(c.integer("context"), span_);
@@ -80,13 +80,22 @@ class T5Session : public Session {
   void prepare() override {
     const fs::path tok_file = ctx_.folder.file("tokenizer.model");
     corpus::Corpus text;
-    if (ctx_.from_checkpoint) {
+    if (!ctx_.pretrained.empty()) {  // the model folder's SentencePiece model becomes the run's
+      const fs::path source = folder_tokenizer(ctx_.pretrained);
+      try {
+        tok_.emplace(data::SentencePieceTokenizer::load(source));
+      } catch (const data::data_error& e) {
+        throw config_error(message_of(e));
+      }
+      vocab_ = check_vocabulary(*tok_, end_, source);
+      if (ctx_.command == "train") tok_->save(tok_file);
+    } else if (ctx_.from_checkpoint) {
       tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
     } else {
       text = corpus::corpus_of(c_, ctx_.cache);
-      tok_.emplace(train_tokenizer(text, ctx_.folder.file("tokenizer"), P.vocab - models::kT5Sentinels, data_seed(c_), ctx_.cache));
+      tok_.emplace(train_tokenizer(text, ctx_.folder.file("tokenizer"), end_ - models::kT5Sentinels, data_seed(c_), ctx_.cache));
     }
-    vocab_ = check_vocabulary(*tok_, P.vocab, tok_file);
+    vocab_ = check_vocabulary(*tok_, end_, tok_file);
     if (ctx_.command == "sample") return;
     if (text.train.empty()) text = corpus::corpus_of(c_, ctx_.cache);
     // Units packed whole into sequences of at most `tokens` raw tokens, document by document.
@@ -107,7 +116,7 @@ class T5Session : public Session {
       for (std::int64_t i = 0; i < n; ++i) kept.push_back(val_seqs_[std::size_t(double(i) * double(val_seqs_.size()) / double(n))]);
       val_seqs_ = std::move(kept);
     }
-    const data::SpanCorruptionBatches::Ids ids{.pad = kPad, .eos = kEos, .first_sentinel = std::int32_t(P.vocab - 1)};
+    const data::SpanCorruptionBatches::Ids ids{.pad = kPad, .eos = kEos, .first_sentinel = std::int32_t(end_ - 1)};
     val_.emplace(val_seqs_, ids, span_, batch_, data_seed(c_));
     if (ctx_.command != "train" && ctx_.command != "export-batches") return;
     train_seqs_ = sequences(text.train, text.train_docs);
@@ -252,7 +261,7 @@ class T5Session : public Session {
   // ctgrad sample t5 --fill "text with <extra_id_0> ...": the spans the model writes for the
   // sentinels (greedy and beam), and the text with them in place.
   int fill(const Config& o) {
-    const std::vector<std::int32_t> src = encode_with_sentinels(*tok_, o.text("fill"), P.vocab, /*need_sentinel=*/true);
+    const std::vector<std::int32_t> src = encode_with_sentinels(*tok_, o.text("fill"), end_, /*need_sentinel=*/true);
     // The encoder reads at most what it was trained on (and its cost grows with the square).
     if (std::int64_t(src.size()) > c_.integer("context"))
       throw config_error("--fill is " + std::to_string(src.size()) + " tokens, longer than the context of " + c_.show("context") +
@@ -264,7 +273,7 @@ class T5Session : public Session {
     for (const int b : beam > 1 ? std::vector<int>{1, beam} : std::vector<int>{1}) {
       const auto out = tr.search(src, kPad, kEos, models::BeamOptions{.beam = b, .alpha = 0.6, .max_len = max_len, .stop = training::interrupted});
       if (training::interrupted()) return 130;
-      const Filled f = fill_sentinels(*tok_, o.text("fill"), out, P.vocab);
+      const Filled f = fill_sentinels(*tok_, o.text("fill"), out, end_);
       std::printf("  %-7s %s\n          -> %s\n", b == 1 ? "greedy" : ("beam " + std::to_string(b)).c_str(), f.spans.c_str(), f.text.c_str());
     }
     return 0;
@@ -276,6 +285,7 @@ class T5Session : public Session {
   }
 
   models::T5Config P;
+  int end_;  // the sentinels end here
   Config c_;
   Context ctx_;
   std::shared_ptr<const PlannedGraph> planned_;
@@ -310,6 +320,8 @@ Task t5_task() {
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> {
     return std::make_unique<T5Session>(c, ctx);
   };
+  t.from_hf = hf_keys;
+  t.to_hf = to_hf;
   return t;
 }
 

@@ -14,6 +14,7 @@
 #include <ctgrad/models/t5.hpp>
 #include <ctgrad/optim/optimizers.hpp>
 #include <ctgrad/optim/schedule.hpp>
+#include <ctgrad/pretrained/hf_model.hpp>
 
 #include "../task.hpp"
 #include "text_corpus.hpp"
@@ -44,8 +45,13 @@ inline void add_model_keys(Schema& s) {
     sizes.push_back({n, p.d_model, p.n_layer, p.d_ff / p.d_model, p.vocab});
   add_size_keys(s, sizes);
   s.integer("dec_layers", 0, {.min = 0, .max = 1024}, "architecture: the decoder's blocks (0: layers)", Role::model)
-      .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 2, small 4, t5-small 8)", Role::model);
-  s.stated_when_set({"dec_layers", "heads"});
+      .integer("heads", 0, {.min = 0, .max = 1024}, "architecture: attention heads (0: the preset's: tiny 2, small 4, t5-small 8)", Role::model)
+      .choice("ffn", "gated_gelu", {"gated_gelu", "relu"}, "architecture: the feed-forward: v1.1's gated GELU, or v1.0's ReLU", Role::model)
+      .integer("buckets", 32, {.min = 2, .max = 1 << 16}, "architecture: relative position buckets of each stack's bias", Role::model)
+      .integer("max_distance", 128, {.min = 1, .max = 1 << 24}, "architecture: the distance from which positions share the last bucket", Role::model)
+      .integer("sentinel_end", 0, {.min = 0, .max = 1 << 24},
+               "the id after <extra_id_0> (the sentinels count down from it; 0: vocab; a Hugging Face T5's: its pieces + 100)", Role::model);
+  s.stated_when_set({"dec_layers", "heads", "ffn", "buckets", "max_distance", "sentinel_end"});
 }
 
 // The config's model: a preset, its sizes overridden by the keys given. vocab counts the 100
@@ -56,11 +62,32 @@ inline models::T5Config t5_config(const Config& c) {
   m.d_model = size_or(c, "d_model", p.d_model), m.n_layer = size_or(c, "layers", p.n_layer), m.heads = size_or(c, "heads", p.heads);
   m.n_dec_layer = c.integer("dec_layers") ? int(c.integer("dec_layers")) : c.integer("layers") ? m.n_layer : p.n_dec_layer;
   m.d_ff = ff_width(c, m.d_model, p.d_ff / p.d_model, false), m.vocab = size_or(c, "vocab", p.vocab), m.tied = c.flag("tied");
+  m.ffn_act = c.text("ffn") == "relu" ? layers::Act::relu : layers::Act::gated_gelu;
+  m.buckets = int(c.integer("buckets")), m.max_distance = int(c.integer("max_distance"));
   if (m.vocab < models::kT5Sentinels + 64)
     throw config_error("vocab " + std::to_string(m.vocab) + " leaves fewer than 64 pieces beside T5's " + std::to_string(models::kT5Sentinels) + " sentinels");
+  if (c.integer("sentinel_end") > m.vocab || (c.integer("sentinel_end") && c.integer("sentinel_end") < models::kT5Sentinels + 3))
+    throw config_error("sentinel_end " + c.show("sentinel_end") + " must leave the 100 sentinels and pad, </s>, <unk> within vocab " + std::to_string(m.vocab));
   check_heads(m.d_model, m.heads, m.heads, false);
   return m;
 }
+
+// The id after <extra_id_0>: <extra_id_i> is sentinel_end - 1 - i (vocab unless the key says).
+inline int sentinel_end(const Config& c) { return c.integer("sentinel_end") ? int(c.integer("sentinel_end")) : t5_config(c).vocab; }
+
+// --from DIR: a T5 folder's SentencePiece model (spiece.model as transformers names it, or
+// tokenizer.model as ctgrad exports it); its tokenizer.json holds a Precompiled normalizer
+// (SentencePiece's compiled character map), which the library does not read.
+inline fs::path folder_tokenizer(const fs::path& dir) {
+  std::error_code ec;
+  for (const char* name : {"spiece.model", "tokenizer.model"})
+    if (fs::is_regular_file(dir / name, ec)) return dir / name;
+  throw config_error("--from " + dir.string() + ": the folder holds no SentencePiece spiece.model (nor tokenizer.model), which ctgrad's T5 reads");
+}
+// The keys a T5 folder's model sets (Task::from_hf): its sizes and, from its tokenizer, where the sentinels end.
+std::vector<std::pair<std::string, std::string>> hf_keys(const fs::path& dir, const pretrained::HfModel& m);
+// Task::to_hf of T5 runs.
+void to_hf(const Config& c, const Context&, pretrained::HfModel& m);
 
 // Greedy and beam search of a T5 over the weights given: its encoder and step graphs at run time.
 inline std::unique_ptr<models::Seq2SeqSearch> t5_search(const models::T5Config& m, std::span<const Parameter<float>> weights, int threads) {
@@ -139,20 +166,22 @@ inline data::SentencePieceTokenizer train_tokenizer(const corpus::Corpus& text, 
                                              cache);
 }
 
-// The pieces of a T5 vocabulary (refused unless it is one and leaves room for the sentinels).
-inline std::int32_t check_vocabulary(const data::SentencePieceTokenizer& tok, int vocab, const std::filesystem::path& file) {
+// The pieces of a T5 vocabulary (refused unless it is one and leaves room for the sentinels, which
+// end at `end`).
+inline std::int32_t check_vocabulary(const data::SentencePieceTokenizer& tok, int end, const std::filesystem::path& file) {
   const std::int32_t n = tok.vocab_size();
-  if (n > vocab - models::kT5Sentinels || tok.pad_id() != kPad || tok.eos_id() != kEos)
+  if (n > end - models::kT5Sentinels || tok.pad_id() != kPad || tok.eos_id() != kEos)
     throw config_error(file.string() + " is not a T5 vocabulary for this model (pad 0, </s> 1, at most " +
-                       std::to_string(vocab - models::kT5Sentinels) + " pieces before the sentinels)");
+                       std::to_string(end - models::kT5Sentinels) + " pieces before the sentinels)");
   return n;
 }
 
-inline std::int32_t sentinel_id(int i, int vocab) { return std::int32_t(vocab - 1 - i); }
+inline std::int32_t sentinel_id(int i, int end) { return std::int32_t(end - 1 - i); }
+inline bool is_sentinel(std::int32_t id, int end) { return id < end && id >= end - models::kT5Sentinels; }
 
 // The text's ids, a sentinel <extra_id_N> where it is written. They must come in order from
 // <extra_id_0>, as T5 numbers spans; `need_sentinel`: at least one.
-inline std::vector<std::int32_t> encode_with_sentinels(const data::SentencePieceTokenizer& tok, const std::string& text, int vocab, bool need_sentinel) {
+inline std::vector<std::int32_t> encode_with_sentinels(const data::SentencePieceTokenizer& tok, const std::string& text, int end_id, bool need_sentinel) {
   static const std::regex kSentinel("<extra_id_([0-9]+)>");
   std::vector<std::int32_t> ids;
   int next = 0;
@@ -175,7 +204,7 @@ inline std::vector<std::int32_t> encode_with_sentinels(const data::SentencePiece
     if (i != next)
       throw config_error("the text's sentinels are out of order: " + it->str() + " where <extra_id_" + std::to_string(next) +
                          "> comes next (T5 numbers the spans from <extra_id_0>, left to right)");
-    ids.push_back(sentinel_id(next++, vocab));
+    ids.push_back(sentinel_id(next++, end_id));
     at = std::size_t(it->position() + it->length());
   }
   add_text(text.substr(at));
@@ -185,8 +214,8 @@ inline std::vector<std::int32_t> encode_with_sentinels(const data::SentencePiece
   return ids;
 }
 
-// Ids to text, sentinels as <extra_id_N>, one space between a sentinel and the text beside it.
-inline std::string decode(const data::SentencePieceTokenizer& tok, const std::vector<std::int32_t>& ids, int vocab) {
+// Ids to text, sentinels (ending at `end`) as <extra_id_N>, one space between a sentinel and the text beside it.
+inline std::string decode(const data::SentencePieceTokenizer& tok, const std::vector<std::int32_t>& ids, int end) {
   std::vector<std::string> parts;
   std::vector<std::int32_t> run;
   auto flush = [&] {
@@ -197,9 +226,9 @@ inline std::string decode(const data::SentencePieceTokenizer& tok, const std::ve
     if (a != std::string::npos) parts.push_back(t.substr(a, t.find_last_not_of(' ') + 1 - a));
   };
   for (std::int32_t id : ids) {
-    if (id >= vocab - models::kT5Sentinels) {
+    if (is_sentinel(id, end)) {
       flush();
-      parts.push_back("<extra_id_" + std::to_string(vocab - 1 - id) + ">");
+      parts.push_back("<extra_id_" + std::to_string(end - 1 - id) + ">");
     } else if (id >= tok.vocab_size()) {
       flush();
       parts.push_back("<unused>");
@@ -217,20 +246,20 @@ inline std::string decode(const data::SentencePieceTokenizer& tok, const std::ve
 struct Filled {
   std::string spans, text;
 };
-inline Filled fill_sentinels(const data::SentencePieceTokenizer& tok, const std::string& text, const std::vector<std::int32_t>& out, int vocab) {
-  Filled f{decode(tok, out, vocab), ""};
+inline Filled fill_sentinels(const data::SentencePieceTokenizer& tok, const std::string& text, const std::vector<std::int32_t>& out, int end_id) {
+  Filled f{decode(tok, out, end_id), ""};
   std::vector<std::string> span;
   std::vector<std::int32_t> cur;
   int open = -1;
   auto close = [&] {
     if (open >= 0) {
       span.resize(std::max<std::size_t>(span.size(), std::size_t(open) + 1));
-      span[std::size_t(open)] = decode(tok, cur, vocab);
+      span[std::size_t(open)] = decode(tok, cur, end_id);
     }
     cur.clear();
   };
   for (std::int32_t id : out) {
-    if (id >= vocab - models::kT5Sentinels) close(), open = vocab - 1 - id;
+    if (is_sentinel(id, end_id)) close(), open = end_id - 1 - id;
     else cur.push_back(id);
   }
   close();

@@ -68,7 +68,7 @@ Schema finetune_schema() {
 class FinetuneSession : public Session {
  public:
   FinetuneSession(const Config& c, const Context& ctx)
-      : P(t5_config(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::t5(P); })), names_(parse_tasks(c.text("task"))), model_(planned_, program_options(c, ctx.threads, planned_->graph())),
+      : P(t5_config(c)), end_(sentinel_end(c)), c_(c), ctx_(ctx), planned_(plan_model([this] { return models::t5(P); })), names_(parse_tasks(c.text("task"))), model_(planned_, program_options(c, ctx.threads, planned_->graph())),
         opt_(make_optimizer(with_default_lr(c), model_)), context_(c.integer("context")), target_len_(c.integer("target_len")), batch_(c.integer("batch")) {
     check_fits(model_, {batch_, target_len_, context_, 1, 1, 1}, 16.0 * double(batch_) * double(context_ + target_len_),
                "batch " + c.show("batch") + " x context " + c.show("context"));
@@ -83,7 +83,7 @@ class FinetuneSession : public Session {
     const fs::path own = ctx_.folder.file("tokenizer.model");
     if (ctx_.from_checkpoint) tok_.emplace(data::SentencePieceTokenizer::load(own));
     else start_from_pretrained(own);
-    check_vocabulary(*tok_, P.vocab, own);
+    check_vocabulary(*tok_, end_, own);
     for (auto& t : tasks_)
       for (auto* set : {&t.train, &t.validation, &t.test}) tokenize(*set);
     for (const auto& t : tasks_) {
@@ -139,8 +139,8 @@ class FinetuneSession : public Session {
       std::vector<std::string> refs, greedy, beamed;
       for (std::size_t i = 0; i < n && !training::interrupted(); ++i) {
         refs.push_back(t.test[i].target_text);
-        greedy.push_back(decode(*tok_, tr.greedy(t.test[i].input, kPad, kEos, int(target_len_)), P.vocab));
-        if (!t.classification) beamed.push_back(decode(*tok_, tr.search(t.test[i].input, kPad, kEos, beam), P.vocab));
+        greedy.push_back(decode(*tok_, tr.greedy(t.test[i].input, kPad, kEos, int(target_len_)), end_));
+        if (!t.classification) beamed.push_back(decode(*tok_, tr.search(t.test[i].input, kPad, kEos, beam), end_));
       }
       if (training::interrupted()) return 130;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -170,6 +170,17 @@ class FinetuneSession : public Session {
     return c;
   }
   void start_from_pretrained(const fs::path& own) {
+    if (!ctx_.pretrained.empty()) {  // --from DIR: the folder's SentencePiece model (its weights are the driver's to load)
+      if (c_.text("init") == "scratch") throw config_error("init=scratch starts from T5's random init; --from loads the folder's weights: give one");
+      try {
+        tok_.emplace(data::SentencePieceTokenizer::load(folder_tokenizer(ctx_.pretrained)));
+      } catch (const data::data_error& e) {
+        throw config_error(message_of(e));
+      }
+      check_vocabulary(*tok_, end_, folder_tokenizer(ctx_.pretrained));
+      tok_->save(own);
+      return;
+    }
     const PretrainedRun from = open_pretrained(c_.text("pretrained"), "t5", "ctgrad train t5 --run");
     if (!from.config_json.empty()) {
       const auto t5 = std::find_if(cli::tasks().begin(), cli::tasks().end(), [](const Task& t) { return t.name == "t5"; });
@@ -177,7 +188,7 @@ class FinetuneSession : public Session {
       Config pre(t5->schema);
       pre.merge_json(from.config_json, "the config in " + (from.dir / "checkpoint.safetensors").string());
       std::string sets;  // each model key that differs, with its --set
-      for (const char* key : {"size", "tied", "d_model", "layers", "dec_layers", "heads", "d_ff", "vocab"})
+      for (const char* key : {"size", "tied", "d_model", "layers", "dec_layers", "heads", "d_ff", "vocab", "ffn", "buckets", "max_distance", "sentinel_end"})
         if (pre.show(key) != c_.show(key)) sets += std::string(sets.empty() ? "" : " ") + "--set " + key + "=" + pre.show(key);
       if (!sets.empty()) throw config_error("pretrained " + from.dir.string() + " was trained with another model: " + sets);
     }
@@ -246,6 +257,7 @@ class FinetuneSession : public Session {
   }
 
   models::T5Config P;
+  int end_;  // the sentinels end here
   Config c_;
   Context ctx_;
   std::shared_ptr<const PlannedGraph> planned_;
@@ -269,6 +281,12 @@ Task finetune_task() {
   t.schema = finetune_schema();
   t.input_folders = {"pretrained"};
   t.open = [](const Config& c, const Context& ctx) -> std::unique_ptr<Session> { return std::make_unique<FinetuneSession>(c, ctx); };
+  t.from_hf = [](const fs::path& dir, const pretrained::HfModel& m) {
+    auto keys = hf_keys(dir, m);
+    keys.emplace_back("pretrained", dir.string());  // what the run's config says it started from
+    return keys;
+  };
+  t.to_hf = to_hf;
   return t;
 }
 

@@ -4,7 +4,7 @@
 # exported, then evaluated and sampled with --from exactly as from their runs; continued
 # pretraining with train --from, resumed; a BERT run exported fine-tunes from the folder as from the
 # run, and so does a folder with a WordPiece tokenizer.json; a ViT evaluates from its export and
-# fine-tunes on other classes; every refusal in one line with exit 2, and a hostile
+# fine-tunes on other classes; a T5 evaluates, fills spans and fine-tunes from its export; every refusal in one line with exit 2, and a hostile
 # folder (an unknown config field, a truncated model.safetensors, a broken merge list) refused.
 set -u
 source "$(dirname "$0")/checks.sh"  # check, expect_text
@@ -139,7 +139,64 @@ check "eval --from on other classes" 2 "$ctgrad" eval vit --from hf-vit --set da
 expect_text "names both" "classifies 10 classes (its id2label), the data has 3"
 one_line "eval --from on other classes"
 
-# 5. Refusals: one line, exit 2, nothing written.
+# 5. T5: a pretrained run exported (T5ForConditionalGeneration, its SentencePiece model as spiece.model)
+# evaluates and fills spans from the folder as from the run, and fine-tunes from it as from the run; a
+# folder in Hugging Face's layout (the vocabulary padded past its pieces and 100 sentinels, as
+# t5-small's 32128) finds its sentinels where its pieces end.
+check "train t5" 0 "$ctgrad" train t5 --run t5 --set size=tiny --set steps=20 --set eval_every=20 --threads 2
+check "export t5" 0 "$ctgrad" export --run t5 --to hf-t5
+expect_text "an encoder-decoder folder" "T5ForConditionalGeneration"
+expect_text "the SentencePiece model as transformers names it" "spiece.model"
+"$ctgrad" eval t5 --run t5 2>/dev/null | sed 's/, [0-9.]* s)/)/' > eval-run.txt
+"$ctgrad" eval t5 --from hf-t5 2>/dev/null | sed 's/, [0-9.]* s)/)/' > eval-from.txt
+same "t5: eval --from the export = eval --run" eval-run.txt eval-from.txt
+fill=(--fill "And God said, Let there be <extra_id_0>: and there was <extra_id_1>." --beam 1 --max-len 12)
+"$ctgrad" sample t5 --run t5 "${fill[@]}" > sample-run.txt 2>/dev/null
+"$ctgrad" sample t5 --from hf-t5 "${fill[@]}" > sample-from.txt 2>/dev/null
+same "t5: greedy span filling --from the export = from the run" sample-run.txt sample-from.txt
+t5ft=(--task austen-novel --set steps=10 --set eval_every=10 --set eval_examples=8 --set beam=1 --threads 2)
+check "finetune t5 --from the export" 0 "$ctgrad" finetune t5 --from hf-t5 --run t5-from "${t5ft[@]}"
+check "finetune t5 from the run" 0 "$ctgrad" finetune t5 --pretrained t5 --run t5-run --set size=tiny "${t5ft[@]}"
+check "t5: finetune --from the export = from the run" 0 /usr/bin/python3 - t5-run t5-from <<'PY'
+import json, sys
+a, b = ([{k: v for k, v in json.loads(l).items() if not k.endswith(("_per_s", "_seconds"))} for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3])
+assert a == b and len(a) >= 10, (len(a), len(b))
+PY
+check "eval the fine-tuned t5" 0 "$ctgrad" eval t5-finetune --run t5-from
+/usr/bin/python3 - hf-t5 hf-t5-padded <<'PY'
+import json, os, shutil, struct, sys
+src, dst = sys.argv[1:3]
+shutil.copytree(src, dst)
+raw = open(os.path.join(src, "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+extra = 28  # rows past the sentinels, as t5-small's 32128 = 32000 pieces + 100 sentinels + 28
+tensors, out, at = {}, {}, 0
+for name, t in header.items():
+    if name == "__metadata__":
+        continue
+    data = raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]
+    shape = list(t["shape"])
+    if name in ("shared.weight", "lm_head.weight"):
+        data += b"\0" * (extra * shape[1] * 4)
+        shape[0] += extra
+    out[name] = {"dtype": t["dtype"], "shape": shape, "data_offsets": [at, at + len(data)]}
+    tensors[name], at = data, at + len(data)
+text = json.dumps(out).encode()
+text += b" " * ((8 - len(text) % 8) % 8)
+with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + b"".join(tensors[k] for k in out))
+config = json.load(open(os.path.join(src, "config.json")))
+config["vocab_size"] += extra
+json.dump(config, open(os.path.join(dst, "config.json"), "w"))
+PY
+check "a T5 folder with a padded vocabulary" 0 "$ctgrad" check t5 --from hf-t5-padded
+"$ctgrad" sample t5 --from hf-t5-padded "${fill[@]}" > sample-padded.txt 2>/dev/null
+same "t5: the padded folder fills the same spans" sample-run.txt sample-padded.txt
+check "finetune t5 --from a BERT folder" 2 "$ctgrad" finetune t5 --from hf-bert --run x
+expect_text "names the family" "ctgrad's t5 reads T5ForConditionalGeneration folders (ctgrad finetune bert reads it)"
+
+# 6. Refusals: one line, exit 2, nothing written.
 check "--from a run folder" 2 "$ctgrad" eval llama --from llama
 expect_text "names what is missing" "not a Hugging Face model folder (no config.json"
 one_line "--from a run folder"
@@ -160,7 +217,7 @@ check "export a mixture of experts" 2 "$ctgrad" export --run moe --to hf-moe
 expect_text "names what has no counterpart" "a mixture of experts (moe_experts) has no Hugging Face"
 one_line "export a mixture of experts"
 
-# 6. Hostile folders: each fault named in one line, exit 2.
+# 7. Hostile folders: each fault named in one line, exit 2.
 cp -r hf-llama bad
 sed -i 's/"rope_theta"/"rope_thetaa": 1, "rope_theta"/' bad/config.json
 check "an unknown config.json field" 2 "$ctgrad" eval llama --from bad
