@@ -105,7 +105,7 @@ int usage(const Task* t, FILE* out = stdout) {
               "                  --retry-failed runs again the runs that failed (their failed.json), which a plain rerun keeps\n"
               "  average-checkpoints <model> --run DIR [--last K] [--out FILE] [--overwrite]   the mean of the last K kept checkpoints\n"
               "  export          --run DIR --to OUT [--checkpoint FILE] [--overwrite]   a run as a Hugging Face model folder (gpt, llama, bert, vit, t5)\n"
-              "  (train, eval, sample, check of gpt, llama and t5, finetune bert and t5, train and eval of vit take --from DIR: a Hugging Face model folder's weights and tokenizer;\n"
+              "  (train, eval, sample, check of gpt, llama and t5, train, eval, fill-mask of bert, finetune bert and t5, train and eval of vit take --from DIR: a Hugging Face model folder's weights and tokenizer;\n"
               "   docs/models/pretrained.md)\n"
               "  data ende       [--sources ddtp,libreoffice,gettext] [--placeholders keep|drop] [--max-packages N] [--dir DIR] [--out DIR] [--overwrite]\n"
               "                  the EN-DE corpus from Debian's own translations (downloads into $CTGRAD_DATA/ende; docs/models/transformer.md)\n"

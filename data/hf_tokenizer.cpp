@@ -280,6 +280,12 @@ std::int32_t HfTokenizer::token_id(const std::string& token) const {
   return it == impl_->model->vocab.end() ? -1 : it->second;
 }
 
+std::string HfTokenizer::token(std::int32_t id) const {
+  const Impl& t = *impl_;
+  if (const auto a = t.added_by_id.find(id); a != t.added_by_id.end()) return a->second->content;
+  return id >= 0 && std::size_t(id) < t.model->tokens.size() ? t.model->tokens[std::size_t(id)] : std::string();
+}
+
 const std::string& HfTokenizer::model_type() const { return impl_->model->type; }
 
 const std::vector<std::int32_t>& HfTokenizer::special_prefix() const { return impl_->prefix_ids; }

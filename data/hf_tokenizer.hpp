@@ -42,8 +42,10 @@ class HfTokenizer : public Tokenizer {
   std::int32_t vocab_size() const override;
   std::string kind() const override { return "huggingface"; }
   void save(const std::filesystem::path& path) const override;  // the file as loaded
-  // The id of a token of the vocabulary or an added token (-1: none).
+  // The id of a token of the vocabulary or an added token (-1: none), and the token of an id
+  // ("" where the id has none).
   std::int32_t token_id(const std::string& token) const;
+  std::string token(std::int32_t id) const;
   const std::string& model_type() const;  // "BPE", "WordPiece", "Unigram", "WordLevel"
   // The ids the post-processor puts before a sequence (Llama's <s>): a prompt starts with them.
   const std::vector<std::int32_t>& special_prefix() const;

@@ -78,6 +78,64 @@ std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfMod
           {"segments", std::to_string(b.segments)}, {"pre_norm", "false"},                 {"norm_eps", exact(m.hyper("norm_eps", 1e-12))}};
 }
 
+BertVocab::BertVocab(data::HfTokenizer t) : hf_(std::make_shared<const data::HfTokenizer>(std::move(t))) {
+  if (hf_->model_type() != "WordPiece")
+    throw config_error("a BERT's tokenizer.json is a WordPiece vocabulary; this one is " + hf_->model_type());
+}
+
+BertVocab BertVocab::load(const fs::path& file) {
+  try {
+    if (file.extension() == ".json") return BertVocab(data::HfTokenizer::load(file));
+    return BertVocab(data::SentencePieceTokenizer::load(file));
+  } catch (const data::data_error& e) {
+    throw config_error(message_of(e));
+  }
+}
+
+bool BertVocab::starts_word(std::int32_t id) const {
+  if (sp_) return sp_->starts_word(id);
+  return hf_->token(id).rfind("##", 0) != 0;
+}
+
+std::pair<std::string, bool> BertVocab::written(std::int32_t id) const {
+  static const std::string kWordStart = "\xe2\x96\x81";
+  std::string p = piece(id);
+  if (sp_) {
+    const bool start = p.rfind(kWordStart, 0) == 0;
+    return {start ? p.substr(kWordStart.size()) : p, start};
+  }
+  const bool start = p.rfind("##", 0) != 0;
+  return {start ? p : p.substr(2), start};
+}
+
+std::vector<std::vector<std::int32_t>> BertVocab::encode_all(const std::vector<std::string>& texts, const data::DataCache& cache) const {
+  if (sp_) return sp_->encode_all(texts, cache);
+  std::vector<std::vector<std::int32_t>> out(texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) out[i] = hf_->encode(texts[i]);
+  return out;
+}
+
+data::MlmSpecials BertVocab::specials(const fs::path& file) const {
+  if (sp_) {
+    if (sp_->piece(kSpecials.mask) != "[MASK]" || sp_->piece(kSpecials.cls) != "[CLS]" || sp_->piece(kSpecials.pad) != "[PAD]")
+      throw config_error(file.string() + " is not a BERT vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] first)");
+    data::MlmSpecials s = kSpecials;
+    s.vocab = vocab_size();
+    return s;
+  }
+  data::MlmSpecials s;
+  std::int32_t* ids[] = {&s.pad, &s.unk, &s.cls, &s.sep, &s.mask};
+  const char* names[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  s.first_regular = 0;
+  for (int i = 0; i < 5; ++i) {
+    *ids[i] = hf_->token_id(names[i]);
+    if (*ids[i] < 0) throw config_error(file.string() + " is not a BERT vocabulary: it has no " + names[i] + " token");
+    s.first_regular = std::max(s.first_regular, *ids[i] + 1);  // the [unused] ids before the specials are never drawn
+  }
+  s.vocab = vocab_size();
+  return s;
+}
+
 void fit_bert_context(Config& c) {
   fit_context_to_model([](const Config& c) { return bert_preset(c.text("size")).context; })(c);
 }
@@ -100,8 +158,11 @@ Schema bert_schema() {
       .real("to_random", 0.1, {.min = 0, .max = 1}, "of the selected: replaced by a random token (the rest stay)")
       .flag("whole_word", false, "select whole words (SentencePiece word starts)")
       .flag("next_sentence", false, "also next-sentence prediction on [CLS] A [SEP] B [SEP] pairs (BERT; off: RoBERTa)", Role::model)
+      .choice("tokenizer", "sentencepiece", {"sentencepiece", "hf"},
+              "SentencePiece BPE learnt on the training text; hf: a model folder's WordPiece tokenizer.json (--from sets it)", Role::model)
       .integer("eval_every", 250, {.min = 1}, "steps between validations and checkpoints")
       .integer("eval_sequences", 512, {.min = 0}, "validation sequences, evenly spaced over the held-out text (0: all)");
+  s.stated_when_set({"tokenizer"});
   corpus::add_corpus_keys(s);
   add_common_keys(s);
   add_hyper_keys(s, kHyperGraph);
@@ -137,10 +198,17 @@ BertSession::BertSession(const Config& c, const Context& ctx)
 }
 
 void BertSession::prepare() {
-  const fs::path tok_file = ctx_.folder.file("tokenizer.model");
+  const bool hf = c_.text("tokenizer") == "hf";
+  tok_name_ = hf ? "tokenizer.json" : "tokenizer.model";
+  const fs::path tok_file = ctx_.folder.file(tok_name_);
   Corpus corpus;
-  if (ctx_.from_checkpoint) {
-    tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
+  const fs::path source = ctx_.pretrained.empty() ? tok_file : ctx_.pretrained / tok_name_;
+  if (!ctx_.pretrained.empty()) {  // the model folder's vocabulary becomes the run's
+    tok_.emplace(BertVocab::load(source));
+  } else if (hf && !ctx_.from_checkpoint) {
+    throw config_error("tokenizer=hf is a Hugging Face model folder's tokenizer.json: give the folder with --from DIR");
+  } else if (ctx_.from_checkpoint) {
+    tok_.emplace(BertVocab::load(tok_file));
   } else {
     corpus = corpus::corpus_of(c_, ctx_.cache);
     std::string text;
@@ -154,10 +222,8 @@ void BertSession::prepare() {
   vocab_ = tok_->vocab_size();
   if (vocab_ > p_.vocab)
     throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than the model's vocabulary of " + std::to_string(p_.vocab) + " (vocab)");
-  if (tok_->piece(kSpecials.mask) != "[MASK]" || tok_->piece(kSpecials.cls) != "[CLS]" || tok_->piece(kSpecials.pad) != "[PAD]")
-    throw config_error(tok_file.string() + " is not a BERT vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] first)");
-  specials_ = kSpecials;
-  specials_.vocab = vocab_;
+  specials_ = tok_->specials(source);
+  if (!ctx_.pretrained.empty() && ctx_.command == "train") tok_->tokenizer().save(tok_file);
   if (ctx_.command == "fill-mask") return;
   if (corpus.train.empty()) corpus = corpus::corpus_of(c_, ctx_.cache);
   word_starts_.assign(std::size_t(vocab_), 0);
@@ -226,7 +292,7 @@ void BertSession::prepare() {
               tok_->piece(b.most_frequent).c_str());
 }
 
-checkpoint::Metadata BertSession::metadata() { return tokenizer_metadata(ctx_.folder); }
+checkpoint::Metadata BertSession::metadata() { return tokenizer_metadata(ctx_.folder, tok_name_); }
 
 std::vector<std::string> BertSession::metrics() const {
   std::vector<std::string> m{"loss", "accuracy"};
@@ -299,6 +365,15 @@ Task bert_task() {
                                  {"task", "pretrained", "init"}});
   t.open = &open_session<BertSession>;
   t.check_against_checkpoint = refuse_longer_context;
+  t.from_hf = [](const fs::path& dir, const pretrained::HfModel& m) {
+    auto keys = hf_keys(m);
+    keys.emplace_back("next_sentence", m.bert().next_sentence ? "true" : "false");
+    std::error_code ec;
+    if (fs::exists(dir / "tokenizer.json", ec)) keys.emplace_back("tokenizer", "hf");
+    else if (fs::exists(dir / "tokenizer.model", ec)) keys.emplace_back("tokenizer", "sentencepiece");
+    else throw config_error("--from " + dir.string() + ": the folder holds no tokenizer.json (nor a SentencePiece tokenizer.model)");
+    return keys;
+  };
   t.to_hf = [](const Config& c, const Context&, pretrained::HfModel& m) {
     m = pretrained::hf_model_of(bert_config(c), {{"norm_eps", c.real("norm_eps")}, {"dropout", c.real("dropout")}});
   };

@@ -94,16 +94,16 @@ BertSession::Scores BertSession::validate() {
 
 // The user's text with its m-th [MASK] replaced by a piece (the others kept): a word-start piece
 // ("▁heaven") is a new word, any other ("," "s") joins the text before it.
-std::string BertSession::filled_text(const std::string& text, std::size_t m, const std::string& piece) {
-  static const std::string kMask = "[MASK]", kWordStart = "\xe2\x96\x81";
+std::string BertSession::filled_text(const std::string& text, std::size_t m, const std::string& piece, bool new_word) {
+  static const std::string kMask = "[MASK]";
   std::size_t at = text.find(kMask);
   for (std::size_t i = 0; i < m && at != std::string::npos; ++i) at = text.find(kMask, at + kMask.size());
   if (at == std::string::npos) return piece;  // the mask came from another spelling the tokenizer normalised
   std::string before = text.substr(0, at);
   const std::string after = text.substr(at + kMask.size());
-  if (piece.rfind(kWordStart, 0) == 0) {
+  if (new_word) {
     if (!before.empty() && before.back() != ' ') before += ' ';
-    return before + piece.substr(kWordStart.size()) + after;
+    return before + piece + after;
   }
   while (!before.empty() && before.back() == ' ') before.pop_back();
   return before + piece + after;
@@ -156,7 +156,8 @@ int BertSession::fill_mask(const Config& o) {
       std::size_t width = 0;  // in characters, not bytes ("▁" is 3 bytes)
       for (unsigned char ch : piece) width += (ch & 0xC0) != 0x80;
       std::printf("  %.4f  %s%s %s\n", std::exp(double(row[order[std::size_t(j)]] - top)) / z, piece.c_str(),
-                  std::string(width < 14 ? 14 - width : 0, ' ').c_str(), filled_text(o.text("text"), m, piece).c_str());
+                  std::string(width < 14 ? 14 - width : 0, ' ').c_str(),
+                  filled_text(o.text("text"), m, tok_->written(order[std::size_t(j)]).first, tok_->written(order[std::size_t(j)]).second).c_str());
     }
   }
   return 0;
@@ -172,9 +173,10 @@ int BertSession::export_batches(const Config& o) {
     throw config_error("export-batches covers masked-LM runs; this run has next_sentence=true (its pairs and labels are not exported)");
   struct Set {
     std::vector<std::int32_t> ids, lengths, rows, picks, targets, offsets{0};
+    std::int32_t pad;
     void add(const data::MlmBatches& b, std::int64_t batch, std::int64_t context) {
       const std::size_t at = ids.size();
-      ids.resize(at + std::size_t(batch * context), kSpecials.pad);
+      ids.resize(at + std::size_t(batch * context), pad);
       for (std::int64_t r = 0; r < b.batch(); ++r)
         std::copy_n(b.ids().begin() + r * b.seq(), b.seq(), ids.begin() + std::ptrdiff_t(at) + r * context);
       lengths.insert(lengths.end(), b.lengths().begin(), b.lengths().end());
@@ -185,6 +187,7 @@ int BertSession::export_batches(const Config& o) {
       offsets.push_back(std::int32_t(picks.size()));
     }
   } train, val;
+  train.pad = val.pad = specials_.pad;
   const std::int64_t steps = o.integer("steps");
   for (std::int64_t step = 1; step <= steps && !training::interrupted(); ++step) train_->draw(std::uint64_t(step)), train.add(*train_, batch_, context_);
   for (std::int64_t first = 0; first < std::int64_t(val_seqs_.size()) && !training::interrupted(); first += batch_)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <ctgrad/data/hf_tokenizer.hpp>
 #include <ctgrad/data/mlm.hpp>
 #include <ctgrad/data/tokenizer.hpp>
 #include <ctgrad/models/bert.hpp>
@@ -31,6 +32,30 @@ models::BertConfig bert_config(const Config& c);
 std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m);
 // context fitted to max_context (or the preset's) when not given.
 void fit_bert_context(Config& c);
+
+// A BERT run's vocabulary: the SentencePiece model `train bert` learns ([PAD] [UNK] [CLS] [SEP]
+// [MASK] first, "▁" starting a word), or a model folder's WordPiece tokenizer.json ("##"
+// continuing one; the specials looked up by name). What the session asks of either.
+class BertVocab {
+ public:
+  explicit BertVocab(data::SentencePieceTokenizer t) : sp_(std::move(t)) {}
+  explicit BertVocab(data::HfTokenizer t);
+  static BertVocab load(const std::filesystem::path& file);  // tokenizer.json or a SentencePiece model
+  std::int32_t vocab_size() const { return sp_ ? sp_->vocab_size() : hf_->vocab_size(); }
+  std::string piece(std::int32_t id) const { return sp_ ? sp_->piece(id) : hf_->token(id); }
+  bool starts_word(std::int32_t id) const;
+  // A piece as it is written into text, and whether it starts a word ("▁heaven": "heaven", yes; "##s": "s", no).
+  std::pair<std::string, bool> written(std::int32_t id) const;
+  std::vector<std::int32_t> encode(const std::string& text) const { return sp_ ? sp_->encode(text) : hf_->encode(text); }
+  std::vector<std::vector<std::int32_t>> encode_all(const std::vector<std::string>& texts, const data::DataCache& cache) const;
+  // The specials' ids (a config_error naming `file` when the vocabulary lacks one).
+  data::MlmSpecials specials(const std::filesystem::path& file) const;
+  const data::Tokenizer& tokenizer() const { return sp_ ? static_cast<const data::Tokenizer&>(*sp_) : *hf_; }
+
+ private:
+  std::optional<data::SentencePieceTokenizer> sp_;
+  std::shared_ptr<const data::HfTokenizer> hf_;
+};
 
 class BertSession : public Session {
  public:
@@ -64,7 +89,7 @@ class BertSession : public Session {
   Scores validate();
   // The user's text with its m-th [MASK] replaced by a piece (the others kept): a word-start piece
   // ("▁heaven") is a new word, any other ("," "s") joins the text before it.
-  static std::string filled_text(const std::string& text, std::size_t m, const std::string& piece);
+  static std::string filled_text(const std::string& text, std::size_t m, const std::string& piece, bool new_word);
   int fill_mask(const Config& o);
   int export_batches(const Config& o);
 
@@ -75,7 +100,8 @@ class BertSession : public Session {
   std::unique_ptr<Executor<float>> model_;
   optim::AdamW<float> opt_;
   std::int64_t context_, batch_;
-  std::optional<data::SentencePieceTokenizer> tok_;
+  std::optional<BertVocab> tok_;
+  std::string tok_name_;  // the run's tokenizer file: tokenizer.model or tokenizer.json
   std::int32_t vocab_ = 0;
   data::MlmSpecials specials_;
   std::vector<std::uint8_t> word_starts_;

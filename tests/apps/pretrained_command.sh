@@ -98,13 +98,14 @@ cp -r hf-bert hf-wordpiece && rm hf-wordpiece/tokenizer.model
 /usr/bin/python3 - hf-wordpiece/tokenizer.json <<'PY'
 import json, string, sys
 words = "the of and to a in that he she it was her his be not had with for as you but i is at my by on".split()
-vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase] + \
+vocab = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase] + \
     list(string.punctuation) + list(string.digits) + words
-added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(vocab[:5])]
+added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+         for i, t in enumerate(vocab[:7]) if "unused" not in t]
 json.dump({"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
            "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
            "pre_tokenizer": {"type": "BertPreTokenizer"},
-           "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+           "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 5], "cls": ["[CLS]", 4]},
            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
                      "vocab": {t: i for i, t in enumerate(vocab)}}}, open(sys.argv[1], "w"))
@@ -112,6 +113,19 @@ PY
 check "finetune bert --from a WordPiece folder" 0 "$ctgrad" finetune bert --from hf-wordpiece --run ft-wp "${ft[@]}"
 if [ -f ft-wp/tokenizer.json ] && cmp -s ft-wp/tokenizer.json hf-wordpiece/tokenizer.json; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: the folder's tokenizer.json is not the run's"; fi
 check "eval the WordPiece run" 0 "$ctgrad" eval bert-finetune --run ft-wp
+# The masked LM itself from the folders: evaluated and filling masks as from the run; continued pretraining on WordPiece.
+"$ctgrad" eval bert --run bert 2>/dev/null | sed 's/, [0-9.]* s)/)/' > eval-run.txt
+"$ctgrad" eval bert --from hf-bert 2>/dev/null | sed 's/, [0-9.]* s)/)/' > eval-from.txt
+same "bert: eval --from the export = eval --run" eval-run.txt eval-from.txt
+"$ctgrad" fill-mask bert --run bert --text "And God said, Let there be [MASK]." > fill-run.txt 2>/dev/null
+"$ctgrad" fill-mask bert --from hf-bert --text "And God said, Let there be [MASK]." > fill-from.txt 2>/dev/null
+same "bert: fill-mask --from the export = from the run" fill-run.txt fill-from.txt
+check "fill-mask --from a WordPiece folder" 0 "$ctgrad" fill-mask bert --from hf-wordpiece --text "And God said, Let there be [MASK]."
+expect_text "fills the mask" "[MASK] 1 of 1"
+check "train bert --from a WordPiece folder" 0 "$ctgrad" train bert --from hf-wordpiece --run bert-wp --set steps=10 --set eval_every=5 --threads 2
+if cmp -s bert-wp/tokenizer.json hf-wordpiece/tokenizer.json; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: the WordPiece run's tokenizer.json is not the folder's"; fi
+check "resume the WordPiece run" 0 "$ctgrad" train bert --run bert-wp --resume --set steps=15
+expect_text "resumed" "step 15/15"
 check "finetune --from with init=scratch" 2 "$ctgrad" finetune bert --from hf-bert --run x --set init=scratch
 one_line "finetune --from with init=scratch"
 check "finetune --from a GPT-2 folder" 2 "$ctgrad" finetune bert --from hf-gpt --run x
