@@ -280,6 +280,11 @@ std::int32_t HfTokenizer::token_id(const std::string& token) const {
   return it == impl_->model->vocab.end() ? -1 : it->second;
 }
 
+std::string HfTokenizer::normalize(const std::string& text) const {
+  const std::string valid = hf::lossy_utf8(text);
+  return impl_->normalizer ? impl_->normalizer->apply(valid) : valid;
+}
+
 std::string HfTokenizer::token(std::int32_t id) const {
   const Impl& t = *impl_;
   if (const auto a = t.added_by_id.find(id); a != t.added_by_id.end()) return a->second->content;

@@ -1,7 +1,7 @@
 // A Hugging Face tokenizer.json (the `tokenizers` library's serialisation), encoded and decoded as
 // that library does: added and special tokens split out first, then normalizer, pre-tokenizer,
 // model, post-processor; decoding through the decoder. What is supported:
-//   normalizers     NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend,
+//   normalizers     NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, Precompiled,
 //                   BertNormalizer, Sequence
 //   pre-tokenizers  ByteLevel, Split, Metaspace, BertPreTokenizer, Whitespace, WhitespaceSplit,
 //                   Digits, Punctuation, Sequence
@@ -10,7 +10,8 @@
 //   post-processors TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence
 //   decoders        ByteLevel, WordPiece, Metaspace, BPEDecoder, Replace, ByteFallback, Fuse,
 //                   Strip, Sequence
-// Anything else (a Precompiled normalizer, a CTC decoder, BPE dropout) is refused by name when
+// (Precompiled: SentencePiece's compiled rules, data/hf_precompiled.cpp.) Anything else (a CTC
+// decoder, BPE dropout) is refused by name when
 // the file is loaded, as is a malformed file (a merge naming a token the vocabulary lacks, ids
 // out of range): a data_error naming the file and the field. Unicode (normalization forms,
 // case mapping, \p{...} classes of the pre-tokenizers' regular expressions) comes from ICU.
@@ -46,6 +47,8 @@ class HfTokenizer : public Tokenizer {
   // ("" where the id has none).
   std::int32_t token_id(const std::string& token) const;
   std::string token(std::int32_t id) const;
+  // The text after the normalizer alone (Hugging Face's normalizer.normalize_str).
+  std::string normalize(const std::string& text) const;
   const std::string& model_type() const;  // "BPE", "WordPiece", "Unigram", "WordLevel"
   // The ids the post-processor puts before a sequence (Llama's <s>): a prompt starts with them.
   const std::vector<std::int32_t>& special_prefix() const;

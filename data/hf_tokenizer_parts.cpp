@@ -219,8 +219,10 @@ struct BertNormalizer : Normalizer {
         if (c == 0 || c == 0xFFFD || bert_control(c)) continue;
         if (bert_whitespace(c)) c = ' ';
       }
-      if (chinese && is_cjk(c)) out += " " + utf8(c) + " ";
-      else out += utf8(c);
+      const bool apart = chinese && is_cjk(c);  // a CJK character as its own word
+      if (apart) out += ' ';
+      out += utf8(c);
+      if (apart) out += ' ';
     }
     if (strip_accents) {
       UErrorCode status = U_ZERO_ERROR;
@@ -269,7 +271,8 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& wh
       if (auto p = make_normalizer(n, where)) s->parts.push_back(std::move(p));
     return s;
   }
-  refuse(where, "normalizer '" + type + "' is not supported (Precompiled: SentencePiece's compiled rules, not expressed here)");
+  if (type == "Precompiled") return make_precompiled(j, at);
+  refuse(where, "normalizer '" + type + "' is not supported");
 }
 
 // --- pre-tokenizers -----------------------------------------------------------------------------

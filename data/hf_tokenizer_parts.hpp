@@ -37,6 +37,7 @@ struct Normalizer {
   virtual std::string apply(const std::string& s) const = 0;
 };
 std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& where);  // null: none
+std::unique_ptr<Normalizer> make_precompiled(const json& j, const std::string& where);  // data/hf_precompiled.cpp
 
 // A piece of a pre-tokenized segment. `first`: the segment begins the input (Metaspace's "first").
 struct PreTokenizer {

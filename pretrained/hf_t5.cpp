@@ -23,6 +23,9 @@ HfModel t5_from_config(HfConfig& c, const std::vector<std::string>& architecture
   c.known({"num_decoder_layers"});
   T.buckets = int(c.integer("relative_attention_num_buckets", 32, 2, 1 << 16));
   T.max_distance = int(c.integer("relative_attention_max_distance", 128, 1, 1 << 24));
+  if (T.buckets < 4 || T.buckets % 2 || T.max_distance <= T.buckets / 2)  // the logarithmic buckets need room: max_exact = buckets / 4 or / 2
+    c.refuse("relative_attention_num_buckets " + std::to_string(T.buckets) + " and relative_attention_max_distance " + std::to_string(T.max_distance) +
+             ": the buckets must be even, at least 4, and the distance more than half of them");
   const std::int64_t d_kv = c.integer("d_kv", 64, 1, 1 << 16);
   if (T.d_model % T.heads != 0 || d_kv != T.d_model / T.heads)
     c.refuse("d_kv " + std::to_string(d_kv) + " is not d_model " + std::to_string(T.d_model) + " / num_heads " + std::to_string(T.heads) +

@@ -64,6 +64,9 @@ inline models::T5Config t5_config(const Config& c) {
   m.d_ff = ff_width(c, m.d_model, p.d_ff / p.d_model, false), m.vocab = size_or(c, "vocab", p.vocab), m.tied = c.flag("tied");
   m.ffn_act = c.text("ffn") == "relu" ? layers::Act::relu : layers::Act::gated_gelu;
   m.buckets = int(c.integer("buckets")), m.max_distance = int(c.integer("max_distance"));
+  if (m.buckets < 4 || m.buckets % 2 || m.max_distance <= m.buckets / 2)
+    throw config_error("buckets " + c.show("buckets") + " and max_distance " + c.show("max_distance") +
+                       ": the buckets must be even, at least 4, and max_distance more than half of them");
   if (m.vocab < models::kT5Sentinels + 64)
     throw config_error("vocab " + std::to_string(m.vocab) + " leaves fewer than 64 pieces beside T5's " + std::to_string(models::kT5Sentinels) + " sentinels");
   if (c.integer("sentinel_end") > m.vocab || (c.integer("sentinel_end") && c.integer("sentinel_end") < models::kT5Sentinels + 3))

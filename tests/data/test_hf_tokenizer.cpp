@@ -60,7 +60,14 @@ TEST_CASE("a hostile tokenizer.json is refused naming the fault", "[data]") {
   CHECK_THAT(refusal(j), Contains("id 1 is given to two tokens"));
   j = bpe({"a b"});
   j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
-  CHECK_THAT(refusal(j), Contains("normalizer 'Precompiled' is not supported"));
+  CHECK_THAT(refusal(j), Contains("precompiled_charsmap is shorter than its header"));
+  j["normalizer"]["precompiled_charsmap"] = "!!!!";
+  CHECK_THAT(refusal(j), Contains("precompiled_charsmap is not base64"));
+  j["normalizer"]["precompiled_charsmap"] = "6AMAAAAAAAA=";  // a trie of 1000 bytes in 8
+  CHECK_THAT(refusal(j), Contains("trie of 1000 bytes does not fit its 8 bytes"));
+  j = bpe({"a b"});
+  j["normalizer"] = {{"type", "Unknown"}};
+  CHECK_THAT(refusal(j), Contains("normalizer 'Unknown' is not supported"));
   j = bpe({"a b"});
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   CHECK_THAT(refusal(j), Contains("the regular expression '(unclosed' does not compile"));
@@ -144,4 +151,39 @@ TEST_CASE("BPE with a continuing-subword prefix merges as tokenizers does", "[da
   const auto t = data::HfTokenizer::parse(j.dump(), "tokenizer.json");
   CHECK(t.encode("abc") == std::vector<std::int32_t>{4});
   CHECK(t.encode("ab") == std::vector<std::int32_t>{2});
+}
+
+// A compiled charsmap of one rule, "a" -> "b", built by hand as a Darts-clone double array: the
+// root's offset 2 leads byte 'a' to unit 2 ^ 0x61 (label 'a', a leaf, offset 1), whose value unit
+// (99 ^ 1) points at replacement 0. A cluster shorter than 6 bytes is replaced whole when a rule
+// matches a prefix of it, as Hugging Face's spm_precompiled does ("a" + U+0301 becomes "b").
+TEST_CASE("the Precompiled normalizer applies a compiled charsmap as Hugging Face does", "[data][tokenizer]") {
+  std::vector<std::uint32_t> units(100, 0);
+  units[0] = 2u << 10;
+  units[99] = (1u << 10) | (1u << 8) | 0x61;
+  units[98] = 0;
+  std::string blob(4, '\0');
+  const std::uint32_t bytes = std::uint32_t(units.size() * 4);
+  for (int k = 0; k < 4; ++k) blob[std::size_t(k)] = char((bytes >> (8 * k)) & 0xFF);
+  for (std::uint32_t u : units)
+    for (int k = 0; k < 4; ++k) blob.push_back(char((u >> (8 * k)) & 0xFF));
+  blob += std::string("b\0", 2);
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string b64;
+  for (std::size_t i = 0; i < blob.size(); i += 3) {
+    std::uint32_t v = std::uint32_t(static_cast<unsigned char>(blob[i])) << 16;
+    if (i + 1 < blob.size()) v |= std::uint32_t(static_cast<unsigned char>(blob[i + 1])) << 8;
+    if (i + 2 < blob.size()) v |= std::uint32_t(static_cast<unsigned char>(blob[i + 2]));
+    b64 += kAlphabet[(v >> 18) & 63], b64 += kAlphabet[(v >> 12) & 63];
+    b64 += i + 1 < blob.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    b64 += i + 2 < blob.size() ? kAlphabet[v & 63] : '=';
+  }
+  json j = {{"version", "1.0"},
+            {"added_tokens", json::array()},
+            {"normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", b64}}},
+            {"model", {{"type", "WordLevel"}, {"vocab", {{"<unk>", 0}}}, {"unk_token", "<unk>"}}}};
+  const auto tok = data::HfTokenizer::parse(j.dump(), "test");
+  CHECK(tok.normalize("xa\u00e9a") == "xb\u00e9b");
+  CHECK(tok.normalize("a\u0301c") == "bc");   // one cluster, replaced whole
+  CHECK(tok.normalize("\u00e9\u0301") == "\u00e9\u0301");  // no rule: kept character by character
 }

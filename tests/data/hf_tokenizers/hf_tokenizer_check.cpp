@@ -1,8 +1,10 @@
 // ctgrad's side of tests/data/hf_tokenizers/oracle.mjs: encodes and decodes each line of
 // EXPECTED.jsonl with data::HfTokenizer and compares with what Hugging Face's implementation gave
 // (ids without and with special tokens, the decoded ids, the decoded ids skipping special tokens,
-// random ids decoded).
+// random ids decoded); with --normalize, compares each line's normalized text with another oracle's
+// (SentencePiece's spm_normalize for the Precompiled normalizer).
 //   hf_tokenizer_check TOKENIZER.json EXPECTED.jsonl
+//   hf_tokenizer_check --normalize TOKENIZER.json EXPECTED.jsonl
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -20,8 +22,32 @@ std::string show(const std::vector<std::int32_t>& v) {
 }
 }  // namespace
 
+// Each line's {"text", "normalized"}: the tokenizer's normalizer must give "normalized".
+int check_normalized(const char* tokenizer, const char* expected) {
+  const auto tok = ctgrad::data::HfTokenizer::load(tokenizer);
+  std::ifstream in(expected);
+  std::string row;
+  int lines = 0, wrong = 0;
+  while (std::getline(in, row)) {
+    const nlohmann::json e = nlohmann::json::parse(row);
+    const std::string got = tok.normalize(e["text"].get<std::string>());
+    ++lines;
+    if (got != e["normalized"].get<std::string>() && ++wrong <= 3)
+      std::printf("  line %d %s:\n    normalized %s\n          want %s\n", lines, e["text"].dump().c_str(), nlohmann::json(got).dump().c_str(),
+                  e["normalized"].dump().c_str());
+  }
+  std::printf("%s: %d of %d lines normalized as SentencePiece's spm_normalize\n", tokenizer, lines - wrong, lines);
+  return wrong || lines == 0 ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 3) return std::fprintf(stderr, "usage: hf_tokenizer_check TOKENIZER.json EXPECTED.jsonl\n"), 2;
+  if (argc == 4 && std::string(argv[1]) == "--normalize") try {
+      return check_normalized(argv[2], argv[3]);
+    } catch (const std::exception& ex) {
+      std::printf("hf_tokenizer_check: %s\n", ex.what());
+      return 1;
+    }
+  if (argc != 3) return std::fprintf(stderr, "usage: hf_tokenizer_check [--normalize] TOKENIZER.json EXPECTED.jsonl\n"), 2;
   try {
     const auto tok = ctgrad::data::HfTokenizer::load(argv[1]);
     std::ifstream in(argv[2]);

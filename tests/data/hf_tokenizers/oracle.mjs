@@ -3,7 +3,8 @@
 // vocabulary, BERT style; SentencePiece BPE with byte fallback, Llama 2 style, and Unigram, T5
 // style, both trained by spm_train and converted as Hugging Face's converter does), a few hundred
 // varied lines, and what Hugging Face's own implementation (npm @huggingface/tokenizers, pure
-// JavaScript) encodes and decodes; then runs ctgrad's checker on each fixture.
+// JavaScript) encodes and decodes; then runs ctgrad's checker on each fixture. The Precompiled
+// normalizer, which the JavaScript port only approximates, is checked against spm_normalize.
 //   node oracle.mjs WORK NODE_MODULES CHECKER
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -246,5 +247,50 @@ for (const [name, f] of Object.entries(fixtures)) {
     failed++;
   }
 }
-console.log(failed ? `${failed} of ${Object.keys(fixtures).length} tokenizers disagree with @huggingface/tokenizers` : `all ${Object.keys(fixtures).length} tokenizers agree with @huggingface/tokenizers`);
+// --- the Precompiled normalizer: SentencePiece itself as the oracle -----------------------------
+// The JavaScript port approximates Precompiled by NFKC, so the oracle here is spm_normalize: a
+// model's nmt_nfkc rules (trained without whitespace handling or a dummy prefix, so that the rules
+// are all it applies), their compiled form read from the model file as transformers' converter
+// reads it, and ctgrad's normalization of each line compared with SentencePiece's.
+{
+  const prefix = path.join(work, "spm-nfkc");
+  execFileSync("spm_train", [`--input=${path.join(work, "corpus.txt")}`, `--model_prefix=${prefix}`, "--vocab_size=300", "--model_type=unigram",
+                             "--character_coverage=1.0", "--minloglevel=2", "--num_threads=1", "--random_seed=1", "--normalization_rule_name=nmt_nfkc",
+                             "--remove_extra_whitespaces=false", "--add_dummy_prefix=false"], { stdio: "ignore" });
+  // ModelProto field 3 (normalizer_spec), its field 2 (precompiled_charsmap): protobuf's wire format.
+  const field = (buf, want) => {
+    for (let at = 0; at < buf.length;) {
+      const varint = () => { let v = 0, shift = 0, b; do { b = buf[at++]; v += (b & 0x7f) * 2 ** shift; shift += 7; } while (b & 0x80); return v; };
+      const key = varint(), number = Math.floor(key / 8), wire = key % 8;
+      if (wire === 0) varint();
+      else if (wire === 1) at += 8;
+      else if (wire === 5) at += 4;
+      else if (wire === 2) { const n = varint(); if (number === want) return buf.subarray(at, at + n); at += n; }
+      else throw new Error("spm model: wire type " + wire);
+    }
+    return null;
+  };
+  const charsmap = field(field(fs.readFileSync(prefix + ".model"), 3), 2);
+  const dir = path.join(work, "precompiled");
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, "tokenizer.json"), JSON.stringify({
+    version: "1.0", truncation: null, padding: null, added_tokens: [], normalizer: { type: "Precompiled", precompiled_charsmap: Buffer.from(charsmap).toString("base64") },
+    pre_tokenizer: null, post_processor: null, decoder: null, model: { type: "WordLevel", vocab: { "<unk>": 0 }, unk_token: "<unk>" } }));
+  const lines = [];
+  for (let i = 0; i < 300; i++) lines.push(line([]));
+  lines.push("ﬁ ligature ① ｆｕｌｌ ㍻ Ⅻ ½ ™ ｶﾀｶﾅ", "a\u0301 e\u0301 o\u0308 (NFD accents)", "tab\tand\u000bvertical\u00a0nbsp\u3000ideographic", "\u200b\u200dzero widths\ufeff");
+  const one = lines.map((l) => l.replace(/[\r\n]/g, " "));  // spm_normalize reads lines
+  fs.writeFileSync(path.join(dir, "input.txt"), one.join("\n") + "\n");
+  const want = execFileSync("spm_normalize", [`--model=${prefix}.model`, "--remove_extra_whitespaces=false", `--input=${path.join(dir, "input.txt")}`],
+                            { encoding: "utf8", maxBuffer: 1 << 26 }).split("\n");
+  fs.writeFileSync(path.join(dir, "expected.jsonl"), one.map((text, i) => JSON.stringify({ text, normalized: want[i] })).join("\n") + "\n");
+  try {
+    process.stdout.write(execFileSync(checker, ["--normalize", path.join(dir, "tokenizer.json"), path.join(dir, "expected.jsonl")], { encoding: "utf8" }));
+  } catch (e) {
+    process.stdout.write((e.stdout || "") + (e.stderr || ""));
+    failed++;
+  }
+}
+console.log(failed ? `${failed} of ${Object.keys(fixtures).length + 1} checks disagree with their oracle`
+                   : `all ${Object.keys(fixtures).length} tokenizers agree with @huggingface/tokenizers, and Precompiled with spm_normalize`);
 process.exit(failed ? 1 : 0);
