@@ -97,7 +97,7 @@ TEST_CASE("an exported Llama loads back to the same parameters", "[pretrained]")
   }
 }
 
-TEST_CASE("a classifier of other classes loads a folder's body under a new head; its class names round-trip", "[pretrained]") {
+TEST_CASE("a classifier of other classes loads a folder's body under a new head, and its class names round-trip", "[pretrained]") {
   const fs::path d = fresh("hf_new_head");
   const models::VitConfig four{.image = 8, .channels = 1, .patch = 4, .d_model = 8, .n_layer = 1, .heads = 2, .d_mlp = 16, .classes = 4};
   Program<run_time> pretrained_vit(freeze(models::vit(four)), Options{.seed = 3});
