@@ -58,9 +58,11 @@ struct Precompiled : Normalizer {
       if ((unit & ((1u << 31) | 0xFF)) != c) return nullptr;  // the label
       node ^= offset(unit);
       if (node >= units.size()) return nullptr;
-      if ((unit >> 8) & 1) {  // a leaf: the value is where its replacement starts
+      if ((unit >> 8) & 1) {  // a leaf: the value is where its replacement starts (after a NUL, or at 0)
         const std::size_t at = units[node] & ((1u << 31) - 1);
-        return at < replacements.size() ? replacements.c_str() + at : nullptr;
+        if (at >= replacements.size() || (at > 0 && replacements[at - 1] != '\0'))
+          throw data_error("ctgrad: tokenizer: precompiled_charsmap has a rule pointing inside a replacement (at byte " + std::to_string(at) + ")");
+        return replacements.c_str() + at;
       }
     }
     return nullptr;

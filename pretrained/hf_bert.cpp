@@ -99,7 +99,13 @@ TensorSource bert_tensor(const std::string& param) {
   return {param, false, {}};  // no counterpart: reported as missing under its own name
 }
 
-std::string bert_canonical(const std::string& name) {
+std::string bert_canonical(const std::string& stored) {
+  // The original checkpoints (bert-base-uncased's file among them) name LayerNorm's parameters
+  // gamma and beta, as TensorFlow did; transformers renames them on load.
+  std::string name = stored;
+  for (const auto& [old, now] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"}, {"LayerNorm.beta", "LayerNorm.bias"}})
+    if (name.size() >= old.size() && name.compare(name.size() - old.size(), std::string::npos, old) == 0)
+      name = name.substr(0, name.size() - old.size()) + now;
   // BertModel folders (and some others) store the encoder without the "bert." prefix.
   if (name.rfind("embeddings.", 0) == 0 || name.rfind("encoder.", 0) == 0 || name.rfind("pooler.", 0) == 0) return "bert." + name;
   return name;

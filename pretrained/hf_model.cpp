@@ -71,6 +71,13 @@ detail::TensorSource source_of(const HfModel& m, const std::string& param) {
 std::string canonical_of(const HfModel& m, const std::string& name) {
   return m.is_gpt() ? detail::gpt2_canonical(name) : m.is_bert() ? detail::bert_canonical(name) : name;
 }
+// A tensor of the folder's own task head (BERT's masked-LM and next-sentence heads, ViT's
+// classifier): what a model with another head leaves unread.
+bool folder_head(const HfModel& m, const std::string& canonical) {
+  if (m.is_bert()) return canonical.rfind("cls.", 0) == 0;
+  if (m.is_vit()) return canonical.rfind("classifier.", 0) == 0;
+  return false;
+}
 bool ignores(const HfModel& m, const std::string& canonical) {
   if (m.is_vit()) return detail::vit_ignores(canonical);
   if (m.is_t5()) return detail::t5_ignores(m, canonical);
@@ -125,7 +132,7 @@ LoadReport load_hf_weights(const fs::path& dir, const HfModel& m, std::span<cons
   }
   for (const auto& [canonical, name] : actual) {
     if (used.count(canonical) || ignores(m, canonical)) continue;
-    if (head) {
+    if (head && folder_head(m, canonical)) {
       ++report.unused;
       continue;
     }

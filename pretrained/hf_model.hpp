@@ -75,8 +75,10 @@ struct LoadReport {
 // Loads every parameter from the folder's tensors, read one at a time into place (the file is
 // never held whole: peak memory is the parameters plus one tensor). `head`: the parameters of a
 // task's own head (a classifier fine-tuned from BERT or ViT), read when the folder has their
-// tensors at their shape and left as initialised otherwise; with a head, the folder's tensors nothing reads (the masked-LM
-// head) are left unread, as transformers' from_pretrained does for a model with another head.
+// tensors at their shape and left as initialised otherwise; with a head, the tensors of the
+// folder's own head (BERT's masked-LM and next-sentence heads, ViT's classifier) are left unread,
+// as transformers' from_pretrained does for a model with another head; any other tensor without
+// a place is refused.
 LoadReport load_hf_weights(const std::filesystem::path& dir, const HfModel& m, std::span<const Parameter<float>> params,
                            const std::function<bool(std::string_view)>& head = {});
 

@@ -110,8 +110,11 @@ TensorSource t5_tensor(const std::string& param) {
 }
 
 bool t5_ignores(const HfModel& m, const std::string& canonical) {
-  // The stacks' embed_tokens are the shared table (stored by older checkpoints), as is a tied lm_head.
-  return canonical == "encoder.embed_tokens.weight" || canonical == "decoder.embed_tokens.weight" || (m.t5().tied && canonical == "lm_head.weight");
+  // The stacks' embed_tokens are the shared table (stored by older checkpoints), as is a tied lm_head;
+  // the original checkpoints carry a cross-attention position bias T5 never uses (transformers
+  // ignores it on load too).
+  return canonical == "encoder.embed_tokens.weight" || canonical == "decoder.embed_tokens.weight" || (m.t5().tied && canonical == "lm_head.weight") ||
+         canonical == "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight";
 }
 
 }  // namespace ctgrad::pretrained::detail

@@ -117,7 +117,7 @@ std::vector<std::vector<std::int32_t>> BertVocab::encode_all(const std::vector<s
 
 data::MlmSpecials BertVocab::specials(const fs::path& file) const {
   if (sp_) {
-    if (sp_->piece(kSpecials.mask) != "[MASK]" || sp_->piece(kSpecials.cls) != "[CLS]" || sp_->piece(kSpecials.pad) != "[PAD]")
+    if (sp_->vocab_size() <= kSpecials.first_regular || sp_->piece(kSpecials.mask) != "[MASK]" || sp_->piece(kSpecials.cls) != "[CLS]" || sp_->piece(kSpecials.pad) != "[PAD]")
       throw config_error(file.string() + " is not a BERT vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] first)");
     data::MlmSpecials s = kSpecials;
     s.vocab = vocab_size();
@@ -132,6 +132,10 @@ data::MlmSpecials BertVocab::specials(const fs::path& file) const {
     if (*ids[i] < 0) throw config_error(file.string() + " is not a BERT vocabulary: it has no " + names[i] + " token");
     s.first_regular = std::max(s.first_regular, *ids[i] + 1);  // the [unused] ids before the specials are never drawn
   }
+  // Masking draws from the ids after the specials: a vocabulary with them at its end is not read.
+  if (s.first_regular > vocab_size() / 2)
+    throw config_error(file.string() + ": its specials are not at the start of the vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] up to id " +
+                       std::to_string(s.first_regular - 1) + " of " + std::to_string(vocab_size()) + "), which ctgrad's masking assumes");
   s.vocab = vocab_size();
   return s;
 }
@@ -223,7 +227,6 @@ void BertSession::prepare() {
   if (vocab_ > p_.vocab)
     throw config_error("the tokenizer has " + std::to_string(vocab_) + " tokens, more than the model's vocabulary of " + std::to_string(p_.vocab) + " (vocab)");
   specials_ = tok_->specials(source);
-  if (!ctx_.pretrained.empty() && ctx_.command == "train") tok_->tokenizer().save(tok_file);
   if (ctx_.command == "fill-mask") return;
   if (corpus.train.empty()) corpus = corpus::corpus_of(c_, ctx_.cache);
   word_starts_.assign(std::size_t(vocab_), 0);
@@ -277,16 +280,17 @@ void BertSession::prepare() {
   train_.emplace(train_seqs_, specials_, masking, batch_, data_seed(c_), word_starts_);
   if (p_.next_sentence) train_->next_sentence(train_next);
   if (ctx_.command != "train") return;
+  if (!ctx_.pretrained.empty()) tok_->tokenizer().save(tok_file);  // the folder's vocabulary becomes the run's, once its data is read
   unigram_ = train_counts;
   std::int64_t tokens = 0;
   for (const auto& s : train_seqs_) tokens += std::int64_t(s.size());
   std::printf("ctgrad train bert: size %s (%d layers, %d heads, d_model %d, d_ff %d), %lld parameters, %d threads\n", c_.text("size").c_str(),
               p_.n_layer, p_.heads, p_.d_model, p_.d_ff, (long long)model_->parameter_count(), model_->threads());
   std::printf("KJV + Austen: %zu train / %zu validation units -> %zu / %zu sequences of <= %lld tokens%s (%lld train tokens); "
-              "SentencePiece BPE with %d tokens; batch %lld, %lld steps, %s masking\n",
+              "%s with %d tokens; batch %lld, %lld steps, %s masking\n",
               corpus.train.size(), corpus.validation.size(), train_seqs_.size(), val_seqs_.size(),
               (long long)(p_.next_sentence ? (context_ - 3) / 2 : context_ - 2), p_.next_sentence ? ", two to a row (next-sentence pairs)" : "",
-              (long long)tokens, vocab_, (long long)batch_, (long long)c_.integer("steps"), c_.flag("whole_word") ? "whole-word" : "token");
+              (long long)tokens, tok_name_ == "tokenizer.json" ? "WordPiece" : "SentencePiece", vocab_, (long long)batch_, (long long)c_.integer("steps"), c_.flag("whole_word") ? "whole-word" : "token");
   const Baseline b = unigram_baseline();
   std::printf("unigram baseline on the validation masks: loss %.4f nats/token, accuracy %.4f (always '%s')\n", b.loss, b.accuracy,
               tok_->piece(b.most_frequent).c_str());

@@ -133,6 +133,8 @@ class FinetuneSession : public Session {
     const fs::path own = ctx_.folder.file(hf ? "tokenizer.json" : "tokenizer.model");
     if (hf && ctx_.pretrained.empty() && !ctx_.from_checkpoint)
       throw config_error("tokenizer=hf is a Hugging Face model folder's tokenizer.json: give the folder with --from DIR");
+    if (!ctx_.pretrained.empty() && ctx_.command != "train")
+      throw config_error("--from starts a fine-tuning (ctgrad finetune bert --from DIR); eval bert-finetune reads a fine-tuned run: give --run");
     if (!ctx_.pretrained.empty() && c_.text("init") == "scratch")
       throw config_error("init=scratch starts the encoder from BERT's random init; --from loads the folder's: give one");
     const fs::path source = !ctx_.pretrained.empty() ? ctx_.pretrained / own.filename() : own;
@@ -155,7 +157,7 @@ class FinetuneSession : public Session {
     if (tok_->vocab_size() > P.vocab || cls_ < 0 || sep_ < 0)
       throw config_error(source.string() + " is not a BERT vocabulary of at most " + std::to_string(P.vocab) + " tokens with [CLS] and [SEP] (it has " +
                          std::to_string(tok_->vocab_size()) + " tokens" + (cls_ < 0 || sep_ < 0 ? ", no [CLS] or [SEP])" : ")"));
-    if (!ctx_.pretrained.empty()) tok_->save(own);  // the folder's tokenizer becomes the run's
+    if (!ctx_.pretrained.empty()) tok_->save(own);  // the folder's tokenizer becomes the run's (train only: eval --from is refused above)
     titles_ = p.titles;
     if (const std::int64_t n = c_.integer("train_passages"); n > 0)  // the same subset for every seed and init
       data::fixed_subset(p.train, std::size_t(n), "train_passages");

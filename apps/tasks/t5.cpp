@@ -88,7 +88,6 @@ class T5Session : public Session {
         throw config_error(message_of(e));
       }
       vocab_ = check_vocabulary(*tok_, end_, source);
-      if (ctx_.command == "train") tok_->save(tok_file);
     } else if (ctx_.from_checkpoint) {
       tok_.emplace(data::SentencePieceTokenizer::load(tok_file));
     } else {
@@ -122,12 +121,13 @@ class T5Session : public Session {
     train_seqs_ = sequences(text.train, text.train_docs);
     train_.emplace(train_seqs_, ids, span_, batch_, data_seed(c_));
     if (ctx_.command != "train") return;
+    if (!ctx_.pretrained.empty()) tok_->save(tok_file);  // the folder's SentencePiece model becomes the run's, once its data is read
     std::int64_t tokens = 0;
     for (const auto& s : train_seqs_) tokens += std::int64_t(s.size());
     std::printf("ctgrad train t5: size %s (%d+%d layers, %d heads, d_model %d, d_ff %d, %s output), %lld parameters, %d threads\n",
                 c_.text("size").c_str(), P.n_layer, P.n_dec_layer, P.heads, P.d_model, P.d_ff, P.tied ? "tied" : "untied",
                 (long long)model_.parameter_count(), model_.threads());
-    std::printf("KJV + Austen: %zu train / %zu validation units -> %zu / %zu sequences of <= %lld tokens (%lld train tokens); SentencePiece BPE "
+    std::printf("KJV + Austen: %zu train / %zu validation units -> %zu / %zu sequences of <= %lld tokens (%lld train tokens); SentencePiece "
                 "with %d pieces + %d sentinels; span corruption: noise %.2f, mean span %.1f -> inputs <= %lld, targets <= %lld tokens\n",
                 text.train.size(), text.validation.size(), train_seqs_.size(), val_seqs_.size(), (long long)lengths_.tokens, (long long)tokens,
                 vocab_, models::kT5Sentinels, span_.noise_density, span_.mean_span, (long long)lengths_.inputs, (long long)lengths_.targets);

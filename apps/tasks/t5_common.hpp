@@ -69,8 +69,9 @@ inline models::T5Config t5_config(const Config& c) {
                        ": the buckets must be even, at least 4, and max_distance more than half of them");
   if (m.vocab < models::kT5Sentinels + 64)
     throw config_error("vocab " + std::to_string(m.vocab) + " leaves fewer than 64 pieces beside T5's " + std::to_string(models::kT5Sentinels) + " sentinels");
-  if (c.integer("sentinel_end") > m.vocab || (c.integer("sentinel_end") && c.integer("sentinel_end") < models::kT5Sentinels + 3))
-    throw config_error("sentinel_end " + c.show("sentinel_end") + " must leave the 100 sentinels and pad, </s>, <unk> within vocab " + std::to_string(m.vocab));
+  if (c.integer("sentinel_end") > m.vocab || (c.integer("sentinel_end") && c.integer("sentinel_end") < models::kT5Sentinels + 64))
+    throw config_error("sentinel_end " + c.show("sentinel_end") + " must be within vocab " + std::to_string(m.vocab) + " and leave 64 pieces before the " +
+                       std::to_string(models::kT5Sentinels) + " sentinels");
   check_heads(m.d_model, m.heads, m.heads, false);
   return m;
 }

@@ -178,7 +178,7 @@ class FinetuneSession : public Session {
         throw config_error(message_of(e));
       }
       check_vocabulary(*tok_, end_, folder_tokenizer(ctx_.pretrained));
-      tok_->save(own);
+      if (ctx_.command == "train") tok_->save(own);
       return;
     }
     const PretrainedRun from = open_pretrained(c_.text("pretrained"), "t5", "ctgrad train t5 --run");

@@ -176,10 +176,16 @@ class VitSession : public Session {
         batch_(c.integer("batch")), n_train_(c.integer("train_images")), seed_(data_seed(c)) {
     if (n_train_ < batch_) throw config_error("train_images (" + c.show("train_images") + ") must be at least batch (" + c.show("batch") + ")");
     if (!ctx.pretrained.empty() && ctx.command != "train") {  // eval --from: the folder's classifier must be the data's
-      const int theirs = pretrained::read_hf_model(ctx.pretrained).vit().classes;
+      const pretrained::HfModel folder = pretrained::read_hf_model(ctx.pretrained);
+      const int theirs = folder.vit().classes;
       if (theirs != config_.classes)
         throw config_error("--from " + ctx.pretrained.string() + " classifies " + std::to_string(theirs) + " classes (its id2label), the data has " +
                            std::to_string(config_.classes) + ": train --from fine-tunes a new classifier on it");
+      // Named classes (not transformers' LABEL_k defaults) must be the data's, in order.
+      for (std::size_t k = 0; k < folder.labels.size() && k < classes_.size(); ++k)
+        if (folder.labels[k] != classes_[k] && folder.labels[k] != "LABEL_" + std::to_string(k))
+          throw config_error("--from " + ctx.pretrained.string() + ": its class " + std::to_string(k) + " is '" + folder.labels[k] + "', the data's is '" +
+                             classes_[k] + "' (output k must be the same class): train --from fine-tunes a classifier on the data's");
     }
     check_fits(*model_, {batch_, 1, 1, 1, 1, 1}, 4.0 * double(pixels()) * double(batch_), "batch " + c.show("batch"));
     check_shards(ctx, batch_, "batch");
@@ -318,7 +324,7 @@ class VitSession : public Session {
         std::printf("   %5.1f%%\n", 100.0 * double(cm[r * n + r]) / double(std::max<std::int64_t>(row, 1)));
       }
     }
-    if (std::error_code ec; !ctx_.pretrained.empty() && !fs::is_directory(ctx_.folder.dir(), ec)) return 0;  // --from without a run folder: no grid
+    if (!ctx_.pretrained.empty()) return 0;  // --from: the run folder is not this model's, the grid is not written into it
     if (prediction_grid(test_, pred, classes_, data_name() + (fashion() ? " test" : " held-out"), ctx_.folder.file("predictions.png")))
       std::printf("\nwrote %s\n", training::printable(ctx_.folder.file("predictions.png").string()).c_str());
     return 0;

@@ -17,8 +17,8 @@ export CTGRAD_CACHE="$work/cache"
 one_line() {
   if [ "$(wc -l < "$work/out.txt")" -le 1 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: more than one line:"; cat "$work/out.txt"; fi
 }
-same() {  # name, file a, file b
-  if cmp -s "$2" "$3"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 and $3 differ:"; diff "$2" "$3" | head; fi
+same() {  # name, file a, file b (neither empty: a command that failed writes nothing)
+  if [ -s "$2" ] && cmp -s "$2" "$3"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 and $3 differ:"; diff "$2" "$3" | head; fi
 }
 quiet=(--set steps=30 --set eval_every=30 --set sample_tokens=0 --set context=32 --threads 2)
 
@@ -128,12 +128,17 @@ check "resume the WordPiece run" 0 "$ctgrad" train bert --run bert-wp --resume -
 expect_text "resumed" "step 15/15"
 check "finetune --from with init=scratch" 2 "$ctgrad" finetune bert --from hf-bert --run x --set init=scratch
 one_line "finetune --from with init=scratch"
+check "eval bert-finetune --from" 2 "$ctgrad" eval bert-finetune --from hf-bert --run ft-from
+expect_text "asks for the run" "eval bert-finetune reads a fine-tuned run"
+check "the refused eval left the run as it was" 0 "$ctgrad" eval bert-finetune --run ft-from
 check "finetune --from a GPT-2 folder" 2 "$ctgrad" finetune bert --from hf-gpt --run x
 expect_text "names the family" "the folder holds a GPT2LMHeadModel: ctgrad's BERT reads BertForMaskedLM and BertForPreTraining folders (ctgrad gpt reads it)"
 sed -i 's/"\[CLS\]"/"[KLS]"/g' hf-wordpiece/tokenizer.json
 check "a vocabulary without [CLS]" 2 "$ctgrad" finetune bert --from hf-wordpiece --run x
 expect_text "names it" "with [CLS] and [SEP]"
 no_file "nothing of the refused runs" x/checkpoint.safetensors
+no_file "no tokenizer of the refused runs" x/tokenizer.json
+no_file "no tokenizer of the refused runs" x/tokenizer.model
 
 # 4. ViT: a Fashion-MNIST run exported (its classes as id2label) evaluates from the folder as from the
 # run; train --from fine-tunes it on an image folder of other classes under a new classifier.
@@ -149,6 +154,19 @@ check "train vit --from on other classes" 0 "$ctgrad" train vit --from hf-vit --
 expect_text "a new classifier" "new (the task's head): head.weight, head.bias"
 expect_text "the classifier's old head unread" "unused: 2 tensors of the folder"
 check "eval the fine-tuned vit" 0 "$ctgrad" eval vit --run vit-ft
+check "export the fine-tuned vit" 0 "$ctgrad" export --run vit-ft --to hf-vit-ft
+"$ctgrad" eval vit --run vit-ft 2>/dev/null | sed 's/, [0-9.]* s)/)/; /^wrote/d; /^$/d' > eval-run.txt
+"$ctgrad" eval vit --from hf-vit-ft --set data=images:shapes 2>/dev/null | sed 's/, [0-9.]* s)/)/; /^$/d' > eval-from.txt
+same "vit: eval --from the fine-tuned export = eval --run" eval-run.txt eval-from.txt
+/usr/bin/python3 - hf-vit-ft/config.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["id2label"]["0"], c["id2label"]["1"] = c["id2label"]["1"], c["id2label"]["0"]
+json.dump(c, open(sys.argv[1], "w"))
+PY
+check "eval --from with the classes in another order" 2 "$ctgrad" eval vit --from hf-vit-ft --set data=images:shapes
+expect_text "names the class" "its class 0 is"
+one_line "eval --from with the classes in another order"
 check "eval --from on other classes" 2 "$ctgrad" eval vit --from hf-vit --set data=images:shapes
 expect_text "names both" "classifies 10 classes (its id2label), the data has 3"
 one_line "eval --from on other classes"

@@ -124,6 +124,13 @@ TEST_CASE("a classifier of other classes loads a folder's body under a new head,
   // The same classes: every tensor read, the head too.
   Program<run_time> same(freeze(models::vit(four)), Options{.seed = 9});
   CHECK(pretrained::load_hf_weights(d, m, same.parameters(), head).fresh.empty());
+  const auto want = pretrained_vit.parameter("head.weight").value.span(), got = same.parameter("head.weight").value.span();
+  CHECK(std::memcmp(want.data(), got.data(), want.size_bytes()) == 0);
+  // A head excuses only the folder's own head: a layer the config has no place for is still refused.
+  models::VitConfig shallow = three;
+  shallow.n_layer = 0;
+  Program<run_time> short_model(freeze(models::vit(shallow)), Options{.seed = 9});
+  CHECK_THROWS_WITH(pretrained::load_hf_weights(d, m, short_model.parameters(), head), Contains("vit.encoder.layer.0."));
 }
 
 TEST_CASE("config.json fields ctgrad does not compute are refused by name", "[pretrained]") {
