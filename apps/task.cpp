@@ -23,6 +23,12 @@ std::vector<Task>& registry() {
 }
 }  // namespace
 
+std::string exact(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
 std::string command_reading(const pretrained::HfModel& m) {
   return m.is_gpt() ? "ctgrad gpt reads it" : m.is_llama() ? "ctgrad llama reads it" : m.is_bert() ? "ctgrad finetune bert reads it"
        : m.is_t5()                                                       ? "ctgrad t5 reads it"

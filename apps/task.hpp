@@ -128,6 +128,9 @@ struct Task {
   std::function<bool(std::string_view)> hf_head = {};
 };
 
+// A number as a config value, every digit kept (1e-05, not 0.000010).
+std::string exact(double v);
+
 // Which command reads a Hugging Face folder's family ("ctgrad finetune bert --from DIR"), for a
 // refusal by another family's command.
 std::string command_reading(const pretrained::HfModel& m);

@@ -65,15 +65,13 @@ models::BertConfig bert_config(const Config& c) {
   return m;
 }
 
-std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m) {
+std::vector<std::pair<std::string, std::string>> hf_keys(const fs::path& dir, const pretrained::HfModel& m) {
   if (!m.is_bert()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's BERT reads BertForMaskedLM and BertForPreTraining folders (" + command_reading(m) + ")");
   const models::BertConfig& b = m.bert();
-  auto exact = [](double v) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.17g", v);
-    return std::string(text);
-  };
-  return {{"d_model", std::to_string(b.d_model)}, {"layers", std::to_string(b.n_layer)},   {"heads", std::to_string(b.heads)},
+  std::error_code ec;
+  const char* tokenizer = fs::exists(dir / "tokenizer.json", ec) ? "hf" : fs::exists(dir / "tokenizer.model", ec) ? "sentencepiece" : nullptr;
+  if (!tokenizer) throw config_error("--from " + dir.string() + ": the folder holds no tokenizer.json (nor a SentencePiece tokenizer.model)");
+  return {{"tokenizer", tokenizer}, {"d_model", std::to_string(b.d_model)}, {"layers", std::to_string(b.n_layer)},   {"heads", std::to_string(b.heads)},
           {"d_ff", std::to_string(b.d_ff)},       {"vocab", std::to_string(b.vocab)},      {"max_context", std::to_string(b.context)},
           {"segments", std::to_string(b.segments)}, {"pre_norm", "false"},                 {"norm_eps", exact(m.hyper("norm_eps", 1e-12))}};
 }
@@ -370,12 +368,8 @@ Task bert_task() {
   t.open = &open_session<BertSession>;
   t.check_against_checkpoint = refuse_longer_context;
   t.from_hf = [](const fs::path& dir, const pretrained::HfModel& m) {
-    auto keys = hf_keys(m);
+    auto keys = hf_keys(dir, m);
     keys.emplace_back("next_sentence", m.bert().next_sentence ? "true" : "false");
-    std::error_code ec;
-    if (fs::exists(dir / "tokenizer.json", ec)) keys.emplace_back("tokenizer", "hf");
-    else if (fs::exists(dir / "tokenizer.model", ec)) keys.emplace_back("tokenizer", "sentencepiece");
-    else throw config_error("--from " + dir.string() + ": the folder holds no tokenizer.json (nor a SentencePiece tokenizer.model)");
     return keys;
   };
   t.to_hf = [](const Config& c, const Context&, pretrained::HfModel& m) {

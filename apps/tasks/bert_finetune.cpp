@@ -354,12 +354,8 @@ Task finetune_task() {
   t.check_against_checkpoint = refuse_longer_context;
   t.open = &open_session<FinetuneSession>;
   t.from_hf = [](const fs::path& dir, const pretrained::HfModel& m) {
-    auto keys = bert::hf_keys(m);
+    auto keys = bert::hf_keys(dir, m);
     keys.emplace_back("pretrained", dir.string());  // what the run's config says it started from
-    std::error_code ec;
-    if (fs::exists(dir / "tokenizer.json", ec)) keys.emplace_back("tokenizer", "hf");
-    else if (fs::exists(dir / "tokenizer.model", ec)) keys.emplace_back("tokenizer", "sentencepiece");
-    else throw config_error("--from " + dir.string() + ": the folder holds no tokenizer.json (nor a SentencePiece tokenizer.model)");
     return keys;
   };
   t.hf_head = [](std::string_view n) { return n.rfind("pooler.", 0) == 0 || n.rfind("cls.", 0) == 0; };  // loaded if the folder has a pooler

@@ -28,8 +28,9 @@ Schema fill_mask_options();
 void add_bert_model_keys(Schema& s, const std::string& size_help, const std::string& pre_norm_help);
 // The config's model: a preset, its sizes and topology overridden by the keys given.
 models::BertConfig bert_config(const Config& c);
-// --from DIR: the model keys a Hugging Face BERT folder sets (a config_error for another family).
-std::vector<std::pair<std::string, std::string>> hf_keys(const pretrained::HfModel& m);
+// --from DIR: the model keys a Hugging Face BERT folder sets, its tokenizer's kind among them (a
+// config_error for another family, or a folder without a tokenizer).
+std::vector<std::pair<std::string, std::string>> hf_keys(const std::filesystem::path& dir, const pretrained::HfModel& m);
 // context fitted to max_context (or the preset's) when not given.
 void fit_bert_context(Config& c);
 

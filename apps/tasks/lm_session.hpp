@@ -69,13 +69,6 @@ inline Schema lm_sample_options() {
   return s;
 }
 
-// A number as a config value, every digit kept (1e-05, not 0.000010).
-inline std::string exact(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
-
 // --from DIR (Task::from_hf) for a decoder-only family F: the keys its model sets (F::hf_keys),
 // and the tokenizer the folder holds (tokenizer.json, Hugging Face's; or SentencePiece's
 // tokenizer.model).

@@ -19,8 +19,6 @@ std::vector<std::pair<std::string, std::string>> hf_keys(const fs::path& dir, co
   if (pieces + models::kT5Sentinels > t.vocab)
     throw config_error("--from " + dir.string() + ": " + file.filename().string() + " has " + std::to_string(pieces) + " pieces, which with the 100 sentinels exceed vocab_size " +
                        std::to_string(t.vocab));
-  char eps[32];
-  std::snprintf(eps, sizeof eps, "%.17g", m.hyper("norm_eps", 1e-6));
   return {{"d_model", std::to_string(t.d_model)},
           {"layers", std::to_string(t.n_layer)},
           {"dec_layers", std::to_string(t.n_dec_layer)},
@@ -32,7 +30,7 @@ std::vector<std::pair<std::string, std::string>> hf_keys(const fs::path& dir, co
           {"buckets", std::to_string(t.buckets)},
           {"max_distance", std::to_string(t.max_distance)},
           {"sentinel_end", std::to_string(pieces + models::kT5Sentinels)},
-          {"norm_eps", eps}};
+          {"norm_eps", exact(m.hyper("norm_eps", 1e-6))}};
 }
 
 // A run's sentinels end where its pieces do plus 100 (its tokenizer was trained to vocab - 100

@@ -397,13 +397,11 @@ Task vit_task() {
   t.from_hf = [](const fs::path&, const pretrained::HfModel& m) -> std::vector<std::pair<std::string, std::string>> {
     if (!m.is_vit()) throw config_error("the folder holds a " + m.architecture + ": ctgrad's vit reads ViTForImageClassification folders (" + command_reading(m) + ")");
     const models::VitConfig& v = m.vit();
-    char eps[32];
-    std::snprintf(eps, sizeof eps, "%.17g", m.hyper("norm_eps", 1e-12));
     return {{"d_model", std::to_string(v.d_model)}, {"layers", std::to_string(v.n_layer)}, {"heads", std::to_string(v.heads)},
             {"d_ff", std::to_string(v.d_mlp)},      {"patch", std::to_string(v.patch)},     {"image", std::to_string(v.image)},
             {"channels", std::to_string(v.channels)}, {"norm", "pre"},                     {"norm_kind", "layer"},
             {"act", "gelu"},                        {"pos", "learned"},                     {"pool", "cls"},
-            {"norm_eps", eps}};
+            {"norm_eps", exact(m.hyper("norm_eps", 1e-12))}};
   };
   t.to_hf = [](const Config& c, const Context& ctx, pretrained::HfModel& m) {
     const std::vector<std::string> classes = vit_classes(c, ctx);

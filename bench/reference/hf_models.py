@@ -38,6 +38,8 @@ import struct
 import torch
 import torch.nn.functional as F
 
+from t5 import relative_position_bucket  # T5Attention._relative_position_bucket, as it is (bench/reference/t5.py)
+
 
 # --- safetensors, written as the format defines it (no package here) ----------------------------
 DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int32: "I32", torch.int64: "I64"}
@@ -308,25 +310,6 @@ def vit_forward(c, w, images):
 
 
 # --- T5 -------------------------------------------------------------------------------------------
-def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
-    """T5Attention._relative_position_bucket, as it is (relative = memory - query)."""
-    relative_buckets = 0
-    if bidirectional:
-        num_buckets //= 2
-        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
-        relative_position = torch.abs(relative_position)
-    else:
-        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
-    max_exact = num_buckets // 2
-    is_small = relative_position < max_exact
-    relative_position_if_large = max_exact + (
-        torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
-    ).to(torch.long)
-    relative_position_if_large = torch.min(relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
-    relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
-    return relative_buckets
-
-
 def t5_layers(c):
     return c["num_layers"], c.get("num_decoder_layers") or c["num_layers"]
 
